@@ -1,0 +1,156 @@
+"""agenthost's one error hierarchy.
+
+Every error agenthost raises is an :class:`AgentHostError`; errors of the libraries below
+us (trio, httpx, the provider SDKs, cattrs) are mapped at the boundary where they happen,
+never leaked::
+
+    AgentHostError
+    ├── ConfigError                 a config file, key path and problem
+    ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
+    │   └── UnsupportedRevision     no MCP revision both sides speak
+    ├── TransportError
+    │   ├── TransportClosed         the peer closed or the process exited
+    │   └── MessageTooLarge         a frame over the configured maximum
+    ├── AgentHostTimeout            a request or operation exceeded its timeout
+    ├── JSONRPCError                the peer answered with an error (code, message, data)
+    │   └── ServerUnavailable       the server is gone/restarting; the request never ran
+    ├── OutputValidationError       structuredContent does not fit the tool's outputSchema
+    ├── ConsentDenied               the consent policy denied an action
+    └── ProviderError               an LLM provider failed (carries the provider's message)
+
+Errors are raised, never passed around as values; each carries the server name where it
+has one, because a host talks to many servers and "connection closed" alone is useless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentHostError",
+    "AgentHostTimeout",
+    "ConfigError",
+    "ConsentDenied",
+    "JSONRPCError",
+    "MessageTooLarge",
+    "OutputValidationError",
+    "ProtocolError",
+    "ProviderError",
+    "ServerUnavailable",
+    "TransportClosed",
+    "TransportError",
+    "UnsupportedRevision",
+]
+
+
+class AgentHostError(Exception):
+    """Base class of every error agenthost raises."""
+
+
+class ConfigError(AgentHostError):
+    """A configuration problem: which file, which key path, and why."""
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None):
+        self.path = path
+        self.key = key
+        where = ""
+        if path and key:
+            where = f"{path}: {key}: "
+        elif path:
+            where = f"{path}: "
+        elif key:
+            where = f"{key}: "
+        super().__init__(f"{where}{message}")
+        self.problem = message
+
+
+class ProtocolError(AgentHostError):
+    """Input that is not valid JSON-RPC 2.0 / MCP.
+
+    ``code`` is the JSON-RPC error code that describes the problem (-32700 parse error,
+    -32600 invalid request, ...), so a receiver can answer the peer with it.
+    """
+
+    def __init__(self, message: str, *, code: int = -32600, server: str | None = None):
+        self.code = code
+        self.server = server
+        super().__init__(f"{server}: {message}" if server else message)
+
+
+class UnsupportedRevision(ProtocolError):
+    """The server answered with an MCP revision agenthost does not speak."""
+
+
+class TransportError(AgentHostError):
+    """The connection to a server failed."""
+
+    def __init__(self, message: str, *, server: str | None = None):
+        self.server = server
+        super().__init__(f"{server}: {message}" if server else message)
+
+
+class TransportClosed(TransportError):
+    """The peer closed the connection or its process exited."""
+
+
+class MessageTooLarge(TransportError):
+    """A single message exceeded the configured maximum size."""
+
+
+class AgentHostTimeout(AgentHostError):
+    """An operation took longer than its timeout allowed."""
+
+    def __init__(self, message: str, *, server: str | None = None, timeout: float | None = None):
+        self.server = server
+        self.timeout = timeout
+        super().__init__(f"{server}: {message}" if server else message)
+
+
+class JSONRPCError(AgentHostError):
+    """A JSON-RPC error object, received from a peer or raised by a handler to send one."""
+
+    def __init__(
+        self, code: int, message: str, data: Any = None, *, server: str | None = None
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.server = server
+        prefix = f"{server}: " if server else ""
+        super().__init__(f"{prefix}{message} (code {code})")
+
+
+class ServerUnavailable(JSONRPCError):
+    """The server went away (crash, restart, shutdown) before answering."""
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(-32000, message, server=server)
+
+
+class OutputValidationError(AgentHostError):
+    """A tool's structuredContent does not match the outputSchema it declared."""
+
+
+class ConsentDenied(AgentHostError):
+    """The consent policy (or the user) denied an action."""
+
+    def __init__(self, message: str, *, rule: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(message)
+
+
+class ProviderError(AgentHostError):
+    """An LLM provider call failed; ``message`` is the provider's own words."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        super().__init__(f"{provider}: {message}" if provider else message)
