@@ -17,6 +17,8 @@ never leaked::
     ├── OutputValidationError       structuredContent does not fit the tool's outputSchema
     ├── ConsentDenied               the consent policy denied an action
     └── ProviderError               an LLM provider failed (carries the provider's message)
+        ├── UnsupportedContent      the request carries content/features the model cannot take
+        └── NoModelAvailable        model selection found no candidate for a request
 
 Errors are raised, never passed around as values; each carries the server name where it
 has one, because a host talks to many servers and "connection closed" alone is useless.
@@ -33,12 +35,14 @@ __all__ = [
     "ConsentDenied",
     "JSONRPCError",
     "MessageTooLarge",
+    "NoModelAvailable",
     "OutputValidationError",
     "ProtocolError",
     "ProviderError",
     "ServerUnavailable",
     "TransportClosed",
     "TransportError",
+    "UnsupportedContent",
     "UnsupportedRevision",
 ]
 
@@ -71,9 +75,19 @@ class ProtocolError(AgentHostError):
     -32600 invalid request, ...), so a receiver can answer the peer with it.
     """
 
-    def __init__(self, message: str, *, code: int = -32600, server: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int = -32600,
+        server: str | None = None,
+        request_id: int | str | None = None,
+    ) -> None:
         self.code = code
         self.server = server
+        #: The id of the request the bad input belonged to, when it could be read, so the
+        #: receiver can answer that request with an error instead of leaving it unanswered.
+        self.request_id = request_id
         super().__init__(f"{server}: {message}" if server else message)
 
 
@@ -154,3 +168,15 @@ class ProviderError(AgentHostError):
         self.status = status
         self.retryable = retryable
         super().__init__(f"{provider}: {message}" if provider else message)
+
+
+class UnsupportedContent(ProviderError):
+    """The request holds content the chosen model or API cannot take (audio to a text model).
+
+    Raised before anything is sent, so nothing is silently dropped; a sampling service can
+    answer the server with "invalid params" or pick another model.
+    """
+
+
+class NoModelAvailable(ProviderError):
+    """Model selection found no configured model that satisfies the request's constraints."""

@@ -1,0 +1,44 @@
+# agenthost: the two commands a new user runs (see README.md).
+#   make demo   - set up a runtime environment and run the offline demo
+#   make test   - set up everything the tests need and run lint, type check and the suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.demo-installed: $(BIN)/python pyproject.toml
+	$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.dev-installed: $(BIN)/python pyproject.toml
+	$(PIP) install -e '.[dev]'
+	@touch $@
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/agenthost --config examples/agenthost.toml demo
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+pytest: $(VENV)/.dev-installed node_modules/.package-lock.json
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

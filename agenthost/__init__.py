@@ -1,0 +1,7 @@
+"""agenthost: a Trio-based MCP host."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

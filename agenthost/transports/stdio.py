@@ -1,0 +1,356 @@
+"""The stdio transport: an MCP server as a child process, newline-delimited JSON-RPC.
+
+Resource handling: :func:`open_stdio_transport` owns the process. On every way out of its
+block (normal exit, exception, cancellation) it shuts the server down as the spec asks:
+close the server's stdin, wait, SIGTERM, wait, SIGKILL; shielded from cancellation and
+bounded by ``shutdown_timeout`` per phase. The child runs in its own process group and the
+whole group is signalled, so a server started through a wrapper (``npx``, ``uv run``, a
+shell script) leaves no grandchildren behind.
+
+The child's environment is an allowlist: only the variables in
+:data:`INHERITED_ENV_VARS` are copied from the host, plus what the server's config names.
+A host holds LLM API keys; a third-party server must never see them by accident.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Final
+
+import trio
+
+from agenthost import jsonrpc
+from agenthost._util import collapse_single_group
+from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.transports.base import Transport, decode_frame
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "INHERITED_ENV_VARS",
+    "StdioTransport",
+    "child_environment",
+    "open_stdio_transport",
+]
+
+log = logging.getLogger("agenthost.transports.stdio")
+
+DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
+
+#: Host variables a server inherits. Everything else (API keys above all) stays behind
+#: unless the server's config passes it explicitly.
+INHERITED_ENV_VARS: Final = frozenset(
+    {
+        "HOME",
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "LANG",
+        "LANGUAGE",
+        "LC_ALL",
+        "LC_CTYPE",
+        "LC_MESSAGES",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "TZ",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        # Windows equivalents, harmless elsewhere.
+        "APPDATA",
+        "LOCALAPPDATA",
+        "SYSTEMROOT",
+        "SYSTEMDRIVE",
+        "USERPROFILE",
+        "PROGRAMFILES",
+        "COMSPEC",
+        "PATHEXT",
+    }
+)
+
+_READ_SIZE: Final = 256 * 1024
+_STDERR_TAIL: Final = 20
+
+
+def child_environment(
+    extra: Mapping[str, str] | None = None, host_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a server process gets: the allowlisted host variables + ``extra``."""
+    source = os.environ if host_env is None else host_env
+    env = {key: value for key, value in source.items() if key in INHERITED_ENV_VARS}
+    if extra:
+        env.update(extra)
+    return env
+
+
+class StdioTransport(Transport):
+    """One server process. Create it with :func:`open_stdio_transport`."""
+
+    def __init__(
+        self, process: trio.Process, *, name: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    ) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.name = name
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._max = max_message_size
+        self._send_lock = trio.Lock()
+        self._buf = bytearray()
+        self._queue: deque[jsonrpc.Message] = deque()
+        self._eof = False
+        self._closed = False
+        #: The last lines the server wrote to stderr, quoted when it dies: the reason a
+        #: server crashed is almost always there.
+        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def send(self, message: jsonrpc.Message) -> None:
+        data = jsonrpc.encode(message) + b"\n"
+        if self._closed:
+            raise TransportClosed("transport is closed", server=self.name)
+        try:
+            async with self._send_lock:
+                await self._stdin.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise TransportClosed(self._exit_reason("cannot write to"), server=self.name) from None
+
+    async def receive(self) -> jsonrpc.Message:
+        queue = self._queue
+        while not queue:
+            if self._eof:
+                raise TransportClosed(self._exit_reason("lost"), server=self.name)
+            try:
+                chunk = await self._stdout.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                chunk = b""
+            if not chunk:
+                self._eof = True
+                if self._buf.strip():
+                    decode_frame(self._buf, queue, log, self.name)
+                self._buf.clear()
+                if not queue:
+                    with trio.move_on_after(0.25):
+                        await self.process.wait()
+                continue
+            if b"\n" not in chunk:
+                self._buf += chunk
+                if len(self._buf) > self._max:
+                    self._eof = True
+                    raise MessageTooLarge(
+                        f"message larger than the maximum of {self._max} bytes"
+                        " (raise max_message_size in the server's config if this is expected)",
+                        server=self.name,
+                    )
+                continue
+            lines: list[bytes] | list[bytearray]
+            if self._buf:
+                self._buf += chunk
+                lines = self._buf.split(b"\n")
+            else:
+                lines = chunk.split(b"\n")
+            rest = lines.pop()
+            self._buf = bytearray(rest)
+            for line in lines:
+                if len(line) > self._max:
+                    self._eof = True
+                    raise MessageTooLarge(
+                        f"message of {len(line)} bytes is larger than the maximum of"
+                        f" {self._max} bytes",
+                        server=self.name,
+                    )
+                if line and not line.isspace():
+                    decode_frame(line, queue, log, self.name)
+        return queue.popleft()
+
+    def _exit_reason(self, verb: str) -> str:
+        code = self.process.returncode
+        if code is None:
+            what = f"{verb} the server's stdio (server closed its stdout)"
+        elif code < 0:
+            try:
+                sig = signal.Signals(-code).name
+            except ValueError:
+                sig = str(-code)
+            what = f"server process exited on signal {sig}"
+        else:
+            what = f"server process exited with code {code}"
+        if self.stderr_tail:
+            what += "; last stderr: " + " | ".join(self.stderr_tail)
+        return what
+
+    async def aclose(self) -> None:
+        self._closed = True
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+            await self._stdin.aclose()
+
+    async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:
+        """Forward the server's stderr to logging, line by line, under its name."""
+        server_log = logging.getLogger(f"agenthost.server.{self.name}")
+        pending = b""
+        try:
+            while True:
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    self._log_stderr(server_log, raw)
+                if len(pending) > 65536:  # a server that never ends its line
+                    self._log_stderr(server_log, pending)
+                    pending = b""
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        if pending:
+            self._log_stderr(server_log, pending)
+
+    def _log_stderr(self, server_log: logging.Logger, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip()
+        if text:
+            self.stderr_tail.append(text[:500])
+            server_log.info("%s", text)
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop the server: close stdin, wait, SIGTERM, wait, SIGKILL. Always finishes.
+
+        Cancellation: shielded; bounded by ``timeout`` per phase (so at most ~2x timeout
+        plus the final kill).
+        """
+        self._closed = True
+        proc = self.process
+        with trio.CancelScope(shield=True):
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stdin.aclose()
+            with trio.move_on_after(timeout):
+                await proc.wait()
+            if proc.returncode is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                with trio.move_on_after(timeout):
+                    await proc.wait()
+            if proc.returncode is None:
+                log.warning("%s: server ignored SIGTERM; killing it", self.name)
+                _signal_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
+            await _reap_group(proc.pid, timeout)
+            with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                await self._stdout.aclose()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Signal a whole process group; False when it is already gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _reap_group(pgid: int, timeout: float) -> None:
+    """Make sure nothing of the server's process group outlives it.
+
+    The leader is gone by now; a wrapper's children may not be. They get SIGTERM and a
+    short grace period, then SIGKILL.
+    """
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    with trio.move_on_after(min(timeout, 2.0)):
+        # Not our children, so nothing to wait() on: poll the group until it is empty.
+        while _signal_group(pgid, 0):  # type: ignore[arg-type]  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        return
+    _signal_group(pgid, signal.SIGKILL)
+
+
+@asynccontextmanager
+async def open_stdio_transport(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    name: str,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    shutdown_timeout: float = 5.0,
+    host_env: Mapping[str, str] | None = None,
+) -> AsyncIterator[StdioTransport]:
+    """Start ``command args`` and yield a transport speaking to it over stdin/stdout.
+
+    Args:
+        command: the executable, looked up on the child's PATH.
+        args: its arguments.
+        name: the server's name, used in every log line and error.
+        cwd: working directory of the child.
+        env: extra environment variables for the child (on top of the allowlist).
+        max_message_size: the largest message accepted from the server, in bytes. A larger
+            one ends the session with :class:`~agenthost.errors.MessageTooLarge` rather than
+            growing memory without bound.
+        shutdown_timeout: seconds for each graceful shutdown phase.
+        host_env: the host environment to take allowlisted variables from (default
+            ``os.environ``).
+
+    Raises:
+        TransportError: the command cannot be started (not found, not executable, bad cwd).
+
+    Resource handling: the process (and its process group) is gone when the block exits,
+    however it exits; see the module docstring.
+    """
+    child_env = child_environment(env, host_env)
+    argv = [command, *args]
+    try:
+        process = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        missing = exc.filename if exc.filename not in (None, command) else command
+        if cwd is not None and not os.path.isdir(cwd):  # noqa: ASYNC240 (error path)
+            raise TransportError(
+                f"cannot start server: cwd {cwd!s} does not exist", server=name
+            ) from None
+        raise TransportError(
+            f"cannot start server: command not found: {missing}", server=name
+        ) from None
+    except PermissionError:
+        raise TransportError(
+            f"cannot start server: {command} is not executable", server=name
+        ) from None
+    except OSError as exc:
+        raise TransportError(
+            f"cannot start server {command}: {exc.strerror or exc}", server=name
+        ) from None
+    transport = StdioTransport(process, name=name, max_message_size=max_message_size)
+    log.debug("%s: started pid %d: %s", name, process.pid, command)
+    try:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                assert process.stderr is not None
+                nursery.start_soon(transport._pump_stderr, process.stderr)
+                try:
+                    yield transport
+                finally:
+                    await transport.shutdown(shutdown_timeout)
+    finally:
+        if process.returncode is None:  # the nursery itself failed before shutdown ran
+            with trio.CancelScope(shield=True):
+                _signal_group(process.pid, signal.SIGKILL)
+                await process.wait()
+        log.debug("%s: process %d exited with %s", name, process.pid, process.returncode)

@@ -1,0 +1,125 @@
+"""The sans-I/O JSON-RPC layer: plain bytes in, messages out; nothing but ProtocolError."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agenthost import jsonrpc
+from agenthost.errors import ProtocolError
+from agenthost.jsonrpc import ErrorObject, ErrorResponse, Notification, Request, Response
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Request(1, "tools/list"),
+        Request("abc", "tools/call", {"name": "echo", "arguments": {"x": [1, 2]}}),
+        Notification("notifications/initialized"),
+        Notification("notifications/progress", {"progressToken": "t", "progress": 0.5}),
+        Response(7, {}),
+        Response("r", {"tools": []}),
+        ErrorResponse(3, ErrorObject(-32601, "Method not found")),
+        ErrorResponse(None, ErrorObject(-32700, "Parse error", {"detail": 1})),
+    ],
+)
+def test_round_trip(message: jsonrpc.Message) -> None:
+    assert jsonrpc.decode(jsonrpc.encode(message)) == [message]
+
+
+def test_encode_omits_absent_params_and_data() -> None:
+    assert orjson.loads(jsonrpc.encode(Request(1, "ping"))) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "ping",
+    }
+    assert orjson.loads(jsonrpc.encode(ErrorResponse(1, ErrorObject(-1, "no")))) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -1, "message": "no"},
+    }
+
+
+def test_batch_is_accepted_on_receive() -> None:
+    frame = b'[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"n"}]'
+    assert jsonrpc.decode(frame) == [Response(1, {}), Notification("n")]
+
+
+def test_str_input_is_accepted() -> None:
+    assert jsonrpc.decode('{"jsonrpc":"2.0","method":"x"}') == [Notification("x")]
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "fragment", "request_id"),
+    [
+        (b"{not json", -32700, "invalid JSON", None),
+        (b"\xff\xfe", -32700, "invalid JSON", None),
+        (b"[]", -32600, "empty batch", None),
+        (b"42", -32600, "must be an object", None),
+        (b'{"id":1,"method":"x"}', -32600, '"jsonrpc"', 1),
+        (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600, '"jsonrpc"', 1),
+        (b'{"jsonrpc":"2.0","id":1,"method":5}', -32600, '"method" must be a string', 1),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}', -32600, '"params"', 1),
+        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', -32600, "request \"id\"", None),
+        (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600, "got bool", None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', -32600, "got float", None),
+        (b'{"jsonrpc":"2.0"}', -32600, 'neither "method" nor "id"', None),
+        (b'{"jsonrpc":"2.0","id":1}', -32600, "exactly one", 1),
+        (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', -32600, "exactly one", 1),
+        (b'{"jsonrpc":"2.0","id":1,"result":[]}', -32600, '"result" must be an object', 1),
+        (b'{"jsonrpc":"2.0","id":1,"error":"x"}', -32600, '"error" must be an object', 1),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"message":"m"}}', -32600, "error.code", 1),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"code":1}}', -32600, "error.message", 1),
+        (b'{"jsonrpc":"2.0","id":[1],"error":{"code":1,"message":"m"}}', -32600, "got list", None),
+        (b'[{"jsonrpc":"2.0","method":"ok"}, 3]', -32600, "must be an object", None),
+    ],
+)
+def test_malformed_input_is_a_protocol_error(
+    frame: bytes, code: int, fragment: str, request_id: int | None
+) -> None:
+    with pytest.raises(ProtocolError) as info:
+        jsonrpc.decode(frame)
+    assert info.value.code == code
+    assert fragment in str(info.value)
+    assert info.value.request_id == request_id
+
+
+def test_encode_failure_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="cannot encode"):
+        jsonrpc.encode(Request(1, "x", {"bad": object()}))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_raise_only_protocol_error(data: bytes) -> None:
+    try:
+        messages = jsonrpc.decode(data)
+    except ProtocolError:
+        return
+    assert messages
+    assert all(
+        isinstance(m, Request | Notification | Response | ErrorResponse) for m in messages
+    )
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+_keys = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "code"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_keys, _json | st.just("2.0"), max_size=6) | _json)
+def test_arbitrary_json_values_raise_only_protocol_error(value: object) -> None:
+    """Structurally plausible JSON reaches the deeper checks that random bytes rarely do."""
+    try:
+        messages = jsonrpc.decode(orjson.dumps(value))
+    except ProtocolError:
+        return
+    for message in messages:
+        assert jsonrpc.decode(jsonrpc.encode(message)) == [message]
