@@ -200,7 +200,9 @@ def _input(input_id: str, ctx: ExpandContext, key: str) -> str:
     return value
 
 
-def read_env_file(path: Path, *, source: str | None, key: str) -> dict[str, str]:
+def read_env_file(
+    path: Path, *, source: str | None, key: str, shown_as: str | None = None
+) -> dict[str, str]:
     """Read a dotenv file (``envFile`` in VS Code and Cursor configs).
 
     Lines are ``NAME=value`` with an optional ``export`` prefix; blank lines and lines
@@ -208,17 +210,21 @@ def read_env_file(path: Path, *, source: str | None, key: str) -> dict[str, str]
     is unwrapped (double quotes also understand ``\\n``, ``\\t``, ``\\"`` and ``\\\\``).
     Values are taken literally otherwise, not expanded.
 
+    ``shown_as`` is how the file is named in errors (the config's unexpanded text, so a
+    value that came from the environment is not echoed); default: ``path``.
+
     Raises:
         ConfigError: the file cannot be read (naming ``source``, the config file, and
-            ``key``, the key that named the env file), or a line is not ``NAME=value`` (naming the env file and the line number;
-            the line itself is never shown, it may hold a secret).
+            ``key``, the key that named the env file), or a line is not ``NAME=value``
+            (naming the env file and the line number; the line itself is never shown, it
+            may hold a secret).
     """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(
-            f"cannot read env file {str(path)!r}: {reason}", path=source, key=key
+            f"cannot read env file {shown_as or repr(str(path))}: {reason}", path=source, key=key
         ) from None
     result: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):

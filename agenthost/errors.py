@@ -10,12 +10,14 @@ never leaked::
     │   └── UnsupportedRevision     no MCP revision both sides speak
     ├── TransportError
     │   ├── TransportClosed         the peer closed or the process exited
+    │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
     │   └── MessageTooLarge         a frame over the configured maximum
     ├── AgentHostTimeout            a request or operation exceeded its timeout
     ├── JSONRPCError                the peer answered with an error (code, message, data)
     │   └── ServerUnavailable       the server is gone/restarting; the request never ran
     ├── OutputValidationError       structuredContent does not fit the tool's outputSchema
     ├── ConsentDenied               the consent policy denied an action
+    ├── InvalidAnswer               a user's answer does not fit the elicitation schema
     └── ProviderError               an LLM provider failed (carries the provider's message)
         ├── UnsupportedContent      the request carries content/features the model cannot take
         └── NoModelAvailable        model selection found no candidate for a request
@@ -33,6 +35,7 @@ __all__ = [
     "AgentHostTimeout",
     "ConfigError",
     "ConsentDenied",
+    "InvalidAnswer",
     "JSONRPCError",
     "MessageTooLarge",
     "NoModelAvailable",
@@ -40,6 +43,7 @@ __all__ = [
     "ProtocolError",
     "ProviderError",
     "ServerUnavailable",
+    "SessionExpired",
     "TransportClosed",
     "TransportError",
     "UnsupportedContent",
@@ -107,6 +111,16 @@ class TransportClosed(TransportError):
     """The peer closed the connection or its process exited."""
 
 
+class SessionExpired(TransportClosed):
+    """The server no longer knows our session (Streamable HTTP answered 404 to its id).
+
+    The spec's remedy is a new session: a fresh ``initialize`` without the old id. A
+    transport cannot do that by itself (the session above it holds the negotiated state),
+    so it ends with this error; a supervisor that sees it restarts the session at once,
+    without the backoff it applies to crashes, because the server is healthy.
+    """
+
+
 class MessageTooLarge(TransportError):
     """A single message exceeded the configured maximum size."""
 
@@ -151,6 +165,18 @@ class ConsentDenied(AgentHostError):
     def __init__(self, message: str, *, rule: str | None = None) -> None:
         self.rule = rule
         super().__init__(message)
+
+
+class InvalidAnswer(AgentHostError):
+    """A value typed into an elicitation form does not fit the server's requested schema.
+
+    Raised by the form parser so a prompter can say what is wrong and ask again; it never
+    reaches the server (an invalid form is not sent).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
 
 
 class ProviderError(AgentHostError):

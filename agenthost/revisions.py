@@ -20,7 +20,12 @@ __all__ = [
 ]
 
 #: Revisions we negotiate with ``initialize``, newest first (the order we offer them in).
-SUPPORTED_REVISIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+SUPPORTED_REVISIONS: Final[tuple[str, ...]] = (
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+)
 
 #: The revision we ask for first.
 LATEST_REVISION: Final[str] = SUPPORTED_REVISIONS[0]

@@ -79,8 +79,11 @@ class Answer(enum.Enum):
 
 
 #: Who settled a decision: the first matching rule, the mode's default, a remembered
-#: "always"/"never", a human or callback, a sampling limit (rate, budget, context, model).
-DecidedBy: TypeAlias = Literal["rule", "default", "session", "user", "callback", "limit"]
+#: "always"/"never", a human, the embedding application's callback, the headless stand-in
+#: that turns "ask" into deny, or a sampling limit (rate, budget, context, model).
+DecidedBy: TypeAlias = Literal[
+    "rule", "default", "session", "user", "callback", "headless", "limit"
+]
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,449 @@
+"""The one converter between plain JSON values and :mod:`agenthost.types` objects.
+
+Receive (:func:`structure`) is lenient, because servers are often newer than we are:
+unknown keys are ignored (kept in ``extra`` on capability objects), a content block of an
+unknown ``type`` becomes :class:`~agenthost.types.UnknownContent`, and a result's
+``resultType`` (2026-07-28) is simply not read. Data that does not fit (a missing required
+field, a string where a number belongs, bad base64) raises
+:class:`~agenthost.errors.ProtocolError` with code -32602 and a readable path.
+
+Send (:func:`unstructure`) is exact: the negotiated revision decides what goes out. A
+field newer than the revision is left out (``title`` before 2025-06-18); an object the
+revision cannot express (``AudioContent`` before 2025-03-26) is refused with
+``ProtocolError``. The revision facts are metadata on the classes
+(:mod:`agenthost.types._base`); each revision gets its own cattrs converter, built once
+and cached, whose generated hooks already omit or refuse, so sending costs what a plain
+cattrs unstructure costs.
+
+Wire conventions: camelCase keys, ``meta`` <-> ``_meta``, ``None`` never sent, ``bytes``
+as standard base64, content blocks a union tagged on ``"type"`` resolved with one dict
+lookup. Raw JSON members (``dict[str, Any]``, ``Any``) pass through without copying:
+the dicts inside a structured object are the ones that were decoded, so treat them as
+read-only.
+
+Structuring runs a converter without detailed validation (fast); only when that fails is
+the input structured again with detailed validation, to render the error with
+``cattrs.transform_error``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.orjson import make_converter as _make_orjson_converter
+
+from agenthost import types as t
+from agenthost.errors import ProtocolError, UnsupportedRevision
+from agenthost.revisions import STATELESS_REVISIONS, SUPPORTED_REVISIONS
+from agenthost.types._base import SINCE, STRICT, wire_name
+
+__all__ = ["INVALID_PARAMS", "make_converter", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+#: JSON-RPC "invalid params": what the peer sent does not fit the method's types.
+INVALID_PARAMS: Final = -32602
+
+_KNOWN_REVISIONS: Final = frozenset(SUPPORTED_REVISIONS + STATELESS_REVISIONS)
+_MAX_ERROR_LINES: Final = 8
+
+_CONTENT_BLOCK_MEMBERS: Final = (
+    t.TextContent,
+    t.ImageContent,
+    t.AudioContent,
+    t.ResourceLink,
+    t.EmbeddedResource,
+)
+_SAMPLING_MEMBERS: Final = (
+    t.TextContent,
+    t.ImageContent,
+    t.AudioContent,
+    t.ToolUseContent,
+    t.ToolResultContent,
+)
+_REFERENCE_MEMBERS: Final = (t.PromptReference, t.ResourceTemplateReference)
+
+
+# --- primitives: strict types (cattrs would otherwise coerce 42 into "42") ----------------
+
+
+def _structure_str(value: Any, _: Any) -> str:
+    if type(value) is str:
+        return value
+    raise TypeError(f"expected a string, got {type(value).__name__}")
+
+
+def _structure_int(value: Any, _: Any) -> int:
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    raise TypeError(f"expected an integer, got {type(value).__name__}")
+
+
+def _structure_float(value: Any, _: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _structure_bool(value: Any, _: Any) -> bool:
+    if type(value) is bool:
+        return value
+    raise TypeError(f"expected a boolean, got {type(value).__name__}")
+
+
+def _structure_bytes(value: Any, _: Any) -> bytes:
+    if type(value) is not str:
+        raise TypeError(f"expected a base64 string, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"not valid base64: {exc}") from None
+
+
+def _unstructure_bytes(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def _structure_raw_object(value: Any, _: Any) -> dict[str, Any]:
+    if type(value) is dict:
+        return value
+    raise TypeError(f"expected an object, got {type(value).__name__}")
+
+
+def _identity(value: Any, _: Any = None) -> Any:
+    return value
+
+
+# --- hook factories ------------------------------------------------------------------------
+
+
+def _class_since(cls: type) -> str | None:
+    since: str | None = getattr(cls, "__mcp_since__", None)
+    return since
+
+
+def _refuse(what: str, revision: str, since: str) -> Callable[[Any], Any]:
+    def refuse(_: Any) -> Any:
+        raise ProtocolError(
+            f"{what} cannot be sent in MCP revision {revision} (it exists since {since})",
+            code=INVALID_PARAMS,
+        )
+
+    return refuse
+
+
+def _has_extra(cls: type) -> bool:
+    return any(f.name == "extra" for f in attrs.fields(cls))
+
+
+def _structure_factory(conv: cattrs.Converter) -> Callable[[type], Any]:
+    def factory(cls: type) -> Any:
+        overrides = {f.name: override(rename=wire_name(f)) for f in attrs.fields(cls)}
+        if not _has_extra(cls):
+            return make_dict_structure_fn(cls, conv, **overrides)
+        overrides["extra"] = override(omit=True)
+        base = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False, **overrides)
+        known = frozenset(wire_name(f) for f in attrs.fields(cls) if f.name != "extra")
+
+        def structure_keeping_extra(data: Mapping[str, Any], cl: Any) -> Any:
+            obj = base(data, cl)
+            extra = {k: v for k, v in data.items() if k not in known}
+            return attrs.evolve(obj, extra=extra) if extra else obj
+
+        return structure_keeping_extra
+
+    return factory
+
+
+def _unstructure_factory(conv: cattrs.Converter, revision: str | None) -> Callable[[type], Any]:
+    def factory(cls: type) -> Any:
+        cls_since = _class_since(cls)
+        if revision is not None and cls_since is not None and cls_since > revision:
+            return _refuse(cls.__name__, revision, cls_since)
+        overrides: dict[str, Any] = {}
+        for f in attrs.fields(cls):
+            if f.name == "extra":
+                overrides[f.name] = override(omit=True)
+                continue
+            field_since = f.metadata.get(SINCE)
+            if revision is not None and field_since is not None and field_since > revision:
+                if f.metadata.get(STRICT):
+                    # Sent only if set, and then refused: dropping it would change meaning.
+                    what = f"{cls.__name__}.{f.name}"
+                    overrides[f.name] = override(
+                        omit_if_default=True, unstruct_hook=_refuse(what, revision, field_since)
+                    )
+                else:
+                    overrides[f.name] = override(omit=True)
+            else:
+                overrides[f.name] = override(
+                    rename=wire_name(f), omit_if_default=f.default is None
+                )
+        base = make_dict_unstructure_fn(cls, conv, **overrides)
+        if not _has_extra(cls):
+            return base
+
+        def unstructure_with_extra(obj: Any) -> dict[str, Any]:
+            out = base(obj)
+            return {**obj.extra, **out} if obj.extra else out
+
+        return unstructure_with_extra
+
+    return factory
+
+
+def _tagged_union(
+    conv: cattrs.Converter, members: tuple[type, ...], *, unknown_ok: bool
+) -> tuple[Callable[[Any, Any], Any], Callable[[Any], Any]]:
+    """Structure/unstructure hooks for a union tagged on ``"type"`` (one dict lookup)."""
+    by_tag: dict[str, Callable[[Any, Any], Any]] = {}
+    classes: dict[str, type] = {}
+    for cls in members:
+        tag = attrs.fields_dict(cls)["type"].default
+        # The tag was just matched, so these hooks skip re-validating it.
+        renames = {f.name: override(rename=wire_name(f)) for f in attrs.fields(cls)}
+        renames["type"] = override(omit=True)
+        by_tag[tag] = make_dict_structure_fn(cls, conv, **renames)
+        classes[tag] = cls
+    by_class: dict[type, Callable[[Any], Any]] = {
+        cls: conv.get_unstructure_hook(cls) for cls in members
+    }
+    if unknown_ok:
+        by_class[t.UnknownContent] = _unstructure_unknown
+
+    def structure_union(value: Any, _: Any) -> Any:
+        if type(value) is not dict:
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        tag = value.get("type")
+        hook = by_tag.get(tag)  # type: ignore[arg-type]
+        if hook is not None:
+            return hook(value, classes[tag])  # type: ignore[index]
+        if unknown_ok and type(tag) is str:
+            return t.UnknownContent(type=tag, raw=value)
+        raise ValueError(f"unknown type {tag!r}; expected one of {sorted(by_tag)}")
+
+    def unstructure_union(obj: Any) -> Any:
+        return by_class[obj.__class__](obj)
+
+    return structure_union, unstructure_union
+
+
+def _structure_unknown(value: Any, _: Any) -> t.UnknownContent:
+    if type(value) is not dict or type(value.get("type")) is not str:
+        raise TypeError("expected an object with a string 'type'")
+    return t.UnknownContent(type=value["type"], raw=value)
+
+
+def _unstructure_unknown(obj: t.UnknownContent) -> dict[str, Any]:
+    return obj.raw
+
+
+def _register_unions(conv: cattrs.Converter, revision: str | None) -> None:
+    def union_factory(
+        members: tuple[type, ...], unknown_ok: bool, pick: int
+    ) -> Callable[[Any], Any]:
+        return lambda _: _tagged_union(conv, members, unknown_ok=unknown_ok)[pick]
+
+    for alias, members in (
+        (t.ContentBlock, _CONTENT_BLOCK_MEMBERS),
+        (t.SamplingContent, _SAMPLING_MEMBERS),
+    ):
+        conv.register_structure_hook_factory(
+            lambda tp, a=alias: tp == a, union_factory(members, True, 0)
+        )
+        conv.register_unstructure_hook_factory(
+            lambda tp, a=alias: tp == a, union_factory(members, True, 1)
+        )
+    conv.register_structure_hook_factory(
+        lambda tp: tp == t.CompletionReference, union_factory(_REFERENCE_MEMBERS, False, 0)
+    )
+    conv.register_unstructure_hook_factory(
+        lambda tp: tp == t.CompletionReference, union_factory(_REFERENCE_MEMBERS, False, 1)
+    )
+
+    def resource_contents_structure(_: Any) -> Callable[[Any, Any], Any]:
+        text = conv.get_structure_hook(t.TextResourceContents)
+        blob = conv.get_structure_hook(t.BlobResourceContents)
+
+        def structure(value: Any, _: Any) -> Any:
+            if type(value) is dict and "blob" in value:
+                return blob(value, t.BlobResourceContents)
+            return text(value, t.TextResourceContents)
+
+        return structure
+
+    conv.register_structure_hook_factory(
+        lambda tp: tp == t.ResourceContents, resource_contents_structure
+    )
+    conv.register_unstructure_hook_factory(
+        lambda tp: tp == t.ResourceContents,
+        lambda _: lambda obj: conv.get_unstructure_hook(obj.__class__)(obj),
+    )
+
+    def sampling_message_structure(_: Any) -> Callable[[Any, Any], Any]:
+        one = conv.get_structure_hook(t.SamplingContent)
+
+        def structure(value: Any, _: Any) -> Any:
+            if type(value) is list:
+                return [one(item, t.SamplingContent) for item in value]
+            return one(value, t.SamplingContent)
+
+        return structure
+
+    def sampling_message_unstructure(_: Any) -> Callable[[Any], Any]:
+        one = conv.get_unstructure_hook(t.SamplingContent)
+        lists_ok = revision is None or revision >= "2025-11-25"
+
+        def unstructure(obj: Any) -> Any:
+            if type(obj) is not list:
+                return one(obj)
+            if lists_ok:
+                return [one(item) for item in obj]
+            if len(obj) == 1:
+                return one(obj[0])
+            raise ProtocolError(
+                f"sampling content with {len(obj)} blocks cannot be sent in MCP revision "
+                f"{revision} (lists of blocks exist since 2025-11-25)",
+                code=INVALID_PARAMS,
+            )
+
+        return unstructure
+
+    conv.register_structure_hook_factory(
+        lambda tp: tp == t.SamplingMessageContent, sampling_message_structure
+    )
+    conv.register_unstructure_hook_factory(
+        lambda tp: tp == t.SamplingMessageContent, sampling_message_unstructure
+    )
+
+
+def make_converter(
+    revision: str | None = None, *, detailed: bool = True, forbid_extra_keys: bool = False
+) -> cattrs.Converter:
+    """Build a converter for the MCP types (normally use :func:`structure`/:func:`unstructure`).
+
+    Args:
+        revision: the revision whose rules apply when unstructuring (omission and
+            refusal); ``None`` sends every field we know.
+        detailed: cattrs detailed validation (slower; needed for ``transform_error``).
+        forbid_extra_keys: refuse unknown keys on input (capability ``extra`` excepted);
+            for tests that check the classes cover the spec's examples.
+    """
+    conv = _make_orjson_converter(
+        detailed_validation=detailed, forbid_extra_keys=forbid_extra_keys
+    )
+    conv.register_structure_hook(str, _structure_str)
+    conv.register_structure_hook(int, _structure_int)
+    conv.register_structure_hook(float, _structure_float)
+    conv.register_structure_hook(bool, _structure_bool)
+    conv.register_structure_hook(bytes, _structure_bytes)
+    conv.register_unstructure_hook(bytes, _unstructure_bytes)
+    conv.register_structure_hook_func(lambda tp: tp is Any, _identity)
+    conv.register_unstructure_hook_func(lambda tp: tp is Any, _identity)
+    conv.register_structure_hook_func(lambda tp: tp == dict[str, Any], _structure_raw_object)
+    conv.register_unstructure_hook_func(lambda tp: tp == dict[str, Any], _identity)
+    conv.register_structure_hook_factory(attrs.has, _structure_factory(conv))
+    conv.register_unstructure_hook_factory(attrs.has, _unstructure_factory(conv, revision))
+    conv.register_structure_hook(t.UnknownContent, _structure_unknown)
+    conv.register_unstructure_hook(t.UnknownContent, _unstructure_unknown)
+    _register_unions(conv, revision)
+    return conv
+
+
+# --- the public API: cached converters, cached hooks ---------------------------------------
+
+_FAST: Final = make_converter(detailed=False)
+_DETAILED: Final = make_converter(detailed=True)
+_structure_hooks: dict[Any, Callable[[Any, Any], Any]] = {}
+_unstructure_hooks: dict[str, dict[type, Callable[[Any], Any]]] = {}
+_send_converters: dict[str, cattrs.Converter] = {}
+_STRUCTURE_ERRORS: Final = (
+    cattrs.BaseValidationError,
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+)
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    """Turn received JSON (decoded dicts/lists/...) into an instance of ``cls``.
+
+    Args:
+        data: the decoded JSON, e.g. a request's ``params`` or a response's ``result``.
+        cls: an :mod:`agenthost.types` class.
+
+    Returns:
+        The typed object. Raw JSON members share structure with ``data``.
+
+    Raises:
+        ProtocolError: (code -32602) ``data`` does not fit ``cls``; the message names
+            each offending path, e.g. ``$.content[0].text``.
+    """
+    hook = _structure_hooks.get(cls)
+    if hook is None:
+        hook = _structure_hooks[cls] = _FAST.get_structure_hook(cls)
+    try:
+        return hook(data, cls)  # type: ignore[no-any-return]
+    except _STRUCTURE_ERRORS:
+        pass
+    raise _structure_error(data, cls) from None
+
+
+def _structure_error(data: Any, cls: Any) -> ProtocolError:
+    """Re-run with detailed validation to say exactly what did not fit."""
+    name = getattr(cls, "__name__", repr(cls))
+    try:
+        _DETAILED.structure(data, cls)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one ProtocolError
+        lines = cattrs.transform_error(exc, path="$")
+        more = len(lines) - _MAX_ERROR_LINES
+        text = "; ".join(lines[:_MAX_ERROR_LINES]) + (f"; and {more} more" if more > 0 else "")
+        return ProtocolError(f"invalid {name}: {text}", code=INVALID_PARAMS)
+    return ProtocolError(f"invalid {name}", code=INVALID_PARAMS)
+
+
+def _send_converter(revision: str) -> cattrs.Converter:
+    conv = _send_converters.get(revision)
+    if conv is None:
+        if revision not in _KNOWN_REVISIONS:
+            raise UnsupportedRevision(f"unknown MCP revision {revision!r}", code=INVALID_PARAMS)
+        conv = _send_converters[revision] = make_converter(revision, detailed=False)
+        _unstructure_hooks[revision] = {}
+    return conv
+
+
+def unstructure(obj: Any, revision: str) -> Any:
+    """Turn an object we are about to send into JSON that fits ``revision``.
+
+    Args:
+        obj: an :mod:`agenthost.types` object (or a list of them, or ``None``).
+        revision: the negotiated MCP revision.
+
+    Returns:
+        Plain JSON values (dicts, lists, str, ...), ready for orjson.
+
+    Raises:
+        ProtocolError: ``obj`` (or something inside it) cannot be expressed in
+            ``revision``; the message names the type and the revision.
+        UnsupportedRevision: ``revision`` is not one agenthost knows.
+    """
+    hooks = _unstructure_hooks.get(revision)
+    if hooks is None:
+        _send_converter(revision)
+        hooks = _unstructure_hooks[revision]
+    cls = obj.__class__
+    hook = hooks.get(cls)
+    if hook is None:
+        hook = hooks[cls] = _send_converters[revision].get_unstructure_hook(cls)
+    return hook(obj)

@@ -1,0 +1,88 @@
+"""Task types of 2025-11-25, modelled only as far as needed to receive them.
+
+Tasks (durable, pollable requests) are an experimental utility; agenthost does not drive
+them yet. These classes let a session read a ``CreateTaskResult`` or a
+``notifications/tasks/status`` without failing, and let callers ask for task augmentation
+(``task=TaskMetadata(...)``) where the spec allows it. Task status is an open string so a
+newer server's states pass through.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from agenthost.types._base import Cursor
+
+__all__ = [
+    "CreateTaskResult",
+    "GetTaskResult",
+    "ListTasksResult",
+    "Task",
+    "TaskMetadata",
+    "TaskStatusNotificationParams",
+]
+
+
+@attrs.frozen(kw_only=True)
+class TaskMetadata:
+    """Asks the receiver to run a request as a task (the ``task`` request param)."""
+
+    __mcp_since__: ClassVar[str] = "2025-11-25"
+
+    #: Requested retention after creation, in milliseconds.
+    ttl: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    """The state of one task."""
+
+    __mcp_since__: ClassVar[str] = "2025-11-25"
+
+    task_id: str
+    #: ``working``, ``input_required``, ``completed``, ``failed``, ``cancelled``, ...
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    #: Retention in milliseconds; ``None`` means unlimited.
+    ttl: int | None = None
+    #: Suggested polling interval in milliseconds.
+    poll_interval: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CreateTaskResult:
+    """The answer to a task-augmented request: the task, not yet its result."""
+
+    __mcp_since__: ClassVar[str] = "2025-11-25"
+
+    task: Task
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetTaskResult(Task):
+    """The result of ``tasks/get``."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ListTasksResult:
+    """The result of ``tasks/list``."""
+
+    __mcp_since__: ClassVar[str] = "2025-11-25"
+
+    tasks: list[Task]
+    next_cursor: Cursor | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TaskStatusNotificationParams(Task):
+    """Params of ``notifications/tasks/status``."""
+
+    meta: dict[str, Any] | None = None

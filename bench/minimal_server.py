@@ -1,0 +1,111 @@
+"""The fastest stdio MCP server we can write, as the far end of agenthost's benchmarks.
+
+Why it exists: a benchmark of agenthost's stdio path must measure agenthost, not the
+server. This server does the least work an MCP server can do: no SDK, no validation,
+pre-encoded constant replies, one ``write`` + ``flush`` per response, and a plain
+blocking line loop that answers pipelined requests in order as fast as they arrive.
+
+Usage::
+
+    python bench/minimal_server.py [--payload-bytes N]
+
+It answers ``initialize`` (echoing a known requested revision, else ``2025-11-25``),
+``ping``, ``tools/list`` (one tool, ``echo``) and ``tools/call`` of ``echo`` (returns the
+``message`` argument as text). With ``--payload-bytes N`` every ``tools/call`` returns a
+text of exactly N ASCII bytes instead, for the large-payload benchmark. Notifications
+and responses are ignored; other requests get ``-32601``. EOF on stdin ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+try:
+    import orjson
+
+    dumps: Callable[[Any], bytes] = orjson.dumps
+    loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover - the stdlib fallback for a bare interpreter
+    import json
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    loads = json.loads
+
+__all__ = ["main"]
+
+REVISIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+LATEST = "2025-11-25"
+ECHO_TOOL = {
+    "name": "echo",
+    "description": "Echo the message back.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"message": {"type": "string"}},
+        "required": ["message"],
+    },
+}
+
+
+def _result_tail(result: Any) -> bytes:
+    """Pre-encode ``,"result":<result>}\\n`` so a constant reply costs one id encode."""
+    return b',"result":' + dumps(result) + b"}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve stdin/stdout until EOF."""
+    parser = argparse.ArgumentParser(description="Minimal stdio MCP server for benchmarks.")
+    parser.add_argument("--payload-bytes", type=int, default=None, metavar="N")
+    args = parser.parse_args(argv)
+
+    head = b'{"jsonrpc":"2.0","id":'
+    tools_tail = _result_tail({"tools": [ECHO_TOOL]})
+    empty_tail = _result_tail({})
+    payload_tail = (
+        None
+        if args.payload_bytes is None
+        else _result_tail({"content": [{"type": "text", "text": "x" * args.payload_bytes}]})
+    )
+    capabilities: dict[str, Any] = {"tools": {}}
+    info = {"name": "minimal", "version": "1.0.0"}
+
+    out = sys.stdout.buffer
+    write = out.write
+    flush = out.flush
+    for line in sys.stdin.buffer:
+        try:
+            msg = loads(line)
+            method = msg["method"]
+            request_id = msg["id"]
+        except (ValueError, KeyError, TypeError):
+            continue  # blank or junk line, a notification, or a response: nothing to answer
+        if method == "tools/call":
+            if payload_tail is not None:
+                data = head + dumps(request_id) + payload_tail
+            else:
+                arguments = (msg.get("params") or {}).get("arguments") or {}
+                text = arguments.get("message", "")
+                result = {"content": [{"type": "text", "text": text}]}
+                data = head + dumps(request_id) + _result_tail(result)
+        elif method == "tools/list":
+            data = head + dumps(request_id) + tools_tail
+        elif method == "ping":
+            data = head + dumps(request_id) + empty_tail
+        elif method == "initialize":
+            requested = (msg.get("params") or {}).get("protocolVersion")
+            version = requested if requested in REVISIONS else LATEST
+            init = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
+            data = head + dumps(request_id) + _result_tail(init)
+        else:
+            error = {"code": -32601, "message": "Method not found"}
+            data = head + dumps(request_id) + b',"error":' + dumps(error) + b"}\n"
+        write(data)
+        flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Making server-supplied text safe to show on a terminal.
+
+Everything a prompt shows - tool names, arguments, sampling messages, form titles - comes
+from a server or a model, and a terminal obeys escape sequences. A server that could send
+``\\x1b[2K\\r`` could erase the line that shows a dangerous argument, or hide it with
+colours; so control characters are shown as visible escapes, never emitted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+__all__ = ["printable", "pretty_json"]
+
+# C0 controls except tab and newline, DEL, C1 controls, and the Unicode bidi overrides
+# and isolates that can reorder what the reader sees ("Trojan Source").
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character replaced by a visible ``\\xNN``/``\\uNNNN``."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON of ``value`` for display (non-JSON values shown by ``repr``)."""
+    return printable(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=repr).decode())

@@ -1,0 +1,365 @@
+"""Policy rules: parsed from TOML tables once, matched against every action.
+
+A rule is a set of conditions and a verdict. Every condition a rule states must hold for it
+to match; a condition it leaves out matches anything. The engine walks the rules in order
+and the first match wins (see ``POLICY.md`` for the whole evaluation order).
+
+Globs (``server``, ``name``, ``providers``, ``models``) use :mod:`fnmatch` syntax and are
+case-sensitive, because MCP tool names are. They are compiled to regular expressions at
+parse time so matching costs one ``re.match`` per glob.
+
+Tool annotations are hints. The spec says clients MUST treat them as untrusted unless the
+server is trusted, so a rule sees the *effective* annotations from
+:func:`effective_annotations`: the spec's defaults (the worst case: not read-only,
+destructive, not idempotent, open world) overlaid with the server's hints only when the
+host config marks that server trusted. An allow rule on ``readOnlyHint = true`` can
+therefore never fire for an untrusted server, while a deny/ask rule on
+``destructiveHint = true`` always does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from agenthost.errors import ConfigError
+from policies.decision import Action, ActionKind, Elicitation, RootsExposure, ToolCall, Verdict
+
+__all__ = [
+    "ANNOTATION_DEFAULTS",
+    "Rule",
+    "SamplingLimits",
+    "compile_globs",
+    "effective_annotations",
+    "first_match",
+    "parse_rule",
+]
+
+#: The spec's defaults for ToolAnnotations (schema.json, 2025-11-25), i.e. what an
+#: untrusted or silent server's tool is assumed to be.
+ANNOTATION_DEFAULTS: Mapping[str, bool] = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+
+_COMMON_KEYS = frozenset({"id", "kind", "server", "name", "trusted", "decision", "reason"})
+_TOOL_KEYS = frozenset({"annotations"})
+_SAMPLING_KEYS = frozenset(
+    {
+        "providers",
+        "models",
+        "max_tokens",
+        "requests_per_minute",
+        "token_budget",
+        "allow_include_context",
+        "review",
+    }
+)
+_ELICITATION_KEYS = frozenset({"mode", "answers"})
+_ALL_KEYS = _COMMON_KEYS | _TOOL_KEYS | _SAMPLING_KEYS | _ELICITATION_KEYS
+_NAMED_KINDS = frozenset({ActionKind.TOOL, ActionKind.PROMPT, ActionKind.RESOURCE, ActionKind.ROOTS})
+
+
+@attrs.frozen(kw_only=True)
+class SamplingLimits:
+    """The sampling-only part of a rule: what an allowed request may use."""
+
+    providers: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    #: Cap on the request's maxTokens (lowered to it, not refused).
+    max_tokens: int | None = None
+    #: Per server, over a sliding 60-second window.
+    requests_per_minute: int | None = None
+    #: Per server, total tokens (input + output) reported back by the sampling service.
+    token_budget: int | None = None
+    #: Whether ``includeContext`` other than ``none`` is acceptable.
+    allow_include_context: bool = False
+    #: ``True`` when the generated answer may go back without a human review.
+    auto_review: bool = False
+
+    provider_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: compile_globs(self.providers), takes_self=True)
+    )
+    model_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: compile_globs(self.models), takes_self=True)
+    )
+
+    def allows_provider(self, provider: str) -> bool:
+        return not self.provider_patterns or _any_match(self.provider_patterns, provider)
+
+    def allows_model(self, model: str) -> bool:
+        return not self.model_patterns or _any_match(self.model_patterns, model)
+
+
+@attrs.frozen(kw_only=True)
+class Rule:
+    """One parsed rule. Build with :func:`parse_rule`; tests may build it directly."""
+
+    #: How decisions and errors name this rule: its ``id`` or its position in the config.
+    label: str
+    verdict: Verdict
+    reason: str | None = None
+    #: Empty means "any kind".
+    kinds: frozenset[ActionKind] = frozenset()
+    servers: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    #: ``True``/``False`` match only servers the config does/does not mark trusted.
+    trusted: bool | None = None
+    #: Required effective hint values, e.g. ``{"readOnlyHint": True}`` (tool rules only).
+    annotations: Mapping[str, bool] = attrs.field(factory=dict)
+    #: Elicitation rules only: ``form`` or ``url``.
+    mode: str | None = None
+    #: Elicitation rules only: canned form answers that make "allow" answer by itself.
+    answers: Mapping[str, Any] | None = None
+    sampling: SamplingLimits | None = None
+
+    server_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: compile_globs(self.servers), takes_self=True)
+    )
+    name_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: compile_globs(self.names), takes_self=True)
+    )
+
+    def matches(self, action: Action) -> bool:
+        """Whether every condition this rule states holds for ``action``."""
+        if self.kinds and action.kind not in self.kinds:
+            return False
+        if self.trusted is not None and action.trusted is not self.trusted:
+            return False
+        if self.server_patterns and not _any_match(self.server_patterns, action.server):
+            return False
+        if self.name_patterns:
+            if isinstance(action, RootsExposure):
+                # Every root the server would see must be one the rule names.
+                if not all(_any_match(self.name_patterns, uri) for uri in action.roots):
+                    return False
+            elif action.kind not in _NAMED_KINDS or not _any_match(
+                self.name_patterns, action.name
+            ):
+                return False
+        if self.annotations:
+            if not isinstance(action, ToolCall):
+                return False
+            hints = effective_annotations(action)
+            if any(hints[key] is not value for key, value in self.annotations.items()):
+                return False
+        return self.mode is None or (isinstance(action, Elicitation) and action.mode == self.mode)
+
+    def describe(self) -> str:
+        """A one-line human summary of the conditions, for prompts and errors."""
+        parts = []
+        if self.kinds:
+            parts.append("kind=" + "|".join(sorted(k.value for k in self.kinds)))
+        if self.servers:
+            parts.append("server=" + "|".join(self.servers))
+        if self.names:
+            parts.append("name=" + "|".join(self.names))
+        if self.trusted is not None:
+            parts.append(f"trusted={str(self.trusted).lower()}")
+        parts.extend(f"{k}={str(v).lower()}" for k, v in self.annotations.items())
+        if self.mode:
+            parts.append(f"mode={self.mode}")
+        return f"{self.label} ({', '.join(parts) or 'any action'}) -> {self.verdict.value}"
+
+
+def compile_globs(globs: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """Compile fnmatch globs (case-sensitive) to anchored regular expressions."""
+    return tuple(re.compile(fnmatch.translate(glob)) for glob in globs)
+
+
+def _any_match(patterns: tuple[re.Pattern[str], ...], value: str) -> bool:
+    return any(pattern.match(value) for pattern in patterns)
+
+
+def effective_annotations(action: ToolCall) -> dict[str, bool]:
+    """The tool hints a rule may rely on: the server's only if it is trusted.
+
+    A read-only tool is, by definition, neither destructive nor non-idempotent (the spec
+    says those two hints are meaningful only when ``readOnlyHint`` is false), so they are
+    normalised to ``destructiveHint = false`` and ``idempotentHint = true``.
+    """
+    hints = dict(ANNOTATION_DEFAULTS)
+    if action.trusted and action.annotations:
+        for key in ANNOTATION_DEFAULTS:
+            value = action.annotations.get(key)
+            if isinstance(value, bool):
+                hints[key] = value
+    if hints["readOnlyHint"]:
+        hints["destructiveHint"] = False
+        hints["idempotentHint"] = True
+    return hints
+
+
+def first_match(rules: Iterable[Rule], action: Action) -> Rule | None:
+    """The first rule that matches, or ``None``."""
+    for rule in rules:
+        if rule.matches(action):
+            return rule
+    return None
+
+
+def parse_rule(
+    raw: Any, *, label: str, source: str, key: str, allow_unconditional: bool = False
+) -> Rule:
+    """Validate one ``[[policy.rules]]`` table and build a :class:`Rule`.
+
+    Unknown keys are errors, not warnings: in a consent policy a misspelt condition
+    (``sever = "github"``) would silently widen an allow rule.
+
+    Args:
+        raw: the TOML table.
+        label: the rule's default label (its ``id`` key overrides it).
+        source: the file name, for the error message.
+        key: the key path of the table (``policy.rules[3]``), for the error message.
+        allow_unconditional: permit an allow rule with no condition at all. Only the preset
+            whose name says it allows everything sets this.
+
+    Raises:
+        ConfigError: naming the exact key, e.g. ``policy.rules[3].server``.
+    """
+
+    def fail(problem: str, sub: str | None = None) -> ConfigError:
+        return ConfigError(problem, path=source, key=f"{key}.{sub}" if sub else key)
+
+    if not isinstance(raw, Mapping):
+        raise fail("a rule must be a table")
+    unknown = sorted(set(raw) - _ALL_KEYS)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALL_KEYS))})", unknown[0])
+
+    if "id" in raw:
+        if not isinstance(raw["id"], str) or not raw["id"]:
+            raise fail("must be a non-empty string", "id")
+        label = raw["id"]
+
+    decision = raw.get("decision")
+    try:
+        verdict = Verdict(decision)
+    except ValueError:
+        raise fail(
+            f"must be one of 'allow', 'deny', 'ask' (got {decision!r})", "decision"
+        ) from None
+
+    kinds: set[ActionKind] = set()
+    for value in _str_list(raw, "kind", fail):
+        try:
+            kinds.add(ActionKind(value))
+        except ValueError:
+            known = ", ".join(k.value for k in ActionKind)
+            raise fail(f"unknown kind {value!r} (known: {known})", "kind") from None
+
+    servers = _str_list(raw, "server", fail)
+    names = _str_list(raw, "name", fail)
+    if names and kinds and not kinds & _NAMED_KINDS:
+        raise fail("sampling and elicitation actions have no name to match", "name")
+
+    trusted = raw.get("trusted")
+    if trusted is not None and not isinstance(trusted, bool):
+        raise fail("must be true or false", "trusted")
+
+    reason = raw.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise fail("must be a string", "reason")
+
+    def only_for(kind: ActionKind, keys: frozenset[str]) -> None:
+        present = sorted(k for k in keys if k in raw)
+        if present and kinds != {kind}:
+            raise fail(f"only applies to rules with kind = {kind.value!r}", present[0])
+
+    only_for(ActionKind.TOOL, _TOOL_KEYS)
+    only_for(ActionKind.SAMPLING, _SAMPLING_KEYS)
+    only_for(ActionKind.ELICITATION, _ELICITATION_KEYS)
+
+    annotations: dict[str, bool] = {}
+    if "annotations" in raw:
+        table = raw["annotations"]
+        if not isinstance(table, Mapping) or not table:
+            raise fail("must be a non-empty table of hint = true|false", "annotations")
+        for hint, value in table.items():
+            if hint not in ANNOTATION_DEFAULTS:
+                known = ", ".join(ANNOTATION_DEFAULTS)
+                raise fail(f"unknown hint {hint!r} (known: {known})", f"annotations.{hint}")
+            if not isinstance(value, bool):
+                raise fail("must be true or false", f"annotations.{hint}")
+            annotations[hint] = value
+
+    mode = raw.get("mode")
+    if mode is not None and mode not in ("form", "url"):
+        raise fail("must be 'form' or 'url'", "mode")
+    answers = raw.get("answers")
+    if answers is not None:
+        if not isinstance(answers, Mapping):
+            raise fail("must be a table of field = value", "answers")
+        if verdict is not Verdict.ALLOW:
+            raise fail("canned answers need decision = 'allow'", "answers")
+        if mode != "form":
+            raise fail("canned answers need mode = 'form' (URL mode needs a human)", "answers")
+
+    sampling = _parse_sampling(raw, fail) if kinds == {ActionKind.SAMPLING} else None
+
+    conditions = kinds or servers or names or trusted is not None or annotations or mode
+    if verdict is Verdict.ALLOW and not conditions and not allow_unconditional:
+        raise fail(
+            "an allow rule with no condition allows every action; if that is really meant, "
+            "use preset = 'unsafe-allow-everything', whose name says so"
+        )
+
+    return Rule(
+        label=label,
+        verdict=verdict,
+        reason=reason,
+        kinds=frozenset(kinds),
+        servers=servers,
+        names=names,
+        trusted=trusted,
+        annotations=annotations,
+        mode=mode,
+        answers=dict(answers) if answers is not None else None,
+        sampling=sampling,
+    )
+
+
+def _str_list(raw: Mapping[str, Any], name: str, fail: Any) -> tuple[str, ...]:
+    value = raw.get(name)
+    if value is None:
+        return ()
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise fail("must be a string or a non-empty list of strings", name)
+    for item in values:
+        if not isinstance(item, str) or not item:
+            raise fail("must be a string or a non-empty list of strings", name)
+    return tuple(values)
+
+
+def _positive_int(raw: Mapping[str, Any], name: str, fail: Any) -> int | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise fail("must be a positive integer", name)
+    return value
+
+
+def _parse_sampling(raw: Mapping[str, Any], fail: Any) -> SamplingLimits:
+    allow_context = raw.get("allow_include_context", False)
+    if not isinstance(allow_context, bool):
+        raise fail("must be true or false", "allow_include_context")
+    review = raw.get("review", "ask")
+    if review not in ("ask", "auto"):
+        raise fail("must be 'ask' (a human reviews the answer) or 'auto'", "review")
+    return SamplingLimits(
+        providers=_str_list(raw, "providers", fail),
+        models=_str_list(raw, "models", fail),
+        max_tokens=_positive_int(raw, "max_tokens", fail),
+        requests_per_minute=_positive_int(raw, "requests_per_minute", fail),
+        token_budget=_positive_int(raw, "token_budget", fail),
+        allow_include_context=allow_context,
+        auto_review=review == "auto",
+    )

@@ -1,0 +1,108 @@
+"""Pieces both SDK adapters share: error mapping and the open/closed lifecycle.
+
+Both vendor SDKs are generated from the same template, so their exceptions have the same
+shape (``status_code``, ``body``); mapping them by attribute keeps this module free of
+SDK imports (it is imported before any vendor SDK is).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import trio
+
+from agenthost.errors import ProviderError
+
+from .base import ModelInfo, ToolResultContent
+
+__all__ = ["AdapterBase", "dumps_arguments", "provider_error", "structured_text"]
+
+_RETRYABLE = frozenset({408, 409, 429})
+
+
+def provider_error(exc: BaseException, provider: str, *, timeout: float | None = None) -> ProviderError:
+    """Turn a vendor SDK exception into a :class:`ProviderError` with the vendor's words.
+
+    The SDK has already retried what it retries (connection errors, 408/409/429/5xx), so
+    ``retryable`` only tells a caller that trying later may help.
+    """
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    message: str | None = None
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and isinstance(inner.get("message"), str):
+            message = inner["message"]
+    kind = type(exc).__name__
+    if "Timeout" in kind:
+        message = f"request timed out after {timeout:g}s" if timeout else "request timed out"
+    if message is None:
+        message = str(exc) or kind
+    if isinstance(status, int):
+        retryable = status in _RETRYABLE or status >= 500
+        return ProviderError(f"{message} (HTTP {status})", provider=provider, status=status, retryable=retryable)
+    # No status: a connection failure or timeout (retryable), or a client-side error.
+    retryable = "Connection" in kind or "Timeout" in kind
+    return ProviderError(message, provider=provider, retryable=retryable)
+
+
+def structured_text(block: ToolResultContent) -> str | None:
+    """The JSON text of a tool result's structuredContent, used when it has no content."""
+    if block.structured_content is None or block.content:
+        return None
+    return json.dumps(block.structured_content, ensure_ascii=False)
+
+
+class AdapterBase:
+    """Name, model facts and the closed flag shared by the SDK adapters."""
+
+    def __init__(self, *, name: str, models: Mapping[str, ModelInfo] | None) -> None:
+        self._name = name
+        self._models = dict(models or {})
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        """The configured provider name."""
+        return self._name
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ProviderError("this provider has been closed", provider=self._name)
+
+    def _info(self, model: str) -> ModelInfo | None:
+        info = self._models.get(model)
+        if info is None:
+            info = next((m for m in self._models.values() if model in m.aliases), None)
+        return info
+
+    async def aclose(self) -> None:
+        """Close the SDK client (and with it the HTTP client); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        # Shielded and bounded: an outer cancellation must not leave the client open.
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            await self._close_client()
+
+    async def _close_client(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def dumps_arguments(value: Mapping[str, Any]) -> str:
+    """Tool-call arguments as the JSON text OpenAI-style APIs carry."""
+    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,218 @@
+"""The stdio transport against real child processes: framing, limits, env, shutdown."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+
+from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.jsonrpc import Notification, Request, Response
+from agenthost.session import open_session
+from agenthost.transports.stdio import child_environment, open_stdio_transport
+
+PEERS = Path(__file__).parent / "peers"
+CRASHY = str(PEERS / "crashy_server.py")
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes (it has exited; only its entry remains).
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def script(code: str) -> list[str]:
+    return ["-c", code]
+
+
+async def test_round_trip_with_a_real_process() -> None:
+    async with open_stdio_transport(PY, [CRASHY], name="crashy") as transport:
+        await transport.send(Request(1, "ping"))
+        assert await transport.receive() == Response(1, {})
+        pid = transport.pid
+    assert not alive(pid)
+
+
+async def test_malformed_lines_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    async with open_stdio_transport(PY, [CRASHY, "--garbage"], name="crashy") as transport:
+        async with open_session(transport, name="crashy") as session:
+            await session.ping()
+            tools = await session.list_tools()
+            assert [t.name for t in tools] == ["echo", "hang", "crash"]
+    assert "crashy: skipping malformed message" in caplog.text
+    assert "unknown request id" in caplog.text
+
+
+async def test_server_killed_mid_call_fails_fast_with_name() -> None:
+    async with open_stdio_transport(PY, [CRASHY], name="crashy") as transport:
+        async with open_session(transport, name="crashy") as session:
+            pid = transport.pid
+            with trio.fail_after(1):
+                with pytest.raises(TransportClosed) as info:
+                    await session.call_tool("crash", {}, timeout=None)
+            assert "crashy" in str(info.value)
+            assert "exited with code 3" in str(info.value)
+    assert not alive(pid)
+
+
+async def test_external_kill_mid_call() -> None:
+    async with open_stdio_transport(PY, [CRASHY], name="victim") as transport:
+        async with open_session(transport, name="victim") as session:
+
+            async def kill() -> None:
+                await trio.sleep(0.1)
+                os.kill(transport.pid, signal.SIGKILL)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill)
+                with trio.fail_after(1), pytest.raises(TransportClosed) as info:
+                    await session.call_tool("hang", {}, timeout=None)
+            assert "victim" in str(info.value)
+            assert "SIGKILL" in str(info.value)
+
+
+async def test_cancelling_a_call_reaches_the_server(tmp_path: Path) -> None:
+    peer_log = tmp_path / "peer.jsonl"
+    async with open_stdio_transport(
+        PY, [CRASHY], name="crashy", env={"AGENTHOST_PEER_LOG": str(peer_log)}
+    ) as transport:
+        async with open_session(transport, name="crashy") as session:
+            with trio.move_on_after(0.2):
+                await session.call_tool("hang", {}, timeout=None)
+            result = await session.call_tool("echo", {"message": "after"})
+            assert result.content[0].text == "after"  # type: ignore[union-attr]
+    received = [orjson.loads(line) for line in peer_log.read_bytes().splitlines()]
+    hang = next(m for m in received if m.get("params", {}).get("name") == "hang")
+    cancels = [m for m in received if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [hang["id"]]
+
+
+async def test_env_is_an_allowlist() -> None:
+    host_env = {"PATH": os.environ["PATH"], "HOME": "/home/x", "OPENAI_API_KEY": "sk-secret"}
+    env = child_environment({"EXTRA": "1"}, host_env)
+    assert env == {"PATH": os.environ["PATH"], "HOME": "/home/x", "EXTRA": "1"}
+    code = (
+        "import os, json; print(json.dumps({'jsonrpc': '2.0', 'method': 'env',"
+        " 'params': dict(os.environ)}), flush=True)"
+    )
+    os.environ["AGENTHOST_TEST_SECRET_KEY"] = "do-not-leak"
+    try:
+        async with open_stdio_transport(
+            PY, script(code), name="env", env={"GIVEN": "yes"}
+        ) as transport:
+            message = await transport.receive()
+    finally:
+        del os.environ["AGENTHOST_TEST_SECRET_KEY"]
+    assert isinstance(message, Notification)
+    assert message.params is not None
+    assert message.params["GIVEN"] == "yes"
+    assert "AGENTHOST_TEST_SECRET_KEY" not in message.params
+    assert "PATH" in message.params
+
+
+async def test_oversized_message_is_refused_without_unbounded_memory() -> None:
+    code = "import sys; sys.stdout.write('x' * 300000); sys.stdout.flush(); import time; time.sleep(5)"
+    async with open_stdio_transport(
+        PY, script(code), name="big", max_message_size=100_000, shutdown_timeout=0.5
+    ) as transport:
+        with pytest.raises(MessageTooLarge, match="big: message larger than the maximum"):
+            await transport.receive()
+        assert len(transport._buf) <= 100_000 + 256 * 1024
+
+
+async def test_oversized_complete_line_is_refused() -> None:
+    code = "print('[' + '1,' * 200000 + '1]', flush=True); import time; time.sleep(5)"
+    async with open_stdio_transport(
+        PY, script(code), name="big", max_message_size=10_000, shutdown_timeout=0.5
+    ) as transport:
+        with pytest.raises(MessageTooLarge):
+            await transport.receive()
+
+
+async def test_command_not_found_is_clear() -> None:
+    with pytest.raises(TransportError, match="nope: cannot start server: command not found"):
+        async with open_stdio_transport("definitely-not-a-command-xyz", name="nope"):
+            pass
+
+
+async def test_stderr_goes_to_logging_under_the_server_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="agenthost.server")
+    async with open_stdio_transport(PY, [CRASHY], name="chatty") as transport:
+        await transport.send(Request(1, "ping"))
+        await transport.receive()
+        await trio.sleep(0.1)
+    assert any(
+        r.name == "agenthost.server.chatty" and "started" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+async def test_crash_on_start_reports_stderr() -> None:
+    async with open_stdio_transport(PY, [CRASHY, "--crash-on-start"], name="dead") as transport:
+        with pytest.raises(TransportClosed) as info:
+            await transport.receive()
+    assert "exited with code 1" in str(info.value)
+    assert "last stderr" in str(info.value)
+
+
+IGNORES_TERM = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " sys.stdin.close(); print('ready', file=sys.stderr, flush=True); time.sleep(60)"
+)
+
+
+async def test_shutdown_escalates_to_sigkill() -> None:
+    with trio.fail_after(5):
+        async with open_stdio_transport(
+            PY, script(IGNORES_TERM), name="stubborn", shutdown_timeout=0.2
+        ) as transport:
+            pid = transport.pid
+            await trio.sleep(0.2)
+    assert transport.process.returncode == -signal.SIGKILL
+    assert not alive(pid)
+
+
+async def test_cancellation_still_shuts_down() -> None:
+    with trio.move_on_after(0.3):
+        async with open_stdio_transport(
+            PY, script(IGNORES_TERM), name="stubborn", shutdown_timeout=0.2
+        ) as transport:
+            pid = transport.pid
+            await trio.sleep_forever()
+    assert not alive(pid)
+
+
+async def test_exception_still_shuts_down() -> None:
+    with pytest.raises(ZeroDivisionError):
+        async with open_stdio_transport(PY, [CRASHY], name="crashy") as transport:
+            pid = transport.pid
+            1 / 0  # noqa: B018
+    assert not alive(pid)
+
+
+async def test_grandchildren_do_not_outlive_the_server(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    wrapper = f"sleep 60 & echo $! > {pidfile}; exec {PY} {CRASHY}"
+    async with open_stdio_transport("sh", ["-c", wrapper], name="wrapped") as transport:
+        await transport.send(Request(1, "ping"))
+        assert await transport.receive() == Response(1, {})
+    grandchild = int(pidfile.read_text())
+    with trio.fail_after(3):
+        while alive(grandchild):
+            await trio.sleep(0.05)
