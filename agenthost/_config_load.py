@@ -34,7 +34,7 @@ from agenthost.config import (
 )
 from agenthost.errors import ConfigError
 
-__all__ = ["from_toml_data", "load_file", "strip_jsonc"]
+__all__ = ["from_toml_data", "join_key", "load_file", "strip_jsonc"]
 
 log = logging.getLogger("agenthost.config")
 

@@ -85,6 +85,7 @@ import attrs
 from agenthost.errors import ConfigError
 
 __all__ = [
+    "REDACTED",
     "TRANSPORTS",
     "HostConfig",
     "RestartPolicy",

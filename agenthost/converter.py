@@ -31,12 +31,14 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.orjson import make_converter as _make_orjson_converter
+from cattrs.v import format_exception
 
 from agenthost import types as t
 from agenthost.errors import ProtocolError, UnsupportedRevision
@@ -73,10 +75,35 @@ _REFERENCE_MEMBERS: Final = (t.PromptReference, t.ResourceTemplateReference)
 # --- primitives: strict types (cattrs would otherwise coerce 42 into "42") ----------------
 
 
+class _Invalid(ValueError):
+    """A value of the wrong JSON type or form; its message is shown as is."""
+
+
+def _format_error(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, _Invalid):
+        return str(exc)
+    return format_exception(exc, type_)
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+_JSON_TYPE_NAMES: Final[dict[type, str]] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
 def _structure_str(value: Any, _: Any) -> str:
     if type(value) is str:
         return value
-    raise TypeError(f"expected a string, got {type(value).__name__}")
+    raise _Invalid(f"expected a string, got {_json_type(value)}")
 
 
 def _structure_int(value: Any, _: Any) -> int:
@@ -84,7 +111,7 @@ def _structure_int(value: Any, _: Any) -> int:
         return value
     if type(value) is float and value.is_integer():
         return int(value)
-    raise TypeError(f"expected an integer, got {type(value).__name__}")
+    raise _Invalid(f"expected an integer, got {_json_type(value)}")
 
 
 def _structure_float(value: Any, _: Any) -> float:
@@ -92,22 +119,22 @@ def _structure_float(value: Any, _: Any) -> float:
         return value
     if type(value) is int:
         return float(value)
-    raise TypeError(f"expected a number, got {type(value).__name__}")
+    raise _Invalid(f"expected a number, got {_json_type(value)}")
 
 
 def _structure_bool(value: Any, _: Any) -> bool:
     if type(value) is bool:
         return value
-    raise TypeError(f"expected a boolean, got {type(value).__name__}")
+    raise _Invalid(f"expected a boolean, got {_json_type(value)}")
 
 
 def _structure_bytes(value: Any, _: Any) -> bytes:
     if type(value) is not str:
-        raise TypeError(f"expected a base64 string, got {type(value).__name__}")
+        raise _Invalid(f"expected a base64 string, got {_json_type(value)}")
     try:
         return base64.b64decode(value, validate=True)
     except binascii.Error as exc:
-        raise ValueError(f"not valid base64: {exc}") from None
+        raise _Invalid(f"not valid base64 ({exc})") from None
 
 
 def _unstructure_bytes(value: bytes) -> str:
@@ -117,7 +144,19 @@ def _unstructure_bytes(value: bytes) -> str:
 def _structure_raw_object(value: Any, _: Any) -> dict[str, Any]:
     if type(value) is dict:
         return value
-    raise TypeError(f"expected an object, got {type(value).__name__}")
+    raise _Invalid(f"expected an object, got {_json_type(value)}")
+
+
+def _strict_list(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """cattrs accepts any iterable as a list (a string, a dict); JSON wants an array."""
+    items = list_structure_factory(tp, conv)
+
+    def structure_list(value: Any, cl: Any) -> Any:
+        if type(value) is not list:
+            raise _Invalid(f"expected an array, got {_json_type(value)}")
+        return items(value, cl)
+
+    return structure_list
 
 
 def _identity(value: Any, _: Any = None) -> Any:
@@ -142,17 +181,33 @@ def _refuse(what: str, revision: str, since: str) -> Callable[[Any], Any]:
     return refuse
 
 
+def _renames(cls: type) -> dict[str, Any]:
+    return {f.name: override(rename=wire_name(f)) for f in attrs.fields(cls)}
+
+
+def _is(alias: Any) -> Callable[[Any], bool]:
+    """A predicate matching one type alias (a union) wherever it is used."""
+    return lambda tp: bool(tp == alias)
+
+
+def _is_list(tp: Any) -> bool:
+    origin: Any = get_origin(tp)
+    return origin is list
+
+
 def _has_extra(cls: type) -> bool:
     return any(f.name == "extra" for f in attrs.fields(cls))
 
 
 def _structure_factory(conv: cattrs.Converter) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
-        overrides = {f.name: override(rename=wire_name(f)) for f in attrs.fields(cls)}
+        overrides = _renames(cls)
         if not _has_extra(cls):
             return make_dict_structure_fn(cls, conv, **overrides)
         overrides["extra"] = override(omit=True)
-        base = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False, **overrides)
+        base: Callable[[Any, Any], Any] = make_dict_structure_fn(
+            cls, conv, _cattrs_forbid_extra_keys=False, **overrides
+        )
         known = frozenset(wire_name(f) for f in attrs.fields(cls) if f.name != "extra")
 
         def structure_keeping_extra(data: Mapping[str, Any], cl: Any) -> Any:
@@ -186,10 +241,8 @@ def _unstructure_factory(conv: cattrs.Converter, revision: str | None) -> Callab
                 else:
                     overrides[f.name] = override(omit=True)
             else:
-                overrides[f.name] = override(
-                    rename=wire_name(f), omit_if_default=f.default is None
-                )
-        base = make_dict_unstructure_fn(cls, conv, **overrides)
+                overrides[f.name] = override(rename=wire_name(f), omit_if_default=f.default is None)
+        base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv, **overrides)
         if not _has_extra(cls):
             return base
 
@@ -206,15 +259,16 @@ def _tagged_union(
     conv: cattrs.Converter, members: tuple[type, ...], *, unknown_ok: bool
 ) -> tuple[Callable[[Any, Any], Any], Callable[[Any], Any]]:
     """Structure/unstructure hooks for a union tagged on ``"type"`` (one dict lookup)."""
-    by_tag: dict[str, Callable[[Any, Any], Any]] = {}
-    classes: dict[str, type] = {}
+    by_tag: dict[Any, tuple[Callable[[Any, Any], Any], type]] = {}
     for cls in members:
-        tag = attrs.fields_dict(cls)["type"].default
-        # The tag was just matched, so these hooks skip re-validating it.
-        renames = {f.name: override(rename=wire_name(f)) for f in attrs.fields(cls)}
-        renames["type"] = override(omit=True)
-        by_tag[tag] = make_dict_structure_fn(cls, conv, **renames)
-        classes[tag] = cls
+        if conv.forbid_extra_keys:
+            hook = conv.get_structure_hook(cls)
+        else:
+            # The tag was just matched, so this hook skips re-validating it.
+            renames = _renames(cls)
+            renames["type"] = override(omit=True)
+            hook = make_dict_structure_fn(cls, conv, **renames)
+        by_tag[attrs.fields_dict(cls)["type"].default] = (hook, cls)
     by_class: dict[type, Callable[[Any], Any]] = {
         cls: conv.get_unstructure_hook(cls) for cls in members
     }
@@ -223,14 +277,14 @@ def _tagged_union(
 
     def structure_union(value: Any, _: Any) -> Any:
         if type(value) is not dict:
-            raise TypeError(f"expected an object, got {type(value).__name__}")
+            raise _Invalid(f"expected an object, got {_json_type(value)}")
         tag = value.get("type")
-        hook = by_tag.get(tag)  # type: ignore[arg-type]
-        if hook is not None:
-            return hook(value, classes[tag])  # type: ignore[index]
+        entry = by_tag.get(tag)
+        if entry is not None:
+            return entry[0](value, entry[1])
         if unknown_ok and type(tag) is str:
             return t.UnknownContent(type=tag, raw=value)
-        raise ValueError(f"unknown type {tag!r}; expected one of {sorted(by_tag)}")
+        raise _Invalid(f"unknown type {tag!r}; expected one of {sorted(by_tag)}")
 
     def unstructure_union(obj: Any) -> Any:
         return by_class[obj.__class__](obj)
@@ -240,7 +294,7 @@ def _tagged_union(
 
 def _structure_unknown(value: Any, _: Any) -> t.UnknownContent:
     if type(value) is not dict or type(value.get("type")) is not str:
-        raise TypeError("expected an object with a string 'type'")
+        raise _Invalid("expected an object with a string 'type'")
     return t.UnknownContent(type=value["type"], raw=value)
 
 
@@ -258,17 +312,13 @@ def _register_unions(conv: cattrs.Converter, revision: str | None) -> None:
         (t.ContentBlock, _CONTENT_BLOCK_MEMBERS),
         (t.SamplingContent, _SAMPLING_MEMBERS),
     ):
-        conv.register_structure_hook_factory(
-            lambda tp, a=alias: tp == a, union_factory(members, True, 0)
-        )
-        conv.register_unstructure_hook_factory(
-            lambda tp, a=alias: tp == a, union_factory(members, True, 1)
-        )
+        conv.register_structure_hook_factory(_is(alias), union_factory(members, True, 0))
+        conv.register_unstructure_hook_factory(_is(alias), union_factory(members, True, 1))
     conv.register_structure_hook_factory(
-        lambda tp: tp == t.CompletionReference, union_factory(_REFERENCE_MEMBERS, False, 0)
+        _is(t.CompletionReference), union_factory(_REFERENCE_MEMBERS, False, 0)
     )
     conv.register_unstructure_hook_factory(
-        lambda tp: tp == t.CompletionReference, union_factory(_REFERENCE_MEMBERS, False, 1)
+        _is(t.CompletionReference), union_factory(_REFERENCE_MEMBERS, False, 1)
     )
 
     def resource_contents_structure(_: Any) -> Callable[[Any, Any], Any]:
@@ -282,11 +332,9 @@ def _register_unions(conv: cattrs.Converter, revision: str | None) -> None:
 
         return structure
 
-    conv.register_structure_hook_factory(
-        lambda tp: tp == t.ResourceContents, resource_contents_structure
-    )
+    conv.register_structure_hook_factory(_is(t.ResourceContents), resource_contents_structure)
     conv.register_unstructure_hook_factory(
-        lambda tp: tp == t.ResourceContents,
+        _is(t.ResourceContents),
         lambda _: lambda obj: conv.get_unstructure_hook(obj.__class__)(obj),
     )
 
@@ -319,11 +367,9 @@ def _register_unions(conv: cattrs.Converter, revision: str | None) -> None:
 
         return unstructure
 
-    conv.register_structure_hook_factory(
-        lambda tp: tp == t.SamplingMessageContent, sampling_message_structure
-    )
+    conv.register_structure_hook_factory(_is(t.SamplingMessageContent), sampling_message_structure)
     conv.register_unstructure_hook_factory(
-        lambda tp: tp == t.SamplingMessageContent, sampling_message_unstructure
+        _is(t.SamplingMessageContent), sampling_message_unstructure
     )
 
 
@@ -339,9 +385,7 @@ def make_converter(
         forbid_extra_keys: refuse unknown keys on input (capability ``extra`` excepted);
             for tests that check the classes cover the spec's examples.
     """
-    conv = _make_orjson_converter(
-        detailed_validation=detailed, forbid_extra_keys=forbid_extra_keys
-    )
+    conv = _make_orjson_converter(detailed_validation=detailed, forbid_extra_keys=forbid_extra_keys)
     conv.register_structure_hook(str, _structure_str)
     conv.register_structure_hook(int, _structure_int)
     conv.register_structure_hook(float, _structure_float)
@@ -352,6 +396,7 @@ def make_converter(
     conv.register_unstructure_hook_func(lambda tp: tp is Any, _identity)
     conv.register_structure_hook_func(lambda tp: tp == dict[str, Any], _structure_raw_object)
     conv.register_unstructure_hook_func(lambda tp: tp == dict[str, Any], _identity)
+    conv.register_structure_hook_factory(_is_list, lambda tp: _strict_list(tp, conv))
     conv.register_structure_hook_factory(attrs.has, _structure_factory(conv))
     conv.register_unstructure_hook_factory(attrs.has, _unstructure_factory(conv, revision))
     conv.register_structure_hook(t.UnknownContent, _structure_unknown)
@@ -403,10 +448,14 @@ def structure(data: Any, cls: type[T]) -> T:
 def _structure_error(data: Any, cls: Any) -> ProtocolError:
     """Re-run with detailed validation to say exactly what did not fit."""
     name = getattr(cls, "__name__", repr(cls))
+    if attrs.has(cls) and type(data) is not dict:
+        return ProtocolError(
+            f"invalid {name}: expected an object, got {_json_type(data)}", code=INVALID_PARAMS
+        )
     try:
         _DETAILED.structure(data, cls)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one ProtocolError
-        lines = cattrs.transform_error(exc, path="$")
+    except _STRUCTURE_ERRORS as exc:
+        lines = cattrs.transform_error(exc, path="$", format_exception=_format_error)
         more = len(lines) - _MAX_ERROR_LINES
         text = "; ".join(lines[:_MAX_ERROR_LINES]) + (f"; and {more} more" if more > 0 else "")
         return ProtocolError(f"invalid {name}: {text}", code=INVALID_PARAMS)

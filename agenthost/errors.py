@@ -6,6 +6,7 @@ never leaked::
 
     AgentHostError
     ├── ConfigError                 a config file, key path and problem
+    ├── NotFound                    no such server, tool, prompt or resource in the host
     ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
     │   └── UnsupportedRevision     no MCP revision both sides speak
     ├── TransportError
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidAnswer",
     "JSONRPCError",
     "MessageTooLarge",
+    "NotFound",
     "NoModelAvailable",
     "OutputValidationError",
     "ProtocolError",
@@ -70,6 +72,10 @@ class ConfigError(AgentHostError):
             where = f"{key}: "
         super().__init__(f"{where}{message}")
         self.problem = message
+
+
+class NotFound(AgentHostError):
+    """A name the host does not know: a server, a namespaced tool, a prompt, a resource."""
 
 
 class ProtocolError(AgentHostError):

@@ -214,6 +214,7 @@ class ClientSession:
             tuple[str, Mapping[str, Any]]
         ](notification_buffer)
         self._closed: AgentHostError | None = None
+        self._closed_event = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._output_validators: dict[str, Any] = {}
         self._tools_by_name: dict[str, Tool] = {}
@@ -226,6 +227,17 @@ class ClientSession:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    @property
+    def close_reason(self) -> AgentHostError | None:
+        """Why the session ended (None while it is open)."""
+        return self._closed
+
+    async def wait_closed(self) -> AgentHostError:
+        """Wait until the session ends (the server exited, the stream broke, or we closed)."""
+        await self._closed_event.wait()
+        assert self._closed is not None
+        return self._closed
 
     @property
     def server_capabilities(self) -> Any:
@@ -300,6 +312,7 @@ class ClientSession:
         """Fail every pending request; later requests fail at once with the same reason."""
         if self._closed is None:
             self._closed = exc
+            self._closed_event.set()
             log.debug("%s: session closed: %s", self.name, exc)
         reason = str(self._closed)
         waiters = list(self._pending.values())

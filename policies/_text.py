@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["printable", "pretty_json"]
+__all__ = ["pretty_json", "printable"]
 
 # C0 controls except tab and newline, DEL, C1 controls, and the Unicode bidi overrides
 # and isolates that can reorder what the reader sees ("Trojan Source").

@@ -302,7 +302,11 @@ def _options(entries: Any, where: str, *, titled: bool) -> tuple[Option, ...]:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("const"), str):
                 raise _bad_schema(f"{where} entries need a string 'const'")
             title = entry.get("title")
-            options.append(Option(value=entry["const"], label=title if isinstance(title, str) else entry["const"]))
+            options.append(
+                Option(
+                    value=entry["const"], label=title if isinstance(title, str) else entry["const"]
+                )
+            )
         else:
             if not isinstance(entry, str):
                 raise _bad_schema(f"{where} entries must be strings")
@@ -332,7 +336,8 @@ def _parse_field(name: str, prop: Any, required: bool) -> FormField:
                 if not isinstance(names, list) or len(names) != len(options):
                     raise _bad_schema(f"{where}.enumNames must match enum in length")
                 options = tuple(
-                    Option(value=o.value, label=str(label)) for o, label in zip(options, names, strict=True)
+                    Option(value=o.value, label=str(label))
+                    for o, label in zip(options, names, strict=True)
                 )
         field = FormField(kind="enum", options=options, **common)
     elif kind == "string":
@@ -432,7 +437,9 @@ def parse_form(schema: Mapping[str, Any] | None) -> tuple[FormField, ...]:
 
 
 def validate_content(
-    schema: Mapping[str, Any], content: Mapping[str, Any], fields: tuple[FormField, ...] | None = None
+    schema: Mapping[str, Any],
+    content: Mapping[str, Any],
+    fields: tuple[FormField, ...] | None = None,
 ) -> dict[str, Any]:
     """Check a whole answer before it is sent: each field's rules, then the server's schema.
 

@@ -71,8 +71,7 @@ class SamplingLimiter:
             )
         if action.model is not None and not limits.allows_model(action.model):
             raise ConsentDenied(
-                f"model {action.model!r} is not among {list(limits.models)} allowed by rule "
-                f"{rule}",
+                f"model {action.model!r} is not among {list(limits.models)} allowed by rule {rule}",
                 rule=rule,
             )
         now = self._clock()
@@ -80,15 +79,14 @@ class SamplingLimiter:
         if recent is not None:
             while recent and recent[0] <= now - _WINDOW:
                 recent.popleft()
-        if limits.requests_per_minute is not None and recent is not None:
-            if len(recent) >= limits.requests_per_minute:
-                retry = recent[0] + _WINDOW - now
-                raise ConsentDenied(
-                    f"{server!r} made {len(recent)} sampling requests in the last minute, "
-                    f"the limit of rule {rule} is {limits.requests_per_minute}; retry in "
-                    f"{retry:.0f} s",
-                    rule=rule,
-                )
+        rate = limits.requests_per_minute
+        if rate is not None and recent is not None and len(recent) >= rate:
+            retry = recent[0] + _WINDOW - now
+            raise ConsentDenied(
+                f"{server!r} made {len(recent)} sampling requests in the last minute, "
+                f"the limit of rule {rule} is {rate}; retry in {retry:.0f} s",
+                rule=rule,
+            )
         max_tokens = action.max_tokens if action.max_tokens > 0 else None
         if limits.max_tokens is not None:
             max_tokens = min(max_tokens or limits.max_tokens, limits.max_tokens)

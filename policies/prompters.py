@@ -64,8 +64,10 @@ class ConsentRequest:
 class Prompter(Protocol):
     """The three questions the engine may put to a human (or stand-in)."""
 
-    #: Recorded in the decision's ``by`` field.
-    decided_by: DecidedBy
+    @property
+    def decided_by(self) -> DecidedBy:
+        """Recorded in the decision's ``by`` field."""
+        ...
 
     async def confirm(self, request: ConsentRequest) -> Answer:
         """Allow or deny one action (once, or for the rest of the session)."""
@@ -108,14 +110,12 @@ class CallbackPrompter:
             is validated against the requested schema before it is returned.
     """
 
-    confirm_callback: Callable[[ConsentRequest], Awaitable[Answer]] = attrs.field(
-        alias="confirm"
-    )
+    confirm_callback: Callable[[ConsentRequest], Awaitable[Answer]] = attrs.field(alias="confirm")
     review_callback: Callable[[Sampling, str], Awaitable[bool]] | None = attrs.field(
         default=None, alias="review"
     )
-    elicit_callback: Callable[[Elicitation], Awaitable[ElicitationResponse]] | None = (
-        attrs.field(default=None, alias="elicit")
+    elicit_callback: Callable[[Elicitation], Awaitable[ElicitationResponse]] | None = attrs.field(
+        default=None, alias="elicit"
     )
     decided_by: DecidedBy = "callback"
 
@@ -349,8 +349,14 @@ class TerminalPrompter:
             self._say(f"  WARNING: {warning}\n")
         choice: str = await self._choose(
             "Open it? [o]pen / [d]ecline / [c]ancel: ",
-            {"o": "open", "open": "open", "d": "decline", "decline": "decline",
-             "c": "cancel", "cancel": "cancel"},
+            {
+                "o": "open",
+                "open": "open",
+                "d": "decline",
+                "decline": "decline",
+                "c": "cancel",
+                "cancel": "cancel",
+            },
             "cancel",
         )
         if choice == "open":
@@ -372,8 +378,14 @@ class TerminalPrompter:
         )
         start = await self._choose(
             "[f]ill in / [d]ecline / [c]ancel: ",
-            {"f": "fill", "fill": "fill", "d": "decline", "decline": "decline",
-             "c": "cancel", "cancel": "cancel"},
+            {
+                "f": "fill",
+                "fill": "fill",
+                "d": "decline",
+                "decline": "decline",
+                "c": "cancel",
+                "cancel": "cancel",
+            },
             "cancel",
         )
         if start != "fill":
@@ -394,8 +406,16 @@ class TerminalPrompter:
                 self._say(f"  {printable(field.title or field.name)}: {printable(shown)}\n")
             final = await self._choose(
                 "[s]end / [e]dit / [d]ecline / [c]ancel: ",
-                {"s": "send", "send": "send", "e": "edit", "edit": "edit",
-                 "d": "decline", "decline": "decline", "c": "cancel", "cancel": "cancel"},
+                {
+                    "s": "send",
+                    "send": "send",
+                    "e": "edit",
+                    "edit": "edit",
+                    "d": "decline",
+                    "decline": "decline",
+                    "c": "cancel",
+                    "cancel": "cancel",
+                },
                 "cancel",
             )
             if final == "send":
@@ -429,7 +449,9 @@ class TerminalPrompter:
         return content
 
 
-def _with_defaults(fields: tuple[FormField, ...], content: Mapping[str, Any]) -> tuple[FormField, ...]:
+def _with_defaults(
+    fields: tuple[FormField, ...], content: Mapping[str, Any]
+) -> tuple[FormField, ...]:
     """The same form with the previous answers as defaults, for "edit"."""
     return tuple(
         attrs.evolve(field, default=content[field.name]) if field.name in content else field

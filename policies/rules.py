@@ -63,7 +63,9 @@ _SAMPLING_KEYS = frozenset(
 )
 _ELICITATION_KEYS = frozenset({"mode", "answers"})
 _ALL_KEYS = _COMMON_KEYS | _TOOL_KEYS | _SAMPLING_KEYS | _ELICITATION_KEYS
-_NAMED_KINDS = frozenset({ActionKind.TOOL, ActionKind.PROMPT, ActionKind.RESOURCE, ActionKind.ROOTS})
+_NAMED_KINDS = frozenset(
+    {ActionKind.TOOL, ActionKind.PROMPT, ActionKind.RESOURCE, ActionKind.ROOTS}
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -84,7 +86,8 @@ class SamplingLimits:
     auto_review: bool = False
 
     provider_patterns: tuple[re.Pattern[str], ...] = attrs.field(
-        init=False, default=attrs.Factory(lambda self: compile_globs(self.providers), takes_self=True)
+        init=False,
+        default=attrs.Factory(lambda self: compile_globs(self.providers), takes_self=True),
     )
     model_patterns: tuple[re.Pattern[str], ...] = attrs.field(
         init=False, default=attrs.Factory(lambda self: compile_globs(self.models), takes_self=True)
@@ -139,9 +142,7 @@ class Rule:
                 # Every root the server would see must be one the rule names.
                 if not all(_any_match(self.name_patterns, uri) for uri in action.roots):
                     return False
-            elif action.kind not in _NAMED_KINDS or not _any_match(
-                self.name_patterns, action.name
-            ):
+            elif action.kind not in _NAMED_KINDS or not _any_match(self.name_patterns, action.name):
                 return False
         if self.annotations:
             if not isinstance(action, ToolCall):
@@ -231,7 +232,9 @@ def parse_rule(
         raise fail("a rule must be a table")
     unknown = sorted(set(raw) - _ALL_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALL_KEYS))})", unknown[0])
+        raise fail(
+            f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALL_KEYS))})", unknown[0]
+        )
 
     if "id" in raw:
         if not isinstance(raw["id"], str) or not raw["id"]:

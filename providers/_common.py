@@ -18,12 +18,20 @@ from agenthost.errors import ProviderError
 
 from .base import ModelInfo, ToolResultContent
 
-__all__ = ["AdapterBase", "dumps_arguments", "provider_error", "structured_text"]
+__all__ = [
+    "AdapterBase",
+    "dumps_arguments",
+    "parse_tool_input",
+    "provider_error",
+    "structured_text",
+]
 
 _RETRYABLE = frozenset({408, 409, 429})
 
 
-def provider_error(exc: BaseException, provider: str, *, timeout: float | None = None) -> ProviderError:
+def provider_error(
+    exc: BaseException, provider: str, *, timeout: float | None = None
+) -> ProviderError:
     """Turn a vendor SDK exception into a :class:`ProviderError` with the vendor's words.
 
     The SDK has already retried what it retries (connection errors, 408/409/429/5xx), so
@@ -43,7 +51,9 @@ def provider_error(exc: BaseException, provider: str, *, timeout: float | None =
         message = str(exc) or kind
     if isinstance(status, int):
         retryable = status in _RETRYABLE or status >= 500
-        return ProviderError(f"{message} (HTTP {status})", provider=provider, status=status, retryable=retryable)
+        return ProviderError(
+            f"{message} (HTTP {status})", provider=provider, status=status, retryable=retryable
+        )
     # No status: a connection failure or timeout (retryable), or a client-side error.
     retryable = "Connection" in kind or "Timeout" in kind
     return ProviderError(message, provider=provider, retryable=retryable)
@@ -106,3 +116,24 @@ class AdapterBase:
 def dumps_arguments(value: Mapping[str, Any]) -> str:
     """Tool-call arguments as the JSON text OpenAI-style APIs carry."""
     return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_tool_input(text: str, provider: str) -> Mapping[str, Any]:
+    """Parse streamed/encoded tool arguments; malformed JSON is a provider failure.
+
+    Passing a broken call on (or guessing at it) would run a tool with arguments the model
+    never meant, so it is refused with the parser's own message.
+    """
+    if not text or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ProviderError(
+            f"the model sent tool arguments that are not JSON: {exc}", provider=provider
+        ) from None
+    if not isinstance(value, dict):
+        raise ProviderError(
+            "the model sent tool arguments that are not a JSON object", provider=provider
+        )
+    return value

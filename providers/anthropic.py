@@ -20,7 +20,6 @@ that remains becomes ``ProviderError`` with Anthropic's message.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -32,7 +31,7 @@ import trio
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
-from ._common import AdapterBase, provider_error, structured_text
+from ._common import AdapterBase, parse_tool_input, provider_error, structured_text
 from .base import (
     END_TURN,
     MAX_TOKENS,
@@ -157,7 +156,10 @@ class AnthropicProvider(AdapterBase):
                             yield TextDelta(text=block.text)
                     elif block.type == "tool_use":
                         blocks[event.index] = {
-                            "type": "tool_use", "id": block.id, "name": block.name, "json": []
+                            "type": "tool_use",
+                            "id": block.id,
+                            "name": block.name,
+                            "json": [],
                         }
                 elif kind == "content_block_delta":
                     state = blocks.get(event.index)
@@ -179,7 +181,7 @@ class AnthropicProvider(AdapterBase):
                         tool = ToolUseContent(
                             id=state["id"],
                             name=state["name"],
-                            input=_parse_arguments("".join(state["json"]), self.name),
+                            input=parse_tool_input("".join(state["json"]), self.name),
                         )
                         content.append(tool)
                         yield ToolUseEvent(tool_use=tool)
@@ -242,7 +244,12 @@ class AnthropicProvider(AdapterBase):
                 provider=self.name,
             )
         if isinstance(block, ToolUseContent):
-            return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+            return {
+                "type": "tool_use",
+                "id": block.id,
+                "name": block.name,
+                "input": dict(block.input),
+            }
         return self._tool_result(block)
 
     def _image(self, block: ImageContent) -> dict[str, Any]:
@@ -269,7 +276,11 @@ class AnthropicProvider(AdapterBase):
         text = structured_text(block)
         if text is not None:
             parts.append({"type": "text", "text": text})
-        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": parts}
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": parts,
+        }
         if block.is_error:
             out["is_error"] = True
         return out
@@ -297,17 +308,7 @@ def _result(message: Any) -> Result:
         content=tuple(content),
         model=message.model,
         stop_reason=_STOP.get(reason, reason) if reason is not None else None,
-        usage=Usage(input_tokens=_input_tokens(message.usage), output_tokens=message.usage.output_tokens),
+        usage=Usage(
+            input_tokens=_input_tokens(message.usage), output_tokens=message.usage.output_tokens
+        ),
     )
-
-
-def _parse_arguments(text: str, provider: str) -> Mapping[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ProviderError(f"the model sent tool input that is not JSON: {exc}", provider=provider) from None
-    if not isinstance(value, dict):
-        raise ProviderError("the model sent tool input that is not a JSON object", provider=provider)
-    return value

@@ -87,7 +87,9 @@ def parse_catalog(raw: Mapping[str, Any], *, source: str) -> Catalog:
         tiers[word.lower()] = _tier(tier, source, f"tier_keywords.{word}")
     vendors = {
         word.lower(): _str(vendor, source, f"vendor_keywords.{word}")
-        for word, vendor in _table(raw.get("vendor_keywords", {}), source, "vendor_keywords").items()
+        for word, vendor in _table(
+            raw.get("vendor_keywords", {}), source, "vendor_keywords"
+        ).items()
     }
     defaults = {
         kind: _str(model, source, f"defaults.{kind}")

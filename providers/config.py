@@ -161,7 +161,9 @@ def parse_providers(raw: Mapping[str, Any], *, source: str) -> ProvidersConfig:
     if not entries:
         return ProvidersConfig(
             providers=(
-                ProviderSettings(name="anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY"),
+                ProviderSettings(
+                    name="anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY"
+                ),
                 ProviderSettings(name="openai", kind="openai", api_key_env="OPENAI_API_KEY"),
             ),
             default=default,
@@ -197,8 +199,10 @@ def _parse_one(name: str, table: Any, source: str) -> ProviderSettings:
             raise ConfigError("must be a non-empty string", path=source, key=f"{key}.{field}")
         strings[field] = value
     timeout = table.get("timeout", 120.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-        0 < timeout < math.inf
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not (0 < timeout < math.inf)
     ):
         raise ConfigError("must be a positive number of seconds", path=source, key=f"{key}.timeout")
     retries = table.get("max_retries", 2)

@@ -25,7 +25,6 @@ Mapping choices, stated once:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -37,7 +36,7 @@ import trio
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
-from ._common import AdapterBase, dumps_arguments, provider_error, structured_text
+from ._common import AdapterBase, dumps_arguments, parse_tool_input, provider_error, structured_text
 from .base import (
     END_TURN,
     MAX_TOKENS,
@@ -186,7 +185,7 @@ class OpenAIProvider(AdapterBase):
             tool = ToolUseContent(
                 id=state["id"],
                 name=state["name"],
-                input=_parse_arguments("".join(state["args"]), self.name),
+                input=parse_tool_input("".join(state["args"]), self.name),
             )
             content.append(tool)
             yield ToolUseEvent(tool_use=tool)
@@ -215,7 +214,9 @@ class OpenAIProvider(AdapterBase):
         if request.stop_sequences:
             params["stop"] = list(request.stop_sequences)
         if request.metadata and isinstance(request.metadata.get("user_id"), str):
-            params["user" if self._compatible else "safety_identifier"] = request.metadata["user_id"]
+            params["user" if self._compatible else "safety_identifier"] = request.metadata[
+                "user_id"
+            ]
         if request.tools:
             params["tools"] = [
                 {
@@ -267,7 +268,8 @@ class OpenAIProvider(AdapterBase):
                 )
             else:
                 raise UnsupportedContent(
-                    f"Chat Completions assistant messages carry only text and tool calls, not {block.type}",
+                    "Chat Completions assistant messages carry only text and tool calls, "
+                    f"not {block.type}",
                     provider=self.name,
                 )
         out: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
@@ -275,7 +277,9 @@ class OpenAIProvider(AdapterBase):
             out["tool_calls"] = calls
         return out
 
-    def _tool_message(self, block: ToolResultContent, carried: list[dict[str, Any]]) -> dict[str, Any]:
+    def _tool_message(
+        self, block: ToolResultContent, carried: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         texts: list[str] = []
         media = 0
         for part in block.content:
@@ -284,7 +288,10 @@ class OpenAIProvider(AdapterBase):
             else:
                 if not media:
                     carried.append(
-                        {"type": "text", "text": f"Media returned by tool call {block.tool_use_id}:"}
+                        {
+                            "type": "text",
+                            "text": f"Media returned by tool call {block.tool_use_id}:",
+                        }
                     )
                 media += 1
                 carried.append(self._part(part))
@@ -293,7 +300,9 @@ class OpenAIProvider(AdapterBase):
             texts.append(structured)
         body = "\n".join(texts)
         if media:
-            body = (body + "\n" if body else "") + f"[{media} media item(s) follow in the next message]"
+            body = (
+                body + "\n" if body else ""
+            ) + f"[{media} media item(s) follow in the next message]"
         if block.is_error:
             body = f"Error: {body}"
         return {"role": "tool", "tool_call_id": block.tool_use_id, "content": body}
@@ -334,7 +343,7 @@ class OpenAIProvider(AdapterBase):
                 ToolUseContent(
                     id=call.id,
                     name=call.function.name,
-                    input=_parse_arguments(call.function.arguments, self.name),
+                    input=parse_tool_input(call.function.arguments, self.name),
                 )
             )
         return Result(
@@ -356,20 +365,4 @@ def _stop_reason(finish: str | None, matched_stop: Any) -> str | None:
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    return Usage(
-        input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0
-    )
-
-
-def _parse_arguments(text: str, provider: str) -> Mapping[str, Any]:
-    if not text or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ProviderError(
-            f"the model sent tool arguments that are not JSON: {exc}", provider=provider
-        ) from None
-    if not isinstance(value, dict):
-        raise ProviderError("the model sent tool arguments that are not a JSON object", provider=provider)
-    return value
+    return Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)

@@ -326,9 +326,7 @@ def _scores(
     speed = _normalised([m.speed for m in models])
     smart = _normalised([m.intelligence for m in models])
     wc, ws, wi = weights
-    return [
-        (wc * c + ws * s + wi * i, c, s, i) for c, s, i in zip(cost, speed, smart, strict=True)
-    ]
+    return [(wc * c + ws * s + wi * i, c, s, i) for c, s, i in zip(cost, speed, smart, strict=True)]
 
 
 def _best_by_score(
@@ -378,7 +376,9 @@ def _score_reason(
 # -------------------------------------------------------------------------------- helpers
 
 
-def _find_default(default: tuple[str, str] | None, candidates: Iterable[ModelInfo]) -> ModelInfo | None:
+def _find_default(
+    default: tuple[str, str] | None, candidates: Iterable[ModelInfo]
+) -> ModelInfo | None:
     if default is None:
         return None
     provider, model = default

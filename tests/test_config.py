@@ -55,7 +55,7 @@ def test_agenthost_toml_loads() -> None:
     assert ev.transport == "stdio"
     assert ev.command == "node"
     assert ev.args == ("/opt/nm/@modelcontextprotocol/server-everything/dist/index.js", "stdio")
-    assert ev.cwd == str(DATA / "workspace-b")
+    assert ev.cwd == os.path.join(real, "workspace-b")
     # env_file first, then env on top; ${VAR:-default}; $$ is a literal $.
     assert dict(ev.env) == {
         "FROM_FILE": "one",
@@ -597,3 +597,11 @@ def test_code_built_config_is_validated_too(build: Any, key: str, fragment: str)
         build()
     assert info.value.key == key
     assert fragment in info.value.problem
+
+
+def test_ignored_editor_keys_are_logged_by_name_only(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="agenthost.config")
+    HostConfig.load(DATA / "claude_desktop_config.json", env={})
+    assert "mcpServers.weather.autoApprove" in caplog.text
+    assert "globalShortcut" in caplog.text
+    assert "forecast" not in caplog.text  # the value is not logged

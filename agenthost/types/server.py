@@ -305,6 +305,8 @@ class CompletionArgument:
 class CompletionContext:
     """Arguments already resolved, to narrow completions."""
 
+    __mcp_since__: ClassVar[str] = "2025-06-18"
+
     arguments: dict[str, str] | None = None
 
 

@@ -1,0 +1,162 @@
+"""The catalog: every server's tools, prompts, resources and templates in one place.
+
+Tool names are namespaced ``server__tool`` so that a model sees one flat list and the host
+can route each call back to its server. Providers constrain tool names to
+``^[a-zA-Z0-9_-]{1,64}$`` (Anthropic and OpenAI alike), and MCP tool names may be longer
+or contain other characters, so the scheme is:
+
+1. ``f"{server}__{tool}"`` when it fits the rule and no other entry produces the same name;
+2. otherwise the fitting characters (others become ``_``), cut to leave room, then ``_``
+   and 8 hex digits of SHA-256 over ``server NUL tool``.
+
+Both forms are a pure function of the (server, tool) pair and of the names currently
+present, so names are stable across restarts and list refreshes; a plain name only changes
+if a new entry collides with it exactly (then both take the hashed form, so neither side
+wins by arrival order).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+
+from agenthost.types import Prompt, Resource, ResourceTemplate, Tool
+
+__all__ = [
+    "Catalog",
+    "CatalogTool",
+    "ServerEntries",
+    "namespaced_names",
+]
+
+SEPARATOR: Final = "__"
+_VALID: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_CHAR: Final = re.compile(r"[^a-zA-Z0-9_-]")
+_MAX: Final = 64
+_HASH_LEN: Final = 8
+
+
+@attrs.frozen(kw_only=True)
+class CatalogTool:
+    """A tool as the model sees it, with the way back to its server."""
+
+    name: str
+    server: str
+    tool: Tool
+
+    @property
+    def original_name(self) -> str:
+        return self.tool.name
+
+
+@attrs.frozen(kw_only=True)
+class ServerEntries:
+    """What one server offers, as last listed."""
+
+    tools: tuple[Tool, ...] = ()
+    prompts: tuple[Prompt, ...] = ()
+    resources: tuple[Resource, ...] = ()
+    templates: tuple[ResourceTemplate, ...] = ()
+
+
+def _hashed(server: str, tool: str) -> str:
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:_HASH_LEN]
+    base = _INVALID_CHAR.sub("_", f"{server}{SEPARATOR}{tool}")[: _MAX - _HASH_LEN - 1]
+    return f"{base}_{digest}"
+
+
+def namespaced_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Map each (server, tool) pair to its provider-safe, collision-free name."""
+    plain: dict[tuple[str, str], str] = {}
+    counts: dict[str, int] = {}
+    for server, tool in pairs:
+        name = f"{server}{SEPARATOR}{tool}"
+        if not _VALID.match(name):
+            name = _hashed(server, tool)
+        plain[(server, tool)] = name
+        counts[name] = counts.get(name, 0) + 1
+    names = {
+        pair: (name if counts[name] == 1 else _hashed(*pair)) for pair, name in plain.items()
+    }
+    if len(set(names.values())) != len(names):  # pragma: no cover - a 32-bit hash clash
+        raise RuntimeError("tool name hash collision; report this with the tool names")
+    return names
+
+
+class Catalog:
+    """Per-server entries and the namespaced tool index built from them.
+
+    Entries are replaced per server (after a list, a list_changed or a restart); the
+    flat views are rebuilt on change, so reads are dictionary lookups.
+    """
+
+    def __init__(self) -> None:
+        self._servers: dict[str, ServerEntries] = {}
+        self._tools: dict[str, CatalogTool] = {}
+
+    def update(self, server: str, entries: ServerEntries) -> None:
+        self._servers[server] = entries
+        self._reindex()
+
+    def update_tools(self, server: str, tools: Iterable[Tool]) -> None:
+        current = self._servers.get(server, ServerEntries())
+        self.update(server, attrs.evolve(current, tools=tuple(tools)))
+
+    def remove(self, server: str) -> None:
+        if self._servers.pop(server, None) is not None:
+            self._reindex()
+
+    def _reindex(self) -> None:
+        pairs = [
+            (server, tool.name)
+            for server, entries in sorted(self._servers.items())
+            for tool in entries.tools
+        ]
+        names = namespaced_names(pairs)
+        by_pair = {
+            (server, tool.name): tool
+            for server, entries in self._servers.items()
+            for tool in entries.tools
+        }
+        self._tools = {
+            name: CatalogTool(name=name, server=pair[0], tool=by_pair[pair])
+            for pair, name in names.items()
+        }
+
+    def entries(self, server: str) -> ServerEntries:
+        return self._servers.get(server, ServerEntries())
+
+    @property
+    def servers(self) -> Mapping[str, ServerEntries]:
+        return self._servers
+
+    def tools(self) -> list[CatalogTool]:
+        """All tools, ordered by server then by the server's own order."""
+        return list(self._tools.values())
+
+    def tool(self, name: str) -> CatalogTool | None:
+        return self._tools.get(name)
+
+    def prompts(self) -> list[tuple[str, Prompt]]:
+        return [(s, p) for s, e in sorted(self._servers.items()) for p in e.prompts]
+
+    def resources(self) -> list[tuple[str, Resource]]:
+        return [(s, r) for s, e in sorted(self._servers.items()) for r in e.resources]
+
+    def templates(self) -> list[tuple[str, ResourceTemplate]]:
+        return [(s, t) for s, e in sorted(self._servers.items()) for t in e.templates]
+
+    def server_for_resource(self, uri: str) -> str | None:
+        """The server that listed ``uri``, or whose template prefix matches it."""
+        for server, resource in self.resources():
+            if resource.uri == uri:
+                return server
+        for server, template in self.templates():
+            prefix = template.uri_template.split("{", 1)[0]
+            if prefix and uri.startswith(prefix):
+                return server
+        return None

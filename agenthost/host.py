@@ -1,0 +1,300 @@
+"""The host: many servers, each in its own supervised session, behind one API.
+
+``open_host(config)`` starts every configured server concurrently, waits until each is
+ready or has failed (bounded by its startup timeout), and yields a :class:`Host`. One
+server failing never stops the others unless the config marks it ``required``.
+
+Resource handling: every server process and remote session is closed when the block
+exits, normally, by exception or by cancellation (the stdio shutdown is shielded).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from agenthost._util import collapse_single_group
+from agenthost.catalog import Catalog, CatalogTool, ServerEntries
+from agenthost.config import HostConfig, ServerConfig, Workspace
+from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
+from agenthost.roots import RootsRegistry
+from agenthost.session import (
+    ClientHandlers,
+    ClientSession,
+    ProgressCallback,
+    RequestContext,
+)
+from agenthost.supervisor import ServerState, ServerStatus, Supervisor
+from agenthost.types import (
+    CallToolResult,
+    GetPromptResult,
+    ListRootsResult,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Root,
+)
+
+__all__ = ["Host", "open_host"]
+
+log = logging.getLogger("agenthost.host")
+
+_LIST_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+
+
+class Host:
+    """The running host. Get one from :func:`open_host`."""
+
+    def __init__(self, config: HostConfig, nursery: trio.Nursery) -> None:
+        self.config = config
+        self.catalog = Catalog()
+        self._nursery = nursery
+        self._servers = {s.name: s for s in config.servers if s.enabled}
+        self.roots = RootsRegistry(
+            config.workspaces, {name: s.workspaces for name, s in self._servers.items()}
+        )
+        self._refresh_locks: dict[str, trio.Lock] = {}
+        self._supervisors: dict[str, Supervisor] = {
+            name: Supervisor(
+                server, handlers=self._handlers_for(server), on_ready=self._on_ready
+            )
+            for name, server in self._servers.items()
+        }
+
+    # ------------------------------------------------------------------ wiring
+
+    def _handlers_for(self, server: ServerConfig) -> ClientHandlers:
+        """What the host does for ``server``: roots now; sampling/elicitation when wired."""
+
+        async def roots(ctx: RequestContext, params: Mapping[str, Any]) -> ListRootsResult:
+            return ListRootsResult(roots=self.roots.roots_for(server.name))
+
+        async def list_changed(ctx: RequestContext, params: Mapping[str, Any]) -> None:
+            # Refresh in the host's nursery: the session's dispatcher must not wait on a
+            # request to the same session.
+            self._nursery.start_soon(self._refresh, ctx.session, _LIST_CHANGED[ctx.method])
+
+        return ClientHandlers(
+            roots=roots,
+            notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
+        )
+
+    async def _on_ready(self, session: ClientSession) -> None:
+        await self._refresh(session, "tools", "prompts", "resources")
+
+    async def _refresh(self, session: ClientSession, *what: str) -> None:
+        """Re-list what changed for one server and update the catalog.
+
+        A server that fails a list (or lacks the capability) contributes nothing for it;
+        that is logged, and never stops the server from being used.
+        """
+        lock = self._refresh_locks.setdefault(session.name, trio.Lock())
+        async with lock:
+            caps = session.server_capabilities
+            current = self.catalog.entries(session.name)
+            updates: dict[str, Any] = {}
+            config = self._servers[session.name]
+            try:
+                if "tools" in what and caps is not None and caps.tools is not None:
+                    tools = await session.list_tools()
+                    updates["tools"] = tuple(t for t in tools if config.tool_allowed(t.name))
+                if "prompts" in what and caps is not None and caps.prompts is not None:
+                    updates["prompts"] = tuple(await session.list_prompts())
+                if "resources" in what and caps is not None and caps.resources is not None:
+                    updates["resources"] = tuple(await session.list_resources())
+                    updates["templates"] = tuple(await session.list_resource_templates())
+            except JSONRPCError as exc:
+                log.warning("%s: listing failed: %s", session.name, exc)
+            except AgentHostError as exc:
+                log.debug("%s: refresh abandoned: %s", session.name, exc)
+                return
+            self.catalog.update(session.name, _evolve(current, updates))
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> list[ServerStatus]:
+        """Per-server state, negotiated revision, last error and restart count."""
+        return [sup.status() for sup in self._supervisors.values()]
+
+    def supervisor(self, server: str) -> Supervisor:
+        try:
+            return self._supervisors[server]
+        except KeyError:
+            known = ", ".join(self._supervisors) or "none"
+            raise NotFound(f"no server named {server!r} (configured: {known})") from None
+
+    def session(self, server: str) -> ClientSession:
+        """The live session of ``server``.
+
+        Raises:
+            NotFound: no such server. ServerUnavailable: it is not ready right now.
+        """
+        return self.supervisor(server).require_session()
+
+    async def wait_ready(self, server: str, *, timeout: float = 30.0) -> None:
+        """Wait until ``server`` is ready (after a restart, say); raise if it failed."""
+        sup = self.supervisor(server)
+        with trio.fail_after(timeout):
+            state = await sup.wait_state(ServerState.READY, ServerState.FAILED)
+        if state is ServerState.FAILED:
+            raise ServerUnavailable(f"server failed: {sup.last_error}", server=server)
+
+    # ------------------------------------------------------------------ tools
+
+    async def list_tools(self) -> list[CatalogTool]:
+        """Every ready server's tools, namespaced ``server__tool``."""
+        return self.catalog.tools()
+
+    def resolve_tool(self, name: str) -> CatalogTool:
+        entry = self.catalog.tool(name)
+        if entry is None:
+            raise NotFound(f"no tool named {name!r}")
+        return entry
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> CallToolResult:
+        """Call a namespaced tool on the server that owns it.
+
+        Raises:
+            NotFound: no such tool. ServerUnavailable: its server is not ready.
+            Errors of :meth:`ClientSession.call_tool`.
+        """
+        entry = self.resolve_tool(name)
+        session = self.session(entry.server)
+        if timeout is None:
+            return await session.call_tool(entry.tool.name, arguments, progress=progress)
+        return await session.call_tool(
+            entry.tool.name, arguments, progress=progress, timeout=timeout
+        )
+
+    # ------------------------------------------------------------------ prompts, resources
+
+    async def list_prompts(self) -> list[tuple[str, Prompt]]:
+        return self.catalog.prompts()
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> GetPromptResult:
+        return await self.session(server).get_prompt(name, arguments)
+
+    async def list_resources(self) -> list[tuple[str, Resource]]:
+        return self.catalog.resources()
+
+    async def list_resource_templates(self) -> list[tuple[str, ResourceTemplate]]:
+        return self.catalog.templates()
+
+    async def read_resource(self, uri: str, *, server: str | None = None) -> ReadResourceResult:
+        """Read ``uri`` from ``server``, or from the server whose catalog lists it."""
+        owner = server or self.catalog.server_for_resource(uri)
+        if owner is None:
+            raise NotFound(f"no server lists resource {uri!r}; name the server")
+        return await self.session(owner).read_resource(uri)
+
+    # ------------------------------------------------------------------ roots
+
+    def roots_for(self, server: str) -> list[Root]:
+        return self.roots.roots_for(server)
+
+    async def add_workspace(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        servers: Iterable[str] | None = None,
+    ) -> Workspace:
+        """Expose a directory as a root, and tell exactly the servers that now see it.
+
+        Raises:
+            ConfigError: the path does not exist or is not a directory.
+            ValueError: the name or path is already a workspace.
+        """
+        workspace = Workspace.from_path(path, name=name)
+        changed = self.roots.add(workspace, servers)
+        await self._announce_roots(changed)
+        return workspace
+
+    async def remove_workspace(self, name: str) -> None:
+        """Stop exposing a workspace; the servers that saw it are told."""
+        try:
+            changed = self.roots.remove(name)
+        except KeyError:
+            raise NotFound(f"no workspace named {name!r}") from None
+        await self._announce_roots(changed)
+
+    async def _announce_roots(self, servers: Iterable[str]) -> None:
+        for server in sorted(servers):
+            sup = self._supervisors.get(server)
+            session = sup.session if sup is not None else None
+            if session is None or session.closed:
+                continue  # it will list roots afresh when it (re)starts
+            try:
+                await session.notify_roots_list_changed()
+            except AgentHostError as exc:
+                log.warning("%s: could not announce roots change: %s", server, exc)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _start(self) -> None:
+        for sup in self._supervisors.values():
+            self._nursery.start_soon(sup.run)
+        limit = max(
+            (s.timeouts.startup + s.timeouts.connect for s in self._servers.values()),
+            default=0.0,
+        )
+        with trio.move_on_after(limit + 1.0 if math.isfinite(limit) else math.inf):
+            async with trio.open_nursery() as waiters:
+                for sup in self._supervisors.values():
+                    waiters.start_soon(sup.wait_first_attempt)
+        for name, sup in self._supervisors.items():
+            if self._servers[name].required and sup.state is not ServerState.READY:
+                raise ServerUnavailable(
+                    f"required server did not start: {sup.last_error or sup.state.value}",
+                    server=name,
+                )
+
+    def _stop(self) -> None:
+        for sup in self._supervisors.values():
+            sup.stop()
+
+
+def _evolve(entries: ServerEntries, updates: Mapping[str, Any]) -> ServerEntries:
+    import attrs
+
+    return attrs.evolve(entries, **updates)
+
+
+@asynccontextmanager
+async def open_host(config: HostConfig) -> AsyncIterator[Host]:
+    """Start every enabled server of ``config`` concurrently; yield the running host.
+
+    Returns once each server is ready or has failed its first start (in about the time
+    of the slowest, not the sum).
+
+    Raises:
+        ServerUnavailable: a server marked ``required`` did not start.
+    """
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            host = Host(config, nursery)
+            try:
+                await host._start()
+                yield host
+            finally:
+                host._stop()

@@ -1,0 +1,234 @@
+"""Supervision: one supervisor per server keeps its session up, or says why it cannot.
+
+States (transitions as data, STYLE.md 1)::
+
+    starting --ready--> ready --session ends--> restarting --backoff--> starting
+        |                                          |
+        +--fails--> restarting / failed            +--too many restarts--> failed
+    any --host closing--> stopped
+
+A restart waits ``initial_backoff * multiplier**n`` seconds (capped at ``max_backoff``,
+with +/- ``jitter`` so that many servers that died together do not restart in lockstep).
+More than ``max_restarts`` restarts within ``window`` seconds is a crash loop: the server
+ends ``failed`` with the last error, and stays there; the other servers are unaffected.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import attrs
+import trio
+
+from agenthost.client import connect
+from agenthost.config import RestartPolicy, ServerConfig
+from agenthost.errors import AgentHostError, ServerUnavailable
+from agenthost.session import ClientHandlers, ClientSession
+
+__all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
+
+log = logging.getLogger("agenthost.supervisor")
+
+
+class ServerState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+_TRANSITIONS: Final = {
+    ServerState.STARTING: {ServerState.READY, ServerState.RESTARTING, ServerState.FAILED},
+    ServerState.READY: {ServerState.RESTARTING, ServerState.FAILED, ServerState.STOPPED},
+    ServerState.RESTARTING: {ServerState.STARTING, ServerState.FAILED, ServerState.STOPPED},
+    ServerState.FAILED: {ServerState.STOPPED},
+    ServerState.STOPPED: set(),
+}
+
+
+@attrs.frozen(kw_only=True)
+class ServerStatus:
+    """A snapshot of one server, for ``host.status()`` and ``agenthost check``."""
+
+    name: str
+    state: ServerState
+    revision: str | None
+    last_error: str | None
+    restarts: int
+    server_info: dict[str, str] | None = None
+    #: OS process id of a stdio server while it runs.
+    pid: int | None = None
+
+
+def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before restart number ``attempt`` (0-based)."""
+    base = min(policy.max_backoff, policy.initial_backoff * policy.multiplier**attempt)
+    spread = base * policy.jitter
+    return max(0.0, base + (rng or random).uniform(-spread, spread))
+
+
+#: Called with each new session once it is initialized (catalog refresh, subscriptions).
+OnReady = Callable[[ClientSession], Awaitable[None]]
+
+
+class Supervisor:
+    """Keeps one server's session alive. Run with ``await nursery.start(sup.run)``."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        handlers: ClientHandlers | None = None,
+        on_ready: OnReady | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.handlers = handlers
+        self._on_ready = on_ready
+        self._rng = rng or random.Random()
+        self.state = ServerState.STARTING
+        self.session: ClientSession | None = None
+        self.last_error: str | None = None
+        self.restarts = 0
+        self._restart_times: deque[float] = deque()
+        self._first_attempt = trio.Event()
+        self._state_changed = trio.Event()
+        self._stop = trio.Event()
+
+    # ------------------------------------------------------------------ state
+
+    def _set(self, state: ServerState) -> None:
+        if state is self.state:
+            return
+        if state not in _TRANSITIONS[self.state]:  # pragma: no cover - a bug, not input
+            raise RuntimeError(f"{self.name}: bad transition {self.state} -> {state}")
+        log.info("%s: %s -> %s", self.name, self.state.value, state.value)
+        self.state = state
+        self._state_changed.set()
+        self._state_changed = trio.Event()
+
+    def status(self) -> ServerStatus:
+        session = self.session
+        info = None
+        if session is not None and session.initialize_result is not None:
+            server_info = session.initialize_result.server_info
+            info = {"name": server_info.name, "version": server_info.version}
+        pid = getattr(getattr(session, "_transport", None), "pid", None) if session else None
+        return ServerStatus(
+            name=self.name,
+            state=self.state,
+            revision=session.revision if session is not None else None,
+            last_error=self.last_error,
+            restarts=self.restarts,
+            server_info=info,
+            pid=pid if self.state is ServerState.READY else None,
+        )
+
+    async def wait_first_attempt(self) -> None:
+        """Until the first start succeeded or failed (its outcome is in ``state``)."""
+        await self._first_attempt.wait()
+
+    async def wait_state(self, *states: ServerState) -> ServerState:
+        while self.state not in states:
+            await self._state_changed.wait()
+        return self.state
+
+    def require_session(self) -> ClientSession:
+        """The live session, or a fast, explanatory failure.
+
+        Raises:
+            ServerUnavailable: the server is starting, restarting, failed or stopped.
+        """
+        session = self.session
+        if self.state is ServerState.READY and session is not None and not session.closed:
+            return session
+        detail = f"; last error: {self.last_error}" if self.last_error else ""
+        raise ServerUnavailable(f"server is {self.state.value}{detail}", server=self.name)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start, watch and restart the server until stopped or failed for good."""
+        task_status.started()
+        policy = self.config.restart
+        attempt = 0
+        try:
+            while not self._stop.is_set():
+                self._set(ServerState.STARTING)
+                error = await self._run_once()
+                self._first_attempt.set()
+                if self._stop.is_set():
+                    break
+                self.last_error = error
+                log.warning("%s: session ended: %s", self.name, error)
+                if not policy.enabled or not self._may_restart(policy):
+                    reason = (
+                        "restarts disabled"
+                        if not policy.enabled
+                        else f"crashed {policy.max_restarts + 1} times within"
+                        f" {policy.window:g}s"
+                    )
+                    self.last_error = f"{error} ({reason})"
+                    log.error("%s: failed: %s", self.name, self.last_error)
+                    self._set(ServerState.FAILED)
+                    return
+                self._set(ServerState.RESTARTING)
+                delay = backoff_delay(policy, attempt, self._rng)
+                attempt += 1
+                self.restarts += 1
+                log.info("%s: restarting in %.2fs (restart %d)", self.name, delay, self.restarts)
+                with trio.move_on_after(delay):
+                    await self._stop.wait()
+        finally:
+            self._first_attempt.set()
+            self.session = None
+            if self.state is not ServerState.STOPPED and (
+                self._stop.is_set() or self.state is not ServerState.FAILED
+            ):
+                self.state = ServerState.STOPPED
+                self._state_changed.set()
+
+    def _may_restart(self, policy: RestartPolicy) -> bool:
+        now = trio.current_time()
+        times = self._restart_times
+        times.append(now)
+        while times and now - times[0] > policy.window:
+            times.popleft()
+        return len(times) <= policy.max_restarts
+
+    async def _run_once(self) -> str:
+        """One session's life; returns why it ended."""
+        try:
+            async with connect(self.config, handlers=self.handlers) as session:
+                self.session = session
+                if self._on_ready is not None:
+                    await self._on_ready(session)
+                self._set(ServerState.READY)
+                self._first_attempt.set()
+                reason: object = "stopped"
+                async with trio.open_nursery() as nursery:
+
+                    async def stop_on_request() -> None:
+                        await self._stop.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(stop_on_request)
+                    reason = await session.wait_closed()
+                    nursery.cancel_scope.cancel()
+                return str(reason)
+        except AgentHostError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"{self.name}: {exc}"
+        finally:
+            self.session = None

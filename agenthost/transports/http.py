@@ -1,0 +1,723 @@
+"""The Streamable HTTP transport (MCP 2025-03-26, 2025-06-18, 2025-11-25), on httpx.
+
+Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
+
+* Every client message is its own ``POST`` to the MCP endpoint with
+  ``Accept: application/json, text/event-stream``. A notification or response is answered
+  202 (an error status is raised to the sender). A request is answered with one JSON
+  message or an SSE stream that may carry server requests and notifications before the
+  response; that stream is read by a background task, so :meth:`send` returns at once.
+* ``Mcp-Session-Id`` from the response to ``initialize`` goes on every later request;
+  ``MCP-Protocol-Version`` too, from 2025-06-18 on (the session tells us the revision).
+* After ``initialize`` a ``GET`` opens the stream of server-initiated messages; 405 means
+  the server has none. It is re-opened when it ends (2025-11-25 servers may close streams
+  at will and ask to be polled) after the server's ``retry`` delay, with ``Last-Event-ID``.
+* A response stream that breaks before its response is resumed with ``GET`` +
+  ``Last-Event-ID`` when the server gave event ids (2025-03-26 on), after ``retry``, a
+  bounded number of times. (2026-07-28 drops resumption: a client re-issues the request
+  instead; when that revision lands, this is the place to branch.)
+* 404 to a request carrying our session id: the server forgot the session. The transport
+  ends with :class:`~agenthost.errors.SessionExpired` so the session above fails and a
+  supervisor starts a new one (a fresh ``initialize``, which a transport cannot do).
+* Any other HTTP error to a request becomes a JSON-RPC error response (code -32000) for
+  that request id, so no caller waits for an answer that will never come. The HTTP status
+  is never used as a JSON-RPC code.
+* Closing sends ``DELETE`` with the session id (405 is fine: the server keeps sessions).
+
+Secrets: the configured header values (``Authorization`` ...) never appear in a log line,
+an exception message or a repr; server text quoted in errors is scrubbed of them too.
+
+The transport only looks at message *types* and ids (to know which POSTs have a response
+stream, and when a stream has delivered its response) and at ``initialize`` (to know which
+response carries the session id).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+import trio
+
+from agenthost import jsonrpc
+from agenthost._util import collapse_single_group
+from agenthost.errors import (
+    MessageTooLarge,
+    SessionExpired,
+    TransportClosed,
+    TransportError,
+)
+from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.revisions import at_least
+from agenthost.transports.base import Transport, decode_frame
+from agenthost.transports.sse import SSEParser, ServerSentEvent
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "HTTP_ERROR_CODE",
+    "StreamableHTTPTransport",
+    "open_streamable_http_transport",
+    "redact_url",
+]
+
+log = logging.getLogger("agenthost.transports.http")
+
+DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
+#: JSON-RPC code of the error responses synthesised for requests the server failed at
+#: the HTTP level (the -32000 range is "implementation-defined server errors").
+HTTP_ERROR_CODE: Final = -32000
+
+_ACCEPT_BOTH: Final = "application/json, text/event-stream"
+_SSE: Final = "text/event-stream"
+_JSON: Final = "application/json"
+_DEFAULT_RETRY: Final = 1.0
+_MAX_RETRY: Final = 30.0
+_SUMMARY_CHARS: Final = 200
+_PROBE_STATUSES: Final = frozenset({400, 404, 405})
+
+def redact_url(url: str) -> str:
+    """``url`` without a password or query values, which often carry tokens: safe to log."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+
+
+class _Redactor:
+    """Scrubs configured secret values (and their bearer-token parts) out of text."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, values: Iterable[str]) -> None:
+        secrets: set[str] = set()
+        for value in values:
+            if len(value) >= 4:
+                secrets.add(value)
+            # "Bearer abc..." -> also "abc..." alone, in case a server quotes the token.
+            secrets.update(part for part in value.split() if len(part) >= 8)
+        self._secrets = sorted(secrets, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+
+def _content_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _summary(body: bytes, redact: _Redactor) -> str:
+    """A short, redacted description of an error body (a JSON-RPC error's message if any)."""
+    text: str | None = None
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        error = obj.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            text = error["message"]
+        elif isinstance(error, str):
+            text = error
+    if text is None:
+        text = body.decode("utf-8", "replace")
+    text = " ".join(text.split())
+    if len(text) > _SUMMARY_CHARS:
+        text = text[:_SUMMARY_CHARS] + "..."
+    return redact(text) or "(empty body)"
+
+
+class HTTPTransportBase(Transport):
+    """What the HTTP-based transports share: delivery, failure, background tasks, secrets.
+
+    ``receive()`` is fed by background tasks through one bounded memory channel; when
+    the transport fails (or closes) the channel is closed after the messages already in
+    it, and ``receive()`` raises the reason.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self._client = client
+        self._nursery = nursery
+        self._headers = dict(headers or {})
+        self._redact = _Redactor(self._headers.values())
+        self._max = max_message_size
+        #: Long-lived streams: no read timeout (the session's request timeouts apply).
+        self._stream_timeout = httpx.Timeout(
+            connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
+        )
+        #: POSTs that expect a quick 202 (notifications, responses, legacy messages).
+        self._ack_timeout = httpx.Timeout(
+            connect=connect_timeout, read=ack_timeout, write=connect_timeout, pool=connect_timeout
+        )
+        self._in, self._out = trio.open_memory_channel[jsonrpc.Message](buffer)
+        self._failure: tuple[type[TransportError], str] | None = None
+        self._closed = False
+        self._scopes: set[trio.CancelScope] = set()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {redact_url(self.url)}>"
+
+    # -- receiving
+
+    async def receive(self) -> jsonrpc.Message:
+        try:
+            return await self._out.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._error() from None
+
+    def _error(self) -> TransportError:
+        if self._failure is not None:
+            cls, reason = self._failure
+            return cls(reason, server=self.name)
+        return TransportClosed("transport is closed", server=self.name)
+
+    def _check_open(self) -> None:
+        if self._failure is not None or self._closed:
+            raise self._error()
+
+    async def _deliver(self, message: jsonrpc.Message) -> None:
+        """Hand one message to ``receive()``; raises ClosedResourceError once closed."""
+        await self._in.send(message)
+
+    async def _deliver_frame(self, data: str | bytes, watch: RequestId | None = None) -> bool:
+        """Decode and deliver one frame; True if it held the response to ``watch``."""
+        queue: deque[jsonrpc.Message] = deque()
+        decode_frame(data, queue, log, self.name)
+        found = False
+        for message in queue:
+            if (
+                watch is not None
+                and (type(message) is Response or type(message) is ErrorResponse)
+                and message.id == watch  # type: ignore[union-attr]
+            ):
+                found = True
+            await self._in.send(message)
+        return found
+
+    async def _deliver_error(self, request_id: RequestId, message: str, status: int | None) -> None:
+        """Answer ``request_id`` locally: the server will not (HTTP error, broken stream)."""
+        data = {"httpStatus": status} if status is not None else None
+        log.warning("%s: request %r failed: %s", self.name, request_id, message)
+        await self._in.send(
+            ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data))
+        )
+
+    # -- failure and background tasks
+
+    def _fail(self, cls: type[TransportError], reason: str) -> None:
+        """End the transport: ``receive()`` raises ``cls(reason)`` after what is queued."""
+        if self._failure is None and not self._closed:
+            self._failure = (cls, reason)
+            log.warning("%s: %s", self.name, reason)
+        self._in.close()
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @contextmanager
+    def _tracked(self) -> Iterator[trio.CancelScope]:
+        """Run a background task's body in a scope the transport can cancel on close.
+
+        The nursery's own scope cannot be used: the user's ``async with`` block runs in it.
+        Delivery into a closed transport ends the task quietly.
+        """
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            if self._closed or self._failure is not None:
+                scope.cancel()
+            try:
+                yield scope
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+            finally:
+                self._scopes.discard(scope)
+
+    def _headers_for(self, accept: str) -> dict[str, str]:
+        headers = dict(self._headers)
+        headers["Accept"] = accept
+        return headers
+
+    async def _read_limited(self, response: httpx.Response) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max:
+                raise MessageTooLarge(
+                    f"response body larger than the maximum of {self._max} bytes",
+                    server=self.name,
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _error_summary(self, response: httpx.Response) -> str:
+        try:
+            body = await self._read_limited(response)
+        except (httpx.HTTPError, MessageTooLarge):
+            body = b""
+        return _summary(body, self._redact)
+
+    def _describe(self, exc: BaseException) -> str:
+        text = str(exc)
+        return self._redact(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+    async def _close_background(self) -> None:
+        self._closed = True
+        self._in.close()
+        for scope in list(self._scopes):
+            scope.cancel()
+
+
+class StreamableHTTPTransport(HTTPTransportBase):
+    """One Streamable HTTP connection. Open it with :func:`open_streamable_http_transport`.
+
+    Attributes:
+        session_id: the ``Mcp-Session-Id`` the server assigned (None until initialize, or
+            for servers without sessions). Treat it as a secret: it is never logged.
+        protocol_version: the revision the session negotiated, as told by the session.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        resume_attempts: int = 5,
+        open_get_stream: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(url, **kwargs)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._resume_attempts = resume_attempts
+        self._open_get = open_get_stream
+        self._get_started = False
+        self._deleted = False
+
+    def set_protocol_version(self, version: str) -> None:
+        self.protocol_version = version
+
+    def _headers_for(self, accept: str) -> dict[str, str]:
+        headers = super()._headers_for(accept)
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        version = self.protocol_version
+        if version is not None and at_least(version, "2025-06-18"):
+            headers["MCP-Protocol-Version"] = version
+        return headers
+
+    def _resumable(self) -> bool:
+        # Resumption exists from 2025-03-26 (the first Streamable HTTP revision); before
+        # the revision is known (during initialize) a server that sends ids allows it.
+        version = self.protocol_version
+        return version is None or at_least(version, "2025-03-26")
+
+    # -- sending
+
+    async def send(self, message: jsonrpc.Message) -> None:
+        """POST one message.
+
+        A request returns as soon as its POST is scheduled; its answer (or a synthesised
+        error response) arrives through :meth:`receive`. A notification or response
+        returns once the server accepted it.
+
+        Raises:
+            SessionExpired: the server answered 404 to our session id.
+            TransportError: the server rejected a notification/response, or is unreachable.
+        """
+        self._check_open()
+        body = jsonrpc.encode(message)
+        if type(message) is Request:
+            self._nursery.start_soon(
+                self._post_request, message.id, body, message.method == "initialize", False
+            )
+            return
+        await self._post_message(body)
+
+    async def probe(self, request: Request) -> int | None:
+        """POST ``request`` as the backwards-compatibility probe.
+
+        Returns:
+            None when the server took it (its answer arrives through :meth:`receive`), or
+            the HTTP status (400, 404, 405) with which it refused: not a Streamable HTTP
+            server, try the legacy transport.
+
+        Raises:
+            TransportClosed: the server cannot be reached at all.
+        """
+        self._check_open()
+        body = jsonrpc.encode(request)
+        try:
+            status: int | None = await self._nursery.start(
+                self._post_request, request.id, body, request.method == "initialize", True
+            )
+        except RuntimeError:  # the task ended without reporting: we are closing
+            raise self._error() from None
+        return status
+
+    async def _post_message(self, body: bytes) -> None:
+        had_session = self.session_id is not None
+        try:
+            response = await self._client.post(
+                self.url,
+                content=body,
+                headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
+                timeout=self._ack_timeout,
+                follow_redirects=True,
+            )
+        except httpx.ConnectError as exc:
+            self._fail(TransportClosed, f"cannot reach {redact_url(self.url)}: {self._describe(exc)}")
+            raise self._error() from None
+        except httpx.HTTPError as exc:
+            raise TransportError(
+                f"POST to {redact_url(self.url)} failed: {self._describe(exc)}", server=self.name
+            ) from None
+        status = response.status_code
+        log.debug("%s: POST message -> HTTP %d", self.name, status)
+        if status == 404 and had_session:
+            self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
+            raise self._error()
+        if status >= 400:
+            summary = _summary(response.content, self._redact)
+            raise TransportError(
+                f"the server rejected a message with HTTP {status}: {summary}", server=self.name
+            )
+
+    async def _post_request(
+        self,
+        request_id: RequestId,
+        body: bytes,
+        initialize: bool,
+        probe: bool,
+        *,
+        task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """POST one request and deliver everything its response carries."""
+        had_session = self.session_id is not None
+        started = False
+        with self._tracked():
+            try:
+                async with self._client.stream(
+                    "POST",
+                    self.url,
+                    content=body,
+                    headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
+                    timeout=self._stream_timeout,
+                    follow_redirects=True,
+                ) as response:
+                    status = response.status_code
+                    log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
+                    if probe and status in _PROBE_STATUSES:
+                        task_status.started(status)
+                        return
+                    task_status.started(None)
+                    started = True
+                    if initialize:
+                        session_id = response.headers.get("mcp-session-id")
+                        if session_id:
+                            self.session_id = session_id
+                    await self._handle_response(response, request_id, had_session)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
+                if not started and probe:
+                    raise TransportClosed(reason, server=self.name) from None
+                self._fail(TransportClosed, reason)
+                return
+            except httpx.HTTPError as exc:
+                if not started:
+                    task_status.started(None)
+                    started = True
+                await self._deliver_error(
+                    request_id, f"HTTP request failed: {self._describe(exc)}", None
+                )
+            except MessageTooLarge as exc:
+                await self._deliver_error(request_id, str(exc), None)
+        if initialize and started and self._open_get and not self._get_started:
+            self._get_started = True
+            self._nursery.start_soon(self._run_get_stream)
+
+    async def _handle_response(
+        self, response: httpx.Response, request_id: RequestId, had_session: bool
+    ) -> None:
+        status = response.status_code
+        if status == 404 and had_session:
+            self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
+            return
+        if status >= 400 or status < 200:
+            summary = await self._error_summary(response)
+            await self._deliver_error(
+                request_id,
+                f"HTTP {status} {response.reason_phrase} from the server: {summary}",
+                status,
+            )
+            return
+        if status in (202, 204):
+            return  # accepted; the answer will come on the GET stream
+        kind = _content_type(response)
+        if kind == _SSE:
+            parser = SSEParser(max_size=self._max)
+            if not await self._consume(response, parser, request_id):
+                await self._resume(request_id, parser)
+        elif kind == _JSON:
+            if not await self._deliver_frame(await self._read_limited(response), request_id):
+                await self._deliver_error(
+                    request_id, "the server's JSON reply held no response to this request", status
+                )
+        else:
+            await self._deliver_error(
+                request_id, f"unexpected Content-Type {kind or '(none)'!r} in reply", status
+            )
+
+    async def _consume(
+        self, response: httpx.Response, parser: SSEParser, watch: RequestId | None
+    ) -> bool:
+        """Deliver a stream's messages; True once the response to ``watch`` came.
+
+        A broken connection just ends the stream (False): the caller decides whether to
+        resume. Too large a message propagates.
+        """
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in parser.feed(chunk):
+                    if await self._on_event(event, watch):
+                        return True
+        except httpx.HTTPError as exc:
+            log.debug("%s: stream broke: %s", self.name, self._describe(exc))
+        return False
+
+    async def _on_event(self, event: ServerSentEvent, watch: RequestId | None) -> bool:
+        if event.event != "message":
+            log.debug("%s: ignoring SSE event of type %r", self.name, event.event)
+            return False
+        if not event.data:
+            return False  # a priming event (id and/or retry only)
+        return await self._deliver_frame(event.data, watch)
+
+    async def _resume(self, request_id: RequestId, parser: SSEParser) -> None:
+        """Re-attach to a broken response stream with ``Last-Event-ID``, or give up."""
+        if not parser.last_event_id or not self._resumable():
+            await self._deliver_error(
+                request_id,
+                "the server closed the response stream before answering (no event id to"
+                " resume from)",
+                None,
+            )
+            return
+        attempts = 0
+        while attempts < self._resume_attempts:
+            attempts += 1
+            await trio.sleep(_delay(parser.retry, attempts))
+            before = parser.last_event_id
+            headers = self._headers_for(_SSE)
+            headers["Last-Event-ID"] = before
+            try:
+                async with self._client.stream(
+                    "GET", self.url, headers=headers, timeout=self._stream_timeout,
+                    follow_redirects=True,
+                ) as response:
+                    status = response.status_code
+                    log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
+                    if status == 404 and self.session_id is not None:
+                        self._fail(
+                            SessionExpired, "the server no longer knows this session (HTTP 404)"
+                        )
+                        return
+                    if status == 405:
+                        break  # the server does not offer resumption
+                    if status != 200 or _content_type(response) != _SSE:
+                        continue
+                    if await self._consume(response, parser, request_id):
+                        return
+            except httpx.HTTPError as exc:
+                log.debug("%s: resume failed: %s", self.name, self._describe(exc))
+                continue
+            if parser.last_event_id != before:
+                attempts = 0  # progress: the server is there, it just keeps polling us
+        await self._deliver_error(
+            request_id,
+            f"the response stream broke and could not be resumed ({attempts} attempts)",
+            None,
+        )
+
+    async def _run_get_stream(self) -> None:
+        """The stream of server-initiated messages, re-opened whenever it ends."""
+        parser = SSEParser(max_size=self._max)
+        failures = 0
+        with self._tracked():
+            while True:
+                headers = self._headers_for(_SSE)
+                if parser.last_event_id:
+                    headers["Last-Event-ID"] = parser.last_event_id
+                try:
+                    async with self._client.stream(
+                        "GET", self.url, headers=headers, timeout=self._stream_timeout,
+                        follow_redirects=True,
+                    ) as response:
+                        status = response.status_code
+                        log.debug("%s: GET stream -> HTTP %d", self.name, status)
+                        if status == 405:
+                            return  # no server-initiated stream at this endpoint
+                        if status == 404 and self.session_id is not None:
+                            self._fail(
+                                SessionExpired,
+                                "the server no longer knows this session (HTTP 404)",
+                            )
+                            return
+                        if status == 200 and _content_type(response) == _SSE:
+                            failures = 0
+                            await self._consume(response, parser, None)
+                        else:
+                            failures += 1
+                            log.info(
+                                "%s: GET stream refused with HTTP %d: %s",
+                                self.name,
+                                status,
+                                await self._error_summary(response),
+                            )
+                except httpx.HTTPError as exc:
+                    failures += 1
+                    log.debug("%s: GET stream failed: %s", self.name, self._describe(exc))
+                except MessageTooLarge as exc:
+                    self._fail(MessageTooLarge, str(exc))
+                    return
+                if failures > self._resume_attempts:
+                    log.warning(
+                        "%s: giving up on the server-initiated message stream after %d"
+                        " failures",
+                        self.name,
+                        failures,
+                    )
+                    return
+                await trio.sleep(_delay(parser.retry, failures))
+
+    # -- closing
+
+    async def aclose(self) -> None:
+        await self.shutdown(5.0)
+
+    async def shutdown(self, timeout: float) -> None:
+        """End the session on the server (``DELETE``) and stop every background task.
+
+        Cancellation: shielded; the DELETE is bounded by ``timeout``. Idempotent.
+        """
+        with trio.CancelScope(shield=True):
+            session_id = self.session_id
+            if session_id is not None and not self._deleted and self._failure is None:
+                self._deleted = True
+                with trio.move_on_after(timeout):
+                    try:
+                        response = await self._client.delete(
+                            self.url, headers=self._headers_for(_ACCEPT_BOTH),
+                            timeout=self._ack_timeout,
+                        )
+                        log.debug("%s: DELETE session -> HTTP %d", self.name, response.status_code)
+                    except httpx.HTTPError as exc:
+                        log.debug("%s: DELETE failed: %s", self.name, self._describe(exc))
+            await self._close_background()
+
+
+def _delay(retry_ms: int | None, attempt: int) -> float:
+    """Seconds to wait before reconnecting: the server's ``retry``, backing off on failure."""
+    base = retry_ms / 1000 if retry_ms is not None else _DEFAULT_RETRY
+    return float(min(base * (2 ** max(0, attempt - 1)), max(base, _MAX_RETRY)))
+
+
+@asynccontextmanager
+async def http_resources(
+    client: httpx.AsyncClient | None, *, connect_timeout: float, shutdown_timeout: float
+) -> AsyncIterator[tuple[httpx.AsyncClient, trio.Nursery]]:
+    """A client (ours, or the one given, which we never close) and a nursery for tasks.
+
+    Resource handling: a client created here is closed on the way out (shielded, bounded).
+    """
+    owned = client is None
+    http = client or httpx.AsyncClient(
+        timeout=httpx.Timeout(connect_timeout, read=None), follow_redirects=True
+    )
+    try:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                yield http, nursery
+    finally:
+        if owned:
+            with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
+                await http.aclose()
+
+
+@asynccontextmanager
+async def open_streamable_http_transport(
+    url: str,
+    *,
+    name: str,
+    headers: Mapping[str, str] | None = None,
+    client: httpx.AsyncClient | None = None,
+    connect_timeout: float = 10.0,
+    ack_timeout: float = 30.0,
+    shutdown_timeout: float = 5.0,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    resume_attempts: int = 5,
+    open_get_stream: bool = True,
+) -> AsyncIterator[StreamableHTTPTransport]:
+    """Yield a transport speaking Streamable HTTP to the MCP endpoint ``url``.
+
+    Nothing is sent until the first message (``initialize``); connection errors surface
+    then, as the transport ending with :class:`~agenthost.errors.TransportClosed`.
+
+    Args:
+        url: the MCP endpoint, e.g. ``https://example.com/mcp``.
+        name: the server's name, for logs and errors.
+        headers: extra headers on every request (``Authorization`` ...); values are
+            treated as secrets.
+        client: an ``httpx.AsyncClient`` to use (never closed here); default: our own.
+        connect_timeout: seconds to connect (and to write a request).
+        ack_timeout: seconds to wait for the server to accept a notification/response.
+        shutdown_timeout: seconds for the closing ``DELETE``.
+        max_message_size: the largest message accepted, in bytes.
+        resume_attempts: reconnections tried for a broken stream before giving up.
+        open_get_stream: open the stream for server-initiated messages after initialize.
+
+    Resource handling: on exit the session is deleted on the server, every stream is
+    closed and our client is closed, shielded from cancellation and bounded.
+    """
+    async with http_resources(
+        client, connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout
+    ) as (http, nursery):
+        transport = StreamableHTTPTransport(
+            url,
+            name=name,
+            client=http,
+            nursery=nursery,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+            resume_attempts=resume_attempts,
+            open_get_stream=open_get_stream,
+        )
+        try:
+            yield transport
+        finally:
+            await transport.shutdown(shutdown_timeout)

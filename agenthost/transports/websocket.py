@@ -1,0 +1,177 @@
+"""The WebSocket transport: one JSON-RPC message per text frame, subprotocol ``mcp``.
+
+WebSocket is not one of the spec's standard transports but a common custom one (the
+official SDKs ship it); the convention is the ``mcp`` subprotocol and one JSON-RPC message
+per text frame. A binary frame is accepted too (decoded as UTF-8 JSON): being lenient on
+receive costs nothing.
+
+Built on trio-websocket, whose connection already serialises concurrent writers and reads
+frames in one background task; this module only frames messages and maps errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import trio
+import trio_websocket
+
+from agenthost import jsonrpc
+from agenthost._util import collapse_single_group
+from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
+from agenthost.transports.base import Transport, decode_frame
+from agenthost.transports.http import DEFAULT_MAX_MESSAGE_SIZE, redact_url
+
+__all__ = ["WebSocketTransport", "open_websocket_transport"]
+
+log = logging.getLogger("agenthost.transports.websocket")
+
+_MESSAGE_TOO_BIG = 1009
+
+
+class WebSocketTransport(Transport):
+    """One WebSocket connection. Open it with :func:`open_websocket_transport`."""
+
+    def __init__(
+        self,
+        connection: trio_websocket.WebSocketConnection,
+        *,
+        name: str,
+        url: str,
+        shutdown_timeout: float = 5.0,
+    ) -> None:
+        self.name = name
+        self._shutdown_timeout = shutdown_timeout
+        self.url = url
+        self._ws = connection
+        self._queue: deque[jsonrpc.Message] = deque()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<WebSocketTransport {self.name!r} {redact_url(self.url)}>"
+
+    @property
+    def subprotocol(self) -> str | None:
+        """The subprotocol the server agreed to (``"mcp"``, or None if it chose none)."""
+        value: str | None = self._ws.subprotocol
+        return value
+
+    async def send(self, message: jsonrpc.Message) -> None:
+        if self._closed:
+            raise TransportClosed("transport is closed", server=self.name)
+        text = jsonrpc.encode(message).decode()
+        try:
+            await self._ws.send_message(text)
+        except trio_websocket.ConnectionClosed as exc:
+            raise self._closed_error(exc) from None
+
+    async def receive(self) -> jsonrpc.Message:
+        queue = self._queue
+        while not queue:
+            try:
+                data = await self._ws.get_message()
+            except trio_websocket.ConnectionClosed as exc:
+                raise self._closed_error(exc) from None
+            decode_frame(data, queue, log, self.name)
+        return queue.popleft()
+
+    def _closed_error(self, exc: trio_websocket.ConnectionClosed) -> TransportError:
+        reason = exc.reason
+        code = getattr(reason, "code", None)
+        text = getattr(reason, "reason", None)
+        if code == _MESSAGE_TOO_BIG:
+            return MessageTooLarge(
+                "a message was larger than the maximum (WebSocket close 1009)", server=self.name
+            )
+        if self._closed:
+            return TransportClosed("transport is closed", server=self.name)
+        detail = f" ({code}{': ' + text if text else ''})" if code is not None else ""
+        return TransportClosed(f"the WebSocket connection closed{detail}", server=self.name)
+
+    async def aclose(self) -> None:
+        """Close the connection (close handshake). Idempotent; shielded and bounded."""
+        self._closed = True
+        with trio.CancelScope(shield=True), trio.move_on_after(self._shutdown_timeout):
+            await self._ws.aclose()
+
+
+@asynccontextmanager
+async def open_websocket_transport(
+    url: str,
+    *,
+    name: str,
+    headers: Mapping[str, str] | None = None,
+    connect_timeout: float = 10.0,
+    shutdown_timeout: float = 5.0,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> AsyncIterator[WebSocketTransport]:
+    """Connect to ``url`` (``ws://`` or ``wss://``) with subprotocol ``mcp``.
+
+    Args:
+        url: the server's WebSocket URL.
+        name: the server's name, for logs and errors.
+        headers: extra handshake headers (``Authorization`` ...); values are secrets.
+        connect_timeout: seconds for the TCP/TLS connect and the handshake.
+        shutdown_timeout: seconds for the closing handshake.
+        max_message_size: the largest frame accepted; a larger one ends the transport with
+            :class:`~agenthost.errors.MessageTooLarge`.
+
+    Raises:
+        TransportError: the handshake was refused (HTTP status named) or failed.
+        TransportClosed: the server cannot be reached.
+        AgentHostTimeout: no handshake within ``connect_timeout``.
+
+    Resource handling: the connection is closed when the block exits, however it exits.
+    """
+    extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    safe = redact_url(url)
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            try:
+                with trio.fail_after(connect_timeout):
+                    connection = await trio_websocket.connect_websocket_url(
+                        nursery,
+                        url,
+                        subprotocols=["mcp"],
+                        extra_headers=extra,
+                        message_queue_size=64,
+                        max_message_size=max_message_size,
+                    )
+            except trio.TooSlowError:
+                raise AgentHostTimeout(
+                    f"no WebSocket handshake with {safe} within {connect_timeout:g}s",
+                    server=name,
+                    timeout=connect_timeout,
+                ) from None
+            except trio_websocket.ConnectionRejected as exc:
+                raise TransportError(
+                    f"{safe} refused the WebSocket handshake with HTTP {exc.status_code}",
+                    server=name,
+                ) from None
+            except trio_websocket.HandshakeError as exc:
+                raise TransportError(
+                    f"WebSocket handshake with {safe} failed: {type(exc).__name__}", server=name
+                ) from None
+            except OSError as exc:
+                raise TransportClosed(
+                    f"cannot reach {safe}: {exc.strerror or type(exc).__name__}", server=name
+                ) from None
+            transport = WebSocketTransport(
+                connection, name=name, url=url, shutdown_timeout=shutdown_timeout
+            )
+            if transport.subprotocol != "mcp":
+                log.warning(
+                    "%s: the server did not select the 'mcp' subprotocol (got %r); continuing",
+                    name,
+                    transport.subprotocol,
+                )
+            try:
+                yield transport
+            finally:
+                transport._closed = True
+                with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
+                    await connection.aclose()
+                nursery.cancel_scope.cancel()

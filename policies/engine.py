@@ -1,0 +1,531 @@
+"""The policy engine: one place that decides every action, asks when it must, and records.
+
+Evaluation of :meth:`PolicyEngine.check` (also in ``POLICY.md``):
+
+1. The user's rules, in order, then the preset's rules: the **first match wins**.
+2. No rule matches: the mode's default - ``ask`` (interactive, programmatic) or ``deny``
+   (headless).
+3. Sampling that is not denied: the matched rule's limits (includeContext, providers,
+   models, requests per minute, token budget) are checked *before* anyone is asked, so
+   nobody approves what a limit would refuse anyway; a hit is a deny (``by="limit"``).
+4. ``ask``: a choice remembered for this session ("always"/"never" for the same kind,
+   server and name) answers it; otherwise the prompter does - a human at the terminal,
+   the application's callback, or, in headless mode, the stand-in that says no.
+   Remembered choices only ever answer an "ask": they never override a rule's allow or
+   deny.
+5. Sampling that is allowed: the limits again, atomically, now counting the request
+   against the server's rate.
+
+The result is always allow or deny, never ask, and each one is written to the audit log
+(one ``decision`` line) before it is returned. Allowed actions get one ``outcome`` line
+when the caller reports how they went (:meth:`PolicyEngine.record_outcome`, or
+:meth:`PolicyEngine.guard` which does both).
+
+Elicitation is answered whole by :meth:`PolicyEngine.elicit` (consent and the form are one
+interaction), and the generated answer of a sampling request is reviewed by
+:meth:`PolicyEngine.review_sampling`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Hashable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+
+from agenthost.errors import ConsentDenied, InvalidAnswer
+from policies.audit import AuditLog, redact
+from policies.config import Mode, PolicyConfig
+from policies.decision import (
+    Action,
+    Answer,
+    DecidedBy,
+    Decision,
+    Elicitation,
+    ElicitationResponse,
+    PromptGet,
+    ResourceRead,
+    RootsExposure,
+    Sampling,
+    SamplingGrant,
+    ToolCall,
+    Verdict,
+)
+from policies.elicitation import validate_content
+from policies.limits import Clock, SamplingLimiter
+from policies.prompters import (
+    ConsentRequest,
+    HeadlessPrompter,
+    Prompter,
+    TerminalPrompter,
+)
+from policies.rules import Rule, SamplingLimits, first_match
+
+__all__ = ["Outcome", "PolicyEngine"]
+
+_NO_LIMITS = SamplingLimits()
+
+
+@attrs.define
+class Outcome:
+    """Filled in by the body of :meth:`PolicyEngine.guard`: what the action returned."""
+
+    decision: Decision
+    #: A summary of the result for the audit (redacted and truncated when written).
+    result: Any = None
+
+
+def _arguments(action: Action) -> Any:
+    """The part of an action the audit line summarises under ``args``."""
+    if isinstance(action, ToolCall | PromptGet):
+        return dict(action.arguments)
+    if isinstance(action, ResourceRead):
+        return {"uri": action.uri}
+    if isinstance(action, RootsExposure):
+        return {"roots": list(action.roots)}
+    if isinstance(action, Sampling):
+        return {
+            "messages": len(action.messages),
+            "max_tokens": action.max_tokens,
+            "include_context": action.include_context,
+            "provider": action.provider,
+            "model": action.model,
+            "tools": list(action.tools),
+        }
+    return {"mode": action.mode, "message": action.message, "url": action.url}
+
+
+def _memory_key(action: Action) -> Hashable:
+    if isinstance(action, RootsExposure):
+        return (action.kind, action.server, action.roots)
+    return (action.kind, action.server, action.name)
+
+
+class PolicyEngine:
+    """Decides, asks, remembers, limits and records every consent-relevant action.
+
+    Args:
+        rules: all rules in evaluation order (``PolicyConfig.all_rules``).
+        mode: ``interactive``, ``headless`` or ``programmatic``; decides the default for
+            actions no rule matches and who answers an "ask".
+        prompter: who answers an "ask". Interactive: a :class:`TerminalPrompter` on
+            stdin/stderr unless given; programmatic: required (a
+            :class:`~policies.prompters.CallbackPrompter`); headless: always the
+            :class:`HeadlessPrompter` - a headless engine cannot be given a human.
+        audit: the audit log, or ``None`` for none. The engine does not close a log it
+            was given; :meth:`from_config` opens one the engine owns.
+        clock: monotonic seconds, for rate windows and durations (inject for tests).
+
+    **Concurrency:** safe for many Trio tasks at once; prompts are serialised by the
+    prompter, limit checks are synchronous.
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[Rule],
+        mode: Mode = "interactive",
+        prompter: Prompter | None = None,
+        audit: AuditLog | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if mode == "headless":
+            if prompter is not None and not isinstance(prompter, HeadlessPrompter):
+                raise ValueError("a headless engine asks nobody; do not pass a prompter")
+            prompter = HeadlessPrompter()
+        elif mode == "programmatic" and prompter is None:
+            raise ValueError("programmatic mode needs a prompter (e.g. a CallbackPrompter)")
+        elif prompter is None:
+            prompter = TerminalPrompter()
+        self.mode: Mode = mode
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.prompter: Prompter = prompter
+        self.limiter = SamplingLimiter(clock=clock)
+        self._audit = audit
+        self._owns_audit = False
+        self._clock = clock
+        self._default = Verdict.DENY if mode == "headless" else Verdict.ASK
+        self._memory: dict[Hashable, Verdict] = {}
+        self._pending: dict[str, Action] = {}
+        self._ids = itertools.count(1)
+        self._prefix = os.urandom(4).hex()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: PolicyConfig,
+        *,
+        prompter: Prompter | None = None,
+        clock: Clock = time.monotonic,
+    ) -> PolicyEngine:
+        """An engine for a parsed ``[policy]`` section, opening its audit file.
+
+        **Resource handling:** call :meth:`close` (or use ``with``) to close the audit file.
+        """
+        if prompter is None and config.mode == "interactive":
+            prompter = TerminalPrompter(timeout=config.prompt_timeout)
+        audit = None
+        if config.audit is not None:
+            audit = AuditLog(config.audit.path, fsync=config.audit.fsync)
+        engine = cls(
+            rules=config.all_rules, mode=config.mode, prompter=prompter, audit=audit, clock=clock
+        )
+        engine._owns_audit = audit is not None
+        return engine
+
+    def __enter__(self) -> PolicyEngine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the audit log if this engine opened it."""
+        if self._audit is not None and self._owns_audit:
+            self._audit.close()
+
+    # -- deciding -----------------------------------------------------------------------
+
+    def match(self, action: Action) -> Rule | None:
+        """The rule that decides ``action`` (first match), without asking or recording."""
+        return first_match(self.rules, action)
+
+    def _new_id(self) -> str:
+        return f"{self._prefix}-{next(self._ids)}"
+
+    def _rule_view(self, action: Action) -> tuple[Rule | None, Verdict, str, str, DecidedBy]:
+        rule = self.match(action)
+        if rule is None:
+            reason = (
+                f"no rule matches this {action.kind.value} action; "
+                f"the {self.mode} mode's default is {self._default.value}"
+            )
+            return None, self._default, f"default:{self.mode}", reason, "default"
+        return rule, rule.verdict, rule.label, rule.reason or rule.describe(), "rule"
+
+    async def check(self, action: Action) -> Decision:
+        """Decide one action: allow or deny (an "ask" is resolved here), and record it.
+
+        Returns:
+            The decision. Allowed decisions wait for :meth:`record_outcome`.
+
+        **Cancellation:** cancelling while a human is being asked records a deny
+        ("cancelled before an answer") and propagates the cancellation.
+        """
+        if isinstance(action, Elicitation):
+            raise TypeError("elicitations are answered whole by PolicyEngine.elicit()")
+        decision_id = self._new_id()
+        try:
+            decision = await self._decide(action, decision_id)
+        except BaseException:
+            self._write_now(
+                action,
+                Decision(
+                    id=decision_id,
+                    verdict=Verdict.DENY,
+                    rule="cancelled",
+                    reason="cancelled or failed before a decision was made",
+                    by="default",
+                ),
+            )
+            raise
+        await self._write_decision(action, decision)
+        if decision.allowed:
+            self._pending[decision.id] = action
+        return decision
+
+    async def _decide(self, action: Action, decision_id: str) -> Decision:
+        rule, verdict, label, reason, by = self._rule_view(action)
+        limits = _NO_LIMITS
+        grant: SamplingGrant | None = None
+        if isinstance(action, Sampling) and verdict is not Verdict.DENY:
+            if rule is not None and rule.sampling is not None:
+                limits = rule.sampling
+            try:
+                grant = self.limiter.check(action, limits, rule=label)
+            except ConsentDenied as exc:
+                return Decision(
+                    id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
+                )
+        if verdict is Verdict.ASK:
+            verdict, reason, by = await self._ask(action, label, reason, grant)
+        if isinstance(action, Sampling) and verdict is Verdict.ALLOW:
+            try:
+                grant = self.limiter.check(action, limits, rule=label, commit=True)
+            except ConsentDenied as exc:
+                return Decision(
+                    id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
+                )
+        return Decision(
+            id=decision_id,
+            verdict=verdict,
+            rule=label,
+            reason=reason,
+            by=by,
+            sampling=grant if verdict is Verdict.ALLOW else None,
+        )
+
+    async def _ask(
+        self, action: Action, label: str, reason: str, grant: SamplingGrant | None
+    ) -> tuple[Verdict, str, DecidedBy]:
+        key = _memory_key(action)
+        remembered = self._memory.get(key)
+        if remembered is not None:
+            word = "always" if remembered is Verdict.ALLOW else "never"
+            return remembered, f"remembered '{word}' for this session ({reason})", "session"
+        answer = await self.prompter.confirm(
+            ConsentRequest(action=action, rule=label, reason=reason, grant=grant)
+        )
+        who = self.prompter.decided_by
+        if answer is Answer.ALWAYS:
+            self._memory[key] = Verdict.ALLOW
+        elif answer is Answer.NEVER:
+            self._memory[key] = Verdict.DENY
+        verdict = Verdict.ALLOW if answer in (Answer.ALLOW, Answer.ALWAYS) else Verdict.DENY
+        if who == "headless":
+            return (
+                verdict,
+                f"headless mode: nobody to ask, and no rule allows it ({label} says ask: "
+                f"{reason}); add an allow rule to permit it",
+                who,
+            )
+        return verdict, f"{who} answered {answer.value} ({reason})", who
+
+    async def require(self, action: Action) -> Decision:
+        """:meth:`check`, raising when denied.
+
+        Raises:
+            ConsentDenied: with the decision's reason and rule.
+        """
+        decision = await self.check(action)
+        if not decision.allowed:
+            raise ConsentDenied(decision.reason, rule=decision.rule)
+        return decision
+
+    # -- outcomes -----------------------------------------------------------------------
+
+    async def record_outcome(
+        self,
+        decision_id: str,
+        *,
+        result: Any = None,
+        error: BaseException | str | None = None,
+        duration: float | None = None,
+    ) -> None:
+        """Write the outcome line of an allowed action.
+
+        Args:
+            decision_id: the :attr:`Decision.id` of the allowed action.
+            result: a summary of what it returned (redacted and truncated in the log).
+            error: the exception or message if it failed.
+            duration: seconds it ran.
+
+        Raises:
+            KeyError: the id is unknown, was denied, or its outcome was already recorded.
+        """
+        action = self._pending.pop(decision_id)
+        if self._audit is not None:
+            await self._audit.write(
+                self._outcome_record(decision_id, action, result, error, duration)
+            )
+
+    def _outcome_record(
+        self,
+        decision_id: str,
+        action: Action,
+        result: Any,
+        error: BaseException | str | None,
+        duration: float | None,
+    ) -> dict[str, Any]:
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return {
+            "event": "outcome",
+            "id": decision_id,
+            "kind": action.kind.value,
+            "server": action.server,
+            "name": action.name,
+            "duration": None if duration is None else round(duration, 6),
+            "result": redact(result),
+            "error": redact(error),
+        }
+
+    @asynccontextmanager
+    async def guard(self, action: Action) -> AsyncIterator[Outcome]:
+        """Check ``action``, run the body only if allowed, and record how it went.
+
+        ::
+
+            async with engine.guard(ToolCall(server="fs", tool="write", arguments=a)) as out:
+                out.result = await session.call_tool("write", a)
+
+        Raises:
+            ConsentDenied: before the body runs, when denied.
+
+        **Error handling:** an exception (or cancellation) in the body is recorded as the
+        outcome's error and re-raised.
+        """
+        decision = await self.require(action)
+        outcome = Outcome(decision)
+        start = self._clock()
+        try:
+            yield outcome
+        except BaseException as exc:
+            # Possibly cancelled: no await here, the line is written synchronously.
+            self._pending.pop(decision.id, None)
+            if self._audit is not None:
+                record = self._outcome_record(decision.id, action, None, exc, self._clock() - start)
+                self._audit.write_now(record)
+            raise
+        await self.record_outcome(
+            decision.id, result=outcome.result, duration=self._clock() - start
+        )
+
+    # -- sampling -----------------------------------------------------------------------
+
+    async def review_sampling(
+        self, action: Sampling, answer: str, *, decision: Decision | None = None
+    ) -> bool:
+        """Whether the model's answer may go back to the server.
+
+        Approved without asking when the rule says ``review = "auto"``; otherwise the
+        prompter decides (headless: rejected). Written to the audit as a ``review`` line.
+
+        Args:
+            action: the sampling request that was allowed.
+            answer: the generated text (and a rendering of any tool calls) to show.
+            decision: the allow decision from :meth:`check`, to link the audit lines.
+        """
+        if decision is not None and decision.sampling is not None:
+            auto, label = decision.sampling.auto_review, decision.rule
+        else:
+            rule, _, label, _, _ = self._rule_view(action)
+            auto = rule is not None and rule.sampling is not None and rule.sampling.auto_review
+        by: DecidedBy
+        if auto:
+            approved, by, reason = True, "rule", f"rule {label} sets review = 'auto'"
+        else:
+            approved = await self.prompter.review(action, answer)
+            by = self.prompter.decided_by
+            if by == "headless":
+                reason = (
+                    f"headless mode: nobody to review, and rule {label} does not set "
+                    "review = 'auto'"
+                )
+            else:
+                reason = f"{by} {'approved' if approved else 'rejected'} the answer"
+        if self._audit is not None:
+            await self._audit.write(
+                {
+                    "event": "review",
+                    "id": decision.id if decision is not None else self._new_id(),
+                    "kind": action.kind.value,
+                    "server": action.server,
+                    "name": action.model or "",
+                    "args": redact({"answer": answer}),
+                    "decision": "allow" if approved else "deny",
+                    "rule": label,
+                    "reason": reason,
+                    "by": by,
+                }
+            )
+        return approved
+
+    def record_sampling_usage(self, server: str, tokens: int) -> None:
+        """Count the tokens (input + output) a sampling call used against the budget."""
+        self.limiter.record_usage(server, tokens)
+
+    # -- elicitation --------------------------------------------------------------------
+
+    async def elicit(self, action: Elicitation) -> ElicitationResponse:
+        """Answer an ``elicitation/create`` request, start to finish.
+
+        * a deny rule: declined without asking;
+        * an allow rule with canned ``answers`` (form mode): those answers, validated
+          against the requested schema (invalid ones are declined, never sent);
+        * otherwise the prompter: the user fills in the form or consents to open the URL;
+          headless: declined. URL mode always needs a human: never accepted headless.
+
+        One ``decision`` line and, unless declined by policy, one ``outcome`` line with the
+        response (content redacted).
+
+        Raises:
+            JSONRPCError: -32602 when the server's schema or URL is invalid.
+        """
+        rule, verdict, label, reason, by = self._rule_view(action)
+        decision_id = self._new_id()
+        response: ElicitationResponse | None = None
+        if verdict is Verdict.DENY:
+            pass
+        elif action.mode == "url" and isinstance(self.prompter, HeadlessPrompter):
+            verdict, by = Verdict.DENY, "headless"
+            reason = "headless mode: a URL elicitation needs a human to consent and open it"
+        elif action.mode == "form" and rule is not None and rule.answers is not None:
+            verdict = Verdict.ALLOW
+            try:
+                content = validate_content(action.requested_schema or {}, rule.answers)
+            except InvalidAnswer as exc:
+                verdict = Verdict.DENY
+                reason = f"the canned answers of rule {label} do not fit the form: {exc}"
+            else:
+                reason = f"canned answers from rule {label}"
+                response = ElicitationResponse(action="accept", content=content)
+        elif isinstance(self.prompter, HeadlessPrompter):
+            verdict, by = Verdict.DENY, "headless"
+            reason = f"headless mode: nobody to answer and rule {label} gives no canned answers"
+        else:
+            verdict, by = Verdict.ALLOW, self.prompter.decided_by
+            reason = f"shown to the {by} ({reason})"
+        decision = Decision(id=decision_id, verdict=verdict, rule=label, reason=reason, by=by)
+        await self._write_decision(action, decision)
+        if verdict is Verdict.DENY:
+            return ElicitationResponse(action="decline")
+        start = self._clock()
+        self._pending[decision_id] = action
+        if response is None:
+            try:
+                response = await self.prompter.elicit(action)
+            except BaseException as exc:
+                self._pending.pop(decision_id, None)
+                if self._audit is not None:
+                    self._audit.write_now(
+                        self._outcome_record(decision_id, action, None, exc, self._clock() - start)
+                    )
+                raise
+        await self.record_outcome(
+            decision_id, result=response.to_result(), duration=self._clock() - start
+        )
+        return response
+
+    # -- audit --------------------------------------------------------------------------
+
+    def _decision_record(self, action: Action, decision: Decision) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "event": "decision",
+            "id": decision.id,
+            "kind": action.kind.value,
+            "server": action.server,
+            "name": action.name,
+            "trusted": action.trusted,
+            "args": redact(_arguments(action)),
+            "decision": decision.verdict.value,
+            "rule": decision.rule,
+            "reason": decision.reason,
+            "by": decision.by,
+            "mode": self.mode,
+        }
+        if decision.sampling is not None:
+            record["max_tokens"] = decision.sampling.max_tokens
+        return record
+
+    async def _write_decision(self, action: Action, decision: Decision) -> None:
+        if self._audit is not None:
+            await self._audit.write(self._decision_record(action, decision))
+
+    def _write_now(self, action: Action, decision: Decision) -> None:
+        if self._audit is not None:
+            self._audit.write_now(self._decision_record(action, decision))

@@ -1,0 +1,1 @@
+"""agenthost tests (a package so helpers import as ``tests.schemacheck``)."""

@@ -1,0 +1,55 @@
+"""Shared test helpers: a transport wrapper that records what agenthost sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agenthost import jsonrpc
+from agenthost.transports.base import Transport
+from tests.schemacheck import validate_outgoing
+
+
+class RecordingTransport(Transport):
+    """Wraps a transport; keeps every message sent, and the methods of requests received.
+
+    ``assert_valid()`` then validates everything agenthost sent against the negotiated
+    revision's schema.json: the acceptance check that what we send fits the revision.
+    """
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.sent: list[dict[str, Any]] = []
+        self.request_methods: dict[Any, str] = {}
+        self.revision: str | None = None
+
+    async def send(self, message: jsonrpc.Message) -> None:
+        self.sent.append(jsonrpc.to_object(message))
+        await self.inner.send(message)
+
+    async def receive(self) -> jsonrpc.Message:
+        message = await self.inner.receive()
+        if isinstance(message, jsonrpc.Request):
+            self.request_methods[message.id] = message.method
+        return message
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def set_protocol_version(self, version: str) -> None:
+        self.revision = version
+        self.inner.set_protocol_version(version)
+
+    def methods_sent(self) -> list[str]:
+        return [m["method"] for m in self.sent if "method" in m]
+
+    def assert_valid(self, revision: str | None = None) -> int:
+        """Validate every sent message; returns how many were checked."""
+        rev = revision or self.revision
+        assert rev is not None, "no revision negotiated"
+        for message in self.sent:
+            answers = None
+            if "result" in message:
+                answers = self.request_methods.get(message["id"])
+            validate_outgoing(message, rev, answers_method=answers)
+        return len(self.sent)

@@ -1,0 +1,149 @@
+"""Shared helpers for the provider tests: MockTransport plumbing and real-shaped payloads.
+
+Only the LLM HTTP APIs are mocked (the SDKs, our adapters and their error mapping run for
+real); payloads follow the shapes the Anthropic Messages API and OpenAI Chat Completions
+API document, SSE framing included.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import httpx2
+
+Handler = Callable[[httpx2.Request], httpx2.Response | Awaitable[httpx2.Response]]
+
+
+class Recorder:
+    """A MockTransport handler that records request bodies and answers from a list."""
+
+    def __init__(self, *responses: httpx2.Response) -> None:
+        self.responses = list(responses)
+        self.requests: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        if len(self.responses) > 1:
+            return self.responses.pop(0)
+        return self.responses[0]
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests]
+
+    def client(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.MockTransport(self))
+
+
+def client_for(handler: Handler) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+
+
+def sse(events: Iterable[tuple[str | None, Any]]) -> httpx2.Response:
+    """An SSE response; ``(name, data)`` pairs, ``name`` None for data-only frames."""
+    chunks = []
+    for name, data in events:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        chunks.append((f"event: {name}\n" if name else "") + f"data: {payload}\n\n")
+    return httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, content="".join(chunks).encode()
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def anthropic_message(
+    content: list[dict[str, Any]],
+    *,
+    stop_reason: str = "end_turn",
+    stop_sequence: str | None = None,
+    model: str = "claude-sonnet-5-5",
+    usage: dict[str, int] | None = None,
+) -> httpx2.Response:
+    return httpx2.Response(
+        200,
+        json={
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": usage or {"input_tokens": 12, "output_tokens": 6},
+        },
+    )
+
+
+def anthropic_error(status: int, kind: str, message: str) -> httpx2.Response:
+    return httpx2.Response(
+        status,
+        json={"type": "error", "error": {"type": kind, "message": message}},
+        headers={"retry-after-ms": "1", "request-id": "req_011"},
+    )
+
+
+# ------------------------------------------------------------------------------ OpenAI
+
+
+def openai_completion(
+    message: dict[str, Any],
+    *,
+    finish_reason: str = "stop",
+    model: str = "gpt-6.2-sol",
+    usage: dict[str, int] | None = None,
+    extra_choice: dict[str, Any] | None = None,
+) -> httpx2.Response:
+    return httpx2.Response(
+        200,
+        json={
+            "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+            "object": "chat.completion",
+            "created": 1790000000,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "refusal": None, "annotations": [], **message},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    **(extra_choice or {}),
+                }
+            ],
+            "usage": usage or {"prompt_tokens": 19, "completion_tokens": 10, "total_tokens": 29},
+            "service_tier": "default",
+            "system_fingerprint": None,
+        },
+    )
+
+
+def openai_error(status: int, message: str, kind: str = "invalid_request_error") -> httpx2.Response:
+    return httpx2.Response(
+        status,
+        json={"error": {"message": message, "type": kind, "param": None, "code": None}},
+        headers={"retry-after-ms": "1", "x-request-id": "req_abc"},
+    )
+
+
+def openai_chunk(
+    delta: dict[str, Any] | None,
+    *,
+    finish_reason: str | None = None,
+    usage: dict[str, int] | None = None,
+    model: str = "gpt-6.2-sol",
+) -> dict[str, Any]:
+    choices = [] if delta is None else [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    ]
+    return {
+        "id": "chatcmpl-123",
+        "object": "chat.completion.chunk",
+        "created": 1790000000,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": choices,
+        "usage": usage,
+    }
