@@ -56,7 +56,7 @@ from agenthost.errors import (
 from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
 from agenthost.revisions import at_least
 from agenthost.transports.base import Transport, decode_frame
-from agenthost.transports.sse import SSEParser, ServerSentEvent
+from agenthost.transports.sse import ServerSentEvent, SSEParser
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -80,6 +80,7 @@ _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
 _SUMMARY_CHARS: Final = 200
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
+
 
 def redact_url(url: str) -> str:
     """``url`` without a password or query values, which often carry tokens: safe to log."""
@@ -114,7 +115,8 @@ class _Redactor:
 
 
 def _content_type(response: httpx.Response) -> str:
-    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    value: str = response.headers.get("content-type", "")
+    return value.partition(";")[0].strip().lower()
 
 
 def _summary(body: bytes, redact: _Redactor) -> str:
@@ -213,7 +215,7 @@ class HTTPTransportBase(Transport):
             if (
                 watch is not None
                 and (type(message) is Response or type(message) is ErrorResponse)
-                and message.id == watch  # type: ignore[union-attr]
+                and message.id == watch
             ):
                 found = True
             await self._in.send(message)
@@ -223,9 +225,7 @@ class HTTPTransportBase(Transport):
         """Answer ``request_id`` locally: the server will not (HTTP error, broken stream)."""
         data = {"httpStatus": status} if status is not None else None
         log.warning("%s: request %r failed: %s", self.name, request_id, message)
-        await self._in.send(
-            ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data))
-        )
+        await self._in.send(ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data)))
 
     # -- failure and background tasks
 
@@ -389,7 +389,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 follow_redirects=True,
             )
         except httpx.ConnectError as exc:
-            self._fail(TransportClosed, f"cannot reach {redact_url(self.url)}: {self._describe(exc)}")
+            reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
+            self._fail(TransportClosed, reason)
             raise self._error() from None
         except httpx.HTTPError as exc:
             raise TransportError(
@@ -535,7 +536,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
             headers["Last-Event-ID"] = before
             try:
                 async with self._client.stream(
-                    "GET", self.url, headers=headers, timeout=self._stream_timeout,
+                    "GET",
+                    self.url,
+                    headers=headers,
+                    timeout=self._stream_timeout,
                     follow_redirects=True,
                 ) as response:
                     status = response.status_code
@@ -573,7 +577,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     headers["Last-Event-ID"] = parser.last_event_id
                 try:
                     async with self._client.stream(
-                        "GET", self.url, headers=headers, timeout=self._stream_timeout,
+                        "GET",
+                        self.url,
+                        headers=headers,
+                        timeout=self._stream_timeout,
                         follow_redirects=True,
                     ) as response:
                         status = response.status_code
@@ -605,8 +612,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     return
                 if failures > self._resume_attempts:
                     log.warning(
-                        "%s: giving up on the server-initiated message stream after %d"
-                        " failures",
+                        "%s: giving up on the server-initiated message stream after %d failures",
                         self.name,
                         failures,
                     )
@@ -630,7 +636,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 with trio.move_on_after(timeout):
                     try:
                         response = await self._client.delete(
-                            self.url, headers=self._headers_for(_ACCEPT_BOTH),
+                            self.url,
+                            headers=self._headers_for(_ACCEPT_BOTH),
                             timeout=self._ack_timeout,
                         )
                         log.debug("%s: DELETE session -> HTTP %d", self.name, response.status_code)

@@ -80,8 +80,7 @@ class LegacySSETransport(HTTPTransportBase):
                 self.endpoint = await self._nursery.start(self._run_stream)
         except trio.TooSlowError:
             raise AgentHostTimeout(
-                f"no endpoint event from {redact_url(self.url)} within"
-                f" {self._connect_timeout:g}s",
+                f"no endpoint event from {redact_url(self.url)} within {self._connect_timeout:g}s",
                 server=self.name,
                 timeout=self._connect_timeout,
             ) from None
@@ -118,9 +117,7 @@ class LegacySSETransport(HTTPTransportBase):
                                 task_status.started(endpoint)
                             elif event.event == "message":
                                 if not started:
-                                    log.warning(
-                                        "%s: message before the endpoint event", self.name
-                                    )
+                                    log.warning("%s: message before the endpoint event", self.name)
                                 await self._deliver_frame(event.data)
                             else:
                                 log.debug("%s: ignoring SSE event %r", self.name, event.event)
@@ -130,6 +127,7 @@ class LegacySSETransport(HTTPTransportBase):
                     )
                 self._fail(TransportClosed, "the server closed the SSE stream")
             except (httpx.HTTPError, MessageTooLarge) as exc:
+                cls: type[TransportError]
                 if isinstance(exc, MessageTooLarge):
                     reason, cls = str(exc), MessageTooLarge
                 elif isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
@@ -167,8 +165,10 @@ class LegacySSETransport(HTTPTransportBase):
             response = await self._client.post(
                 self.endpoint,
                 content=body,
-                headers={**self._headers_for("application/json"),
-                         "Content-Type": "application/json"},
+                headers={
+                    **self._headers_for("application/json"),
+                    "Content-Type": "application/json",
+                },
                 timeout=self._ack_timeout,
                 follow_redirects=True,
             )

@@ -149,9 +149,8 @@ class SSEParser:
         elif name == "id":
             if "\x00" not in value:
                 self.last_event_id = value
-        elif name == "retry":
-            if value.isascii() and value.isdigit():
-                self.retry = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value)
         return None
 
     def _dispatch(self) -> ServerSentEvent | None:
