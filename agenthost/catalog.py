@@ -79,9 +79,7 @@ def namespaced_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], 
             name = _hashed(server, tool)
         plain[(server, tool)] = name
         counts[name] = counts.get(name, 0) + 1
-    names = {
-        pair: (name if counts[name] == 1 else _hashed(*pair)) for pair, name in plain.items()
-    }
+    names = {pair: (name if counts[name] == 1 else _hashed(*pair)) for pair, name in plain.items()}
     if len(set(names.values())) != len(names):  # pragma: no cover - a 32-bit hash clash
         raise RuntimeError("tool name hash collision; report this with the tool names")
     return names

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar, get_origin
+from typing import Any, Final, Literal, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
@@ -157,6 +158,22 @@ def _strict_list(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
         return items(value, cl)
 
     return structure_list
+
+
+def _literal(tp: Any) -> Callable[[Any, Any], Any]:
+    allowed = frozenset(get_args(tp))
+    shown = ", ".join(repr(v) for v in get_args(tp))
+
+    def structure_literal(value: Any, _: Any) -> Any:
+        if type(value) is str and value in allowed:
+            return value
+        raise _Invalid(f"expected one of {shown}, got {value!r}")
+
+    return structure_literal
+
+
+def _is_str_literal(tp: Any) -> bool:
+    return get_origin(tp) is Literal and all(type(v) is str for v in get_args(tp))
 
 
 def _identity(value: Any, _: Any = None) -> Any:
@@ -397,6 +414,7 @@ def make_converter(
     conv.register_structure_hook_func(lambda tp: tp == dict[str, Any], _structure_raw_object)
     conv.register_unstructure_hook_func(lambda tp: tp == dict[str, Any], _identity)
     conv.register_structure_hook_factory(_is_list, lambda tp: _strict_list(tp, conv))
+    conv.register_structure_hook_factory(_is_str_literal, _literal)
     conv.register_structure_hook_factory(attrs.has, _structure_factory(conv))
     conv.register_unstructure_hook_factory(attrs.has, _unstructure_factory(conv, revision))
     conv.register_structure_hook(t.UnknownContent, _structure_unknown)
@@ -413,7 +431,7 @@ _structure_hooks: dict[Any, Callable[[Any, Any], Any]] = {}
 _unstructure_hooks: dict[str, dict[type, Callable[[Any], Any]]] = {}
 _send_converters: dict[str, cattrs.Converter] = {}
 _STRUCTURE_ERRORS: Final = (
-    cattrs.BaseValidationError,
+    cattrs.errors.CattrsError,
     KeyError,
     TypeError,
     ValueError,
@@ -445,6 +463,25 @@ def structure(data: Any, cls: type[T]) -> T:
     raise _structure_error(data, cls) from None
 
 
+_PATH_SEGMENT: Final = re.compile(r"\.([a-z][a-z0-9_]*)")
+
+
+def _wire_path(line: str) -> str:
+    """cattrs reports Python attribute names in paths; the peer knows the JSON keys."""
+    message, sep, path = line.rpartition(" @ ")
+    if not sep:
+        return line
+    return message + sep + _PATH_SEGMENT.sub(_camel_segment, path)
+
+
+def _camel_segment(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name == "meta":
+        return "._meta"
+    head, *rest = name.split("_")
+    return "." + head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def _structure_error(data: Any, cls: Any) -> ProtocolError:
     """Re-run with detailed validation to say exactly what did not fit."""
     name = getattr(cls, "__name__", repr(cls))
@@ -455,7 +492,10 @@ def _structure_error(data: Any, cls: Any) -> ProtocolError:
     try:
         _DETAILED.structure(data, cls)
     except _STRUCTURE_ERRORS as exc:
-        lines = cattrs.transform_error(exc, path="$", format_exception=_format_error)
+        lines = [
+            _wire_path(line)
+            for line in cattrs.transform_error(exc, path="$", format_exception=_format_error)
+        ]
         more = len(lines) - _MAX_ERROR_LINES
         text = "; ".join(lines[:_MAX_ERROR_LINES]) + (f"; and {more} more" if more > 0 else "")
         return ProtocolError(f"invalid {name}: {text}", code=INVALID_PARAMS)

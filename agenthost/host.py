@@ -66,9 +66,7 @@ class Host:
         )
         self._refresh_locks: dict[str, trio.Lock] = {}
         self._supervisors: dict[str, Supervisor] = {
-            name: Supervisor(
-                server, handlers=self._handlers_for(server), on_ready=self._on_ready
-            )
+            name: Supervisor(server, handlers=self._handlers_for(server), on_ready=self._on_ready)
             for name, server in self._servers.items()
         }
 
@@ -146,8 +144,8 @@ class Host:
         """Wait until ``server`` is ready (after a restart, say); raise if it failed."""
         sup = self.supervisor(server)
         with trio.fail_after(timeout):
-            state = await sup.wait_state(ServerState.READY, ServerState.FAILED)
-        if state is ServerState.FAILED:
+            state = await sup.wait_usable()
+        if state is not ServerState.READY:
             raise ServerUnavailable(f"server failed: {sup.last_error}", server=server)
 
     # ------------------------------------------------------------------ tools

@@ -23,13 +23,14 @@ error response and the session lives on.
 from __future__ import annotations
 
 import itertools
-from types import EllipsisType
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
+from types import EllipsisType
 from typing import Any, Final, TypeVar
 
 import attrs
+import orjson
 import outcome
 import trio
 
@@ -392,7 +393,7 @@ class ClientSession:
             self._pending.pop(request_id, None)
             raise
         if type(message) is Response:
-            return message.result  # type: ignore[no-any-return]
+            return message.result
         error = message.error
         raise JSONRPCError(error.code, error.message, error.data, server=self.name)
 
@@ -407,9 +408,7 @@ class ClientSession:
             return
         with trio.move_on_after(_CANCEL_NOTIFY_TIMEOUT), suppress(TransportError):
             await self._transport.send(
-                Notification(
-                    "notifications/cancelled", {"requestId": request_id, "reason": reason}
-                )
+                Notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
             )
 
     async def request(
@@ -513,7 +512,11 @@ class ClientSession:
     # ------------------------------------------------------------------ server features
 
     async def _all_pages(
-        self, method: str, key: str, result_type: type[Any], timeout: float | None | object
+        self,
+        method: str,
+        key: str,
+        result_type: type[Any],
+        timeout: float | None | EllipsisType,
     ) -> list[Any]:
         items: list[Any] = []
         cursor: str | None = None
@@ -592,7 +595,9 @@ class ClientSession:
             import jsonschema  # deferred: only sessions with output schemas pay for it
 
             schema = tool.output_schema
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            cls = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )
             validator = cls(schema)
             self._output_validators[tool.name] = validator
         error = next(iter(validator.iter_errors(result.structured_content)), None)
@@ -753,7 +758,9 @@ class ClientSession:
                 log.exception("%s: handler for %s failed", self.name, request.method)
                 reply = ErrorResponse(
                     request.id,
-                    ErrorObject(jsonrpc.INTERNAL_ERROR, f"client error: {type(exc).__name__}: {exc}"),
+                    ErrorObject(
+                        jsonrpc.INTERNAL_ERROR, f"client error: {type(exc).__name__}: {exc}"
+                    ),
                 )
             finally:
                 self._incoming.pop(request.id, None)
@@ -800,7 +807,7 @@ def _render_log_data(data: Any) -> str:
     if isinstance(data, str):
         return data
     try:
-        return jsonrpc.orjson.dumps(data).decode()
+        return orjson.dumps(data).decode()
     except TypeError:
         return repr(data)
 

@@ -97,6 +97,9 @@ class Supervisor:
         self.session: ClientSession | None = None
         self.last_error: str | None = None
         self.restarts = 0
+        #: trio clock times of the latest start attempt and of its becoming ready.
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
         self._restart_times: deque[float] = deque()
         self._first_attempt = trio.Event()
         self._state_changed = trio.Event()
@@ -134,6 +137,20 @@ class Supervisor:
     async def wait_first_attempt(self) -> None:
         """Until the first start succeeded or failed (its outcome is in ``state``)."""
         await self._first_attempt.wait()
+
+    async def wait_usable(self) -> ServerState:
+        """Until the server is READY with a live session, or FAILED/STOPPED.
+
+        READY alone is not enough: right after a crash the session is already closed while
+        the supervisor has not yet woken to move to RESTARTING.
+        """
+        while True:
+            session = self.session
+            if self.state is ServerState.READY and session is not None and not session.closed:
+                return self.state
+            if self.state in (ServerState.FAILED, ServerState.STOPPED):
+                return self.state
+            await self._state_changed.wait()
 
     async def wait_state(self, *states: ServerState) -> ServerState:
         while self.state not in states:
@@ -175,8 +192,7 @@ class Supervisor:
                     reason = (
                         "restarts disabled"
                         if not policy.enabled
-                        else f"crashed {policy.max_restarts + 1} times within"
-                        f" {policy.window:g}s"
+                        else f"crashed {policy.max_restarts + 1} times within {policy.window:g}s"
                     )
                     self.last_error = f"{error} ({reason})"
                     log.error("%s: failed: %s", self.name, self.last_error)
@@ -208,11 +224,14 @@ class Supervisor:
 
     async def _run_once(self) -> str:
         """One session's life; returns why it ended."""
+        self.started_at = trio.current_time()
+        self.ready_at = None
         try:
             async with connect(self.config, handlers=self.handlers) as session:
                 self.session = session
                 if self._on_ready is not None:
                     await self._on_ready(session)
+                self.ready_at = trio.current_time()
                 self._set(ServerState.READY)
                 self._first_attempt.set()
                 reason: object = "stopped"

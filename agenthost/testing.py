@@ -167,9 +167,7 @@ class ScriptedServer:
             return {}
         if method == "tools/list":
             return {
-                "tools": [
-                    {"name": name, "inputSchema": {"type": "object"}} for name in self.tools
-                ]
+                "tools": [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]
             }
         if method == "tools/call":
             fn = self.tools.get(params.get("name", ""))

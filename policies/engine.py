@@ -37,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from agenthost.errors import ConsentDenied, InvalidAnswer
+from agenthost.errors import ConsentDenied, InvalidAnswer, JSONRPCError
 from policies.audit import AuditLog, redact
 from policies.config import Mode, PolicyConfig
 from policies.decision import (
@@ -468,6 +468,13 @@ class PolicyEngine:
             verdict = Verdict.ALLOW
             try:
                 content = validate_content(action.requested_schema or {}, rule.answers)
+            except JSONRPCError as exc:
+                # The server's schema is invalid: record the refusal, answer with the error.
+                self._write_now(
+                    action,
+                    Decision(id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc)),
+                )
+                raise
             except InvalidAnswer as exc:
                 verdict = Verdict.DENY
                 reason = f"the canned answers of rule {label} do not fit the form: {exc}"

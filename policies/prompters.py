@@ -108,6 +108,8 @@ class CallbackPrompter:
             (a rule can set ``review = "auto"`` instead).
         elicit: answers elicitations; without it they are declined. Accepted form content
             is validated against the requested schema before it is returned.
+        timeout: seconds each callback may take; a callback that takes longer is
+            cancelled and counts as "no" (deny, reject, cancel). ``None``: no limit.
     """
 
     confirm_callback: Callable[[ConsentRequest], Awaitable[Answer]] = attrs.field(alias="confirm")
@@ -117,10 +119,15 @@ class CallbackPrompter:
     elicit_callback: Callable[[Elicitation], Awaitable[ElicitationResponse]] | None = attrs.field(
         default=None, alias="elicit"
     )
+    timeout: float | None = 300.0
     decided_by: DecidedBy = "callback"
 
     async def confirm(self, request: ConsentRequest) -> Answer:
-        answer = await self.confirm_callback(request)
+        answer: Answer | None = None
+        with trio.move_on_after(self._limit()):
+            answer = await self.confirm_callback(request)
+        if answer is None:
+            return Answer.DENY
         if not isinstance(answer, Answer):
             raise TypeError(f"the confirm callback must return an Answer, not {answer!r}")
         return answer
@@ -128,16 +135,24 @@ class CallbackPrompter:
     async def review(self, action: Sampling, answer: str) -> bool:
         if self.review_callback is None:
             return False
-        return bool(await self.review_callback(action, answer))
+        approved = False
+        with trio.move_on_after(self._limit()):
+            approved = bool(await self.review_callback(action, answer))
+        return approved
 
     async def elicit(self, action: Elicitation) -> ElicitationResponse:
         if self.elicit_callback is None:
             return ElicitationResponse(action="decline")
-        response = await self.elicit_callback(action)
+        response = ElicitationResponse(action="cancel")
+        with trio.move_on_after(self._limit()):
+            response = await self.elicit_callback(action)
         if response.action == "accept" and action.mode == "form":
             content = validate_content(action.requested_schema or {}, response.content or {})
             return ElicitationResponse(action="accept", content=content)
         return response
+
+    def _limit(self) -> float:
+        return float("inf") if self.timeout is None else self.timeout
 
 
 def _content_lines(content: Any) -> list[str]:

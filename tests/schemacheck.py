@@ -148,9 +148,7 @@ def validate_outgoing(
         union = f"{sender}{'Request' if kind == 'request' else 'Notification'}"
         definition = _by_method(revision, union).get(message["method"])
         if definition is None:
-            raise AssertionError(
-                f"{message['method']!r} is not a {union} in MCP {revision}"
-            )
+            raise AssertionError(f"{message['method']!r} is not a {union} in MCP {revision}")
         _check(message, revision, (_envelope(revision, kind), definition))
     elif "error" in message:
         _check(message, revision, (_envelope(revision, "error"),))

@@ -92,7 +92,7 @@ async def tools_when_registered(session: ClientSession) -> dict[str, Any]:
     with trio.fail_after(5):
         while True:
             tools = {t.name: t for t in await session.list_tools()}
-            if CAPABILITY_TOOLS <= set(tools):
+            if set(tools) >= CAPABILITY_TOOLS:
                 return tools
             await trio.sleep(0.02)
 
@@ -105,9 +105,7 @@ async def test_everything_over_stdio(
     command, args = everything_cmd()
     async with open_stdio_transport(command, args, name="everything") as stdio:
         recording = RecordingTransport(stdio)
-        async with open_session(
-            recording, name="everything", handlers=peer.handlers()
-        ) as session:
+        async with open_session(recording, name="everything", handlers=peer.handlers()) as session:
             assert session.revision == "2025-11-25"
             tools = await tools_when_registered(session)
             await everything_tools(session, tools, peer)
@@ -185,7 +183,9 @@ async def everything_tools(session: ClientSession, tools: dict[str, Any], peer: 
     roots = await session.call_tool("get-roots-list", {})
     assert "file:///tmp/project" in text_of(roots)
     assert peer.roots_asked >= 1
-    sampled = await session.call_tool("trigger-sampling-request", {"prompt": "MCP", "maxTokens": 50})
+    sampled = await session.call_tool(
+        "trigger-sampling-request", {"prompt": "MCP", "maxTokens": 50}
+    )
     assert "a haiku about MCP" in text_of(sampled)
     assert peer.sampling[-1].max_tokens == 50
     assert peer.sampling[-1].system_prompt == "You are a helpful test server."
@@ -214,7 +214,9 @@ async def everything_prompts(session: ClientSession) -> None:
     with pytest.raises(JSONRPCError) as info:
         await session.get_prompt("args-prompt", {})
     assert info.value.code == -32602
-    resource = await session.get_prompt("resource-prompt", {"resourceType": "Text", "resourceId": "2"})
+    resource = await session.get_prompt(
+        "resource-prompt", {"resourceType": "Text", "resourceId": "2"}
+    )
     assert any(isinstance(m.content, EmbeddedResource) for m in resource.messages)
     completed = await session.complete(
         {"type": "ref/prompt", "name": "completable-prompt"}, "department", "E"

@@ -62,7 +62,7 @@ def test_str_input_is_accepted() -> None:
         (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600, '"jsonrpc"', 1),
         (b'{"jsonrpc":"2.0","id":1,"method":5}', -32600, '"method" must be a string', 1),
         (b'{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}', -32600, '"params"', 1),
-        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', -32600, "request \"id\"", None),
+        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', -32600, 'request "id"', None),
         (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600, "got bool", None),
         (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', -32600, "got float", None),
         (b'{"jsonrpc":"2.0"}', -32600, 'neither "method" nor "id"', None),
@@ -99,15 +99,18 @@ def test_arbitrary_bytes_raise_only_protocol_error(data: bytes) -> None:
     except ProtocolError:
         return
     assert messages
-    assert all(
-        isinstance(m, Request | Notification | Response | ErrorResponse) for m in messages
-    )
+    assert all(isinstance(m, Request | Notification | Response | ErrorResponse) for m in messages)
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 _keys = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "code"])

@@ -143,9 +143,7 @@ async def test_cancel_scope_sends_cancelled() -> None:
             await session.call_tool("hang", {}, timeout=None)
         assert scope.cancelled_caught
         await session.ping()
-    cancelled = [
-        m for m in server.received if isinstance(m, Notification) and "cancel" in m.method
-    ]
+    cancelled = [m for m in server.received if isinstance(m, Notification) and "cancel" in m.method]
     assert len(cancelled) == 1
     assert cancelled[0].params is not None
     assert cancelled[0].params["reason"] == "cancelled by the client"
@@ -163,9 +161,8 @@ async def test_peer_gone_fails_pending_at_once() -> None:
                 await server_end.aclose()
 
             nursery.start_soon(kill_soon)
-            with trio.fail_after(1):
-                with pytest.raises(TransportClosed, match="scripted"):
-                    await session.call_tool("hang", {}, timeout=None)
+            with trio.fail_after(1), pytest.raises(TransportClosed, match="scripted"):
+                await session.call_tool("hang", {}, timeout=None)
             with pytest.raises(TransportClosed, match="scripted"):
                 await session.ping()
         nursery.cancel_scope.cancel()
@@ -216,7 +213,7 @@ async def test_incoming_cancellation_stops_handler_without_response() -> None:
         raise AssertionError
 
     server = make_server()
-    async with connected(server, handlers=ClientHandlers(roots=roots)) as (session, nursery):
+    async with connected(server, handlers=ClientHandlers(roots=roots)) as (session, _nursery):
         before = len(server.received)
         await server.send(Request("r1", "roots/list", None))
         await started.wait()
@@ -275,6 +272,7 @@ async def test_list_changed_listeners() -> None:
 
     handlers = ClientHandlers(notifications={"notifications/tools/list_changed": on_change})
     server = make_server()
+
     async def also(ctx: RequestContext, params: Any) -> None:
         calls.append("also")
 

@@ -49,8 +49,8 @@ def test_cr_lf_split_across_chunks_is_one_line_end() -> None:
 
 def test_bom_is_dropped_even_when_split() -> None:
     assert parse(b"\xef\xbb", b"\xbfdata: x\n\n") == [ServerSentEvent(data="x")]
-    # Only at the start of the stream.
-    assert parse(b"data: x\n\n\xef\xbb\xbfdata: y\n\n")[1].data == "y" or True
+    # Only at the start of the stream: later, "\ufeffdata" is just an unknown field.
+    assert parse(b"data: x\n\n\xef\xbb\xbfdata: y\n\n") == [ServerSentEvent(data="x")]
 
 
 def test_utf8_character_split_across_chunks() -> None:
@@ -109,8 +109,9 @@ _text = st.text(
 
 @given(
     events=st.lists(
-        st.tuples(st.sampled_from(["", "message", "endpoint"]), st.lists(_text, min_size=1,
-                                                                          max_size=3)),
+        st.tuples(
+            st.sampled_from(["", "message", "endpoint"]), st.lists(_text, min_size=1, max_size=3)
+        ),
         max_size=5,
     ),
     eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),

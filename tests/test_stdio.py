@@ -48,53 +48,57 @@ async def test_round_trip_with_a_real_process() -> None:
 
 
 async def test_malformed_lines_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    async with open_stdio_transport(PY, [CRASHY, "--garbage"], name="crashy") as transport:
-        async with open_session(transport, name="crashy") as session:
-            await session.ping()
-            tools = await session.list_tools()
-            assert [t.name for t in tools] == ["echo", "hang", "crash"]
+    async with (
+        open_stdio_transport(PY, [CRASHY, "--garbage"], name="crashy") as transport,
+        open_session(transport, name="crashy") as session,
+    ):
+        await session.ping()
+        tools = await session.list_tools()
+        assert [t.name for t in tools] == ["echo", "hang", "crash"]
     assert "crashy: skipping malformed message" in caplog.text
     assert "unknown request id" in caplog.text
 
 
 async def test_server_killed_mid_call_fails_fast_with_name() -> None:
-    async with open_stdio_transport(PY, [CRASHY], name="crashy") as transport:
-        async with open_session(transport, name="crashy") as session:
-            pid = transport.pid
-            with trio.fail_after(1):
-                with pytest.raises(TransportClosed) as info:
-                    await session.call_tool("crash", {}, timeout=None)
-            assert "crashy" in str(info.value)
-            assert "exited with code 3" in str(info.value)
+    async with (
+        open_stdio_transport(PY, [CRASHY], name="crashy") as transport,
+        open_session(transport, name="crashy") as session,
+    ):
+        pid = transport.pid
+        with trio.fail_after(1), pytest.raises(TransportClosed) as info:
+            await session.call_tool("crash", {}, timeout=None)
+        assert "crashy" in str(info.value)
+        assert "exited with code 3" in str(info.value)
     assert not alive(pid)
 
 
 async def test_external_kill_mid_call() -> None:
-    async with open_stdio_transport(PY, [CRASHY], name="victim") as transport:
-        async with open_session(transport, name="victim") as session:
+    async with (
+        open_stdio_transport(PY, [CRASHY], name="victim") as transport,
+        open_session(transport, name="victim") as session,
+    ):
 
-            async def kill() -> None:
-                await trio.sleep(0.1)
-                os.kill(transport.pid, signal.SIGKILL)
+        async def kill() -> None:
+            await trio.sleep(0.1)
+            os.kill(transport.pid, signal.SIGKILL)
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(kill)
-                with trio.fail_after(1), pytest.raises(TransportClosed) as info:
-                    await session.call_tool("hang", {}, timeout=None)
-            assert "victim" in str(info.value)
-            assert "SIGKILL" in str(info.value)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(kill)
+            with trio.fail_after(1), pytest.raises(TransportClosed) as info:
+                await session.call_tool("hang", {}, timeout=None)
+        assert "victim" in str(info.value)
+        assert "SIGKILL" in str(info.value)
 
 
 async def test_cancelling_a_call_reaches_the_server(tmp_path: Path) -> None:
     peer_log = tmp_path / "peer.jsonl"
     async with open_stdio_transport(
         PY, [CRASHY], name="crashy", env={"AGENTHOST_PEER_LOG": str(peer_log)}
-    ) as transport:
-        async with open_session(transport, name="crashy") as session:
-            with trio.move_on_after(0.2):
-                await session.call_tool("hang", {}, timeout=None)
-            result = await session.call_tool("echo", {"message": "after"})
-            assert result.content[0].text == "after"  # type: ignore[union-attr]
+    ) as transport, open_session(transport, name="crashy") as session:
+        with trio.move_on_after(0.2):
+            await session.call_tool("hang", {}, timeout=None)
+        result = await session.call_tool("echo", {"message": "after"})
+        assert result.content[0].text == "after"  # type: ignore[union-attr]
     received = [orjson.loads(line) for line in peer_log.read_bytes().splitlines()]
     hang = next(m for m in received if m.get("params", {}).get("name") == "hang")
     cancels = [m for m in received if m.get("method") == "notifications/cancelled"]
@@ -125,7 +129,9 @@ async def test_env_is_an_allowlist() -> None:
 
 
 async def test_oversized_message_is_refused_without_unbounded_memory() -> None:
-    code = "import sys; sys.stdout.write('x' * 300000); sys.stdout.flush(); import time; time.sleep(5)"
+    code = (
+        "import sys; sys.stdout.write('x' * 300000); sys.stdout.flush(); import time; time.sleep(5)"
+    )
     async with open_stdio_transport(
         PY, script(code), name="big", max_message_size=100_000, shutdown_timeout=0.5
     ) as transport:
@@ -158,8 +164,7 @@ async def test_stderr_goes_to_logging_under_the_server_name(
         await transport.receive()
         await trio.sleep(0.1)
     assert any(
-        r.name == "agenthost.server.chatty" and "started" in r.getMessage()
-        for r in caplog.records
+        r.name == "agenthost.server.chatty" and "started" in r.getMessage() for r in caplog.records
     )
 
 

@@ -68,9 +68,7 @@ UNMODELLED = {"UnknownContent"}
 
 def _public_classes() -> list[type]:
     return [
-        obj
-        for name in t.__all__
-        if isinstance(obj := getattr(t, name), type) and attrs.has(obj)
+        obj for name in t.__all__ if isinstance(obj := getattr(t, name), type) and attrs.has(obj)
     ]
 
 
@@ -194,9 +192,7 @@ def _schema_methods(revision: str, union: str) -> set[str]:
         (methods.SERVER_NOTIFICATIONS, "ServerNotification"),
     ],
 )
-def test_method_table_matches_the_schema(
-    revision: str, table: dict[str, Any], union: str
-) -> None:
+def test_method_table_matches_the_schema(revision: str, table: dict[str, Any], union: str) -> None:
     ours = {name for name, spec in table.items() if spec.since <= revision}
     theirs = _schema_methods(revision, union)
     assert ours <= theirs

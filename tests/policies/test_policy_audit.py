@@ -13,14 +13,19 @@ from policies import AuditLog, read_audit, redact
 REDACT_TABLE: list[tuple[Any, Any]] = [
     ({"password": "hunter2"}, {"password": "[redacted]"}),
     ({"db_pass": "x"}, {"db_pass": "[redacted]"}),
-    ({"API_KEY": "x", "apiKey": "y", "api-key": "z"}, {"API_KEY": "[redacted]", "apiKey": "[redacted]", "api-key": "[redacted]"}),
+    (
+        {"API_KEY": "x", "apiKey": "y", "api-key": "z"},
+        {"API_KEY": "[redacted]", "apiKey": "[redacted]", "api-key": "[redacted]"},
+    ),
     ({"Authorization": "Basic abc"}, {"Authorization": "[redacted]"}),
     ({"access_token": 123}, {"access_token": "[redacted]"}),
     ({"client_secret": None}, {"client_secret": "[redacted]"}),
     ({"headers": {"Cookie": "a=b"}}, {"headers": {"Cookie": "[redacted]"}}),
     # not secrets: these keys merely contain similar letters
-    ({"max_tokens": 100, "author": "ann", "passage": "p", "path": "/home/u"},
-     {"max_tokens": 100, "author": "ann", "passage": "p", "path": "/home/u"}),
+    (
+        {"max_tokens": 100, "author": "ann", "passage": "p", "path": "/home/u"},
+        {"max_tokens": 100, "author": "ann", "passage": "p", "path": "/home/u"},
+    ),
     # values that look like credentials, whatever the key
     ({"header": "Bearer abcdef123456789"}, {"header": "[redacted]"}),
     ({"note": "use sk-ant-api03-abcdefghijklmnop please"}, {"note": "[redacted]"}),
@@ -31,7 +36,10 @@ REDACT_TABLE: list[tuple[Any, Any]] = [
     # ids that must stay readable: lower-case hex hashes and UUIDs, paths, prose
     ("0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789abcdef01234567"),
     ("550e8400-e29b-41d4-a716-446655440000", "550e8400-e29b-41d4-a716-446655440000"),
-    ("/home/User1/Projects/SomeProject2/src/main.py", "/home/User1/Projects/SomeProject2/src/main.py"),
+    (
+        "/home/User1/Projects/SomeProject2/src/main.py",
+        "/home/User1/Projects/SomeProject2/src/main.py",
+    ),
     ("the bearer of bad news", "the bearer of bad news"),
     (b"\x00\x01", "<2 bytes>"),
     ((1, 2.5, True, None), [1, 2.5, True, None]),

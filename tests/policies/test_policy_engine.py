@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from agenthost.errors import ConsentDenied, InvalidAnswer
+from agenthost.errors import ConsentDenied, InvalidAnswer, JSONRPCError
 from policies import (
     Answer,
     AuditLog,
@@ -57,13 +57,16 @@ class Scripted:
         return self.answers.pop(0)
 
 
-def engine_for(raw: dict[str, Any], *, prompter: Any = None, audit: AuditLog | None = None,
-               clock: Any = None) -> PolicyEngine:
+def engine_for(
+    raw: dict[str, Any], *, prompter: Any = None, audit: AuditLog | None = None, clock: Any = None
+) -> PolicyEngine:
     config = parse_policy(raw, source="test.toml")
     kwargs: dict[str, Any] = {}
     if clock is not None:
         kwargs["clock"] = clock
-    return PolicyEngine(rules=config.all_rules, mode=config.mode, prompter=prompter, audit=audit, **kwargs)
+    return PolicyEngine(
+        rules=config.all_rules, mode=config.mode, prompter=prompter, audit=audit, **kwargs
+    )
 
 
 def write_tool(server: str = "fs", name: str = "write_file", **args: Any) -> ToolCall:
@@ -91,9 +94,14 @@ async def test_ask_goes_to_callback_and_always_is_remembered() -> None:
 async def test_never_is_remembered_and_memory_never_overrides_rules() -> None:
     script = Scripted(Answer.NEVER)
     engine = engine_for(
-        {"mode": "programmatic", "preset": "none",
-         "rules": [{"kind": "tool", "name": "safe", "decision": "allow"},
-                   {"kind": "tool", "decision": "ask"}]},
+        {
+            "mode": "programmatic",
+            "preset": "none",
+            "rules": [
+                {"kind": "tool", "name": "safe", "decision": "allow"},
+                {"kind": "tool", "decision": "ask"},
+            ],
+        },
         prompter=CallbackPrompter(confirm=script),
     )
     assert (await engine.check(write_tool(name="x"))).verdict is Verdict.DENY
@@ -112,8 +120,13 @@ async def test_once_is_not_remembered() -> None:
 
 
 async def test_headless_turns_ask_into_deny_with_reason() -> None:
-    engine = engine_for({"mode": "headless", "preset": "none",
-                         "rules": [{"kind": "tool", "decision": "ask", "reason": "write tools"}]})
+    engine = engine_for(
+        {
+            "mode": "headless",
+            "preset": "none",
+            "rules": [{"kind": "tool", "decision": "ask", "reason": "write tools"}],
+        }
+    )
     assert isinstance(engine.prompter, HeadlessPrompter)
     decision = await engine.check(write_tool())
     assert decision.verdict is Verdict.DENY
@@ -132,8 +145,12 @@ async def test_mode_prompter_requirements() -> None:
 
 
 async def test_require_raises_consent_denied() -> None:
-    engine = engine_for({"mode": "headless", "rules": [
-        {"kind": "tool", "name": "rm", "decision": "deny", "reason": "never rm"}]})
+    engine = engine_for(
+        {
+            "mode": "headless",
+            "rules": [{"kind": "tool", "name": "rm", "decision": "deny", "reason": "never rm"}],
+        }
+    )
     with pytest.raises(ConsentDenied) as info:
         await engine.require(write_tool(name="rm"))
     assert info.value.rule == "policy.rules[0]"
@@ -142,22 +159,34 @@ async def test_require_raises_consent_denied() -> None:
 
 # -- sampling limits, with an injected clock -------------------------------------------------
 
-SAMPLING_RULE = {"kind": "sampling", "decision": "allow", "max_tokens": 500,
-                 "requests_per_minute": 2, "token_budget": 1000, "providers": ["anthropic"],
-                 "models": ["claude-*"]}
+SAMPLING_RULE = {
+    "kind": "sampling",
+    "decision": "allow",
+    "max_tokens": 500,
+    "requests_per_minute": 2,
+    "token_budget": 1000,
+    "providers": ["anthropic"],
+    "models": ["claude-*"],
+}
 
 
 def sample(**kw: Any) -> Sampling:
-    base: dict[str, Any] = {"server": "s", "max_tokens": 800, "provider": "anthropic",
-                            "model": "claude-x",
-                            "messages": ({"role": "user", "content": {"type": "text", "text": "hi"}},)}
+    base: dict[str, Any] = {
+        "server": "s",
+        "max_tokens": 800,
+        "provider": "anthropic",
+        "model": "claude-x",
+        "messages": ({"role": "user", "content": {"type": "text", "text": "hi"}},),
+    }
     base.update(kw)
     return Sampling(**base)
 
 
 async def test_sampling_caps_rate_and_budget() -> None:
     clock = FakeClock()
-    engine = engine_for({"mode": "headless", "preset": "none", "rules": [SAMPLING_RULE]}, clock=clock)
+    engine = engine_for(
+        {"mode": "headless", "preset": "none", "rules": [SAMPLING_RULE]}, clock=clock
+    )
     first = await engine.check(sample())
     assert first.allowed
     assert first.sampling is not None and first.sampling.max_tokens == 500  # capped
@@ -202,8 +231,11 @@ async def test_sampling_constraints_deny(action: Sampling, text: str) -> None:
 async def test_limits_are_checked_before_asking_and_counted_after() -> None:
     script = Scripted(Answer.DENY, Answer.ALLOW, Answer.ALLOW)
     rule = {"kind": "sampling", "decision": "ask", "requests_per_minute": 1}
-    engine = engine_for({"mode": "programmatic", "preset": "none", "rules": [rule]},
-                        prompter=CallbackPrompter(confirm=script), clock=FakeClock())
+    engine = engine_for(
+        {"mode": "programmatic", "preset": "none", "rules": [rule]},
+        prompter=CallbackPrompter(confirm=script),
+        clock=FakeClock(),
+    )
     assert not (await engine.check(sample(include_context="allServers"))).allowed
     assert script.asked == []  # the limit refused it; nobody was bothered
     assert not (await engine.check(sample())).allowed  # user said no: not counted
@@ -233,8 +265,9 @@ def test_limiter_alone() -> None:
 
 
 async def test_review_sampling() -> None:
-    auto = engine_for({"mode": "headless", "preset": "none",
-                       "rules": [dict(SAMPLING_RULE, review="auto")]})
+    auto = engine_for(
+        {"mode": "headless", "preset": "none", "rules": [dict(SAMPLING_RULE, review="auto")]}
+    )
     decision = await auto.check(sample())
     assert await auto.review_sampling(sample(), "Paris", decision=decision)
     headless = engine_for({"mode": "headless", "preset": "none", "rules": [SAMPLING_RULE]})
@@ -249,18 +282,23 @@ async def test_review_sampling() -> None:
         return answer == "ok"
 
     confirm = Scripted()
-    prog = engine_for({"mode": "programmatic", "preset": "none", "rules": [SAMPLING_RULE]},
-                      prompter=CallbackPrompter(confirm=confirm, review=review))
+    prog = engine_for(
+        {"mode": "programmatic", "preset": "none", "rules": [SAMPLING_RULE]},
+        prompter=CallbackPrompter(confirm=confirm, review=review),
+    )
     assert await prog.review_sampling(sample(), "ok")
     assert not await prog.review_sampling(sample(), "bad")
     assert seen == ["ok", "bad"]
     # without a review callback an embedding application rejects by default
-    bare = engine_for({"mode": "programmatic", "preset": "none", "rules": [SAMPLING_RULE]},
-                      prompter=CallbackPrompter(confirm=confirm))
+    bare = engine_for(
+        {"mode": "programmatic", "preset": "none", "rules": [SAMPLING_RULE]},
+        prompter=CallbackPrompter(confirm=confirm),
+    )
     assert not await bare.review_sampling(sample(), "ok")
 
 
 # -- outcomes and audit completeness ---------------------------------------------------------
+
 
 async def test_audit_completeness(tmp_path: Path) -> None:
     """N actions -> N decision lines, plus one outcome line per allowed action."""
@@ -268,10 +306,16 @@ async def test_audit_completeness(tmp_path: Path) -> None:
     script = Scripted(*([Answer.ALLOW, Answer.DENY] * 3))
     with AuditLog(path) as audit:
         engine = engine_for(
-            {"mode": "programmatic",
-             "rules": [{"kind": "tool", "name": "rm", "decision": "deny"},
-                       {"kind": "tool", "name": "boom", "decision": "allow"}]},
-            prompter=CallbackPrompter(confirm=script), audit=audit)
+            {
+                "mode": "programmatic",
+                "rules": [
+                    {"kind": "tool", "name": "rm", "decision": "deny"},
+                    {"kind": "tool", "name": "boom", "decision": "allow"},
+                ],
+            },
+            prompter=CallbackPrompter(confirm=script),
+            audit=audit,
+        )
         actions: list[Any] = [
             write_tool(name="rm"),
             PromptGet(server="fs", prompt="p", arguments={"topic": "x"}),
@@ -307,8 +351,18 @@ async def test_audit_completeness(tmp_path: Path) -> None:
     assert {o["id"] for o in outcomes} == allowed_ids
     assert len({d["id"] for d in decisions}) == len(decisions)
     for record in decisions:
-        assert set(record) >= {"ts", "id", "kind", "server", "name", "args", "decision", "rule",
-                               "reason", "by"}
+        assert set(record) >= {
+            "ts",
+            "id",
+            "kind",
+            "server",
+            "name",
+            "args",
+            "decision",
+            "rule",
+            "reason",
+            "by",
+        }
         assert record["decision"] in ("allow", "deny")
     by_name = {d["name"]: d for d in decisions}
     assert by_name["rm"]["decision"] == "deny" and by_name["rm"]["rule"] == "policy.rules[0]"
@@ -323,10 +377,12 @@ async def test_audit_completeness(tmp_path: Path) -> None:
     assert "hunter2" not in path.read_text()
 
 
-async def test_cancelled_while_asking_is_recorded(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+async def test_cancelled_while_asking_is_recorded(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
     path = tmp_path / "audit.jsonl"
     read_fd, write_fd = os.pipe()
-    reader = open(read_fd, encoding="utf-8")  # noqa: ASYNC230 - a pipe, blocking by design
+    reader = open(read_fd, encoding="utf-8")  # noqa: SIM115
     try:
         with AuditLog(path) as audit:
             prompter = TerminalPrompter(input=reader, output=io.StringIO(), timeout=1e6)
@@ -347,8 +403,9 @@ async def test_elicitation_is_not_a_plain_check() -> None:
 
 
 async def test_from_config_owns_its_audit_file(tmp_path: Path) -> None:
-    config = parse_policy({"mode": "headless", "audit": {"path": "a/audit.jsonl"}},
-                          source="t", base_dir=tmp_path)
+    config = parse_policy(
+        {"mode": "headless", "audit": {"path": "a/audit.jsonl"}}, source="t", base_dir=tmp_path
+    )
     with PolicyEngine.from_config(config) as engine:
         await engine.check(write_tool())
     assert [r["event"] for r in read_audit(tmp_path / "a" / "audit.jsonl")] == ["decision"]
@@ -366,8 +423,9 @@ async def test_concurrent_checks_each_get_one_line(tmp_path: Path) -> None:
         return Answer.ALLOW
 
     with AuditLog(path, fsync=True) as audit:
-        engine = engine_for({"mode": "programmatic"}, prompter=CallbackPrompter(confirm=slow),
-                            audit=audit)
+        engine = engine_for(
+            {"mode": "programmatic"}, prompter=CallbackPrompter(confirm=slow), audit=audit
+        )
         async with trio.open_nursery() as nursery:
             for i in range(20):
                 nursery.start_soon(engine.check, write_tool(name=f"t{i}"))
@@ -378,43 +436,76 @@ async def test_concurrent_checks_each_get_one_line(tmp_path: Path) -> None:
 
 
 async def test_elicit_headless_and_callback(tmp_path: Path) -> None:
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                               "n": {"type": "integer", "minimum": 1}},
-              "required": ["ok"]}
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 1}},
+        "required": ["ok"],
+    }
     form = Elicitation(server="ci", message="Proceed?", requested_schema=schema)
-    url = Elicitation(server="ci", message="Log in", mode="url", url="https://ex.com/x",
-                      elicitation_id="e1")
+    url = Elicitation(
+        server="ci", message="Log in", mode="url", url="https://ex.com/x", elicitation_id="e1"
+    )
     path = tmp_path / "audit.jsonl"
     with AuditLog(path) as audit:
-        headless = engine_for({"mode": "headless", "rules": [
-            {"kind": "elicitation", "mode": "form", "server": "ci", "answers": {"ok": True},
-             "decision": "allow"},
-            {"kind": "elicitation", "mode": "url", "decision": "allow"}]}, audit=audit)
-        assert (await headless.elicit(form)).to_result() == {"action": "accept",
-                                                             "content": {"ok": True}}
+        headless = engine_for(
+            {
+                "mode": "headless",
+                "rules": [
+                    {
+                        "kind": "elicitation",
+                        "mode": "form",
+                        "server": "ci",
+                        "answers": {"ok": True},
+                        "decision": "allow",
+                    },
+                    {"kind": "elicitation", "mode": "url", "decision": "allow"},
+                ],
+            },
+            audit=audit,
+        )
+        assert (await headless.elicit(form)).to_result() == {
+            "action": "accept",
+            "content": {"ok": True},
+        }
         # URL mode never succeeds without a human, whatever the rule says
         assert (await headless.elicit(url)).action == "decline"
         # other servers: the preset declines
-        assert (await headless.elicit(Elicitation(server="x", message="m",
-                                                  requested_schema=schema))).action == "decline"
+        assert (
+            await headless.elicit(Elicitation(server="x", message="m", requested_schema=schema))
+        ).action == "decline"
         # canned answers that do not fit are never sent
-        bad = engine_for({"mode": "headless", "rules": [
-            {"kind": "elicitation", "mode": "form", "answers": {"ok": "yes"},
-             "decision": "allow"}]}, audit=audit)
+        bad = engine_for(
+            {
+                "mode": "headless",
+                "rules": [
+                    {
+                        "kind": "elicitation",
+                        "mode": "form",
+                        "answers": {"ok": "yes"},
+                        "decision": "allow",
+                    }
+                ],
+            },
+            audit=audit,
+        )
         assert (await bad.elicit(form)).action == "decline"
 
         async def answer(action: Elicitation) -> ElicitationResponse:
             return ElicitationResponse(action="accept", content={"ok": False, "n": 3})
 
-        prog = engine_for({"mode": "programmatic"}, prompter=CallbackPrompter(
-            confirm=Scripted(), elicit=answer), audit=audit)
+        prog = engine_for(
+            {"mode": "programmatic"},
+            prompter=CallbackPrompter(confirm=Scripted(), elicit=answer),
+            audit=audit,
+        )
         assert (await prog.elicit(form)).content == {"ok": False, "n": 3}
 
         async def invalid(action: Elicitation) -> ElicitationResponse:
             return ElicitationResponse(action="accept", content={"ok": False, "n": 0})
 
-        prog_bad = engine_for({"mode": "programmatic"}, prompter=CallbackPrompter(
-            confirm=Scripted(), elicit=invalid))
+        prog_bad = engine_for(
+            {"mode": "programmatic"}, prompter=CallbackPrompter(confirm=Scripted(), elicit=invalid)
+        )
         with pytest.raises(InvalidAnswer):
             await prog_bad.elicit(form)
     records = read_audit(path)
@@ -424,3 +515,49 @@ async def test_elicit_headless_and_callback(tmp_path: Path) -> None:
     assert [o["result"]["action"] for o in outcomes] == ["accept", "accept"]
     assert "canned answers" in decisions[0]["reason"]
     assert "do not fit" in decisions[3]["reason"]
+
+
+async def test_slow_callbacks_time_out_as_no(autojump_clock: trio.testing.MockClock) -> None:
+    async def never(*_: Any) -> Any:
+        await trio.sleep_forever()
+
+    prompter = CallbackPrompter(confirm=never, review=never, elicit=never, timeout=30)
+    engine = engine_for({"mode": "programmatic"}, prompter=prompter)
+    start = trio.current_time()
+    decision = await engine.check(write_tool())
+    assert (decision.verdict, decision.by) == (Verdict.DENY, "callback")
+    assert trio.current_time() - start == pytest.approx(30)
+    assert not await engine.review_sampling(sample(), "x")
+    form = Elicitation(
+        server="s", message="m", requested_schema={"type": "object", "properties": {}}
+    )
+    assert (await engine.elicit(form)).action == "cancel"
+
+
+async def test_canned_answers_for_an_invalid_schema_are_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as audit:
+        engine = engine_for(
+            {
+                "mode": "headless",
+                "rules": [
+                    {
+                        "kind": "elicitation",
+                        "mode": "form",
+                        "answers": {"a": 1},
+                        "decision": "allow",
+                    }
+                ],
+            },
+            audit=audit,
+        )
+        bad = Elicitation(
+            server="s",
+            message="m",
+            requested_schema={"type": "object", "properties": {"a": {"type": "object"}}},
+        )
+        with pytest.raises(JSONRPCError) as info:
+            await engine.elicit(bad)
+        assert info.value.code == -32602
+    (record,) = read_audit(path)
+    assert record["decision"] == "deny" and "not a primitive" in record["reason"]

@@ -9,6 +9,7 @@ import pytest
 
 from agenthost.errors import ConfigError
 from policies import (
+    Action,
     ActionKind,
     Elicitation,
     PolicyConfig,
@@ -31,8 +32,18 @@ READ_ONLY = {"readOnlyHint": True}
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True}
 
 
-def tool(server: str = "fs", name: str = "read_file", *, trusted: bool = False, **ann: Any) -> ToolCall:
-    return ToolCall(server=server, tool=name, arguments={"path": "/x"}, annotations=ann or None, trusted=trusted)
+def tool(
+    *,
+    server: str = "fs",
+    name: str = "read_file",
+    trusted: bool = False,
+    hints: dict[str, Any] | None = None,
+    **ann: Any,
+) -> ToolCall:
+    ann = {**(hints or {}), **ann}
+    return ToolCall(
+        server=server, tool=name, arguments={"path": "/x"}, annotations=ann or None, trusted=trusted
+    )
 
 
 def rule(**raw: Any) -> Any:
@@ -45,7 +56,11 @@ MATCH_TABLE = [
     # (rule table, action, matches?)
     ({"kind": "tool", "decision": "deny"}, tool(), True),
     ({"kind": "tool", "decision": "deny"}, PromptGet(server="fs", prompt="p"), False),
-    ({"kind": ["prompt", "resource"], "decision": "deny"}, ResourceRead(server="a", uri="x:/"), True),
+    (
+        {"kind": ["prompt", "resource"], "decision": "deny"},
+        ResourceRead(server="a", uri="x:/"),
+        True,
+    ),
     ({"server": "git*", "decision": "deny"}, tool(server="github"), True),
     ({"server": "git*", "decision": "deny"}, tool(server="gitlab"), True),
     ({"server": "git*", "decision": "deny"}, tool(server="GitHub"), False),  # case-sensitive
@@ -53,27 +68,79 @@ MATCH_TABLE = [
     ({"name": "delete_*", "decision": "deny"}, tool(name="delete_file"), True),
     ({"name": "delete_*", "decision": "deny"}, tool(name="read_file"), False),
     ({"name": "delete_*", "decision": "deny"}, PromptGet(server="s", prompt="delete_me"), True),
-    ({"name": "file:///home/*", "decision": "deny"}, ResourceRead(server="s", uri="file:///home/u/a"), True),
-    ({"name": "file:///home/*", "decision": "deny"}, ResourceRead(server="s", uri="file:///etc/x"), False),
-    ({"name": "file:///w/*", "decision": "deny"}, RootsExposure(server="s", roots=("file:///w/a", "file:///w/b")), True),
-    ({"name": "file:///w/*", "decision": "deny"}, RootsExposure(server="s", roots=("file:///w/a", "file:///etc")), False),
+    (
+        {"name": "file:///home/*", "decision": "deny"},
+        ResourceRead(server="s", uri="file:///home/u/a"),
+        True,
+    ),
+    (
+        {"name": "file:///home/*", "decision": "deny"},
+        ResourceRead(server="s", uri="file:///etc/x"),
+        False,
+    ),
+    (
+        {"name": "file:///w/*", "decision": "deny"},
+        RootsExposure(server="s", roots=("file:///w/a", "file:///w/b")),
+        True,
+    ),
+    (
+        {"name": "file:///w/*", "decision": "deny"},
+        RootsExposure(server="s", roots=("file:///w/a", "file:///etc")),
+        False,
+    ),
     ({"name": "*", "decision": "deny"}, Sampling(server="s", max_tokens=5), False),  # no name
     ({"trusted": True, "decision": "deny"}, tool(trusted=True), True),
     ({"trusted": True, "decision": "deny"}, tool(trusted=False), False),
     ({"trusted": False, "decision": "deny"}, tool(trusted=False), True),
     # annotations are believed only from trusted servers
-    ({"kind": "tool", "annotations": READ_ONLY, "decision": "allow"}, tool(trusted=True, **READ_ONLY), True),
-    ({"kind": "tool", "annotations": READ_ONLY, "decision": "allow"}, tool(trusted=False, **READ_ONLY), False),
+    (
+        {"kind": "tool", "annotations": READ_ONLY, "decision": "allow"},
+        tool(trusted=True, hints=READ_ONLY),
+        True,
+    ),
+    (
+        {"kind": "tool", "annotations": READ_ONLY, "decision": "allow"},
+        tool(trusted=False, hints=READ_ONLY),
+        False,
+    ),
     ({"kind": "tool", "annotations": READ_ONLY, "decision": "allow"}, tool(trusted=True), False),
     # untrusted: the spec's worst-case defaults apply, so deny rules on danger still fire
-    ({"kind": "tool", "annotations": {"destructiveHint": True}, "decision": "deny"}, tool(trusted=False, destructiveHint=False), True),
-    ({"kind": "tool", "annotations": {"openWorldHint": True}, "decision": "deny"}, tool(trusted=False, openWorldHint=False), True),
-    ({"kind": "tool", "annotations": {"destructiveHint": False}, "decision": "allow"}, tool(trusted=True, destructiveHint=False), True),
+    (
+        {"kind": "tool", "annotations": {"destructiveHint": True}, "decision": "deny"},
+        tool(trusted=False, destructiveHint=False),
+        True,
+    ),
+    (
+        {"kind": "tool", "annotations": {"openWorldHint": True}, "decision": "deny"},
+        tool(trusted=False, openWorldHint=False),
+        True,
+    ),
+    (
+        {"kind": "tool", "annotations": {"destructiveHint": False}, "decision": "allow"},
+        tool(trusted=True, destructiveHint=False),
+        True,
+    ),
     # a read-only tool is not destructive, whatever destructiveHint says
-    ({"kind": "tool", "annotations": {"destructiveHint": True}, "decision": "deny"}, tool(trusted=True, readOnlyHint=True, destructiveHint=True), False),
-    ({"kind": "elicitation", "mode": "url", "decision": "deny"}, Elicitation(server="s", message="m", mode="url", url="https://x"), True),
-    ({"kind": "elicitation", "mode": "url", "decision": "deny"}, Elicitation(server="s", message="m"), False),
-    ({"kind": "sampling", "server": "s", "decision": "ask"}, Sampling(server="s", max_tokens=5), True),
+    (
+        {"kind": "tool", "annotations": {"destructiveHint": True}, "decision": "deny"},
+        tool(trusted=True, readOnlyHint=True, destructiveHint=True),
+        False,
+    ),
+    (
+        {"kind": "elicitation", "mode": "url", "decision": "deny"},
+        Elicitation(server="s", message="m", mode="url", url="https://x"),
+        True,
+    ),
+    (
+        {"kind": "elicitation", "mode": "url", "decision": "deny"},
+        Elicitation(server="s", message="m"),
+        False,
+    ),
+    (
+        {"kind": "sampling", "server": "s", "decision": "ask"},
+        Sampling(server="s", max_tokens=5),
+        True,
+    ),
 ]
 
 
@@ -84,13 +151,13 @@ def test_rule_matching(raw: dict[str, Any], action: Any, expected: bool) -> None
 
 def test_effective_annotations_ignore_untrusted_hints() -> None:
     hints = {"readOnlyHint": True, "openWorldHint": False}
-    assert effective_annotations(tool(trusted=False, **hints)) == {
+    assert effective_annotations(tool(trusted=False, hints=hints)) == {
         "readOnlyHint": False,
         "destructiveHint": True,
         "idempotentHint": False,
         "openWorldHint": True,
     }
-    assert effective_annotations(tool(trusted=True, **hints)) == {
+    assert effective_annotations(tool(trusted=True, hints=hints)) == {
         "readOnlyHint": True,
         "destructiveHint": False,
         "idempotentHint": True,
@@ -129,11 +196,11 @@ def test_user_rules_come_before_preset_rules() -> None:
         {"preset": "interactive", "rules": [{"kind": "tool", "server": "fs", "decision": "deny"}]},
         source="t.toml",
     )
-    trusted_ro = tool(server="fs", trusted=True, **READ_ONLY)
+    trusted_ro = tool(server="fs", trusted=True, hints=READ_ONLY)
     match = first_match(config.all_rules, trusted_ro)
     assert match is not None
     assert (match.label, match.verdict) == ("policy.rules[0]", Verdict.DENY)
-    other = tool(server="other", trusted=True, **READ_ONLY)
+    other = tool(server="other", trusted=True, hints=READ_ONLY)
     match = first_match(config.all_rules, other)
     assert match is not None
     assert match.label == "preset:interactive:trusted-read-only-tools"
@@ -146,26 +213,30 @@ SAMPLE_T = Sampling(server="s", max_tokens=100, trusted=True)
 FORM = Elicitation(server="s", message="m", requested_schema={"type": "object", "properties": {}})
 
 PRESET_TABLE = [
-    ("interactive", tool(trusted=True, **READ_ONLY), Verdict.ALLOW),
-    ("interactive", tool(trusted=False, **READ_ONLY), Verdict.ASK),
-    ("interactive", tool(trusted=True, **DESTRUCTIVE), Verdict.ASK),
+    ("interactive", tool(trusted=True, hints=READ_ONLY), Verdict.ALLOW),
+    ("interactive", tool(trusted=False, hints=READ_ONLY), Verdict.ASK),
+    ("interactive", tool(trusted=True, hints=DESTRUCTIVE), Verdict.ASK),
     ("interactive", SAMPLE, Verdict.ASK),
     ("interactive", FORM, Verdict.ASK),
     ("interactive", PromptGet(server="s", prompt="p"), Verdict.ALLOW),
     ("interactive", ResourceRead(server="s", uri="x:/"), Verdict.ALLOW),
-    ("headless-readonly", tool(trusted=True, **READ_ONLY), Verdict.ALLOW),
-    ("headless-readonly", tool(trusted=False, **READ_ONLY), Verdict.DENY),
-    ("headless-readonly", tool(trusted=True, **DESTRUCTIVE), Verdict.DENY),
+    ("headless-readonly", tool(trusted=True, hints=READ_ONLY), Verdict.ALLOW),
+    ("headless-readonly", tool(trusted=False, hints=READ_ONLY), Verdict.DENY),
+    ("headless-readonly", tool(trusted=True, hints=DESTRUCTIVE), Verdict.DENY),
     ("headless-readonly", SAMPLE_T, Verdict.DENY),
     ("headless-readonly", FORM, Verdict.DENY),
-    ("headless-trusted", tool(trusted=True, **DESTRUCTIVE), Verdict.ALLOW),
-    ("headless-trusted", tool(trusted=False, **READ_ONLY), Verdict.DENY),
+    ("headless-trusted", tool(trusted=True, hints=DESTRUCTIVE), Verdict.ALLOW),
+    ("headless-trusted", tool(trusted=False, hints=READ_ONLY), Verdict.DENY),
     ("headless-trusted", SAMPLE_T, Verdict.ALLOW),
     ("headless-trusted", SAMPLE, Verdict.DENY),
     ("headless-trusted", RootsExposure(server="s", roots=("file:///w",)), Verdict.DENY),
-    ("headless-trusted", RootsExposure(server="s", roots=("file:///w",), trusted=True), Verdict.ALLOW),
+    (
+        "headless-trusted",
+        RootsExposure(server="s", roots=("file:///w",), trusted=True),
+        Verdict.ALLOW,
+    ),
     ("ask-always", ResourceRead(server="s", uri="x:/"), Verdict.ASK),
-    ("unsafe-allow-everything", tool(**DESTRUCTIVE), Verdict.ALLOW),
+    ("unsafe-allow-everything", tool(hints=DESTRUCTIVE), Verdict.ALLOW),
 ]
 
 
@@ -178,7 +249,7 @@ def test_presets(preset: str, action: Any, verdict: Verdict) -> None:
 
 def test_every_preset_covers_every_kind() -> None:
     """A preset leaves nothing to the mode default by accident."""
-    samples = {
+    samples: dict[ActionKind, Action] = {
         ActionKind.TOOL: tool(),
         ActionKind.PROMPT: PromptGet(server="s", prompt="p"),
         ActionKind.SAMPLING: SAMPLE,
@@ -209,26 +280,81 @@ ERROR_TABLE = [
     ({"rules": ["x"]}, "policy.rules[0]"),
     ({"rules": [{"kind": "tool"}]}, "policy.rules[0].decision"),
     ({"rules": [{"kind": "tool", "decision": "maybe"}]}, "policy.rules[0].decision"),
-    ({"rules": [{"kind": "tool", "decision": "ask"}, {"kind": "toolz", "decision": "ask"}]}, "policy.rules[1].kind"),
+    (
+        {"rules": [{"kind": "tool", "decision": "ask"}, {"kind": "toolz", "decision": "ask"}]},
+        "policy.rules[1].kind",
+    ),
     ({"rules": [{"sever": "github", "decision": "allow"}]}, "policy.rules[0].sever"),
     ({"rules": [{"server": "", "decision": "deny"}]}, "policy.rules[0].server"),
     ({"rules": [{"server": [], "decision": "deny"}]}, "policy.rules[0].server"),
     ({"rules": [{"server": 3, "decision": "deny"}]}, "policy.rules[0].server"),
-    ({"rules": [{"kind": "tool", "trusted": "yes", "decision": "deny"}]}, "policy.rules[0].trusted"),
-    ({"rules": [{"kind": "tool", "annotations": {"readonly": True}, "decision": "deny"}]}, "policy.rules[0].annotations.readonly"),
-    ({"rules": [{"kind": "tool", "annotations": {"readOnlyHint": 1}, "decision": "deny"}]}, "policy.rules[0].annotations.readOnlyHint"),
-    ({"rules": [{"kind": "prompt", "annotations": {"readOnlyHint": True}, "decision": "deny"}]}, "policy.rules[0].annotations"),
-    ({"rules": [{"kind": "tool", "max_tokens": 10, "decision": "allow"}]}, "policy.rules[0].max_tokens"),
-    ({"rules": [{"kind": "sampling", "max_tokens": 0, "decision": "allow"}]}, "policy.rules[0].max_tokens"),
-    ({"rules": [{"kind": "sampling", "token_budget": True, "decision": "allow"}]}, "policy.rules[0].token_budget"),
-    ({"rules": [{"kind": "sampling", "review": "never", "decision": "allow"}]}, "policy.rules[0].review"),
-    ({"rules": [{"kind": "sampling", "allow_include_context": "yes", "decision": "allow"}]}, "policy.rules[0].allow_include_context"),
+    (
+        {"rules": [{"kind": "tool", "trusted": "yes", "decision": "deny"}]},
+        "policy.rules[0].trusted",
+    ),
+    (
+        {"rules": [{"kind": "tool", "annotations": {"readonly": True}, "decision": "deny"}]},
+        "policy.rules[0].annotations.readonly",
+    ),
+    (
+        {"rules": [{"kind": "tool", "annotations": {"readOnlyHint": 1}, "decision": "deny"}]},
+        "policy.rules[0].annotations.readOnlyHint",
+    ),
+    (
+        {"rules": [{"kind": "prompt", "annotations": {"readOnlyHint": True}, "decision": "deny"}]},
+        "policy.rules[0].annotations",
+    ),
+    (
+        {"rules": [{"kind": "tool", "max_tokens": 10, "decision": "allow"}]},
+        "policy.rules[0].max_tokens",
+    ),
+    (
+        {"rules": [{"kind": "sampling", "max_tokens": 0, "decision": "allow"}]},
+        "policy.rules[0].max_tokens",
+    ),
+    (
+        {"rules": [{"kind": "sampling", "token_budget": True, "decision": "allow"}]},
+        "policy.rules[0].token_budget",
+    ),
+    (
+        {"rules": [{"kind": "sampling", "review": "never", "decision": "allow"}]},
+        "policy.rules[0].review",
+    ),
+    (
+        {"rules": [{"kind": "sampling", "allow_include_context": "yes", "decision": "allow"}]},
+        "policy.rules[0].allow_include_context",
+    ),
     ({"rules": [{"kind": "sampling", "name": "x", "decision": "allow"}]}, "policy.rules[0].name"),
-    ({"rules": [{"kind": "elicitation", "mode": "sms", "decision": "allow"}]}, "policy.rules[0].mode"),
-    ({"rules": [{"kind": "elicitation", "mode": "form", "answers": {"a": 1}, "decision": "ask"}]}, "policy.rules[0].answers"),
-    ({"rules": [{"kind": "elicitation", "mode": "url", "answers": {"a": 1}, "decision": "allow"}]}, "policy.rules[0].answers"),
+    (
+        {"rules": [{"kind": "elicitation", "mode": "sms", "decision": "allow"}]},
+        "policy.rules[0].mode",
+    ),
+    (
+        {
+            "rules": [
+                {"kind": "elicitation", "mode": "form", "answers": {"a": 1}, "decision": "ask"}
+            ]
+        },
+        "policy.rules[0].answers",
+    ),
+    (
+        {
+            "rules": [
+                {"kind": "elicitation", "mode": "url", "answers": {"a": 1}, "decision": "allow"}
+            ]
+        },
+        "policy.rules[0].answers",
+    ),
     ({"rules": [{"decision": "allow"}]}, "policy.rules[0]"),  # unconditional allow
-    ({"rules": [{"id": "x", "kind": "tool", "decision": "ask"}, {"id": "x", "kind": "prompt", "decision": "ask"}]}, "policy.rules"),
+    (
+        {
+            "rules": [
+                {"id": "x", "kind": "tool", "decision": "ask"},
+                {"id": "x", "kind": "prompt", "decision": "ask"},
+            ]
+        },
+        "policy.rules",
+    ),
     ({"audit": 5}, "policy.audit"),
     ({"audit": {"path": "a.jsonl", "sync": True}}, "policy.audit.sync"),
     ({"audit": {"path": "a.jsonl", "fsync": "y"}}, "policy.audit.fsync"),
@@ -295,7 +421,9 @@ decision = "allow"
     assert first.sampling is not None
     assert first.sampling.max_tokens == 1000
     assert first.sampling.auto_review is True
-    assert first.sampling.allows_model("claude-haiku-4") and not first.sampling.allows_model("gpt-5")
+    assert first.sampling.allows_model("claude-haiku-4") and not first.sampling.allows_model(
+        "gpt-5"
+    )
     assert second.label == "policy.rules[1]"
     assert second.answers == {"confirm": True}
     assert config.all_rules[2:] == load_preset("headless-readonly")

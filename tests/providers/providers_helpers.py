@@ -135,9 +135,11 @@ def openai_chunk(
     usage: dict[str, int] | None = None,
     model: str = "gpt-6.2-sol",
 ) -> dict[str, Any]:
-    choices = [] if delta is None else [
-        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-    ]
+    choices = (
+        []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    )
     return {
         "id": "chatcmpl-123",
         "object": "chat.completion.chunk",

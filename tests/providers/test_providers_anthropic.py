@@ -30,11 +30,19 @@ from providers.base import (
 from providers.config import build_provider, parse_providers
 
 SECRET = "sk-ant-test-DO-NOT-LEAK-1234"
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+# A 1x1 PNG, base64.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+    "hQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 WEATHER = Tool(
     name="get_weather",
     description="Get current weather for a city",
-    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 
 
@@ -54,10 +62,14 @@ def ask(text: str = "What is the capital of France?", **kw: object) -> Request:
 
 
 async def test_text_with_system_prompt() -> None:
-    rec = Recorder(anthropic_message([{"type": "text", "text": "Paris."}], model="claude-sonnet-5-5-20261015"))
+    rec = Recorder(
+        anthropic_message([{"type": "text", "text": "Paris."}], model="claude-sonnet-5-5-20261015")
+    )
     async with make(rec) as provider:
         result = await provider.complete(
-            ask(system_prompt="You are terse.", temperature=0.2, metadata={"user_id": "u-1", "x": 1})
+            ask(
+                system_prompt="You are terse.", temperature=0.2, metadata={"user_id": "u-1", "x": 1}
+            )
         )
     assert result.text == "Paris."
     assert result.model == "claude-sonnet-5-5-20261015"
@@ -85,12 +97,17 @@ async def test_image_input_is_a_base64_source() -> None:
         result = await provider.complete(request)
     assert result.text == "A red dot."
     image = rec.bodies[0]["messages"][0]["content"][1]
-    assert image == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    assert image == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+    }
 
 
 async def test_stop_sequence_and_max_tokens() -> None:
     rec = Recorder(
-        anthropic_message([{"type": "text", "text": "1, 2"}], stop_reason="stop_sequence", stop_sequence=", 3"),
+        anthropic_message(
+            [{"type": "text", "text": "1, 2"}], stop_reason="stop_sequence", stop_sequence=", 3"
+        ),
         anthropic_message([{"type": "text", "text": "Once upon"}], stop_reason="max_tokens"),
     )
     async with make(rec) as provider:
@@ -106,7 +123,12 @@ async def test_tool_use_round_trip() -> None:
         anthropic_message(
             [
                 {"type": "text", "text": "Checking."},
-                {"type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {"city": "Paris"}},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01A",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
             ],
             stop_reason="tool_use",
         ),
@@ -116,14 +138,18 @@ async def test_tool_use_round_trip() -> None:
     async with make(rec) as provider:
         first = await provider.complete(first_request)
         assert first.stop_reason == TOOL_USE
-        assert first.tool_uses == (ToolUseContent(id="toolu_01A", name="get_weather", input={"city": "Paris"}),)
+        assert first.tool_uses == (
+            ToolUseContent(id="toolu_01A", name="get_weather", input={"city": "Paris"}),
+        )
         follow_up = Request(
             model="claude-sonnet-5-5",
             messages=(
                 *first_request.messages,
                 Message(role="assistant", content=first.content),
                 Message.user(
-                    ToolResultContent(tool_use_id="toolu_01A", content=(), structured_content={"temp": 18})
+                    ToolResultContent(
+                        tool_use_id="toolu_01A", content=(), structured_content={"temp": 18}
+                    )
                 ),
             ),
             max_tokens=100,
@@ -133,14 +159,25 @@ async def test_tool_use_round_trip() -> None:
     assert second.text == "18°C in Paris."
     sent_first, sent_second = rec.bodies
     assert sent_first["tools"] == [
-        {"name": "get_weather", "input_schema": dict(WEATHER.input_schema), "description": WEATHER.description}
+        {
+            "name": "get_weather",
+            "input_schema": dict(WEATHER.input_schema),
+            "description": WEATHER.description,
+        }
     ]
     assert sent_first["tool_choice"] == {"type": "any"}
     assert sent_second["messages"][1]["content"][1] == {
-        "type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {"city": "Paris"}
+        "type": "tool_use",
+        "id": "toolu_01A",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
     }
     assert sent_second["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": [{"type": "text", "text": '{"temp": 18}'}]}
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_01A",
+            "content": [{"type": "text", "text": '{"temp": 18}'}],
+        }
     ]
 
 
@@ -185,7 +222,9 @@ async def test_missing_key_names_the_variable() -> None:
     assert "ANTHROPIC_API_KEY" in str(info.value)
     with pytest.raises(ConfigError, match="MY_KEY is not set"):
         build_provider(
-            parse_providers({"a": {"kind": "anthropic", "api_key_env": "MY_KEY"}}, source="t").get("a"),
+            parse_providers({"a": {"kind": "anthropic", "api_key_env": "MY_KEY"}}, source="t").get(
+                "a"
+            ),
             {"ANTHROPIC_API_KEY": SECRET},
         )
 
@@ -221,27 +260,86 @@ async def test_closed_provider_refuses_calls() -> None:
 
 async def test_stream_text_and_tool_use() -> None:
     events = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 25, "output_tokens": 1}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-5-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 25, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
         ("ping", {"type": "ping"}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": "Let me "}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": "check."}}),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Let me "},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "check."},
+            },
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-            "type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                 "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                 "delta": {"type": "input_json_delta", "partial_json": 'ris"}'}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {
+                    "type": "tool_use",
+                    "id": "toolu_9",
+                    "name": "get_weather",
+                    "input": {},
+                },
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": 'ris"}'},
+            },
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                           "usage": {"output_tokens": 42}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 42},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
     rec = Recorder(sse(events))

@@ -38,11 +38,19 @@ from providers.config import build_provider, parse_providers
 from providers.openai import OpenAIProvider
 
 SECRET = "sk-proj-test-DO-NOT-LEAK-5678"
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+# A 1x1 PNG, base64.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+    "hQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 WEATHER = Tool(
     name="get_weather",
     description="Get current weather for a city",
-    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 
 
@@ -59,7 +67,9 @@ def make(handler: object, *, local: bool = False) -> OpenAIProvider:
     return provider
 
 
-def ask(text: str = "What is the capital of France?", model: str = "gpt-6.2-sol", **kw: object) -> Request:
+def ask(
+    text: str = "What is the capital of France?", model: str = "gpt-6.2-sol", **kw: object
+) -> Request:
     return Request(model=model, messages=(Message.user(text),), max_tokens=100, **kw)  # type: ignore[arg-type]
 
 
@@ -90,7 +100,9 @@ async def test_image_and_audio_inputs() -> None:
         await provider.complete(
             Request(
                 model="gpt-6.2-sol",
-                messages=(Message.user("What is this?", ImageContent(data=PNG, mime_type="image/png")),),
+                messages=(
+                    Message.user("What is this?", ImageContent(data=PNG, mime_type="image/png")),
+                ),
                 max_tokens=50,
             )
         )
@@ -161,10 +173,16 @@ async def test_tool_use_round_trip() -> None:
             {
                 "content": None,
                 "tool_calls": [
-                    {"id": "call_abc", "type": "function",
-                     "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}},
-                    {"id": "call_def", "type": "function",
-                     "function": {"name": "get_weather", "arguments": '{"city":"London"}'}},
+                    {
+                        "id": "call_abc",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    },
+                    {
+                        "id": "call_def",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"London"}'},
+                    },
                 ],
             },
             finish_reason="tool_calls",
@@ -182,7 +200,9 @@ async def test_tool_use_round_trip() -> None:
                 *first_request.messages,
                 Message(role="assistant", content=first.content),
                 Message.user(
-                    ToolResultContent(tool_use_id="call_abc", content=(Message.user("18°C").content[0],)),
+                    ToolResultContent(
+                        tool_use_id="call_abc", content=(Message.user("18°C").content[0],)
+                    ),
                     ToolResultContent(
                         tool_use_id="call_def",
                         content=(ImageContent(data=PNG, mime_type="image/png"),),
@@ -197,15 +217,21 @@ async def test_tool_use_round_trip() -> None:
     assert second.text == "Paris 18°C, London 15°C."
     sent_first, sent_second = rec.bodies
     assert sent_first["tools"] == [
-        {"type": "function", "function": {
-            "name": "get_weather", "parameters": dict(WEATHER.input_schema),
-            "description": WEATHER.description}}
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": dict(WEATHER.input_schema),
+                "description": WEATHER.description,
+            },
+        }
     ]
     assert sent_first["tool_choice"] == "auto"
     assistant, tool_a, tool_b, carried = sent_second["messages"][1:]
     assert assistant["role"] == "assistant" and assistant["content"] is None
     assert [json.loads(c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
-        {"city": "Paris"}, {"city": "London"}
+        {"city": "Paris"},
+        {"city": "London"},
     ]
     assert tool_a == {"role": "tool", "tool_call_id": "call_abc", "content": "18°C"}
     assert tool_b["tool_call_id"] == "call_def" and tool_b["content"].startswith("Error: ")
@@ -217,8 +243,16 @@ async def test_tool_use_round_trip() -> None:
 async def test_invalid_tool_arguments_are_a_provider_error() -> None:
     rec = Recorder(
         openai_completion(
-            {"content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]},
+            {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{oops"},
+                    }
+                ],
+            },
             finish_reason="tool_calls",
         )
     )
@@ -228,8 +262,10 @@ async def test_invalid_tool_arguments_are_a_provider_error() -> None:
 
 
 async def test_retries_then_success_and_persistent_errors() -> None:
-    rec = Recorder(openai_error(429, "Rate limit reached for gpt-6.2-sol", "requests"),
-                   openai_completion({"content": "ok"}))
+    rec = Recorder(
+        openai_error(429, "Rate limit reached for gpt-6.2-sol", "requests"),
+        openai_completion({"content": "ok"}),
+    )
     async with make(rec) as provider:
         assert (await provider.complete(ask())).text == "ok"
     assert len(rec.requests) == 2
@@ -263,13 +299,41 @@ async def test_stream_text_tool_calls_and_usage() -> None:
                 (None, openai_chunk({"role": "assistant", "content": "", "refusal": None})),
                 (None, openai_chunk({"content": "Checking"})),
                 (None, openai_chunk({"content": " now."})),
-                (None, openai_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                                     "function": {"name": "get_weather", "arguments": ""}}]})),
-                (None, openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city"'}}]})),
-                (None, openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ':"Paris"}'}}]})),
+                (
+                    None,
+                    openai_chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": "call_1",
+                                    "type": "function",
+                                    "function": {"name": "get_weather", "arguments": ""},
+                                }
+                            ]
+                        }
+                    ),
+                ),
+                (
+                    None,
+                    openai_chunk(
+                        {"tool_calls": [{"index": 0, "function": {"arguments": '{"city"'}}]}
+                    ),
+                ),
+                (
+                    None,
+                    openai_chunk(
+                        {"tool_calls": [{"index": 0, "function": {"arguments": ':"Paris"}'}}]}
+                    ),
+                ),
                 (None, openai_chunk({}, finish_reason="tool_calls")),
-                (None, openai_chunk(None, usage={"prompt_tokens": 30, "completion_tokens": 12,
-                                                 "total_tokens": 42})),
+                (
+                    None,
+                    openai_chunk(
+                        None,
+                        usage={"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+                    ),
+                ),
                 (None, "[DONE]"),
             ]
         )
@@ -279,7 +343,11 @@ async def test_stream_text_tool_calls_and_usage() -> None:
     body = rec.bodies[0]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     tool = ToolUseContent(id="call_1", name="get_weather", input={"city": "Paris"})
-    assert got[:3] == [TextDelta(text="Checking"), TextDelta(text=" now."), ToolUseEvent(tool_use=tool)]
+    assert got[:3] == [
+        TextDelta(text="Checking"),
+        TextDelta(text=" now."),
+        ToolUseEvent(tool_use=tool),
+    ]
     assert isinstance(got[3], Completed)
     result = got[3].result
     assert result.text == "Checking now." and result.tool_uses == (tool,)
@@ -288,8 +356,15 @@ async def test_stream_text_tool_calls_and_usage() -> None:
 
 
 async def test_leaving_a_stream_early_closes_it() -> None:
-    rec = Recorder(sse([(None, openai_chunk({"content": "a"})), (None, openai_chunk({"content": "b"})),
-                        (None, "[DONE]")]))
+    rec = Recorder(
+        sse(
+            [
+                (None, openai_chunk({"content": "a"})),
+                (None, openai_chunk({"content": "b"})),
+                (None, "[DONE]"),
+            ]
+        )
+    )
     async with make(rec) as provider:
         async with provider.stream(ask()) as stream:
             async for event in stream:
