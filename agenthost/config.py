@@ -204,7 +204,7 @@ class Timeouts:
     #: tools legitimately run for a long time.
     request: float = attrs.field(default=60.0, validator=_seconds(allow_inf=True))
     #: Each phase of graceful shutdown (stdin close wait, SIGTERM wait); always bounded.
-    shutdown: float = attrs.field(default=5.0, validator=_seconds(allow_inf=False))
+    shutdown: float = attrs.field(default=2.0, validator=_seconds(allow_inf=False))
     #: HTTP / WebSocket connection establishment.
     connect: float = attrs.field(default=10.0, validator=_seconds(allow_inf=False))
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import attrs
 import trio
 
 from agenthost._util import collapse_single_group
@@ -24,6 +25,7 @@ from agenthost.catalog import Catalog, CatalogTool, ServerEntries
 from agenthost.config import HostConfig, ServerConfig, Workspace
 from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
 from agenthost.roots import RootsRegistry
+from agenthost.sampling import SamplingEvent, SamplingService
 from agenthost.session import (
     ClientHandlers,
     ClientSession,
@@ -33,6 +35,10 @@ from agenthost.session import (
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
 from agenthost.types import (
     CallToolResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
     GetPromptResult,
     ListRootsResult,
     Prompt,
@@ -41,8 +47,26 @@ from agenthost.types import (
     ResourceTemplate,
     Root,
 )
+from policies import (
+    Elicitation,
+    PolicyEngine,
+    PromptGet,
+    ResourceRead,
+    RootsExposure,
+    ToolCall,
+    parse_policy,
+)
+from policies.prompters import Prompter
+from providers.base import Provider
+from providers.config import (
+    ProvidersConfig,
+    available_models,
+    default_choice,
+    open_providers,
+    parse_providers,
+)
 
-__all__ = ["Host", "open_host"]
+__all__ = ["EventSink", "Host", "SamplingEvent", "open_host"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -53,12 +77,41 @@ _LIST_CHANGED = {
 }
 
 
-class Host:
-    """The running host. Get one from :func:`open_host`."""
+EventSink = Callable[[Any], None]
 
-    def __init__(self, config: HostConfig, nursery: trio.Nursery) -> None:
+
+class Host:
+    """The running host. Get one from :func:`open_host`.
+
+    Every action the host takes for someone goes through :attr:`policy`: tool calls,
+    prompts, resource reads, the roots a server sees, sampling and elicitation.
+    """
+
+    def __init__(
+        self,
+        config: HostConfig,
+        nursery: trio.Nursery,
+        *,
+        policy: PolicyEngine,
+        providers: Mapping[str, Provider],
+        providers_config: ProvidersConfig,
+        env: Mapping[str, str],
+        on_event: EventSink | None = None,
+    ) -> None:
         self.config = config
         self.catalog = Catalog()
+        self.policy = policy
+        self.providers = providers
+        self.providers_config = providers_config
+        self.env = env
+        self._on_event = on_event
+        self.sampling = SamplingService(
+            providers=providers,
+            available=available_models(providers_config, env),
+            engine=policy,
+            default=default_choice(providers_config, env),
+            on_event=self._emit,
+        )
         self._nursery = nursery
         self._servers = {s.name: s for s in config.servers if s.enabled}
         self.roots = RootsRegistry(
@@ -72,11 +125,52 @@ class Host:
 
     # ------------------------------------------------------------------ wiring
 
+    def _emit(self, event: Any) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
     def _handlers_for(self, server: ServerConfig) -> ClientHandlers:
-        """What the host does for ``server``: roots now; sampling/elicitation when wired."""
+        """What the host does for ``server``: roots, sampling, elicitation, all via policy.
+
+        Sampling is declared only when a provider is configured: a server should not be
+        told it may ask for something that can only fail.
+        """
 
         async def roots(ctx: RequestContext, params: Mapping[str, Any]) -> ListRootsResult:
-            return ListRootsResult(roots=self.roots.roots_for(server.name))
+            offered = self.roots.roots_for(server.name)
+            action = RootsExposure(
+                server=server.name, roots=tuple(r.uri for r in offered), trusted=server.trusted
+            )
+            decision = await self.policy.check(action)
+            if not decision.allowed:
+                log.info("%s: roots withheld: %s", server.name, decision.reason)
+                return ListRootsResult(roots=[])
+            await self.policy.record_outcome(decision.id, result=[r.uri for r in offered])
+            return ListRootsResult(roots=offered)
+
+        async def sampling(
+            ctx: RequestContext, params: CreateMessageRequestParams
+        ) -> CreateMessageResult:
+            return await self.sampling.create_message(
+                server.name, params, revision=ctx.revision, trusted=server.trusted
+            )
+
+        async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+            response = await self.policy.elicit(
+                Elicitation(
+                    server=server.name,
+                    message=params.message,
+                    mode=params.mode or ("url" if params.url else "form"),
+                    requested_schema=params.requested_schema,
+                    url=params.url,
+                    elicitation_id=params.elicitation_id,
+                    trusted=server.trusted,
+                )
+            )
+            return ElicitResult(
+                action=response.action,
+                content=dict(response.content) if response.content is not None else None,
+            )
 
         async def list_changed(ctx: RequestContext, params: Mapping[str, Any]) -> None:
             # Refresh in the host's nursery: the session's dispatcher must not wait on a
@@ -85,6 +179,9 @@ class Host:
 
         return ClientHandlers(
             roots=roots,
+            sampling=sampling if self.providers else None,
+            sampling_tools=bool(self.providers),
+            elicitation=elicitation,
             notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
         )
 
@@ -168,19 +265,36 @@ class Host:
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
     ) -> CallToolResult:
-        """Call a namespaced tool on the server that owns it.
+        """Call a namespaced tool on the server that owns it, with consent.
+
+        Every call passes the policy (kind ``tool``), which sees the tool's annotations
+        (trusted only when the server is) and the full arguments; the outcome is audited.
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
+            ConsentDenied: the policy or the user said no.
             Errors of :meth:`ClientSession.call_tool`.
         """
         entry = self.resolve_tool(name)
         session = self.session(entry.server)
-        if timeout is None:
-            return await session.call_tool(entry.tool.name, arguments, progress=progress)
-        return await session.call_tool(
-            entry.tool.name, arguments, progress=progress, timeout=timeout
+        config = self._servers[entry.server]
+        annotations = entry.tool.annotations
+        action = ToolCall(
+            server=entry.server,
+            tool=entry.tool.name,
+            arguments=dict(arguments or {}),
+            annotations=_annotation_dict(annotations),
+            trusted=config.trusted,
         )
+        async with self.policy.guard(action) as outcome:
+            if timeout is None:
+                result = await session.call_tool(entry.tool.name, arguments, progress=progress)
+            else:
+                result = await session.call_tool(
+                    entry.tool.name, arguments, progress=progress, timeout=timeout
+                )
+            outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
+        return result
 
     # ------------------------------------------------------------------ prompts, resources
 
@@ -190,7 +304,18 @@ class Host:
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
     ) -> GetPromptResult:
-        return await self.session(server).get_prompt(name, arguments)
+        """Fetch a user-picked prompt, with consent (kind ``prompt``)."""
+        session = self.session(server)
+        action = PromptGet(
+            server=server,
+            prompt=name,
+            arguments=dict(arguments or {}),
+            trusted=self._servers[server].trusted,
+        )
+        async with self.policy.guard(action) as outcome:
+            result = await session.get_prompt(name, arguments)
+            outcome.result = {"messages": len(result.messages)}
+        return result
 
     async def list_resources(self) -> list[tuple[str, Resource]]:
         return self.catalog.resources()
@@ -203,7 +328,12 @@ class Host:
         owner = server or self.catalog.server_for_resource(uri)
         if owner is None:
             raise NotFound(f"no server lists resource {uri!r}; name the server")
-        return await self.session(owner).read_resource(uri)
+        session = self.session(owner)
+        action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
+        async with self.policy.guard(action) as outcome:
+            result = await session.read_resource(uri)
+            outcome.result = {"contents": len(result.contents)}
+        return result
 
     # ------------------------------------------------------------------ roots
 
@@ -273,26 +403,87 @@ class Host:
 
 
 def _evolve(entries: ServerEntries, updates: Mapping[str, Any]) -> ServerEntries:
-    import attrs
-
     return attrs.evolve(entries, **updates)
 
 
+def _annotation_dict(annotations: Any) -> dict[str, Any] | None:
+    if annotations is None:
+        return None
+    return {
+        key: value
+        for key, value in (
+            ("readOnlyHint", annotations.read_only_hint),
+            ("destructiveHint", annotations.destructive_hint),
+            ("idempotentHint", annotations.idempotent_hint),
+            ("openWorldHint", annotations.open_world_hint),
+        )
+        if value is not None
+    }
+
+
+def _source(config: HostConfig) -> tuple[str, str | None]:
+    if config.source is None:
+        return "<config>", None
+    return config.source, os.path.dirname(os.path.abspath(config.source))
+
+
 @asynccontextmanager
-async def open_host(config: HostConfig) -> AsyncIterator[Host]:
+async def open_host(
+    config: HostConfig,
+    *,
+    policy: PolicyEngine | None = None,
+    prompter: Prompter | None = None,
+    providers: Mapping[str, Provider] | None = None,
+    env: Mapping[str, str] | None = None,
+    on_event: EventSink | None = None,
+) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
     Returns once each server is ready or has failed its first start (in about the time
     of the slowest, not the sum).
 
+    Args:
+        config: the host configuration.
+        policy: a ready policy engine; default: built from ``config.policy`` (audit file
+            included), with ``prompter`` for its "ask" answers.
+        providers: live LLM providers by name; default: built from ``config.providers``
+            and ``env`` (and closed on exit).
+        env: where API keys are read (default ``os.environ``).
+        on_event: called with the host's events (sampling selections, ...) for a UI.
+
     Raises:
+        ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
         ServerUnavailable: a server marked ``required`` did not start.
     """
-    with collapse_single_group():
-        async with trio.open_nursery() as nursery:
-            host = Host(config, nursery)
-            try:
-                await host._start()
-                yield host
-            finally:
-                host._stop()
+    environ = os.environ if env is None else env
+    source, base_dir = _source(config)
+    providers_config = parse_providers(config.providers, source=source)
+    engine = policy
+    if engine is None:
+        engine = PolicyEngine.from_config(
+            parse_policy(config.policy, source=source, base_dir=base_dir), prompter=prompter
+        )
+    try:
+        async with AsyncExitStack() as stack:
+            live = providers
+            if live is None:
+                live = await stack.enter_async_context(open_providers(providers_config, environ))
+            with collapse_single_group():
+                async with trio.open_nursery() as nursery:
+                    host = Host(
+                        config,
+                        nursery,
+                        policy=engine,
+                        providers=live,
+                        providers_config=providers_config,
+                        env=environ,
+                        on_event=on_event,
+                    )
+                    try:
+                        await host._start()
+                        yield host
+                    finally:
+                        host._stop()
+    finally:
+        if policy is None:
+            engine.close()

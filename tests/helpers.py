@@ -53,3 +53,8 @@ class RecordingTransport(Transport):
                 answers = self.request_methods.get(message["id"])
             validate_outgoing(message, rev, answers_method=answers)
         return len(self.sent)
+
+
+#: A policy for tests that exercise something other than consent: headless, and the
+#: preset whose name says it allows everything.
+ALLOW_ALL: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}

@@ -185,7 +185,7 @@ def test_built_in_code_with_defaults() -> None:
     cfg = HostConfig(servers=[server])
     assert cfg.servers == (server,)
     assert server.args == ("-m", "x")
-    assert server.timeouts == Timeouts(startup=30.0, request=60.0, shutdown=5.0, connect=10.0)
+    assert server.timeouts == Timeouts(startup=30.0, request=60.0, shutdown=2.0, connect=10.0)
     assert server.restart == RestartPolicy()
     assert server.max_message_size == 16 * 1024 * 1024
     assert (server.required, server.trusted, server.enabled) == (False, False, True)

@@ -15,7 +15,9 @@ from typing import Any
 
 import attrs
 import cattrs
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from agenthost import methods, revisions
 from agenthost import types as t
@@ -667,3 +669,38 @@ def test_schemacheck_knows_what_each_revision_has() -> None:
     with pytest.raises(AssertionError, match="no schema"):
         validate_outgoing({"jsonrpc": "2.0", "id": 1, "method": "ping"}, "2023-01-01")
     assert Path(SPEC_DIR, "2024-11-05", "schema.json").is_file()
+
+
+# --- property: what we send, we read back as the same object ------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_blocks = st.one_of(
+    st.builds(t.TextContent, text=st.text()),
+    st.builds(t.ImageContent, data=st.binary(), mime_type=st.just("image/png")),
+    st.builds(
+        t.EmbeddedResource,
+        resource=st.builds(t.BlobResourceContents, uri=st.just("file:///b"), blob=st.binary()),
+    ),
+)
+
+
+@hypothesis.given(
+    content=st.lists(_blocks, max_size=4),
+    is_error=st.none() | st.booleans(),
+    meta=st.none() | st.dictionaries(st.text(max_size=5), _json, max_size=3),
+    structured=st.none() | st.dictionaries(st.text(max_size=5), _json, max_size=3),
+)
+def test_call_tool_result_round_trips(
+    content: list[Any], is_error: bool | None, meta: Any, structured: Any
+) -> None:
+    result = t.CallToolResult(
+        content=content, is_error=is_error, meta=meta, structured_content=structured
+    )
+    wire = json.loads(json.dumps(unstructure(result, "2025-11-25")))
+    assert structure(wire, t.CallToolResult) == result

@@ -15,6 +15,7 @@ from agenthost.errors import NotFound, ServerUnavailable, TransportClosed
 from agenthost.host import open_host
 from agenthost.supervisor import ServerState
 from agenthost.types import TextContent
+from tests.helpers import ALLOW_ALL
 
 Command = tuple[str, list[str]]
 
@@ -43,7 +44,7 @@ def alive(pid: int) -> bool:
 
 async def test_twenty_servers_start_concurrently(crashy_cmd: Callable[..., Command]) -> None:
     servers = [stdio(f"s{i}", crashy_cmd("--start-delay", "0.3")) for i in range(20)]
-    async with open_host(HostConfig(servers=servers)) as host:
+    async with open_host(HostConfig(policy=ALLOW_ALL, servers=servers)) as host:
         statuses = host.status()
         assert [s.state for s in statuses] == [ServerState.READY] * 20
         sups = [host.supervisor(f"s{i}") for i in range(20)]
@@ -61,7 +62,7 @@ async def test_twenty_servers_start_concurrently(crashy_cmd: Callable[..., Comma
 
 
 async def test_crash_mid_call_restarts(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(servers=[stdio("flaky", crashy_cmd(), restart=FAST_RESTART)])
+    config = HostConfig(policy=ALLOW_ALL, servers=[stdio("flaky", crashy_cmd(), restart=FAST_RESTART)])
     async with open_host(config) as host:
         assert text_of(await host.call_tool("flaky__echo", {"message": "1"})) == "1"
         first_pid = host.status()[0].pid
@@ -77,7 +78,7 @@ async def test_crash_mid_call_restarts(crashy_cmd: Callable[..., Command]) -> No
 
 
 async def test_exit_after_n_calls_is_restarted(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[stdio("tired", crashy_cmd("--exit-after", "2"), restart=FAST_RESTART)]
     )
     async with open_host(config) as host:
@@ -93,7 +94,7 @@ async def test_exit_after_n_calls_is_restarted(crashy_cmd: Callable[..., Command
 async def test_crash_loop_ends_failed_while_others_serve(
     crashy_cmd: Callable[..., Command],
 ) -> None:
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[
             stdio("doomed", crashy_cmd("--crash-on-start"), restart=FAST_RESTART),
             stdio("fine", crashy_cmd()),
@@ -113,7 +114,7 @@ async def test_crash_loop_ends_failed_while_others_serve(
 
 
 async def test_required_server_failure_fails_open(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[
             stdio(
                 "vital",
@@ -132,7 +133,7 @@ async def test_required_server_failure_fails_open(crashy_cmd: Callable[..., Comm
 async def test_unrequired_failure_does_not_stop_others(
     crashy_cmd: Callable[..., Command],
 ) -> None:
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[
             stdio("missing", ("definitely-not-a-command-xyz", []), restart=RestartPolicy(enabled=False)),
             stdio("ok", crashy_cmd()),
@@ -147,7 +148,7 @@ async def test_unrequired_failure_does_not_stop_others(
 
 @pytest.mark.parametrize("how", ["normal", "exception", "cancel"])
 async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(servers=[stdio(f"p{i}", crashy_cmd()) for i in range(3)])
+    config = HostConfig(policy=ALLOW_ALL, servers=[stdio(f"p{i}", crashy_cmd()) for i in range(3)])
     pids: list[int] = []
 
     async def body() -> None:
@@ -171,7 +172,7 @@ async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Comman
 
 
 async def test_tool_filters_and_unknown_tool(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[
             stdio("a", crashy_cmd(), include_tools=("e*", "hang")),
             stdio("b", crashy_cmd(), exclude_tools=("crash",)),
@@ -185,7 +186,7 @@ async def test_tool_filters_and_unknown_tool(crashy_cmd: Callable[..., Command])
 
 
 async def test_list_changed_refreshes_the_catalog(sdk_server_cmd: Callable[..., Command]) -> None:
-    async with open_host(HostConfig(servers=[stdio("sdk", sdk_server_cmd())])) as host:
+    async with open_host(HostConfig(policy=ALLOW_ALL, servers=[stdio("sdk", sdk_server_cmd())])) as host:
         names = {t.name for t in await host.list_tools()}
         assert "sdk__extra" not in names
         await host.call_tool("sdk__toggle_extra_tool", {})
@@ -211,7 +212,7 @@ async def test_filesystem_server_follows_workspaces(
         (d / "note.txt").write_text(f"in {d.name}")
     link = inside / "escape"
     link.symlink_to(outside)
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[stdio("fs", filesystem_cmd())],
         workspaces=[Workspace.from_path(inside, name="inside")],
     )
@@ -256,7 +257,7 @@ async def test_roots_changes_reach_exactly_the_affected_servers(
     a.mkdir()
     b.mkdir()
     logs = {name: tmp_path / f"{name}.jsonl" for name in ("all", "only_a")}
-    config = HostConfig(
+    config = HostConfig(policy=ALLOW_ALL, 
         servers=[
             stdio("all", crashy_cmd(), env={"AGENTHOST_PEER_LOG": str(logs["all"])}),
             stdio(

@@ -9,7 +9,8 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   response; that stream is read by a background task, so :meth:`send` returns at once.
 * ``Mcp-Session-Id`` from the response to ``initialize`` goes on every later request;
   ``MCP-Protocol-Version`` too, from 2025-06-18 on (the session tells us the revision).
-* After ``initialize`` a ``GET`` opens the stream of server-initiated messages; 405 means
+* Once ``initialize`` is answered and the session has told us the negotiated revision, a
+  ``GET`` opens the stream of server-initiated messages; 405 means
   the server has none. It is re-opened when it ends (2025-11-25 servers may close streams
   at will and ask to be polled) after the server's ``retry`` delay, with ``Last-Event-ID``.
 * A response stream that breaks before its response is resumed with ``GET`` +
@@ -315,10 +316,29 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._resume_attempts = resume_attempts
         self._open_get = open_get_stream
         self._get_started = False
+        self._initialized = False
         self._deleted = False
 
     def set_protocol_version(self, version: str) -> None:
+        """Told by the session after ``initialize``; opens the GET stream from then on.
+
+        The GET waits for this rather than for the initialize response alone, so that
+        it, too, carries ``MCP-Protocol-Version``.
+        """
         self.protocol_version = version
+        self._start_get_stream()
+
+    def _start_get_stream(self) -> None:
+        if (
+            self._open_get
+            and self._initialized
+            and self.protocol_version is not None
+            and not self._get_started
+            and not self._closed
+            and self._failure is None
+        ):
+            self._get_started = True
+            self._nursery.start_soon(self._run_get_stream)
 
     def _headers_for(self, accept: str) -> dict[str, str]:
         headers = super()._headers_for(accept)
@@ -456,9 +476,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 )
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None)
-        if initialize and started and self._open_get and not self._get_started:
-            self._get_started = True
-            self._nursery.start_soon(self._run_get_stream)
+        if initialize and started:
+            self._initialized = True
+            self._start_get_stream()
 
     async def _handle_response(
         self, response: httpx.Response, request_id: RequestId, had_session: bool

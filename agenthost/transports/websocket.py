@@ -128,50 +128,52 @@ async def open_websocket_transport(
     """
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     safe = redact_url(url)
-    with collapse_single_group():
-        async with trio.open_nursery() as nursery:
-            try:
-                with trio.fail_after(connect_timeout):
-                    connection = await trio_websocket.connect_websocket_url(
-                        nursery,
-                        url,
-                        subprotocols=["mcp"],
-                        extra_headers=extra,
-                        message_queue_size=64,
-                        max_message_size=max_message_size,
-                    )
-            except trio.TooSlowError:
-                raise AgentHostTimeout(
-                    f"no WebSocket handshake with {safe} within {connect_timeout:g}s",
-                    server=name,
-                    timeout=connect_timeout,
-                ) from None
-            except trio_websocket.ConnectionRejected as exc:
-                raise TransportError(
-                    f"{safe} refused the WebSocket handshake with HTTP {exc.status_code}",
-                    server=name,
-                ) from None
-            except trio_websocket.HandshakeError as exc:
-                raise TransportError(
-                    f"WebSocket handshake with {safe} failed: {type(exc).__name__}", server=name
-                ) from None
-            except OSError as exc:
-                raise TransportClosed(
-                    f"cannot reach {safe}: {exc.strerror or type(exc).__name__}", server=name
-                ) from None
-            transport = WebSocketTransport(
-                connection, name=name, url=url, shutdown_timeout=shutdown_timeout
-            )
-            if transport.subprotocol != "mcp":
-                log.warning(
-                    "%s: the server did not select the 'mcp' subprotocol (got %r); continuing",
-                    name,
-                    transport.subprotocol,
+    # trio-websocket reports a refused handshake from its reader task, i.e. out of the
+    # nursery, so the mapping sits outside it.
+    try:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                try:
+                    with trio.fail_after(connect_timeout):
+                        connection = await trio_websocket.connect_websocket_url(
+                            nursery,
+                            url,
+                            subprotocols=["mcp"],
+                            extra_headers=extra,
+                            message_queue_size=64,
+                            max_message_size=max_message_size,
+                        )
+                except trio.TooSlowError:
+                    raise AgentHostTimeout(
+                        f"no WebSocket handshake with {safe} within {connect_timeout:g}s",
+                        server=name,
+                        timeout=connect_timeout,
+                    ) from None
+                except OSError as exc:
+                    raise TransportClosed(
+                        f"cannot reach {safe}: {exc.strerror or type(exc).__name__}", server=name
+                    ) from None
+                transport = WebSocketTransport(
+                    connection, name=name, url=url, shutdown_timeout=shutdown_timeout
                 )
-            try:
-                yield transport
-            finally:
-                transport._closed = True
-                with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
-                    await connection.aclose()
-                nursery.cancel_scope.cancel()
+                if transport.subprotocol != "mcp":
+                    log.warning(
+                        "%s: the server did not select the 'mcp' subprotocol (got %r); continuing",
+                        name,
+                        transport.subprotocol,
+                    )
+                try:
+                    yield transport
+                finally:
+                    transport._closed = True
+                    with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
+                        await connection.aclose()
+                    nursery.cancel_scope.cancel()
+    except trio_websocket.ConnectionRejected as exc:
+        raise TransportError(
+            f"{safe} refused the WebSocket handshake with HTTP {exc.status_code}", server=name
+        ) from None
+    except trio_websocket.HandshakeError as exc:
+        raise TransportError(
+            f"WebSocket handshake with {safe} failed: {type(exc).__name__}", server=name
+        ) from None

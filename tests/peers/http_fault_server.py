@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -107,10 +108,12 @@ def build_app(token: str | None = None) -> Starlette:
             return JSONResponse({"error": "unknown session"}, status_code=404)
         return None
 
-    async def stream(events: list[tuple[str | None, Any, int | None]], end: str) -> AsyncIterator[bytes]:
+    async def stream(
+        events: list[tuple[str | None, Any, int | None]], end: str
+    ) -> AsyncIterator[bytes]:
         for event_id, data, retry in events:
             yield _event(data, event_id, retry)
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         if end == "drop":
             await anyio.sleep(0.05)
             raise _Drop("dropping the connection on purpose")
@@ -151,7 +154,11 @@ def build_app(token: str | None = None) -> Starlette:
         args = body["params"].get("arguments") or {}
         sid_stream = uuid.uuid4().hex[:8]
         text = args.get("message", tool)
-        result = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
+        result = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "result": {"content": [{"type": "text", "text": text}]},
+        }
         note = {
             "jsonrpc": "2.0",
             "method": "notifications/message",

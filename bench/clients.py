@@ -1,0 +1,91 @@
+"""The clients under test, each behind the same tiny interface: open, then ``call(args)``.
+
+Why an adapter layer: the measuring loops in :mod:`bench.workers` must be the same code
+for every client, or the comparison measures the loops. Each adapter is an async context
+manager that starts ``bench/minimal_server.py`` (plus ``server_args``), initializes,
+lists the tools once (as a host does before it calls any), and yields an ``Echo``:
+``await echo(arguments) -> text of the first content block``. Imports of agenthost or
+mcp happen inside the adapter, so a worker pays only for the client it runs.
+
+Clients: ``agenthost`` and ``floor`` run under Trio; ``sdk-trio`` and ``sdk-asyncio`` are
+the official ``mcp`` client under anyio's Trio and asyncio backends.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Final
+
+from bench.measure import SERVER
+
+__all__ = ["CLIENTS", "TRIO_CLIENTS", "Echo", "open_client", "server_argv"]
+
+#: ``await echo(arguments)`` -> the text of the tool result's first content block.
+Echo = Callable[[dict[str, Any]], Awaitable[str]]
+
+CLIENTS: Final = ("agenthost", "sdk-trio", "sdk-asyncio", "floor")
+TRIO_CLIENTS: Final = frozenset({"agenthost", "floor"})
+
+
+def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> list[str]:
+    return [sys.executable, script, *(server_args or [])]
+
+
+@asynccontextmanager
+async def _agenthost(argv: list[str]) -> AsyncIterator[Echo]:
+    from agenthost.client import connect
+    from agenthost.config import ServerConfig
+
+    config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])
+    async with connect(config) as session:
+        await session.list_tools()
+
+        async def echo(arguments: dict[str, Any]) -> str:
+            result = await session.call_tool("echo", arguments)
+            return result.content[0].text  # type: ignore[union-attr,no-any-return]
+
+        yield echo
+
+
+@asynccontextmanager
+async def _sdk(argv: list[str]) -> AsyncIterator[Echo]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.list_tools()
+
+        async def echo(arguments: dict[str, Any]) -> str:
+            result = await session.call_tool("echo", arguments)
+            return result.content[0].text  # type: ignore[union-attr,no-any-return]
+
+        yield echo
+
+
+@asynccontextmanager
+async def _floor(argv: list[str]) -> AsyncIterator[Echo]:
+    from bench.floor import open_floor_client
+
+    async with open_floor_client(argv) as client:
+        await client.request("tools/list", {})
+
+        async def echo(arguments: dict[str, Any]) -> str:
+            result = await client.call_tool("echo", arguments)
+            return result["content"][0]["text"]  # type: ignore[no-any-return]
+
+        yield echo
+
+
+def open_client(client: str, argv: list[str]) -> AbstractAsyncContextManager[Echo]:
+    """The adapter for ``client`` (one of :data:`CLIENTS`) over the server ``argv``."""
+    if client == "agenthost":
+        return _agenthost(argv)
+    if client in ("sdk-trio", "sdk-asyncio"):
+        return _sdk(argv)
+    if client == "floor":
+        return _floor(argv)
+    raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")

@@ -1,0 +1,227 @@
+"""Benchmark workers: one measurement of one client, in a process of its own.
+
+Run as ``python -m bench.workers '<json spec>'``; the last line on stdout is a JSON
+object of results. The parent (:mod:`bench.__main__`) starts a fresh worker per client
+per round, so imports, CPU time and RSS are attributable. CPU time is
+:func:`time.process_time` of the worker alone (the server is another process), taken
+around the measured loop only.
+
+Tasks (``spec["task"]``):
+
+* ``throughput``: ``seq`` sequential calls (latency of each), then ``conc`` calls with
+  ``inflight`` tasks calling at once.
+* ``fanout``: start and initialize ``servers`` servers concurrently; time until all are
+  ready, client RSS before and at the peak.
+* ``payload``: ``repeats`` calls with a ``result_bytes`` result or an ``arg_bytes``
+  argument; time per call and the peak RSS above the level before the first call.
+* ``sampling``: see :mod:`bench.sampling`.
+
+Every worker has a deadline (``spec["deadline"]`` seconds) so a wedged client fails the
+round instead of hanging the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench.clients import TRIO_CLIENTS, open_client, server_argv
+from bench.measure import cpu_seconds, current_rss, peak_rss, percentile, reset_peak_rss
+
+__all__ = ["main", "run_spec"]
+
+_MESSAGE = {"message": "hello"}
+
+
+async def _spawn_all(client: str, count: int, fn: Callable[[], Awaitable[None]]) -> None:
+    """Run ``count`` copies of ``fn`` concurrently in the client's own kind of task group."""
+    if client in TRIO_CLIENTS:
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(count):
+                nursery.start_soon(fn)
+    else:
+        import anyio
+
+        async with anyio.create_task_group() as group:
+            for _ in range(count):
+                group.start_soon(fn)
+
+
+async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
+    client = spec["client"]
+    seq, conc, inflight = spec["seq"], spec["conc"], spec["inflight"]
+    async with open_client(client, server_argv()) as echo:
+        for _ in range(spec["warmup"]):
+            if await echo(_MESSAGE) != "hello":
+                raise AssertionError(f"{client}: echo returned the wrong text")
+
+        latencies: list[float] = []
+        clock = time.perf_counter
+        cpu0, wall0 = cpu_seconds(), clock()
+        for _ in range(seq):
+            start = clock()
+            await echo(_MESSAGE)
+            latencies.append(clock() - start)
+        seq_wall, seq_cpu = clock() - wall0, cpu_seconds() - cpu0
+
+        remaining = conc
+
+        async def caller() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await echo(_MESSAGE)
+
+        cpu0, wall0 = cpu_seconds(), clock()
+        await _spawn_all(client, inflight, caller)
+        conc_wall, conc_cpu = clock() - wall0, cpu_seconds() - cpu0
+        if await echo({"message": "bye"}) != "bye":
+            raise AssertionError(f"{client}: echo returned the wrong text after the run")
+    return {
+        "seq_calls_s": seq / seq_wall,
+        "seq_p50_us": percentile(latencies, 50) * 1e6,
+        "seq_p99_us": percentile(latencies, 99) * 1e6,
+        "seq_cpu_us": seq_cpu / seq * 1e6,
+        "conc_calls_s": conc / conc_wall,
+        "conc_cpu_us": conc_cpu / conc * 1e6,
+    }
+
+
+async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
+    client, count = spec["client"], spec["servers"]
+    argv = server_argv()
+    if client == "agenthost":
+        from agenthost.config import HostConfig, ServerConfig
+        from agenthost.host import open_host
+        from agenthost.supervisor import ServerState
+
+        config = HostConfig(
+            servers=[
+                ServerConfig(name=f"s{i}", transport="stdio", command=argv[0], args=argv[1:])
+                for i in range(count)
+            ]
+        )
+        base = current_rss()
+        reset_peak_rss()
+        start = time.perf_counter()
+        async with open_host(config) as host:
+            ready_s = time.perf_counter() - start
+            states = [status.state for status in host.status()]
+            if states.count(ServerState.READY) != count:
+                raise AssertionError(f"only {states.count(ServerState.READY)}/{count} ready")
+            tools = await host.list_tools()
+            if len(tools) != count:
+                raise AssertionError(f"catalog has {len(tools)} tools, expected {count}")
+            peak = peak_rss()
+        return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
+
+    if client not in ("sdk-trio", "sdk-asyncio"):
+        raise ValueError(f"fanout has no {client!r} variant")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    ready = 0
+    all_ready = anyio.Event()
+    done = anyio.Event()
+
+    async def one() -> None:
+        nonlocal ready
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            ready += 1
+            if ready == count:
+                all_ready.set()
+            await done.wait()
+
+    base = current_rss()
+    reset_peak_rss()
+    start = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(count):
+            group.start_soon(one)
+        await all_ready.wait()
+        ready_s = time.perf_counter() - start
+        peak = peak_rss()
+        done.set()
+    return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
+
+
+async def _payload(spec: dict[str, Any]) -> dict[str, Any]:
+    client = spec["client"]
+    result_bytes: int = spec.get("result_bytes", 0)
+    arg_bytes: int = spec.get("arg_bytes", 0)
+    server_args = ["--payload-bytes", str(result_bytes)] if result_bytes else []
+    arguments = {"message": "x" * arg_bytes} if arg_bytes else _MESSAGE
+    expected = result_bytes or arg_bytes or len("hello")
+    async with open_client(client, server_argv(server_args)) as echo:
+        await echo(_MESSAGE if not result_bytes else {})  # warm the path with a first call
+        times: list[float] = []
+        base = current_rss()
+        reset_peak_rss()
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            text = await echo(arguments)
+            times.append(time.perf_counter() - start)
+            if len(text) != expected:
+                raise AssertionError(f"{client}: got {len(text)} bytes, expected {expected}")
+            del text
+        peak = peak_rss()
+    return {"time_s": sorted(times)[len(times) // 2], "rss_base": base, "rss_peak": peak}
+
+
+_TASKS: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "throughput": _throughput,
+    "fanout": _fanout,
+    "payload": _payload,
+}
+
+
+async def _with_deadline(spec: dict[str, Any], backend: str) -> dict[str, Any]:
+    if spec["task"] == "sampling":
+        from bench.sampling import measure_sampling
+
+        task: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] = measure_sampling
+    else:
+        task = _TASKS[spec["task"]]
+    if backend == "trio":
+        import trio
+
+        with trio.fail_after(spec["deadline"]):
+            return await task(spec)
+    import anyio
+
+    with anyio.fail_after(spec["deadline"]):
+        return await task(spec)
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one measurement in this process and return its figures."""
+    client = spec["client"]
+    if client in TRIO_CLIENTS:
+        import trio
+
+        return trio.run(_with_deadline, spec, "trio")
+    import anyio
+
+    backend = "asyncio" if client == "sdk-asyncio" else "trio"
+    return anyio.run(_with_deadline, spec, backend, backend=backend)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(args[0])
+    result = run_spec(spec)
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Consent end to end: real servers ask for sampling and elicitation; the host's policy,
+model selection and a provider (Anthropic's API via MockTransport) answer.
+
+Only the LLM HTTP API is mocked; the servers, the host, the engine and the SDK run for real.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from agenthost.config import HostConfig, ServerConfig
+from agenthost.errors import ConsentDenied, JSONRPCError
+from agenthost.host import Host, open_host
+from agenthost.sampling import SamplingEvent
+from agenthost.types import TextContent
+from policies import (
+    Answer,
+    CallbackPrompter,
+    Elicitation,
+    ElicitationResponse,
+    TerminalPrompter,
+    read_audit,
+)
+from providers.config import build_provider, parse_providers
+
+Command = tuple[str, list[str]]
+ENV = {"ANTHROPIC_API_KEY": "test-key"}
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+class FakeAnthropic:
+    """The Messages API as MockTransport: answers with real-shaped payloads, records bodies."""
+
+    def __init__(self, answer: str = "Paris is the capital of France.") -> None:
+        self.answer = answer
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": self.answer}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 21, "output_tokens": 9},
+            },
+        )
+
+
+@asynccontextmanager
+async def host_with(
+    servers: list[ServerConfig],
+    policy: dict[str, Any],
+    *,
+    fake: FakeAnthropic | None = None,
+    prompter: Any = None,
+    events: list[Any] | None = None,
+) -> AsyncIterator[Host]:
+    fake = fake or FakeAnthropic()
+    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
+    provider = build_provider(
+        providers_config.providers[0],
+        ENV,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake)),
+    )
+    config = HostConfig(
+        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
+    )
+    try:
+        async with open_host(
+            config,
+            providers={"anthropic": provider},
+            env=ENV,
+            prompter=prompter,
+            on_event=events.append if events is not None else None,
+        ) as host:
+            yield host
+    finally:
+        await provider.aclose()
+
+
+def stdio(name: str, cmd: Command, **kwargs: Any) -> ServerConfig:
+    return ServerConfig(name=name, transport="stdio", command=cmd[0], args=tuple(cmd[1]), **kwargs)
+
+
+def sampling_policy(tmp_path: Path, **limits: Any) -> dict[str, Any]:
+    return {
+        "mode": "headless",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [
+            {"kind": "tool", "decision": "allow", "server": "*", "name": "*"},
+            {"kind": "roots", "decision": "allow", "server": "*"},
+            {"kind": "sampling", "decision": "allow", "server": "*", "review": "auto", **limits},
+        ],
+    }
+
+
+async def test_sdk_server_sampling_allowed_with_cap(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    fake = FakeAnthropic()
+    events: list[Any] = []
+    policy = sampling_policy(tmp_path, max_tokens=64)
+    async with host_with([stdio("sdk", sdk_server_cmd())], policy, fake=fake, events=events) as host:
+        result = await host.call_tool("sdk__sample", {"prompt": "Capital of France?"})
+        assert text_of(result) == "Paris is the capital of France."
+    body = fake.bodies[0]
+    assert body["max_tokens"] == 64  # the server asked for 100; the rule caps it
+    assert body["messages"][0]["content"][0]["text"] == "Capital of France?"
+    selected = [e for e in events if isinstance(e, SamplingEvent) and e.stage == "selected"]
+    assert selected
+    assert selected[0].provider == "anthropic"
+    assert selected[0].message  # the human-readable reason
+    audit = read_audit(tmp_path / "audit.jsonl")
+    sampling = [r for r in audit if r.get("kind") == "sampling"]
+    assert [r["event"] for r in sampling] == ["decision", "review", "outcome"]
+    assert sampling[0]["decision"] == "allow"
+
+
+async def test_everything_sampling_allowed(
+    tmp_path: Path, everything_cmd: Callable[..., Command]
+) -> None:
+    fake = FakeAnthropic("A haiku, as requested.")
+    async with host_with([stdio("ev", everything_cmd())], sampling_policy(tmp_path), fake=fake) as host:
+        with trio.fail_after(5):
+            while host.catalog.tool("ev__trigger-sampling-request") is None:
+                await trio.sleep(0.02)
+        result = await host.call_tool("ev__trigger-sampling-request", {"prompt": "MCP"})
+        assert "A haiku, as requested." in text_of(result)
+    assert fake.bodies[0]["system"] == "You are a helpful test server."
+
+
+async def test_sampling_denied_is_error_minus_one(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[..., Command]
+) -> None:
+    policy = sampling_policy(tmp_path)
+    policy["rules"][2] = {
+        "kind": "sampling",
+        "decision": "deny",
+        "server": "*",
+        "reason": "no LLM calls for servers",
+    }
+    fake = FakeAnthropic()
+    servers = [stdio("sdk", sdk_server_cmd()), stdio("ev", everything_cmd())]
+    async with host_with(servers, policy, fake=fake) as host:
+        # The SDK passes our error through as the tools/call error.
+        with pytest.raises(JSONRPCError) as info:
+            await host.call_tool("sdk__sample", {"prompt": "x"})
+        assert info.value.code == -1
+        assert info.value.message == "User rejected sampling request"
+        with trio.fail_after(5):
+            while host.catalog.tool("ev__trigger-sampling-request") is None:
+                await trio.sleep(0.02)
+        result = await host.call_tool("ev__trigger-sampling-request", {"prompt": "x"})
+        assert result.is_error
+        assert "-1" in text_of(result)
+        assert "User rejected sampling request" in text_of(result)
+    assert fake.bodies == []
+    denials = [
+        r for r in read_audit(tmp_path / "audit.jsonl") if r.get("kind") == "sampling"
+    ]
+    assert len(denials) == 2
+    assert all(r["decision"] == "deny" for r in denials)
+    assert all("no LLM calls for servers" in r["reason"] for r in denials)
+
+
+async def test_sampling_rate_limit(tmp_path: Path, sdk_server_cmd: Callable[..., Command]) -> None:
+    policy = sampling_policy(tmp_path, requests_per_minute=1)
+    async with host_with([stdio("sdk", sdk_server_cmd())], policy) as host:
+        ok = await host.call_tool("sdk__sample", {"prompt": "one"})
+        assert "Paris" in text_of(ok)
+        with pytest.raises(JSONRPCError) as info:
+            await host.call_tool("sdk__sample", {"prompt": "two"})
+        assert info.value.code == -32000
+        assert "Sampling limit exceeded" in info.value.message
+
+
+async def test_headless_default_denies_sampling_and_audits(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    policy = {
+        "mode": "headless",
+        "preset": "headless-readonly",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [{"kind": "tool", "decision": "allow", "server": "sdk", "name": "sample"}],
+    }
+    async with host_with([stdio("sdk", sdk_server_cmd())], policy) as host:
+        with pytest.raises(JSONRPCError) as info:
+            await host.call_tool("sdk__sample", {"prompt": "x"})
+        assert info.value.code == -1
+    audit = read_audit(tmp_path / "audit.jsonl")
+    sampling = next(r for r in audit if r.get("kind") == "sampling")
+    assert sampling["decision"] == "deny"
+    assert sampling["reason"]
+
+
+async def test_elicitation_form_and_url_end_to_end(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[..., Command]
+) -> None:
+    asked: list[Elicitation] = []
+
+    async def confirm(request: Any) -> Answer:
+        return Answer.ALLOW
+
+    async def elicit(action: Elicitation) -> ElicitationResponse:
+        asked.append(action)
+        if action.mode == "url":
+            return ElicitationResponse(action="accept")
+        props = (action.requested_schema or {}).get("properties", {})
+        content: dict[str, Any] = {"name": "Ada"}
+        if "age" in props:
+            content["age"] = 36
+        return ElicitationResponse(action="accept", content=content)
+
+    prompter = CallbackPrompter(confirm=confirm, elicit=elicit)
+    policy = {"mode": "programmatic", "audit": str(tmp_path / "audit.jsonl")}
+    servers = [stdio("sdk", sdk_server_cmd()), stdio("ev", everything_cmd())]
+    async with host_with(servers, policy, prompter=prompter) as host:
+        form = await host.call_tool("sdk__elicit_form", {})
+        assert json.loads(text_of(form))["content"]["name"] == "Ada"
+        url = await host.call_tool("sdk__elicit_url", {})
+        assert json.loads(text_of(url))["action"] == "accept"
+        with trio.fail_after(5):
+            while host.catalog.tool("ev__trigger-url-elicitation") is None:
+                await trio.sleep(0.02)
+        ev_form = await host.call_tool("ev__trigger-elicitation-request", {})
+        assert "Ada" in text_of(ev_form)
+        ev_url = await host.call_tool(
+            "ev__trigger-url-elicitation", {"url": "https://example.com/login"}
+        )
+        assert "completed" in text_of(ev_url)
+    assert [a.mode for a in asked] == ["form", "url", "form", "url"]
+    assert asked[3].url == "https://example.com/login"
+
+
+async def test_headless_declines_url_elicitation(
+    tmp_path: Path, everything_cmd: Callable[..., Command]
+) -> None:
+    async with host_with([stdio("ev", everything_cmd())], sampling_policy(tmp_path)) as host:
+        with trio.fail_after(5):
+            while host.catalog.tool("ev__trigger-url-elicitation") is None:
+                await trio.sleep(0.02)
+        result = await host.call_tool(
+            "ev__trigger-url-elicitation", {"url": "https://example.com/login"}
+        )
+        assert "declined" in text_of(result).lower()
+
+
+class Lines(io.StringIO):
+    """A terminal's input that hands out one scripted line per read."""
+
+
+async def test_interactive_prompt_approve_deny_always(
+    crashy_cmd: Callable[..., Command], tmp_path: Path
+) -> None:
+    answers = Lines("y\nn\na\n")
+    shown = io.StringIO()
+    prompter = TerminalPrompter(input=answers, output=shown, open_url=None)
+    policy = {"mode": "interactive", "preset": "ask-always", "audit": str(tmp_path / "a.jsonl")}
+    async with host_with([stdio("c", crashy_cmd())], policy, prompter=prompter) as host:
+        first = await host.call_tool("c__echo", {"message": "approved"})
+        assert text_of(first) == "approved"
+        with pytest.raises(ConsentDenied):
+            await host.call_tool("c__echo", {"message": "refused"})
+        assert text_of(await host.call_tool("c__echo", {"message": "always"})) == "always"
+        assert text_of(await host.call_tool("c__echo", {"message": "no prompt"})) == "no prompt"
+    transcript = shown.getvalue()
+    assert transcript.count("consent needed (tool)") == 3  # the 4th call was remembered
+    assert '"message": "refused"' in transcript or "refused" in transcript
+    audit = read_audit(tmp_path / "a.jsonl")
+    decisions = [r["decision"] for r in audit if r["event"] == "decision" and r["kind"] == "tool"]
+    assert decisions == ["allow", "deny", "allow", "allow"]

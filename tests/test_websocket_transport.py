@@ -1,0 +1,174 @@
+"""The WebSocket transport against a real WebSocket MCP server.
+
+The server is ``peers/ws_bridge.py``: trio-websocket in front of a stdio MCP server (the
+official SDK server, or ``crashy_server.py`` for faults), one child per connection,
+started as a subprocess on a free 127.0.0.1 port and killed in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import tests.test_interop_sdk as interop_sdk
+from agenthost.config import ServerConfig, Timeouts
+from agenthost.errors import (
+    AgentHostTimeout,
+    MessageTooLarge,
+    TransportClosed,
+    TransportError,
+)
+from agenthost.session import open_session
+from agenthost.transports.remote import open_remote_transport
+from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
+from agenthost.types import TextContent
+from tests.helpers import RecordingTransport
+from tests.peers.http_launch import PEERS, PY, free_port, serve
+
+pytestmark = pytest.mark.timeout(60)
+
+TOKEN = "ws-T0KEN-0123456789abcdef"
+
+
+def bridge(port: int, *child: str, token: str | None = None) -> list[str]:
+    argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port)]
+    if token:
+        argv += ["--token", token]
+    return [*argv, "--", *child]
+
+
+def crashy(port: int, token: str | None = None) -> list[str]:
+    return bridge(port, PY, str(PEERS / "crashy_server.py"), token=token)
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+async def test_sdk_interop_over_websocket(
+    peer_log: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+
+    @asynccontextmanager
+    async def ws_session(
+        cmd: Any, revision: str, recorder: Any, env: Any = None
+    ) -> AsyncIterator[Any]:
+        config = ServerConfig(name="sdk", transport="websocket", url=f"ws://127.0.0.1:{port}/")
+        async with open_remote_transport(config) as transport:
+            assert isinstance(transport, WebSocketTransport)
+            assert transport.subprotocol == "mcp"
+            recording = RecordingTransport(transport)
+            async with open_session(
+                recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
+            ) as session:
+                yield session, recording
+
+    monkeypatch.setattr(interop_sdk, "sdk_session", ws_session)
+    argv = bridge(port, PY, str(PEERS / "sdk_server.py"), "stdio")
+    async with serve(argv, port, env={"AGENTHOST_PEER_LOG": str(peer_log)}):
+        await interop_sdk.test_sdk_server_every_feature(
+            "2025-11-25", lambda: ("unused", []), peer_log, caplog
+        )
+
+
+async def test_calls_timeouts_and_server_death() -> None:
+    port = free_port()
+    async with (
+        serve(crashy(port), port),
+        open_websocket_transport(f"ws://127.0.0.1:{port}", name="crashy") as ws,
+        open_session(ws, name="crashy") as session,
+    ):
+        assert {t.name for t in await session.list_tools()} == {"echo", "hang", "crash"}
+        assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
+        with pytest.raises(AgentHostTimeout):
+            await session.call_tool("hang", {}, timeout=0.3)
+        with trio.fail_after(10), pytest.raises(TransportClosed, match="1000"):
+            await session.call_tool("crash", {})
+        with pytest.raises(TransportClosed):
+            await session.call_tool("echo", {"message": "again"})
+
+
+async def test_oversized_message_ends_the_transport() -> None:
+    port = free_port()
+    async with (
+        serve(crashy(port), port),
+        open_websocket_transport(
+            f"ws://127.0.0.1:{port}", name="crashy", max_message_size=2000
+        ) as ws,
+        open_session(ws, name="crashy") as session,
+    ):
+        with trio.fail_after(10), pytest.raises(MessageTooLarge):
+            await session.call_tool("echo", {"message": "x" * 5000})
+
+
+async def test_cancellation_with_a_call_in_flight_exits_promptly() -> None:
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    async with serve(crashy(port), port):
+        with trio.fail_after(10):
+            with trio.move_on_after(0.5) as scope:
+                async with (
+                    open_websocket_transport(url, name="c") as ws,
+                    open_session(ws, name="c") as session,
+                ):
+                    await session.call_tool("hang", {}, timeout=None)
+            assert scope.cancelled_caught
+
+
+async def test_token_is_sent_and_never_shown(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    wrong = "nope-" + TOKEN[::-1]
+    async with serve(crashy(port, token=TOKEN), port):
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with open_websocket_transport(url, name="c", headers=headers) as ws:
+            assert TOKEN not in repr(ws)
+            async with open_session(ws, name="c") as session:
+                assert text_of(await session.call_tool("echo", {"message": "ok"})) == "ok"
+        with pytest.raises(TransportError, match="HTTP 401") as info:
+            async with open_websocket_transport(
+                url, name="c", headers={"Authorization": f"Bearer {wrong}"}
+            ):
+                pass
+    assert wrong not in str(info.value)
+    assert TOKEN not in caplog.text
+    assert wrong not in caplog.text
+
+
+async def test_nothing_listening_and_handshake_timeout() -> None:
+    port = free_port()
+    with pytest.raises(TransportClosed, match="cannot reach"):
+        async with open_websocket_transport(f"ws://127.0.0.1:{port}", name="gone"):
+            pass
+    # A TCP listener that never answers the handshake.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    silent = listeners[0].socket.getsockname()[1]
+    try:
+        with trio.fail_after(5), pytest.raises(AgentHostTimeout):
+            async with open_websocket_transport(
+                f"ws://127.0.0.1:{silent}", name="silent", connect_timeout=0.3
+            ):
+                pass
+    finally:
+        for listener in listeners:
+            await listener.aclose()
+
+
+async def test_remote_config_builds_a_websocket_transport_with_timeouts() -> None:
+    config = ServerConfig(
+        name="ws",
+        transport="websocket",
+        url=f"ws://127.0.0.1:{free_port()}/mcp",
+        timeouts=Timeouts(connect=0.5),
+    )
+    with trio.fail_after(5), pytest.raises(TransportClosed, match="ws: cannot reach"):
+        async with open_remote_transport(config):
+            pass
