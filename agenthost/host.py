@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -65,6 +65,9 @@ from providers.config import (
     open_providers,
     parse_providers,
 )
+
+if TYPE_CHECKING:
+    from agenthost.agent import Transcript
 
 __all__ = ["EventSink", "Host", "SamplingEvent", "open_host"]
 
@@ -334,6 +337,14 @@ class Host:
             result = await session.read_resource(uri)
             outcome.result = {"contents": len(result.contents)}
         return result
+
+    # ------------------------------------------------------------------ agent
+
+    async def run_agent(self, task: str, **options: Any) -> Transcript:
+        """Run the agent loop over this host's tools; see :func:`agenthost.agent.run_agent`."""
+        from agenthost.agent import run_agent
+
+        return await run_agent(self, task, **options)
 
     # ------------------------------------------------------------------ roots
 

@@ -96,9 +96,7 @@ def sampling_messages_to_llm(messages: Iterable[SamplingMessage]) -> tuple[llm.M
 
 def prompt_messages_to_llm(messages: Sequence[PromptMessage]) -> list[llm.Message]:
     """A prompt's messages (text, image, embedded resources) as conversation turns."""
-    return [
-        llm.Message(role=m.role, content=(mcp_block_to_llm(m.content),)) for m in messages
-    ]
+    return [llm.Message(role=m.role, content=(mcp_block_to_llm(m.content),)) for m in messages]
 
 
 def tool_result_to_llm(tool_use_id: str, result: CallToolResult) -> llm.ToolResultContent:

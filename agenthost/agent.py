@@ -1,0 +1,296 @@
+"""The agent: an LLM loop over every server's tools, each call through consent.
+
+One turn: the model answers; if it asks for tools, each call goes through the host (so
+through the policy, then the owning session) and its result, or the reason it failed or
+was denied, goes back to the model as a tool result: a model that is told "denied by
+policy" or "file not found" can change course, which ending the run would not allow.
+
+The loop stops at the model's end of turn, at ``max_turns``, when the token budget is
+spent, or when cancelled (Ctrl-C in the CLI): in-flight tool calls are cancelled through
+the session, which tells their servers (``notifications/cancelled``). The
+:class:`Transcript` is filled in as the run goes, so an interrupted run still has one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import orjson
+import trio
+
+import providers.base as llm
+from agenthost.errors import (
+    AgentHostTimeout,
+    ConsentDenied,
+    JSONRPCError,
+    NotFound,
+    OutputValidationError,
+    ProviderError,
+    ServerUnavailable,
+    TransportError,
+)
+from agenthost.llmcontent import tool_result_to_llm
+
+if TYPE_CHECKING:
+    from agenthost.host import Host
+
+__all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "run_agent"]
+
+StopReason = Literal["end_turn", "max_turns", "token_budget", "interrupted", "provider_error"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent working through tools provided by MCP servers. Use the tools to do the"
+    " task; when a tool fails or is denied, adapt instead of repeating the same call. When"
+    " done, answer with a short summary of what you did."
+)
+
+
+@attrs.define(kw_only=True)
+class ToolCallRecord:
+    """One tool call the model made, and what became of it."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    server: str | None = None
+    #: "ok", "error" (the tool said isError or failed), or "denied" (consent).
+    status: Literal["ok", "error", "denied"] = "ok"
+    #: The text the model was given back.
+    output: str = ""
+    reason: str | None = None
+    duration: float = 0.0
+
+
+@attrs.define(kw_only=True)
+class Transcript:
+    """Everything a run did; ``to_json()`` is what ``agenthost run --json`` prints."""
+
+    task: str
+    provider: str
+    model: str
+    messages: list[llm.Message] = attrs.field(factory=list)
+    tool_calls: list[ToolCallRecord] = attrs.field(factory=list)
+    final_text: str = ""
+    stop: StopReason | None = None
+    error: str | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def denied(self) -> list[ToolCallRecord]:
+        return [c for c in self.tool_calls if c.status == "denied"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "provider": self.provider,
+            "model": self.model,
+            "stop": self.stop,
+            "error": self.error,
+            "turns": self.turns,
+            "final_text": self.final_text,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "name": c.name,
+                    "server": c.server,
+                    "arguments": dict(c.arguments),
+                    "status": c.status,
+                    "output": c.output,
+                    "reason": c.reason,
+                    "duration": round(c.duration, 4),
+                }
+                for c in self.tool_calls
+            ],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class AgentEvent:
+    """Progress of a run, for a UI: ``text`` (the model spoke), ``tool_call`` (about to
+    call), ``tool_result`` (a call finished: see ``record``), ``stop``."""
+
+    kind: Literal["text", "tool_call", "tool_result", "stop"]
+    text: str = ""
+    record: ToolCallRecord | None = None
+
+
+def _tools(host: Host) -> tuple[llm.Tool, ...]:
+    return tuple(
+        llm.Tool(
+            name=entry.name,
+            description=entry.tool.description or entry.tool.title or entry.tool.name,
+            input_schema=entry.tool.input_schema or {"type": "object"},
+        )
+        for entry in host.catalog.tools()
+    )
+
+
+def _text(result: llm.ToolResultContent) -> str:
+    parts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
+    others = [p.type for p in result.content if not isinstance(p, llm.TextContent)]
+    text = "\n".join(parts)
+    if others:
+        text += ("\n" if text else "") + "".join(f"[{kind}]" for kind in others)
+    return text
+
+
+async def _call(
+    host: Host, use: llm.ToolUseContent, record: ToolCallRecord
+) -> llm.ToolResultContent:
+    """Run one tool call; every failure becomes a tool result the model can read."""
+    started = time.monotonic()
+    try:
+        entry = host.resolve_tool(use.name)
+        record.server = entry.server
+        result = await host.call_tool(use.name, dict(use.input))
+        content = tool_result_to_llm(use.id, result)
+        record.status = "error" if result.is_error else "ok"
+    except ConsentDenied as exc:
+        record.status, record.reason = "denied", str(exc)
+        content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
+    except NotFound as exc:
+        record.status, record.reason = "error", str(exc)
+        content = _error(use.id, f"No such tool: {use.name}")
+    except (
+        JSONRPCError,
+        ServerUnavailable,
+        TransportError,
+        AgentHostTimeout,
+        OutputValidationError,
+    ) as exc:
+        record.status, record.reason = "error", str(exc)
+        content = _error(use.id, f"Tool call failed: {exc}")
+    record.output = _text(content)
+    record.duration = time.monotonic() - started
+    return content
+
+
+def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
+    return llm.ToolResultContent(
+        tool_use_id=tool_use_id, content=(llm.TextContent(text=text),), is_error=True
+    )
+
+
+async def run_agent(
+    host: Host,
+    task: str,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    prompt_messages: Sequence[llm.Message] = (),
+    max_turns: int = 20,
+    max_tokens: int = 4096,
+    token_budget: int | None = None,
+    transcript: Transcript | None = None,
+    on_event: Callable[[AgentEvent], None] | None = None,
+) -> Transcript:
+    """Run the agent loop for ``task`` over every tool in the host's catalog.
+
+    Args:
+        host: the running host (its policy decides every tool call).
+        task: what to do; the user's message (after any ``prompt_messages``).
+        provider, model: which LLM; default: the configured default
+            (``[providers] default``, else the first configured provider).
+        prompt_messages: user-picked prompt messages that open the conversation.
+        max_turns: model calls at most.
+        max_tokens: per model call.
+        token_budget: input+output tokens over the whole run; stops when spent.
+        transcript: filled in place (so a caller that cancels keeps what happened).
+
+    Returns:
+        The transcript; ``stop`` says why it ended.
+
+    Raises:
+        ConfigError: no provider is configured.
+
+    **Cancellation:** cancelling the caller's scope cancels the model call or the tool
+    calls in flight (servers are told); ``transcript.stop`` is set to "interrupted".
+    """
+    from providers.config import default_choice
+
+    if provider is None or model is None:
+        choice = default_choice(host.providers_config, host.env)
+        if choice is None:
+            from agenthost.errors import ConfigError
+
+            raise ConfigError(
+                "no LLM provider is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or"
+                " add a [providers.<name>] section",
+                key="providers",
+            )
+        provider = provider or choice[0]
+        model = model or choice[1]
+    llm_provider = host.providers.get(provider)
+    if llm_provider is None:
+        from agenthost.errors import ConfigError
+
+        raise ConfigError(
+            f"provider {provider!r} is not configured (have: {', '.join(host.providers)})",
+            key="providers",
+        )
+    record = transcript or Transcript(task=task, provider=provider, model=model)
+    record.provider, record.model = provider, model
+    record.messages.extend(prompt_messages)
+    record.messages.append(llm.Message.user(task))
+
+    def emit(event: AgentEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        while True:
+            if record.turns >= max_turns:
+                record.stop = "max_turns"
+                break
+            request = llm.Request(
+                model=model,
+                messages=tuple(record.messages),
+                max_tokens=max_tokens,
+                system_prompt=system_prompt,
+                tools=_tools(host),
+            )
+            try:
+                result = await llm_provider.complete(request)
+            except ProviderError as exc:
+                record.stop, record.error = "provider_error", str(exc)
+                break
+            record.turns += 1
+            record.input_tokens += result.usage.input_tokens
+            record.output_tokens += result.usage.output_tokens
+            record.messages.append(llm.Message(role="assistant", content=result.content))
+            if result.text:
+                emit(AgentEvent(kind="text", text=result.text))
+            uses = result.tool_uses
+            if not uses:
+                record.final_text = result.text
+                record.stop = "end_turn"
+                break
+            results: list[llm.Content] = []
+            for use in uses:
+                call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
+                record.tool_calls.append(call)
+                emit(AgentEvent(kind="tool_call", record=call))
+                results.append(await _call(host, use, call))
+                emit(AgentEvent(kind="tool_result", record=call))
+            record.messages.append(llm.Message(role="user", content=tuple(results)))
+            used = record.input_tokens + record.output_tokens
+            if token_budget is not None and used >= token_budget:
+                record.final_text = result.text
+                record.stop = "token_budget"
+                break
+    except trio.Cancelled:
+        record.stop = "interrupted"
+        raise
+    emit(AgentEvent(kind="stop", text=str(record.stop)))
+    return record
+
+
+def dumps(transcript: Transcript) -> str:
+    return orjson.dumps(transcript.to_json(), option=orjson.OPT_INDENT_2).decode()
