@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
+import outcome
 import trio
 
 from agenthost import jsonrpc
@@ -83,6 +84,20 @@ _COMPACT_AT: Final = 1024 * 1024
 _STDERR_TAIL: Final = 20
 
 
+class _Follower:
+    """A sender waiting for the leader to write its message (see StdioTransport.send)."""
+
+    __slots__ = ("task", "until")
+
+    def __init__(self, task: trio.lowlevel.Task, until: int) -> None:
+        self.task = task
+        #: The running byte total at the end of this sender's message.
+        self.until = until
+
+
+_LEAD: Final = "lead"
+
+
 def child_environment(
     extra: Mapping[str, str] | None = None, host_env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -108,13 +123,17 @@ class StdioTransport(Transport):
         self._stdin = process.stdin
         self._stdout = process.stdout
         self._max = max_message_size
-        self._send_lock = trio.Lock()
         #: Bytes accepted by :meth:`send` but not yet written, from ``_offset`` on;
         #: ``_queued``/``_flushed`` are running totals of what entered and left it.
         self._backlog = bytearray()
         self._offset = 0
         self._queued = 0
         self._flushed = 0
+        #: A sender is writing the backlog; later senders follow (see send()).
+        self._leading = False
+        self._followers: deque[_Follower] = deque()
+        #: Why the pipe cannot be written any more, once it cannot.
+        self._broken: str | None = None
         self._buf = bytearray()
         self._queue: deque[jsonrpc.Message] = deque()
         self._eof = False
@@ -128,68 +147,104 @@ class StdioTransport(Transport):
         return self.process.pid
 
     async def send(self, message: jsonrpc.Message) -> None:
-        """Write one message, whole and in order.
+        """Write one message, whole and in order; return once it is in the pipe.
 
-        The hot path (nothing queued, the pipe has room) is one ``os.write`` and no trip
-        through the scheduler: with many requests in flight, yielding once per message
-        costs more than the message. Otherwise the bytes join the backlog and this task
-        flushes it (under the send lock) up to and including its own message.
+        Group commit: the first sender of a scheduler batch becomes the *leader*, yields
+        once so the rest of the batch can queue their messages behind it, then writes the
+        whole backlog with one ``os.write``; the others (*followers*) park until their
+        bytes are out. With many requests in flight this is one system call per batch,
+        not per message (the profile's largest cost); one sender alone pays a single
+        scheduler pass.
 
-        Cancellation: a checkpoint before anything is written. Cancelled while waiting to
-        flush (a server that stopped reading), the message stays queued and goes out
-        whole before anything sent later: a frame is never cut in half, so the pipe's
-        framing survives any cancellation.
+        Cancellation: a checkpoint before anything is queued. Once queued, a message goes
+        out whole before anything sent later, even if its sender is cancelled while
+        waiting (for a server that stopped reading, say): a frame is never cut in half, so
+        the pipe's framing survives any cancellation.
 
         Raises:
-            TransportClosed: the transport is closed or the server stopped reading.
+            TransportClosed: the transport is closed, or the server stopped reading.
         """
         data = jsonrpc.encode(message) + b"\n"
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
+        if self._broken is not None:
+            raise TransportClosed(self._broken, server=self.name)
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._flushed == self._queued:
-            try:
-                sent = os.write(self._stdin.fileno(), data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                raise self._write_error() from None
-            if sent == len(data):
-                return
-            data = data[sent:]
         self._backlog += data
         self._queued += len(data)
-        await self._flush(self._queued)
+        until = self._queued
+        if not self._leading:
+            self._leading = True
+            await self._lead(until, batch=True)
+        elif await self._follow(until):
+            await self._lead(until, batch=False)
 
-    async def _flush(self, until: int) -> None:
-        """Write the backlog until byte ``until`` (a running total) has left."""
+    async def _follow(self, until: int) -> bool:
+        """Park until the leader wrote byte ``until``; True when made leader instead."""
+        follower = _Follower(trio.lowlevel.current_task(), until)
+        followers = self._followers
+        followers.append(follower)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            followers.remove(follower)  # our bytes stay queued: they leave whole, later
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        result = await trio.lowlevel.wait_task_rescheduled(abort)
+        if result is _LEAD:
+            return True
+        if result is not None:
+            raise TransportClosed(result, server=self.name)
+        return False
+
+    async def _lead(self, until: int, *, batch: bool) -> None:
+        """Write the backlog until byte ``until`` has left, then hand over or finish.
+
+        ``batch``: first yield once, so the other tasks of this scheduler batch can queue
+        their messages and go out in the same write.
+        """
         try:
-            async with self._send_lock:
-                while self._flushed < until:
-                    if self._closed:
-                        raise TransportClosed("transport is closed", server=self.name)
-                    fd = self._stdin.fileno()  # -1 once closed: never a recycled fd number
-                    try:
-                        with memoryview(self._backlog) as view, view[self._offset :] as rest:
-                            sent = os.write(fd, rest)
-                    except BlockingIOError:
-                        await trio.lowlevel.wait_writable(fd)
-                        continue
-                    except OSError:
-                        raise self._write_error() from None
-                    self._flushed += sent
-                    self._offset += sent
-                    if self._offset == len(self._backlog):
-                        self._backlog.clear()
-                        self._offset = 0
-                    elif self._offset >= _COMPACT_AT:
-                        del self._backlog[: self._offset]
-                        self._offset = 0
+            if batch:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            while self._flushed < until:
+                fd = self._stdin.fileno()  # -1 once closed: never a recycled fd number
+                try:
+                    with memoryview(self._backlog) as view, view[self._offset :] as rest:
+                        sent = os.write(fd, rest)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(fd)
+                    continue
+                except OSError:
+                    raise self._fail(self._exit_reason("cannot write to")) from None
+                self._flushed += sent
+                self._offset += sent
+                if self._offset == len(self._backlog):
+                    self._backlog.clear()
+                    self._offset = 0
+                elif self._offset >= _COMPACT_AT:
+                    del self._backlog[: self._offset]
+                    self._offset = 0
+                self._release(self._flushed)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise self._write_error() from None
+            raise self._fail(self._exit_reason("cannot write to")) from None
+        finally:
+            self._leading = False
+            if self._followers and self._broken is None:
+                # Bytes are still queued: the oldest waiting sender carries on.
+                self._leading = True
+                trio.lowlevel.reschedule(self._followers.popleft().task, outcome.Value(_LEAD))
 
-    def _write_error(self) -> TransportClosed:
-        return TransportClosed(self._exit_reason("cannot write to"), server=self.name)
+    def _release(self, flushed: int) -> None:
+        """Wake every follower whose message has been written."""
+        followers = self._followers
+        while followers and followers[0].until <= flushed:
+            trio.lowlevel.reschedule(followers.popleft().task, outcome.Value(None))
+
+    def _fail(self, reason: str) -> TransportClosed:
+        """The pipe is broken: every waiting sender and every later one gets ``reason``."""
+        self._broken = reason
+        while self._followers:
+            trio.lowlevel.reschedule(self._followers.popleft().task, outcome.Value(reason))
+        return TransportClosed(reason, server=self.name)
 
     async def receive(self) -> jsonrpc.Message:
         queue = self._queue

@@ -54,6 +54,7 @@ try:
         ListRootsResult,
         ModelHint,
         ModelPreferences,
+        NotificationParams,
         Root,
         SamplingMessage,
         TextContent,
@@ -251,31 +252,16 @@ def _excerpt(text: str) -> str:
 # -- resolvers: what a tool needs from the client, asked through the SDK's Resolve ----------
 
 
-async def ask_roots(ctx: Context[Any, Any]) -> ListRoots | ListRootsResult:
-    """The client's roots; none (without asking) when it did not declare ``roots``.
-
-    Asking a client that never offered roots would be a protocol error, and "no roots"
-    is a real answer here: it selects ``--notes-dir``.
-    """
-    caps = ctx.client_capabilities
-    if caps is None or caps.roots is None:
-        return ListRootsResult(roots=[])
-    return ListRoots()
-
-
-Roots = Annotated[ListRootsResult, Resolve(ask_roots)]
-
-
-async def _roots_now(ctx: Context[Any, Any]) -> list[Root]:
-    """The client's roots, asked directly (prompts and resources have no Resolve)."""
-    caps = ctx.client_capabilities
-    if caps is None or caps.roots is None or not ctx.session.can_send_request:
-        return []
-    return list((await ctx.session.list_roots()).roots)
-
-
 class _NotesServer(MCPServer[Any]):
-    """MCPServer that lets static resources see the request's Context (see ``_READING``)."""
+    """MCPServer plus the notes state: the fallback directory and the client's roots."""
+
+    #: Where notes live when the client exposes no file root; ``None``: nowhere.
+    notes_dir: Path | None = None
+    #: The client's roots as last listed; ``None`` until asked, and again after
+    #: ``notifications/roots/list_changed``. One process serves one client over stdio, so
+    #: this is per connection: roots are asked once, not on every call (which the spec's
+    #: list_changed notification exists to make unnecessary).
+    known_roots: list[Root] | None = None
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         token = _READING.set(context)
@@ -283,6 +269,79 @@ class _NotesServer(MCPServer[Any]):
             return await super().read_resource(uri, context)
         finally:
             _READING.reset(token)
+
+
+def _server_of(ctx: Context[Any, Any]) -> _NotesServer:
+    server = ctx.mcp_server
+    assert isinstance(server, _NotesServer)
+    return server
+
+
+def _has_roots(ctx: Context[Any, Any]) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.roots is not None
+
+
+async def ask_roots(ctx: Context[Any, Any]) -> ListRoots | ListRootsResult:
+    """The client's roots: remembered ones, a ``roots/list`` request, or none.
+
+    A client that did not declare ``roots`` is not asked (that would be a protocol
+    error); "no roots" is a real answer here: it selects ``--notes-dir``.
+    """
+    if not _has_roots(ctx):
+        return ListRootsResult(roots=[])
+    known = _server_of(ctx).known_roots
+    return ListRoots() if known is None else ListRootsResult(roots=known)
+
+
+Roots = Annotated[ListRootsResult, Resolve(ask_roots)]
+
+
+async def _roots_now(ctx: Context[Any, Any]) -> list[Root]:
+    """The client's roots for prompts and resources, which the SDK gives no Resolve."""
+    server = _server_of(ctx)
+    if not _has_roots(ctx) or not ctx.session.can_send_request:
+        return []
+    if server.known_roots is None:
+        server.known_roots = list((await ctx.session.list_roots()).roots)
+    return server.known_roots
+
+
+def _tool_store(ctx: Context[Any, Any], roots: ListRootsResult) -> NotesStore:
+    """The store for a tool call (remembering the roots); errors become the tool's result."""
+    server = _server_of(ctx)
+    if _has_roots(ctx):
+        server.known_roots = list(roots.roots)
+    try:
+        directory, _why = choose_notes_dir(roots.roots, server.notes_dir)
+    except NoteError as exc:
+        raise ToolError(str(exc)) from None
+    return NotesStore(directory)
+
+
+async def _request_store(ctx: Context[Any, Any]) -> NotesStore:
+    """The store for a prompt or resource read; errors become JSON-RPC errors."""
+    try:
+        directory, _why = choose_notes_dir(await _roots_now(ctx), _server_of(ctx).notes_dir)
+    except NoteError as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+    return NotesStore(directory)
+
+
+def ask_summary(name: str, roots: Roots, ctx: Context[Any, Any]) -> Sample:
+    """The sampling request of ``summarize_note``: the note, and a small-model hint."""
+    try:
+        text = _tool_store(ctx, roots).read(name)
+    except NoteError as exc:
+        raise ToolError(str(exc)) from None
+    prompt = f"Summarise this note ({note_stem(name)}.md):\n\n{_excerpt(text)}"
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=SUMMARY_MAX_TOKENS,
+        system_prompt=SUMMARY_SYSTEM_PROMPT,
+        include_context="none",
+        model_preferences=SUMMARY_PREFERENCES,
+    )
 
 
 def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
@@ -297,35 +356,15 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         ),
         log_level="WARNING",
     )
+    server.notes_dir = notes_dir
 
-    def store_for(roots: Sequence[Root]) -> NotesStore:
-        try:
-            directory, _why = choose_notes_dir(roots, notes_dir)
-        except NoteError as exc:
-            raise ToolError(str(exc)) from None
-        return NotesStore(directory)
+    async def roots_changed(_ctx: Any, _params: NotificationParams) -> None:
+        server.known_roots = None  # ask again on the next request
 
-    async def store_now(ctx: Context[Any, Any]) -> NotesStore:
-        try:
-            directory, _why = choose_notes_dir(await _roots_now(ctx), notes_dir)
-        except NoteError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
-        return NotesStore(directory)
-
-    def ask_summary(name: str, roots: Roots) -> Sample:
-        """The sampling request of ``summarize_note``: the note, and a small-model hint."""
-        try:
-            text = store_for(roots.roots).read(name)
-        except NoteError as exc:
-            raise ToolError(str(exc)) from None
-        prompt = f"Summarise this note ({note_stem(name)}.md):\n\n{_excerpt(text)}"
-        return Sample(
-            [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
-            max_tokens=SUMMARY_MAX_TOKENS,
-            system_prompt=SUMMARY_SYSTEM_PROMPT,
-            include_context="none",
-            model_preferences=SUMMARY_PREFERENCES,
-        )
+    # MCPServer has no API for client notifications; the low-level server has (NOTES.md).
+    server._lowlevel_server.add_notification_handler(
+        "notifications/roots/list_changed", NotificationParams, roots_changed
+    )
 
     # -- tools -------------------------------------------------------------------------
 
@@ -334,8 +373,8 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_READ_ONLY,
         structured_output=False,
     )
-    def list_notes(roots: Roots) -> str:
-        store = store_for(roots.roots)
+    def list_notes(roots: Roots, ctx: Context[Any, Any]) -> str:
+        store = _tool_store(ctx, roots)
         names = store.names()
         if not names:
             return "No notes yet."
@@ -347,9 +386,9 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_READ_ONLY,
         structured_output=False,
     )
-    def read_note(name: str, roots: Roots) -> str:
+    def read_note(name: str, roots: Roots, ctx: Context[Any, Any]) -> str:
         try:
-            return store_for(roots.roots).read(name)
+            return _tool_store(ctx, roots).read(name)
         except NoteError as exc:
             raise ToolError(str(exc)) from None
 
@@ -358,9 +397,9 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_READ_ONLY,
         structured_output=False,
     )
-    def search_notes(query: str, roots: Roots) -> str:
+    def search_notes(query: str, roots: Roots, ctx: Context[Any, Any]) -> str:
         try:
-            hits = store_for(roots.roots).search(query)
+            hits = _tool_store(ctx, roots).search(query)
         except NoteError as exc:
             raise ToolError(str(exc)) from None
         if not hits:
@@ -372,9 +411,9 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_WRITE,
         structured_output=False,
     )
-    def write_note(name: str, text: str, roots: Roots) -> str:
+    def write_note(name: str, text: str, roots: Roots, ctx: Context[Any, Any]) -> str:
         try:
-            changed = store_for(roots.roots).write(name, text)
+            changed = _tool_store(ctx, roots).write(name, text)
         except NoteError as exc:
             raise ToolError(str(exc)) from None
         stem = note_stem(name)
@@ -385,9 +424,9 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_DESTRUCTIVE,
         structured_output=False,
     )
-    def delete_note(name: str, roots: Roots) -> str:
+    def delete_note(name: str, roots: Roots, ctx: Context[Any, Any]) -> str:
         try:
-            store_for(roots.roots).delete(name)
+            _tool_store(ctx, roots).delete(name)
         except NoteError as exc:
             raise ToolError(str(exc)) from None
         return f"Deleted {note_stem(name)}."
@@ -412,8 +451,10 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         annotations=_READ_ONLY,
         structured_output=False,
     )
-    def show_roots(roots: Roots) -> str:
+    def show_roots(roots: Roots, ctx: Context[Any, Any]) -> str:
         listing = roots.roots
+        if _has_roots(ctx):
+            server.known_roots = list(listing)
         if listing:
             lines = [f"The client exposes {len(listing)} root(s):"]
             lines += [f"- {r.name or '(unnamed)'}: {r.uri}" for r in listing]
@@ -433,7 +474,7 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         focus = focus.strip()
         if not focus or len(focus) > 80:
             raise MCPError(code=INVALID_PARAMS, message="focus must be 1-80 characters")
-        store = await store_now(ctx)
+        store = await _request_store(ctx)
         try:
             text = store.read(name)
         except NoteError as exc:
@@ -447,7 +488,7 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
 
     @server.prompt(description="Ask for today's summary across all notes.")
     async def daily_summary(ctx: Context[Any, Any]) -> list[Any]:
-        store = await store_now(ctx)
+        store = await _request_store(ctx)
         names = store.names()
         if not names:
             return [UserMessage("I have no notes today. Suggest three things worth noting.")]
@@ -470,11 +511,8 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
     )
     async def index() -> str:
         ctx = _READING.get()
-        store = await store_now(ctx) if ctx is not None else None
-        if store is None:
-            if notes_dir is None:
-                raise MCPError(code=INVALID_PARAMS, message="no notes directory")
-            store = NotesStore(notes_dir)
+        assert ctx is not None, "read through resources/read only"
+        store = await _request_store(ctx)
         lines = ["# Notes", ""]
         for name in store.names():
             first = next((ln.strip() for ln in store.read(name).splitlines() if ln.strip()), "")
@@ -491,7 +529,7 @@ def build_server(notes_dir: Path | None = None) -> MCPServer[Any]:
         mime_type="text/markdown",
     )
     async def note(name: str, ctx: Context[Any, Any]) -> str:
-        store = await store_now(ctx)
+        store = await _request_store(ctx)
         try:
             return store.read(name)
         except NoteError as exc:

@@ -1,0 +1,800 @@
+"""The ``agenthost`` command line: a thin shell over the library.
+
+Everything a command does is a library call (``open_host``, ``host.call_tool``,
+``run_agent``...); this module parses arguments, renders results and maps errors to exit
+codes. Human output goes to stdout, progress and consent prompts to stderr, so ``--json``
+output on stdout is always machine-readable.
+
+Exit codes:
+
+===  ===============================================================
+0    done
+1    the tool/agent reported an error (isError result, failed call)
+2    usage or configuration error (the message names file, key, problem)
+3    denied by policy (consent said no; in headless mode, no rule allowed it)
+4    LLM provider error
+5    a server could not be started or reached
+130  interrupted (Ctrl-C)
+===  ===============================================================
+
+Imports are deferred to the command that needs them, so ``agenthost --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from agenthost.agent import AgentEvent
+    from agenthost.config import HostConfig
+    from agenthost.host import Host
+
+__all__ = ["EXIT_CODES", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_DENIED = 3
+EXIT_PROVIDER = 4
+EXIT_UNAVAILABLE = 5
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = {
+    "done": EXIT_OK,
+    "error": EXIT_ERROR,
+    "usage": EXIT_USAGE,
+    "denied": EXIT_DENIED,
+    "provider": EXIT_PROVIDER,
+    "unavailable": EXIT_UNAVAILABLE,
+    "interrupted": EXIT_INTERRUPTED,
+}
+
+
+class CLIError(Exception):
+    """A failure to report in one line, with the exit code to use."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Console:
+    """Where human-readable progress goes: stderr, never mixed into --json stdout."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.tty = self.stream.isatty()
+        self._bar = False
+
+    def line(self, text: str) -> None:
+        if self.quiet:
+            return
+        self._end_bar()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def progress(
+        self, label: str, progress: float, total: float | None, message: str | None
+    ) -> None:
+        if self.quiet:
+            return
+        if total:
+            frac = max(0.0, min(1.0, progress / total))
+            detail = f"{progress:g}/{total:g}"
+        else:
+            frac, detail = 0.0, f"{progress:g}"
+        note = f" {message}" if message else ""
+        if self.tty:
+            width = 24
+            bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+            self.stream.write(f"\r  {label} [{bar}] {detail}{note}\x1b[K")
+            self.stream.flush()
+            self._bar = True
+        else:
+            self.line(f"  progress {label}: {detail}{note}")
+
+    def _end_bar(self) -> None:
+        if self._bar:
+            self.stream.write("\n")
+            self._bar = False
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    cells = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(str(row[i])) for row in cells) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _first_line(text: str | None, width: int = 70) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _content_text(blocks: Sequence[Any]) -> str:
+    """Content blocks as a person reads them (text as is, others summarised)."""
+    from agenthost.types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+    )
+
+    out = []
+    for block in blocks:
+        if isinstance(block, TextContent):
+            out.append(block.text)
+        elif isinstance(block, ImageContent | AudioContent):
+            out.append(f"[{block.type} {block.mime_type}, {len(block.data)} bytes]")
+        elif isinstance(block, ResourceLink):
+            out.append(f"[resource link {block.uri}]")
+        elif isinstance(block, EmbeddedResource):
+            text = getattr(block.resource, "text", None)
+            out.append(text if text is not None else f"[resource {block.resource.uri}]")
+        else:
+            out.append(f"[{getattr(block, 'type', type(block).__name__)}]")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+    import attrs
+
+    from agenthost.config import HostConfig, find_config
+    from agenthost.errors import ConfigError
+
+    path = args.config or find_config()
+    if path is None:
+        raise CLIError(
+            "no config: pass --config FILE, or create agenthost.toml (see docs/config.md)",
+            EXIT_USAGE,
+        )
+    config = HostConfig.load(path)
+    if args.policy:
+        config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
+    if only is not None:
+        servers = [s for s in config.servers if s.name == only]
+        if not servers:
+            known = ", ".join(s.name for s in config.servers) or "none"
+            raise ConfigError(f"no server named {only!r} (configured: {known})", path=str(path))
+        config = attrs.evolve(config, servers=servers)
+    return config
+
+
+def _sampling_printer(console: Console) -> Callable[[Any], None]:
+    from agenthost.sampling import SamplingEvent
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, SamplingEvent):
+            if event.stage == "selected":
+                console.line(f"~ sampling for {event.server}: chose {event.message}")
+            elif event.stage == "denied":
+                console.line(f"~ sampling for {event.server} denied: {event.message}")
+            elif event.stage == "answered":
+                console.line(f"~ sampling for {event.server}: {event.message}")
+            else:
+                console.line(f"~ sampling for {event.server} failed: {event.message}")
+
+    return on_event
+
+
+def _open_host(args: argparse.Namespace, config: HostConfig, console: Console) -> Any:
+    from agenthost.host import open_host
+
+    return open_host(config, on_event=_sampling_printer(console))
+
+
+def _report_failed_servers(host: Host, console: Console) -> None:
+    from agenthost.supervisor import ServerState
+
+    for status in host.status():
+        if status.state is ServerState.FAILED:
+            console.line(f"! server {status.name} failed: {status.last_error}")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.supervisor import ServerState
+
+    config = _load_config(args)
+    async with _open_host(args, config, console) as host:
+        statuses = host.status()
+        counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
+    rows = [
+        {
+            "name": s.name,
+            "state": s.state.value,
+            "revision": s.revision,
+            "server_info": s.server_info,
+            "tools": counts.get(s.name, 0),
+            "restarts": s.restarts,
+            "last_error": s.last_error,
+        }
+        for s in statuses
+    ]
+    if args.json:
+        _print_json(rows)
+    else:
+        print(
+            _table(
+                [
+                    [
+                        r["name"],
+                        r["state"],
+                        r["revision"] or "-",
+                        str(r["tools"]),
+                        _first_line(r["last_error"] or "", 60),
+                    ]
+                    for r in rows
+                ],
+                ["server", "state", "revision", "tools", "last error"],
+            )
+        )
+    failed = any(s.state is not ServerState.READY for s in statuses)
+    if args.command == "check":
+        if not args.json:
+            print("all servers ready" if not failed else "some servers are not ready")
+        return EXIT_UNAVAILABLE if failed else EXIT_OK
+    return EXIT_OK
+
+
+async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
+    config = _load_config(args)
+    async with _open_host(args, config, console) as host:
+        _report_failed_servers(host, console)
+        tools = await host.list_tools()
+    if args.json:
+        _print_json(
+            [
+                {
+                    "name": t.name,
+                    "server": t.server,
+                    "tool": t.tool.name,
+                    "description": t.tool.description,
+                    "input_schema": t.tool.input_schema,
+                    "annotations": _annotations(t.tool.annotations),
+                }
+                for t in tools
+            ]
+        )
+    else:
+        print(
+            _table(
+                [
+                    [t.name, _flags(t.tool.annotations), _first_line(t.tool.description)]
+                    for t in tools
+                ],
+                ["tool", "hints", "description"],
+            )
+        )
+    return EXIT_OK
+
+
+def _annotations(annotations: Any) -> dict[str, Any] | None:
+    from agenthost.host import _annotation_dict
+
+    return _annotation_dict(annotations)
+
+
+def _flags(annotations: Any) -> str:
+    data = _annotations(annotations) or {}
+    flags = []
+    if data.get("readOnlyHint"):
+        flags.append("read-only")
+    if data.get("destructiveHint"):
+        flags.append("destructive")
+    return ",".join(flags) or "-"
+
+
+async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
+    config = _load_config(args)
+    async with _open_host(args, config, console) as host:
+        prompts = await host.list_prompts()
+    if args.json:
+        _print_json(
+            [
+                {
+                    "server": server,
+                    "name": p.name,
+                    "description": p.description,
+                    "arguments": [
+                        {"name": a.name, "required": bool(a.required), "description": a.description}
+                        for a in p.arguments or []
+                    ],
+                }
+                for server, p in prompts
+            ]
+        )
+    else:
+        print(
+            _table(
+                [
+                    [
+                        server,
+                        p.name,
+                        " ".join(
+                            (a.name if a.required else f"[{a.name}]") for a in p.arguments or []
+                        ),
+                        _first_line(p.description, 50),
+                    ]
+                    for server, p in prompts
+                ],
+                ["server", "prompt", "arguments", "description"],
+            )
+        )
+    return EXIT_OK
+
+
+async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
+    config = _load_config(args)
+    async with _open_host(args, config, console) as host:
+        resources = await host.list_resources()
+        templates = await host.list_resource_templates()
+    if args.json:
+        _print_json(
+            {
+                "resources": [
+                    {"server": s, "uri": r.uri, "name": r.name, "mime_type": r.mime_type}
+                    for s, r in resources
+                ],
+                "templates": [
+                    {"server": s, "uri_template": t.uri_template, "name": t.name}
+                    for s, t in templates
+                ],
+            }
+        )
+    else:
+        rows = [[s, r.uri, r.mime_type or "-", r.name] for s, r in resources]
+        rows += [
+            [s, t.uri_template, t.mime_type or "-", f"{t.name} (template)"] for s, t in templates
+        ]
+        print(_table(rows, ["server", "uri", "type", "name"]))
+    return EXIT_OK
+
+
+def _parse_json_arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"arguments are not valid JSON: {exc}", EXIT_USAGE) from None
+    if not isinstance(value, dict):
+        raise CLIError(
+            'arguments must be a JSON object, e.g. \'{"path": "README.md"}\'', EXIT_USAGE
+        )
+    return value
+
+
+def _progress_callback(console: Console, label: str) -> Any:
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        console.progress(label, value, total, message)
+
+    return progress
+
+
+async def cmd_call(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.catalog import SEPARATOR
+    from agenthost.converter import unstructure
+
+    arguments = _parse_json_arguments(args.arguments)
+    server, sep, _ = args.tool.partition(SEPARATOR)
+    if not sep:
+        raise CLIError(f"tool names look like server{SEPARATOR}tool, got {args.tool!r}", EXIT_USAGE)
+    config = _load_config(args, only=server)
+    async with _open_host(args, config, console) as host:
+        _report_failed_servers(host, console)
+        result = await host.call_tool(
+            args.tool, arguments, progress=_progress_callback(console, args.tool)
+        )
+        revision = host.session(server).revision or "2025-11-25"
+        console._end_bar()
+    if args.json:
+        _print_json(unstructure(result, revision))
+    else:
+        text = _content_text(result.content)
+        if text:
+            print(text)
+        if result.structured_content is not None and not text:
+            print(json.dumps(result.structured_content, indent=2))
+    return EXIT_ERROR if result.is_error else EXIT_OK
+
+
+async def cmd_read(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.converter import unstructure
+
+    config = _load_config(args, only=args.server) if args.server else _load_config(args)
+    async with _open_host(args, config, console) as host:
+        result = await host.read_resource(args.uri, server=args.server)
+    if args.json:
+        _print_json(unstructure(result, "2025-11-25"))
+    else:
+        for contents in result.contents:
+            text = getattr(contents, "text", None)
+            if text is not None:
+                print(text)
+            else:
+                blob = contents.blob
+                print(f"[binary {contents.mime_type or 'data'}, {len(blob)} bytes]")
+    return EXIT_OK
+
+
+def _key_values(items: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CLIError(f"prompt arguments are key=value, got {item!r}", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
+async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.converter import unstructure
+
+    config = _load_config(args, only=args.server)
+    async with _open_host(args, config, console) as host:
+        result = await host.get_prompt(args.server, args.name, _key_values(args.arguments))
+        revision = host.session(args.server).revision or "2025-11-25"
+    if args.json:
+        _print_json(unstructure(result, revision))
+    else:
+        if result.description:
+            print(f"# {result.description}")
+        for message in result.messages:
+            print(f"[{message.role}] {_content_text([message.content])}")
+    return EXIT_OK
+
+
+async def cmd_models(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.config import HostConfig, find_config
+    from providers.cli import (
+        explain,
+        list_models,
+        provider_rows,
+        render_models,
+        render_selection,
+        selection_data,
+    )
+    from providers.config import parse_providers
+
+    path = args.config or find_config()
+    raw: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        config = HostConfig.load(path)
+        raw = dict(config.providers)
+        source = str(path)
+    providers_config = parse_providers(raw, source=source)
+    env = os.environ
+    if args.explain is not None:
+        selection = explain(args.explain, providers_config, env)
+        if args.json:
+            _print_json(selection_data(selection))
+        else:
+            print(render_selection(selection))
+        return EXIT_OK
+    rows = list_models(providers_config, env)
+    if args.json:
+        _print_json({"providers": provider_rows(providers_config, env), "models": rows})
+    else:
+        print(render_models(rows, provider_rows(providers_config, env)))
+    return EXIT_OK
+
+
+def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
+    def on_event(event: AgentEvent) -> None:
+        record = event.record
+        if event.kind == "text" and event.text:
+            console.line(f"model: {event.text}")
+        elif event.kind == "tool_call" and record is not None:
+            console.line(
+                f"> {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
+            )
+        elif event.kind == "tool_result" and record is not None:
+            if record.status == "denied":
+                console.line(f"  x denied: {record.reason}")
+            elif record.status == "error":
+                console.line(f"  ! error: {_first_line(record.reason or record.output, 100)}")
+            else:
+                console.line(f"  = {_first_line(record.output, 100)}")
+
+    return on_event
+
+
+async def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    import trio
+
+    from agenthost.agent import Transcript, run_agent
+    from agenthost.llmcontent import prompt_messages_to_llm
+
+    config = _load_config(args)
+    provider, model = _split_model(args.model)
+    async with _open_host(args, config, console) as host:
+        _report_failed_servers(host, console)
+        prompt_messages = []
+        if args.prompt:
+            server, _, name = args.prompt.partition("/")
+            got = await host.get_prompt(server, name, _key_values(args.prompt_arg or []))
+            prompt_messages = prompt_messages_to_llm(got.messages)
+        transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
+        with trio.CancelScope() as scope:
+            _on_sigint(scope)
+            await run_agent(
+                host,
+                args.task,
+                provider=provider,
+                model=model,
+                prompt_messages=prompt_messages,
+                max_turns=args.max_turns,
+                token_budget=args.token_budget,
+                transcript=transcript,
+                on_event=_agent_printer(console),
+            )
+        if scope.cancelled_caught:
+            transcript.stop = "interrupted"
+    if args.json:
+        _print_json(transcript.to_json())
+    else:
+        if transcript.final_text:
+            print(transcript.final_text)
+        console.line(
+            f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
+            f" {len(transcript.tool_calls)} tool calls ({len(transcript.denied)} denied),"
+            f" {transcript.input_tokens + transcript.output_tokens} tokens"
+            f" [{transcript.provider}/{transcript.model}]"
+        )
+    if transcript.stop == "interrupted":
+        return EXIT_INTERRUPTED
+    if transcript.stop == "provider_error":
+        console.line(f"! provider error: {transcript.error}")
+        return EXIT_PROVIDER
+    if transcript.denied and args.strict_denials:
+        return EXIT_DENIED
+    return EXIT_OK
+
+
+def _split_model(value: str | None) -> tuple[str | None, str | None]:
+    if not value:
+        return None, None
+    provider, sep, model = value.partition("/")
+    if not sep:
+        raise CLIError("--model takes provider/model, e.g. anthropic/claude-haiku-4-5", EXIT_USAGE)
+    return provider, model
+
+
+def _on_sigint(scope: Any) -> None:
+    """Ctrl-C cancels ``scope`` (in-flight calls cancelled cleanly) instead of tearing down."""
+    import signal
+
+    import trio
+
+    async def watch() -> None:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                scope.cancel()
+                return
+
+    trio.lowlevel.spawn_system_task(watch)
+
+
+async def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    import trio
+
+    config = _load_config(args)
+    async with _open_host(args, config, console) as host:
+        for status in host.status():
+            console.line(f"{status.name}: {status.state.value} ({status.revision or '-'})")
+        console.line("serving sampling and elicitation; Ctrl-C to stop")
+        with trio.CancelScope() as scope:
+            _on_sigint(scope)
+            await trio.sleep_forever()
+    return EXIT_OK
+
+
+async def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+    from policies import parse_policy, read_audit
+
+    config = _load_config(args)
+    source = config.source or "<config>"
+    base = os.path.dirname(os.path.abspath(source)) if config.source else None
+    policy = parse_policy(config.policy, source=source, base_dir=base)
+    if policy.audit is None:
+        raise CLIError("the policy has no audit log configured ([policy] audit = ...)", EXIT_USAGE)
+    path = policy.audit.path
+    records = read_audit(path) if os.path.exists(path) else []
+    if args.tail:
+        records = records[-args.tail :]
+    if args.json:
+        _print_json(records)
+        return EXIT_OK
+    console.line(f"audit log {path} ({len(records)} lines shown)")
+    for r in records:
+        if r.get("event") == "decision":
+            print(
+                f"{r.get('ts', '')[11:19]} decision {r.get('kind')} {r.get('server')}"
+                f" {r.get('name') or ''} -> {r.get('decision')} by {r.get('rule')}:"
+                f" {r.get('reason')}"
+            )
+        else:
+            what = r.get("error") or r.get("result")
+            print(
+                f"{r.get('ts', '')[11:19]} outcome  {r.get('kind')} {r.get('server')}"
+                f" {r.get('name') or ''} -> {_first_line(json.dumps(what, default=str), 80)}"
+            )
+    return EXIT_OK
+
+
+async def cmd_chat(args: argparse.Namespace, console: Console) -> int:
+    from agenthost.chat import chat
+
+    config = _load_config(args)
+    provider, model = _split_model(args.model)
+    async with _open_host(args, config, console) as host:
+        return await chat(host, console, provider=provider, model=model)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
+    "servers": cmd_servers,
+    "check": cmd_servers,
+    "tools": cmd_tools,
+    "prompts": cmd_prompts,
+    "resources": cmd_resources,
+    "call": cmd_call,
+    "read": cmd_read,
+    "prompt": cmd_prompt,
+    "models": cmd_models,
+    "run": cmd_run,
+    "serve": cmd_serve,
+    "audit": cmd_audit,
+    "chat": cmd_chat,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", "-c", help="config file (default: ./agenthost.toml)")
+    common.add_argument("--policy", help="policy file, replacing the config's [policy]")
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+    parser = argparse.ArgumentParser(
+        prog="agenthost",
+        description="A Trio-based MCP host: servers, sampling, consent, agents.",
+        parents=[common],
+        epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
+        " policy, 4 provider error, 5 server unavailable, 130 interrupted.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    sub.required = True
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[common], description=help)
+
+    add("servers", "start every server and show its state and negotiated revision")
+    add("check", "validate the config, start each server, report status (exit 5 if any failed)")
+    add("tools", "list every server's tools, namespaced server__tool")
+    add("prompts", "list every server's prompts")
+    add("resources", "list every server's resources and resource templates")
+    call = add("call", "call one tool: call server__tool '{\"arg\": 1}'")
+    call.add_argument("tool")
+    call.add_argument("arguments", nargs="?", default="{}")
+    read = add("read", "read a resource by URI")
+    read.add_argument("uri")
+    read.add_argument("--server", help="the server to ask (default: the one that lists it)")
+    prompt = add("prompt", "get a prompt: prompt SERVER NAME [key=value ...]")
+    prompt.add_argument("server")
+    prompt.add_argument("name")
+    prompt.add_argument("arguments", nargs="*")
+    models = add("models", "list the models sampling and agents can use")
+    models.add_argument(
+        "--explain", metavar="JSON", help="explain the choice for a modelPreferences JSON"
+    )
+    run = add("run", "run the agent on a task over every server's tools")
+    run.add_argument("task")
+    run.add_argument("--model", help="provider/model (default: the configured default)")
+    run.add_argument("--max-turns", type=int, default=20)
+    run.add_argument("--token-budget", type=int, default=None)
+    run.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
+    run.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
+    run.add_argument(
+        "--strict-denials",
+        action="store_true",
+        help="exit 3 if the policy denied any tool call (for CI)",
+    )
+    chat = add("chat", "an interactive session with slash commands (/tools, /prompts, ...)")
+    chat.add_argument("--model", help="provider/model")
+    add("serve", "keep every session up and serve sampling/elicitation until Ctrl-C")
+    audit = add("audit", "show the policy's audit log")
+    audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    return parser
+
+
+def _setup_logging(verbosity: int) -> None:
+    import logging
+
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    if verbosity < 3:
+        for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "anthropic", "openai"):
+            logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agenthost`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose)
+    console = Console(quiet=args.quiet)
+    command = COMMANDS[args.command]
+    return _run(command, args, console)
+
+
+def _run(
+    command: Callable[[argparse.Namespace, Console], Any],
+    args: argparse.Namespace,
+    console: Console,
+) -> int:
+    import trio
+
+    from agenthost.errors import (
+        AgentHostError,
+        AgentHostTimeout,
+        ConfigError,
+        ConsentDenied,
+        JSONRPCError,
+        NotFound,
+        ProviderError,
+        ServerUnavailable,
+        TransportError,
+    )
+
+    def fail(message: str, code: int) -> int:
+        console.quiet = False
+        console.line(f"agenthost: {message}")
+        if args.json:
+            _print_json({"error": message, "exit_code": code})
+        return code
+
+    try:
+        result: int = trio.run(command, args, console)
+        return result
+    except CLIError as exc:
+        return fail(str(exc), exc.code)
+    except ConfigError as exc:
+        return fail(f"config error: {exc}", EXIT_USAGE)
+    except ConsentDenied as exc:
+        return fail(f"denied by policy: {exc}", EXIT_DENIED)
+    except ProviderError as exc:
+        return fail(f"provider error: {exc}", EXIT_PROVIDER)
+    except (ServerUnavailable, TransportError) as exc:
+        return fail(str(exc), EXIT_UNAVAILABLE)
+    except NotFound as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except (JSONRPCError, AgentHostTimeout, AgentHostError) as exc:
+        return fail(str(exc), EXIT_ERROR)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
