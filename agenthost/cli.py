@@ -216,9 +216,20 @@ def _report_failed_servers(host: Host, console: Console) -> None:
 
 
 async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
+    import attrs
+
     from agenthost.supervisor import ServerState
 
     config = _load_config(args)
+    if args.command == "check":
+        # A check reports how each server's first start went; no restarts to hide it.
+        config = attrs.evolve(
+            config,
+            servers=[
+                attrs.evolve(s, restart=attrs.evolve(s.restart, enabled=False))
+                for s in config.servers
+            ],
+        )
     async with _open_host(args, config, console) as host:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
@@ -481,11 +492,13 @@ async def cmd_models(args: argparse.Namespace, console: Console) -> int:
     path = args.config or find_config()
     raw: dict[str, Any] = {}
     source = "<defaults>"
+    base_dir = None
     if path is not None:
         config = HostConfig.load(path)
         raw = dict(config.providers)
         source = str(path)
-    providers_config = parse_providers(raw, source=source)
+        base_dir = os.path.dirname(os.path.abspath(path))
+    providers_config = parse_providers(raw, source=source, base_dir=base_dir)
     env = os.environ
     if args.explain is not None:
         selection = explain(args.explain, providers_config, env)
@@ -672,17 +685,35 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", "-c", help="config file (default: ./agenthost.toml)")
-    common.add_argument("--policy", help="policy file, replacing the config's [policy]")
-    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    common.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    def options(*, top: bool) -> argparse.ArgumentParser:
+        # The same options before or after the command; after it they must not reset
+        # what was given before it, hence SUPPRESS defaults on the subcommand copies.
+        common = argparse.ArgumentParser(add_help=False)
+        keep: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+        common.add_argument(
+            "--config", "-c", help="config file (default: ./agenthost.toml)", **keep
+        )
+        common.add_argument("--policy", help="policy file, replacing the config's [policy]", **keep)
+        common.add_argument(
+            "--json", action="store_true", help="machine-readable output on stdout", **keep
+        )
+        common.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            help="-v info, -vv debug",
+            **({"default": 0} if top else keep),
+        )
+        common.add_argument(
+            "-q", "--quiet", action="store_true", help="no progress on stderr", **keep
+        )
+        return common
 
+    common = options(top=False)
     parser = argparse.ArgumentParser(
         prog="agenthost",
         description="A Trio-based MCP host: servers, sampling, consent, agents.",
-        parents=[common],
+        parents=[options(top=True)],
         epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
         " policy, 4 provider error, 5 server unavailable, 130 interrupted.",
     )

@@ -468,7 +468,7 @@ async def open_host(
     """
     environ = os.environ if env is None else env
     source, base_dir = _source(config)
-    providers_config = parse_providers(config.providers, source=source)
+    providers_config = parse_providers(config.providers, source=source, base_dir=base_dir)
     engine = policy
     if engine is None:
         engine = PolicyEngine.from_config(

@@ -39,6 +39,8 @@ errors name the variable, never its value.
 
 from __future__ import annotations
 
+import os
+
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -140,12 +142,16 @@ class ProviderStatus:
     reason: str
 
 
-def parse_providers(raw: Mapping[str, Any], *, source: str) -> ProvidersConfig:
+def parse_providers(
+    raw: Mapping[str, Any], *, source: str, base_dir: str | os.PathLike[str] | None = None
+) -> ProvidersConfig:
     """Validate the ``providers`` table of a config file.
 
     Args:
         raw: the value of the ``providers`` key (``{}`` when the file has none).
         source: the file name, for errors.
+        base_dir: what a relative ``script`` path is relative to (the config file's
+            directory); the current directory when ``None``.
 
     Raises:
         ConfigError: ``ConfigError(problem, path=source, key="providers.<name>.<field>")``.
@@ -169,6 +175,13 @@ def parse_providers(raw: Mapping[str, Any], *, source: str) -> ProvidersConfig:
             default=default,
         )
     providers = tuple(_parse_one(name, table, source) for name, table in entries.items())
+    if base_dir is not None:
+        providers = tuple(
+            attrs.evolve(p, script=os.path.join(base_dir, p.script))
+            if p.script and not os.path.isabs(p.script)
+            else p
+            for p in providers
+        )
     if default is not None:
         name = default.split("/", 1)[0]
         if name not in {p.name for p in providers}:

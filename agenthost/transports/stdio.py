@@ -132,6 +132,9 @@ class StdioTransport(Transport):
         #: A sender is writing the backlog; later senders follow (see send()).
         self._leading = False
         self._followers: deque[_Follower] = deque()
+        #: Requests sent minus responses received: a hint (never exact: a cancelled
+        #: request may get no answer) that senders will soon queue up behind each other.
+        self._in_flight = 0
         #: Why the pipe cannot be written any more, once it cannot.
         self._broken: str | None = None
         self._buf = bytearray()
@@ -170,12 +173,17 @@ class StdioTransport(Transport):
         if self._broken is not None:
             raise TransportClosed(self._broken, server=self.name)
         await trio.lowlevel.checkpoint_if_cancelled()
+        # Batch only when other requests are in flight: their answers wake senders that
+        # can join this write. One request at a time, waiting would only add latency.
+        batch = self._in_flight > 0
+        if type(message) is jsonrpc.Request:
+            self._in_flight += 1
         self._backlog += data
         self._queued += len(data)
         until = self._queued
         if not self._leading:
             self._leading = True
-            await self._lead(until, batch=True)
+            await self._lead(until, batch=batch)
         elif await self._follow(until):
             await self._lead(until, batch=False)
 
@@ -292,7 +300,12 @@ class StdioTransport(Transport):
                     )
                 if line and not line.isspace():
                     decode_frame(line, queue, log, self.name)
-        return queue.popleft()
+        message = queue.popleft()
+        if self._in_flight and (
+            type(message) is jsonrpc.Response or type(message) is jsonrpc.ErrorResponse
+        ):
+            self._in_flight -= 1
+        return message
 
     def _exit_reason(self, verb: str) -> str:
         code = self.process.returncode

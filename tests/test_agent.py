@@ -1,0 +1,94 @@
+"""The agent loop with the scripted replay provider over real servers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from agenthost.agent import Transcript, run_agent
+from agenthost.config import HostConfig, ServerConfig
+from agenthost.host import open_host
+from providers.base import TextContent, ToolResultContent, ToolUseContent
+from providers.scripted import ScriptedProvider, ScriptedTurn
+
+Command = tuple[str, list[str]]
+
+POLICY = {
+    "mode": "headless",
+    "rules": [
+        {"kind": "tool", "server": "c", "name": "echo", "decision": "allow"},
+        {"kind": "tool", "server": "c", "name": "crash", "decision": "deny", "reason": "no"},
+    ],
+}
+
+
+def use(call_id: str, name: str, **args: Any) -> ToolUseContent:
+    return ToolUseContent(id=call_id, name=name, input=args)
+
+
+def config(cmd: Command) -> HostConfig:
+    return HostConfig(
+        servers=[ServerConfig(name="c", transport="stdio", command=cmd[0], args=tuple(cmd[1]))],
+        policy=POLICY,
+    )
+
+
+async def test_multi_step_task_with_denial(crashy_cmd: Callable[..., Command]) -> None:
+    replay = ScriptedProvider(
+        [
+            ScriptedTurn(text="Echo first.", tool_calls=(use("t1", "c__echo", message="hi"),)),
+            ScriptedTurn(tool_calls=(use("t2", "c__crash"), use("t3", "c__nosuch"))),
+            ScriptedTurn(text="Done: echoed hi; crash was denied."),
+        ],
+        name="replay",
+    )
+    async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
+        transcript = await run_agent(host, "echo then crash", provider="replay", model="r")
+    assert transcript.stop == "end_turn"
+    assert transcript.final_text == "Done: echoed hi; crash was denied."
+    assert [(c.name, c.status) for c in transcript.tool_calls] == [
+        ("c__echo", "ok"),
+        ("c__crash", "denied"),
+        ("c__nosuch", "error"),
+    ]
+    assert transcript.tool_calls[0].output == "hi"
+    assert "no" in (transcript.tool_calls[1].reason or "")
+    # The model saw the tools, and got the results (denial included) back as content.
+    second = replay.requests[1]
+    assert {t.name for t in second.tools} == {"c__echo", "c__hang", "c__crash"}
+    results = [
+        block
+        for message in replay.requests[2].messages
+        for block in message.content
+        if isinstance(block, ToolResultContent)
+    ]
+    assert [r.is_error for r in results] == [False, True, True]
+    denial = results[1].content[0]
+    assert isinstance(denial, TextContent)
+    assert denial.text.startswith("Denied by policy")
+
+
+async def test_max_turns(crashy_cmd: Callable[..., Command]) -> None:
+    loop = [ScriptedTurn(tool_calls=(use(f"t{i}", "c__echo", message=str(i)),)) for i in range(5)]
+    replay = ScriptedProvider(loop, name="replay")
+    async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
+        transcript = await run_agent(host, "loop", provider="replay", model="r", max_turns=3)
+    assert transcript.stop == "max_turns"
+    assert transcript.turns == 3
+
+
+async def test_cancel_interrupts_in_flight_call(crashy_cmd: Callable[..., Command]) -> None:
+    policy = {"mode": "headless", "preset": "unsafe-allow-everything"}
+    cfg = HostConfig(servers=config(crashy_cmd()).servers, policy=policy)
+    replay = ScriptedProvider([ScriptedTurn(tool_calls=(use("t1", "c__hang"),))], name="replay")
+    transcript = Transcript(task="hang", provider="replay", model="r")
+    async with open_host(cfg, providers={"replay": replay}) as host:
+        with trio.move_on_after(0.3) as scope:
+            await run_agent(host, "hang", provider="replay", model="r", transcript=transcript)
+        assert scope.cancelled_caught
+        # the session survived the cancelled call
+        assert (await host.call_tool("c__echo", {"message": "ok"})).content
+    assert transcript.stop == "interrupted"
+    assert [c.name for c in transcript.tool_calls] == ["c__hang"]
