@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo-installed: $(BIN)/python pyproject.toml
-	$(PIP) install -e .
+	$(PIP) install -e '.[examples]'
 	@touch $@
 
 $(VENV)/.dev-installed: $(BIN)/python pyproject.toml
@@ -22,8 +22,16 @@ $(VENV)/.dev-installed: $(BIN)/python pyproject.toml
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
+DEMO_TASK := Tidy up my notes: list them, summarize the meeting note, and delete the scratch note.
+# The demo is always offline: API keys are unset for it, so only the scripted replay is
+# configured. Run the same config with your key to use a real model (see README).
+DEMO := env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u OPENAI_BASE_URL $(BIN)/agenthost --config examples/agenthost.toml
+
 demo: $(VENV)/.demo-installed
-	$(BIN)/agenthost --config examples/agenthost.toml demo
+	@rm -f examples/audit.jsonl
+	$(DEMO) servers
+	$(DEMO) run "$(DEMO_TASK)"
+	$(DEMO) audit
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

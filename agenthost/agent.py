@@ -265,9 +265,9 @@ async def run_agent(
             record.input_tokens += result.usage.input_tokens
             record.output_tokens += result.usage.output_tokens
             record.messages.append(llm.Message(role="assistant", content=result.content))
-            if result.text:
-                emit(AgentEvent(kind="text", text=result.text))
             uses = result.tool_uses
+            if result.text and uses:  # the final answer is the transcript's, not an event
+                emit(AgentEvent(kind="text", text=result.text))
             if not uses:
                 record.final_text = result.text
                 record.stop = "end_turn"

@@ -530,7 +530,11 @@ def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
             elif record.status == "error":
                 console.line(f"  ! error: {_first_line(record.reason or record.output, 100)}")
             else:
-                console.line(f"  = {_first_line(record.output, 100)}")
+                lines = record.output.strip().splitlines() or [""]
+                shown = [_first_line(line, 100) for line in lines[:4]]
+                if len(lines) > 4:
+                    shown.append(f"... ({len(lines) - 4} more lines)")
+                console.line("  = " + "\n    ".join(shown))
 
     return on_event
 
@@ -643,7 +647,12 @@ async def cmd_audit(args: argparse.Namespace, console: Console) -> int:
         return EXIT_OK
     console.line(f"audit log {path} ({len(records)} lines shown)")
     for r in records:
-        if r.get("event") == "decision":
+        if r.get("event") == "review":
+            print(
+                f"{r.get('ts', '')[11:19]} review   {r.get('kind')} {r.get('server')}"
+                f" {r.get('name') or ''} -> {r.get('decision')}: {r.get('reason')}"
+            )
+        elif r.get("event") == "decision":
             print(
                 f"{r.get('ts', '')[11:19]} decision {r.get('kind')} {r.get('server')}"
                 f" {r.get('name') or ''} -> {r.get('decision')} by {r.get('rule')}:"

@@ -27,7 +27,7 @@ import trio
 
 from agenthost.client import connect
 from agenthost.config import RestartPolicy, ServerConfig
-from agenthost.errors import AgentHostError, ServerUnavailable
+from agenthost.errors import AgentHostError, ServerUnavailable, SessionExpired
 from agenthost.session import ClientHandlers, ClientSession
 
 __all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
@@ -104,6 +104,7 @@ class Supervisor:
         self._first_attempt = trio.Event()
         self._state_changed = trio.Event()
         self._stop = trio.Event()
+        self._expired = False
 
     # ------------------------------------------------------------------ state
 
@@ -199,8 +200,11 @@ class Supervisor:
                     self._set(ServerState.FAILED)
                     return
                 self._set(ServerState.RESTARTING)
-                delay = backoff_delay(policy, attempt, self._rng)
-                attempt += 1
+                if self._expired:
+                    delay = 0.0
+                else:
+                    delay = backoff_delay(policy, attempt, self._rng)
+                    attempt += 1
                 self.restarts += 1
                 log.info("%s: restarting in %.2fs (restart %d)", self.name, delay, self.restarts)
                 with trio.move_on_after(delay):
@@ -223,7 +227,12 @@ class Supervisor:
         return len(times) <= policy.max_restarts
 
     async def _run_once(self) -> str:
-        """One session's life; returns why it ended."""
+        """One session's life; returns why it ended.
+
+        Sets ``_expired`` when the server forgot the session (HTTP 404): the server is
+        healthy, so the restart that follows needs no backoff.
+        """
+        self._expired = False
         self.started_at = trio.current_time()
         self.ready_at = None
         try:
@@ -243,6 +252,7 @@ class Supervisor:
 
                     nursery.start_soon(stop_on_request)
                     reason = await session.wait_closed()
+                    self._expired = isinstance(reason, SessionExpired)
                     nursery.cancel_scope.cancel()
                 return str(reason)
         except AgentHostError as exc:

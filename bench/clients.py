@@ -44,7 +44,7 @@ async def _agenthost(argv: list[str]) -> AsyncIterator[Echo]:
 
         async def echo(arguments: dict[str, Any]) -> str:
             result = await session.call_tool("echo", arguments)
-            return result.content[0].text  # type: ignore[union-attr,no-any-return]
+            return result.content[0].text  # type: ignore[union-attr]
 
         yield echo
 
@@ -61,7 +61,7 @@ async def _sdk(argv: list[str]) -> AsyncIterator[Echo]:
 
         async def echo(arguments: dict[str, Any]) -> str:
             result = await session.call_tool("echo", arguments)
-            return result.content[0].text  # type: ignore[union-attr,no-any-return]
+            return result.content[0].text  # type: ignore[union-attr]
 
         yield echo
 

@@ -58,7 +58,9 @@ class FloorClient:
         event = trio.Event()
         box: list[Any] = []
         self._waiting[request_id] = (event, box)
-        data = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        data = orjson.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        )
         async with self._lock:
             await self._stdin.send_all(data + b"\n")
         await event.wait()
@@ -82,9 +84,7 @@ class FloorClient:
 @asynccontextmanager
 async def open_floor_client(argv: list[str]) -> AsyncIterator[FloorClient]:
     """Spawn ``argv``, initialize, yield the client; close stdin and reap on the way out."""
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    process = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     client = FloorClient(process)
     try:
         async with trio.open_nursery() as nursery:

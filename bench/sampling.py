@@ -92,8 +92,12 @@ async def measure_sampling(spec: dict[str, Any]) -> dict[str, Any]:
             f"sampling run incomplete: {len(timings)} answers, {len(calls)} provider calls,"
             f" errors: {failed[:1]}"
         )
-    ingress = [(entered - sent) / 1e3 for (sent, _, _), (entered, _) in zip(timings, calls)]
-    egress = [(answered - left) / 1e3 for (_, answered, _), (_, left) in zip(timings, calls)]
+    ingress = [
+        (entered - sent) / 1e3 for (sent, _, _), (entered, _) in zip(timings, calls, strict=True)
+    ]
+    egress = [
+        (answered - left) / 1e3 for (_, answered, _), (_, left) in zip(timings, calls, strict=True)
+    ]
     return {
         "in_p50_us": percentile(ingress, 50),
         "in_p99_us": percentile(ingress, 99),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from bench.clients import TRIO_CLIENTS, open_client, server_argv
@@ -36,7 +36,7 @@ __all__ = ["main", "run_spec"]
 _MESSAGE = {"message": "hello"}
 
 
-async def _spawn_all(client: str, count: int, fn: Callable[[], Awaitable[None]]) -> None:
+async def _spawn_all(client: str, count: int, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run ``count`` copies of ``fn`` concurrently in the client's own kind of task group."""
     if client in TRIO_CLIENTS:
         import trio

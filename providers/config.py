@@ -39,9 +39,8 @@ errors name the variable, never its value.
 
 from __future__ import annotations
 
-import os
-
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeAlias
@@ -283,7 +282,22 @@ def provider_status(settings: ProviderSettings, env: Mapping[str, str]) -> Provi
         return status(True, f"base_url {settings.base_url}; no key (local server)")
     if has_key:
         return status(True, f"{var} is set")
+    if settings.kind == "openai" and _env_base_url(settings, env):
+        return status(True, f"{OPENAI_BASE_URL_ENV} is set; no key (local server)")
     return status(False, f"{var} is not set")
+
+
+#: The OpenAI SDK's own variable for another endpoint (a local server such as Ollama):
+#: an ``openai`` provider with no ``base_url`` of its own follows it, and then needs no key.
+OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+#: The model to use on that endpoint (local servers name their models their own way).
+OPENAI_MODEL_ENV = "OPENAI_MODEL"
+
+
+def _env_base_url(settings: ProviderSettings, env: Mapping[str, str]) -> str | None:
+    if settings.kind != "openai" or settings.base_url:
+        return None
+    return env.get(OPENAI_BASE_URL_ENV, "").strip() or None
 
 
 def available_models(config: ProvidersConfig, env: Mapping[str, str]) -> list[ModelInfo]:
@@ -348,6 +362,8 @@ def default_choice(config: ProvidersConfig, env: Mapping[str, str]) -> tuple[str
         chosen = next((p for p in config.providers if provider_status(p, env).configured), None)
     if chosen is None:
         return None
+    if model is None and _env_base_url(chosen, env):
+        model = env.get(OPENAI_MODEL_ENV, "").strip() or None
     if model is None:
         model = chosen.default_model or load_catalog().defaults.get(chosen.kind)
     if model is None:
@@ -401,11 +417,12 @@ def build_provider(
     if settings.kind in ("openai", "openai-compatible"):
         from .openai import OpenAIProvider
 
+        env_url = _env_base_url(settings, env)
         return OpenAIProvider(
             name=settings.name,
             api_key=key or None,
-            base_url=settings.base_url,
-            compatible=settings.kind == "openai-compatible",
+            base_url=settings.base_url or env_url,
+            compatible=settings.kind == "openai-compatible" or env_url is not None,
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             models=models,

@@ -204,7 +204,7 @@ def test_run_strict_denials_exit_code(config: Path) -> None:
 def test_config_error_names_file_and_key(tmp_path: Path) -> None:
     path = tmp_path / "agenthost.toml"
     path.write_text('[servers.x]\ncomand = "oops"\n')
-    code, data, stderr = run(path, "tools")
+    code, data, _stderr = run(path, "tools")
     assert code == 2
     assert str(path) in data["error"]
     assert "servers.x.comand" in data["error"]

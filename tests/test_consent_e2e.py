@@ -119,7 +119,9 @@ async def test_sdk_server_sampling_allowed_with_cap(
     fake = FakeAnthropic()
     events: list[Any] = []
     policy = sampling_policy(tmp_path, max_tokens=64)
-    async with host_with([stdio("sdk", sdk_server_cmd())], policy, fake=fake, events=events) as host:
+    async with host_with(
+        [stdio("sdk", sdk_server_cmd())], policy, fake=fake, events=events
+    ) as host:
         result = await host.call_tool("sdk__sample", {"prompt": "Capital of France?"})
         assert text_of(result) == "Paris is the capital of France."
     body = fake.bodies[0]
@@ -139,7 +141,9 @@ async def test_everything_sampling_allowed(
     tmp_path: Path, everything_cmd: Callable[..., Command]
 ) -> None:
     fake = FakeAnthropic("A haiku, as requested.")
-    async with host_with([stdio("ev", everything_cmd())], sampling_policy(tmp_path), fake=fake) as host:
+    async with host_with(
+        [stdio("ev", everything_cmd())], sampling_policy(tmp_path), fake=fake
+    ) as host:
         with trio.fail_after(5):
             while host.catalog.tool("ev__trigger-sampling-request") is None:
                 await trio.sleep(0.02)
@@ -174,9 +178,7 @@ async def test_sampling_denied_is_error_minus_one(
         assert "-1" in text_of(result)
         assert "User rejected sampling request" in text_of(result)
     assert fake.bodies == []
-    denials = [
-        r for r in read_audit(tmp_path / "audit.jsonl") if r.get("kind") == "sampling"
-    ]
+    denials = [r for r in read_audit(tmp_path / "audit.jsonl") if r.get("kind") == "sampling"]
     assert len(denials) == 2
     assert all(r["decision"] == "deny" for r in denials)
     assert all("no LLM calls for servers" in r["reason"] for r in denials)

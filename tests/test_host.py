@@ -62,7 +62,9 @@ async def test_twenty_servers_start_concurrently(crashy_cmd: Callable[..., Comma
 
 
 async def test_crash_mid_call_restarts(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(policy=ALLOW_ALL, servers=[stdio("flaky", crashy_cmd(), restart=FAST_RESTART)])
+    config = HostConfig(
+        policy=ALLOW_ALL, servers=[stdio("flaky", crashy_cmd(), restart=FAST_RESTART)]
+    )
     async with open_host(config) as host:
         assert text_of(await host.call_tool("flaky__echo", {"message": "1"})) == "1"
         first_pid = host.status()[0].pid
@@ -78,8 +80,9 @@ async def test_crash_mid_call_restarts(crashy_cmd: Callable[..., Command]) -> No
 
 
 async def test_exit_after_n_calls_is_restarted(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(policy=ALLOW_ALL, 
-        servers=[stdio("tired", crashy_cmd("--exit-after", "2"), restart=FAST_RESTART)]
+    config = HostConfig(
+        policy=ALLOW_ALL,
+        servers=[stdio("tired", crashy_cmd("--exit-after", "2"), restart=FAST_RESTART)],
     )
     async with open_host(config) as host:
         for i in range(2):
@@ -94,11 +97,12 @@ async def test_exit_after_n_calls_is_restarted(crashy_cmd: Callable[..., Command
 async def test_crash_loop_ends_failed_while_others_serve(
     crashy_cmd: Callable[..., Command],
 ) -> None:
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[
             stdio("doomed", crashy_cmd("--crash-on-start"), restart=FAST_RESTART),
             stdio("fine", crashy_cmd()),
-        ]
+        ],
     )
     async with open_host(config) as host:
         with trio.fail_after(5):
@@ -114,7 +118,8 @@ async def test_crash_loop_ends_failed_while_others_serve(
 
 
 async def test_required_server_failure_fails_open(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[
             stdio(
                 "vital",
@@ -123,7 +128,7 @@ async def test_required_server_failure_fails_open(crashy_cmd: Callable[..., Comm
                 restart=RestartPolicy(enabled=False),
             ),
             stdio("other", crashy_cmd()),
-        ]
+        ],
     )
     with pytest.raises(ServerUnavailable, match="vital: required server did not start"):
         async with open_host(config):
@@ -133,11 +138,16 @@ async def test_required_server_failure_fails_open(crashy_cmd: Callable[..., Comm
 async def test_unrequired_failure_does_not_stop_others(
     crashy_cmd: Callable[..., Command],
 ) -> None:
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[
-            stdio("missing", ("definitely-not-a-command-xyz", []), restart=RestartPolicy(enabled=False)),
+            stdio(
+                "missing",
+                ("definitely-not-a-command-xyz", []),
+                restart=RestartPolicy(enabled=False),
+            ),
             stdio("ok", crashy_cmd()),
-        ]
+        ],
     )
     async with open_host(config) as host:
         states = {s.name: s for s in host.status()}
@@ -172,11 +182,12 @@ async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Comman
 
 
 async def test_tool_filters_and_unknown_tool(crashy_cmd: Callable[..., Command]) -> None:
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[
             stdio("a", crashy_cmd(), include_tools=("e*", "hang")),
             stdio("b", crashy_cmd(), exclude_tools=("crash",)),
-        ]
+        ],
     )
     async with open_host(config) as host:
         names = sorted(t.name for t in await host.list_tools())
@@ -186,7 +197,9 @@ async def test_tool_filters_and_unknown_tool(crashy_cmd: Callable[..., Command])
 
 
 async def test_list_changed_refreshes_the_catalog(sdk_server_cmd: Callable[..., Command]) -> None:
-    async with open_host(HostConfig(policy=ALLOW_ALL, servers=[stdio("sdk", sdk_server_cmd())])) as host:
+    async with open_host(
+        HostConfig(policy=ALLOW_ALL, servers=[stdio("sdk", sdk_server_cmd())])
+    ) as host:
         names = {t.name for t in await host.list_tools()}
         assert "sdk__extra" not in names
         await host.call_tool("sdk__toggle_extra_tool", {})
@@ -212,7 +225,8 @@ async def test_filesystem_server_follows_workspaces(
         (d / "note.txt").write_text(f"in {d.name}")
     link = inside / "escape"
     link.symlink_to(outside)
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[stdio("fs", filesystem_cmd())],
         workspaces=[Workspace.from_path(inside, name="inside")],
     )
@@ -257,7 +271,8 @@ async def test_roots_changes_reach_exactly_the_affected_servers(
     a.mkdir()
     b.mkdir()
     logs = {name: tmp_path / f"{name}.jsonl" for name in ("all", "only_a")}
-    config = HostConfig(policy=ALLOW_ALL, 
+    config = HostConfig(
+        policy=ALLOW_ALL,
         servers=[
             stdio("all", crashy_cmd(), env={"AGENTHOST_PEER_LOG": str(logs["all"])}),
             stdio(

@@ -92,9 +92,12 @@ async def test_external_kill_mid_call() -> None:
 
 async def test_cancelling_a_call_reaches_the_server(tmp_path: Path) -> None:
     peer_log = tmp_path / "peer.jsonl"
-    async with open_stdio_transport(
-        PY, [CRASHY], name="crashy", env={"AGENTHOST_PEER_LOG": str(peer_log)}
-    ) as transport, open_session(transport, name="crashy") as session:
+    async with (
+        open_stdio_transport(
+            PY, [CRASHY], name="crashy", env={"AGENTHOST_PEER_LOG": str(peer_log)}
+        ) as transport,
+        open_session(transport, name="crashy") as session,
+    ):
         with trio.move_on_after(0.2):
             await session.call_tool("hang", {}, timeout=None)
         result = await session.call_tool("echo", {"message": "after"})

@@ -8,8 +8,9 @@ and a static and a templated resource. It is also an example of a *safe* server.
 
 Where the notes live: Markdown files (``<name>.md``) in one directory, chosen per request:
 
-1. the first ``file://`` root the client exposes (``roots/list``, asked on every request,
-   so a host that changes its roots moves the notes at once, no restart needed);
+1. the first ``file://`` root the client exposes (``roots/list``, asked on first use and
+   again after ``notifications/roots/list_changed``, so a host that changes its roots
+   moves the notes without a restart);
 2. otherwise (the client declared no ``roots`` capability, or exposes no ``file://``
    root) the ``--notes-dir`` given on the command line;
 3. otherwise the request fails and says so.
@@ -200,9 +201,14 @@ class NotesStore:
     def read(self, name: str) -> str:
         path = self.path(name)
         try:
-            return path.read_text(encoding="utf-8")
+            # O_NOFOLLOW: a symlink swapped in after the check above still is not followed.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except FileNotFoundError:
             raise NoteError(f"no note named {note_stem(name)!r}") from None
+        except OSError as exc:
+            raise NoteError(f"cannot read note {note_stem(name)!r}: {exc.strerror}") from None
+        with open(fd, encoding="utf-8") as file:
+            return file.read()
 
     def write(self, name: str, text: str) -> bool:
         """Create or replace a note atomically; False when it already held ``text``."""
@@ -236,7 +242,7 @@ class NotesStore:
         hits: list[tuple[str, int, str]] = []
         for name in self.names():
             for number, line in enumerate(self.read(name).splitlines(), start=1):
-                if needle in line.casefold() or (number == 1 and needle in name.casefold()):
+                if needle in line.casefold():
                     hits.append((name, number, line.strip()))
                     if len(hits) >= MAX_SEARCH_HITS:
                         return hits
@@ -247,9 +253,6 @@ def _excerpt(text: str) -> str:
     if len(text) <= MAX_EXCERPT_CHARS:
         return text
     return text[:MAX_EXCERPT_CHARS] + "\n[... note truncated ...]"
-
-
-# -- resolvers: what a tool needs from the client, asked through the SDK's Resolve ----------
 
 
 class _NotesServer(MCPServer[Any]):
@@ -280,6 +283,9 @@ def _server_of(ctx: Context[Any, Any]) -> _NotesServer:
 def _has_roots(ctx: Context[Any, Any]) -> bool:
     caps = ctx.client_capabilities
     return caps is not None and caps.roots is not None
+
+
+# -- resolvers: what a tool needs from the client, asked through the SDK's Resolve ----------
 
 
 async def ask_roots(ctx: Context[Any, Any]) -> ListRoots | ListRootsResult:

@@ -1,0 +1,96 @@
+"""The benchmark's one table: each figure, what it is compared with, its target, PASS/MISS.
+
+Why separate: the table is the benchmark's product (printed, and written as markdown to
+``bench/RESULTS.md`` for the README), and its rows are data the parent fills in; keeping
+the rendering apart keeps :mod:`bench.__main__` about scheduling and measuring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+__all__ = ["TITLE", "Row", "render_markdown", "render_text", "row_names"]
+
+TITLE = "agenthost benchmark"
+
+
+def row_names(fanout: Sequence[int] = (1, 10, 50)) -> list[str]:
+    """Every row's name, in table order, for the given fan-out sizes (the smoke test
+    checks that each is printed)."""
+    return [
+        "calls/s sequential",
+        "calls/s 64 in flight",
+        "latency p50 sequential",
+        "latency p99 sequential",
+        "calls/s sequential, SDK asyncio",
+        "calls/s 64 in flight, SDK asyncio",
+        "client CPU/call sequential",
+        "client CPU/call 64 in flight",
+        "one-call process wall time",
+        "one-call process peak RSS",
+        *(f"fan-out ready, {n} server{'s' if n > 1 else ''}" for n in fanout),
+        f"fan-out client RSS per session, {max(fanout)}",
+        "sampling overhead in (p50/p99)",
+        "sampling overhead out (p50/p99)",
+        "10 MiB result: time",
+        "10 MiB result: peak RSS",
+        "1 MiB argument: time",
+        "1 MiB argument: peak RSS",
+    ]
+
+
+@attrs.frozen(kw_only=True)
+class Row:
+    """One figure of the table."""
+
+    name: str
+    #: agenthost's figure, formatted.
+    ours: str
+    #: What it is compared with, formatted ("SDK trio 7,900/s"), or "".
+    reference: str = ""
+    #: The comparison ("8.2x"), or "".
+    ratio: str = ""
+    #: The target as text ("SDK >= 8x"), or "" for an informational row.
+    target: str = ""
+    #: True / False against the target; None when there is no target or no figure.
+    passed: bool | None = None
+
+    @property
+    def result(self) -> str:
+        if self.passed is None:
+            return "-" if not self.target else "n/a"
+        return "PASS" if self.passed else "MISS"
+
+
+_HEADER = ("Figure", "agenthost", "compared with", "ratio", "target", "result")
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    return (row.name, row.ours, row.reference, row.ratio, row.target, row.result)
+
+
+def _render(rows: Sequence[Row], line: Callable[[Sequence[str]], str], rule: str) -> list[str]:
+    return [line(_HEADER), rule, *(line(_cells(row)) for row in rows)]
+
+
+def render_text(rows: Sequence[Row]) -> str:
+    """A fixed-width table for the terminal."""
+    widths = [max(len(cells[i]) for cells in [_HEADER, *map(_cells, rows)]) for i in range(6)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
+        ).rstrip()
+
+    return "\n".join(_render(rows, line, "  ".join("-" * width for width in widths)))
+
+
+def render_markdown(rows: Sequence[Row]) -> str:
+    """A GitHub markdown table."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join(_render(rows, line, "|" + "---|" * 6))

@@ -1,0 +1,63 @@
+"""Smoke test of the benchmark: ``python -m bench --quick`` runs every section end to end.
+
+It checks that the benchmark works (every worker, the CLI, the SDK script, the table),
+never how fast anything is: timings are not asserted here, by design.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.report import row_names
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
+    output = tmp_path / "RESULTS.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--fanout", "1,2", "--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("Figure"))
+    assert lines[header].split() == [
+        "Figure",
+        "agenthost",
+        "compared",
+        "with",
+        "ratio",
+        "target",
+        "result",
+    ]
+    table = lines[header + 2 :]
+    for name in row_names([1, 2]):
+        row = next((line for line in table if line.startswith(name + " ")), None)
+        assert row is not None, f"row {name!r} missing from:\n{proc.stdout}"
+        assert row.split()[-1] in {"PASS", "MISS", "-"}, row
+    markdown = output.read_text(encoding="utf-8")
+    assert markdown.startswith("# agenthost benchmark")
+    for name in row_names([1, 2]):
+        assert f"| {name} |" in markdown
+
+
+def test_bad_arguments_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--fanout", "0,x"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--fanout" in proc.stderr
