@@ -1,7 +1,136 @@
-"""agenthost: a Trio-based MCP host."""
+"""agenthost: a Trio-based MCP host.
+
+The public API, importable from here. Names load on first use (PEP 562), so ``import
+agenthost`` and ``agenthost --help`` stay fast: nothing pulls in Trio, the LLM SDKs or
+httpx until a command needs them.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_EXPORTS: dict[str, str] = {
+    # host
+    "open_host": "agenthost.host",
+    "Host": "agenthost.host",
+    "ServerState": "agenthost.supervisor",
+    "ServerStatus": "agenthost.supervisor",
+    "CatalogTool": "agenthost.catalog",
+    # one server
+    "connect": "agenthost.client",
+    "ClientSession": "agenthost.session",
+    "ClientHandlers": "agenthost.session",
+    "RequestContext": "agenthost.session",
+    "open_session": "agenthost.session",
+    # config
+    "HostConfig": "agenthost.config",
+    "ServerConfig": "agenthost.config",
+    "Workspace": "agenthost.config",
+    "Timeouts": "agenthost.config",
+    "RestartPolicy": "agenthost.config",
+    # agent
+    "run_agent": "agenthost.agent",
+    "Transcript": "agenthost.agent",
+    "AgentEvent": "agenthost.agent",
+    # sampling
+    "SamplingService": "agenthost.sampling",
+    "SamplingEvent": "agenthost.sampling",
+    # errors
+    "AgentHostError": "agenthost.errors",
+    "AgentHostTimeout": "agenthost.errors",
+    "ConfigError": "agenthost.errors",
+    "ConsentDenied": "agenthost.errors",
+    "JSONRPCError": "agenthost.errors",
+    "NotFound": "agenthost.errors",
+    "ProtocolError": "agenthost.errors",
+    "ProviderError": "agenthost.errors",
+    "ServerUnavailable": "agenthost.errors",
+    "SessionExpired": "agenthost.errors",
+    "TransportClosed": "agenthost.errors",
+    "TransportError": "agenthost.errors",
+    "UnsupportedRevision": "agenthost.errors",
+    # revisions
+    "SUPPORTED_REVISIONS": "agenthost.revisions",
+    "LATEST_REVISION": "agenthost.revisions",
+}
+
+__all__ = [
+    "__version__",
+    "AgentEvent",
+    "AgentHostError",
+    "AgentHostTimeout",
+    "CatalogTool",
+    "ClientHandlers",
+    "ClientSession",
+    "ConfigError",
+    "ConsentDenied",
+    "Host",
+    "HostConfig",
+    "JSONRPCError",
+    "LATEST_REVISION",
+    "NotFound",
+    "ProtocolError",
+    "ProviderError",
+    "RequestContext",
+    "RestartPolicy",
+    "SUPPORTED_REVISIONS",
+    "SamplingEvent",
+    "SamplingService",
+    "ServerConfig",
+    "ServerState",
+    "ServerStatus",
+    "ServerUnavailable",
+    "SessionExpired",
+    "Timeouts",
+    "Transcript",
+    "TransportClosed",
+    "TransportError",
+    "UnsupportedRevision",
+    "Workspace",
+    "connect",
+    "open_host",
+    "open_session",
+    "run_agent",
+]
+
+if TYPE_CHECKING:
+    from agenthost.agent import AgentEvent, Transcript, run_agent
+    from agenthost.catalog import CatalogTool
+    from agenthost.client import connect
+    from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
+    from agenthost.errors import (
+        AgentHostError,
+        AgentHostTimeout,
+        ConfigError,
+        ConsentDenied,
+        JSONRPCError,
+        NotFound,
+        ProtocolError,
+        ProviderError,
+        ServerUnavailable,
+        SessionExpired,
+        TransportClosed,
+        TransportError,
+        UnsupportedRevision,
+    )
+    from agenthost.host import Host, open_host
+    from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
+    from agenthost.sampling import SamplingEvent, SamplingService
+    from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+    from agenthost.supervisor import ServerState, ServerStatus
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agenthost' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
