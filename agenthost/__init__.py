@@ -58,7 +58,8 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "__version__",
+    "LATEST_REVISION",
+    "SUPPORTED_REVISIONS",
     "AgentEvent",
     "AgentHostError",
     "AgentHostTimeout",
@@ -70,13 +71,11 @@ __all__ = [
     "Host",
     "HostConfig",
     "JSONRPCError",
-    "LATEST_REVISION",
     "NotFound",
     "ProtocolError",
     "ProviderError",
     "RequestContext",
     "RestartPolicy",
-    "SUPPORTED_REVISIONS",
     "SamplingEvent",
     "SamplingService",
     "ServerConfig",
@@ -90,6 +89,7 @@ __all__ = [
     "TransportError",
     "UnsupportedRevision",
     "Workspace",
+    "__version__",
     "connect",
     "open_host",
     "open_session",

@@ -44,6 +44,7 @@ __all__ = [
     "decode",
     "decode_object",
     "encode",
+    "encode_line",
     "to_object",
 ]
 
@@ -100,6 +101,7 @@ Message: TypeAlias = Request | Notification | Response | ErrorResponse
 
 _dumps = orjson.dumps
 _loads = orjson.loads
+_APPEND_NEWLINE: Final = orjson.OPT_APPEND_NEWLINE
 
 
 def to_object(message: Message) -> dict[str, Any]:
@@ -134,6 +136,20 @@ def encode(message: Message) -> bytes:
     try:
         return _dumps(to_object(message))
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise ProtocolError(
+            f"cannot encode {type(message).__name__}: {exc}", code=INTERNAL_ERROR
+        ) from None
+
+
+def encode_line(message: Message) -> bytes:
+    """:func:`encode` plus the trailing newline of line-framed transports (stdio).
+
+    orjson appends the newline while serialising, which spares a copy of the whole
+    message per send (``encode(m) + b"\\n"`` copies it).
+    """
+    try:
+        return _dumps(to_object(message), option=_APPEND_NEWLINE)
+    except TypeError as exc:
         raise ProtocolError(
             f"cannot encode {type(message).__name__}: {exc}", code=INTERNAL_ERROR
         ) from None

@@ -168,7 +168,7 @@ class StdioTransport(Transport):
         Raises:
             TransportClosed: the transport is closed, or the server stopped reading.
         """
-        data = jsonrpc.encode(message) + b"\n"
+        data = jsonrpc.encode_line(message)
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
         if self._broken is not None:
