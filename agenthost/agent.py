@@ -113,11 +113,14 @@ class Transcript:
 @attrs.frozen(kw_only=True)
 class AgentEvent:
     """Progress of a run, for a UI: ``text`` (the model spoke), ``tool_call`` (about to
-    call), ``tool_result`` (a call finished: see ``record``), ``stop``."""
+    call), ``progress`` (the server reported progress on it), ``tool_result`` (a call
+    finished: see ``record``), ``stop``."""
 
-    kind: Literal["text", "tool_call", "tool_result", "stop"]
+    kind: Literal["text", "tool_call", "progress", "tool_result", "stop"]
     text: str = ""
     record: ToolCallRecord | None = None
+    #: For ``progress``: (progress, total, message) as the server sent them.
+    progress: tuple[float, float | None, str | None] | None = None
 
 
 def _tools(host: Host) -> tuple[llm.Tool, ...]:
@@ -141,14 +144,21 @@ def _text(result: llm.ToolResultContent) -> str:
 
 
 async def _call(
-    host: Host, use: llm.ToolUseContent, record: ToolCallRecord
+    host: Host,
+    use: llm.ToolUseContent,
+    record: ToolCallRecord,
+    emit: Callable[[AgentEvent], None],
 ) -> llm.ToolResultContent:
     """Run one tool call; every failure becomes a tool result the model can read."""
     started = time.monotonic()
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        emit(AgentEvent(kind="progress", record=record, progress=(value, total, message)))
+
     try:
         entry = host.resolve_tool(use.name)
         record.server = entry.server
-        result = await host.call_tool(use.name, dict(use.input))
+        result = await host.call_tool(use.name, dict(use.input), progress=progress)
         content = tool_result_to_llm(use.id, result)
         record.status = "error" if result.is_error else "ok"
     except ConsentDenied as exc:
@@ -277,7 +287,7 @@ async def run_agent(
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                results.append(await _call(host, use, call))
+                results.append(await _call(host, use, call, emit))
                 emit(AgentEvent(kind="tool_result", record=call))
             record.messages.append(llm.Message(role="user", content=tuple(results)))
             used = record.input_tokens + record.output_tokens

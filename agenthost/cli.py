@@ -524,6 +524,8 @@ def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
             console.line(
                 f"> {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
             )
+        elif event.kind == "progress" and record is not None and event.progress:
+            console.progress(record.name, *event.progress)
         elif event.kind == "tool_result" and record is not None:
             if record.status == "denied":
                 console.line(f"  x denied: {record.reason}")

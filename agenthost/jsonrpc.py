@@ -145,7 +145,7 @@ def encode_line(message: Message) -> bytes:
     """:func:`encode` plus the trailing newline of line-framed transports (stdio).
 
     orjson appends the newline while serialising, which spares a copy of the whole
-    message per send (``encode(m) + b"\\n"`` copies it).
+    message per send (adding ``b"\\n"`` afterwards copies it).
     """
     try:
         return _dumps(to_object(message), option=_APPEND_NEWLINE)

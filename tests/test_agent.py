@@ -92,3 +92,50 @@ async def test_cancel_interrupts_in_flight_call(crashy_cmd: Callable[..., Comman
         assert (await host.call_tool("c__echo", {"message": "ok"})).content
     assert transcript.stop == "interrupted"
     assert [c.name for c in transcript.tool_calls] == ["c__hang"]
+
+
+async def test_user_picked_prompt_opens_the_conversation_and_progress_is_reported(
+    sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[[], Command]
+) -> None:
+    from agenthost.agent import AgentEvent
+    from agenthost.llmcontent import prompt_messages_to_llm
+
+    policy = {"mode": "headless", "preset": "unsafe-allow-everything"}
+    sdk, ev = sdk_server_cmd(), everything_cmd()
+    cfg = HostConfig(
+        servers=[
+            ServerConfig(name="sdk", transport="stdio", command=sdk[0], args=tuple(sdk[1])),
+            ServerConfig(name="ev", transport="stdio", command=ev[0], args=tuple(ev[1])),
+        ],
+        policy=policy,
+    )
+    replay = ScriptedProvider(
+        [
+            ScriptedTurn(tool_calls=(use("s1", "sdk__slow", seconds=0.05, steps=2),)),
+            ScriptedTurn(text="ok"),
+        ],
+        name="replay",
+    )
+    events: list[AgentEvent] = []
+    async with open_host(cfg, providers={"replay": replay}) as host:
+        greet = await host.get_prompt("sdk", "greet", {"name": "Ada", "style": "formal"})
+        embedded = await host.get_prompt(
+            "ev", "resource-prompt", {"resourceType": "Text", "resourceId": "1"}
+        )
+        opening = prompt_messages_to_llm([*greet.messages, *embedded.messages])
+        transcript = await run_agent(
+            host,
+            "continue",
+            provider="replay",
+            model="r",
+            prompt_messages=opening,
+            on_event=events.append,
+        )
+    assert transcript.stop == "end_turn"
+    first = replay.requests[0].messages
+    texts = [b.text for m in first for b in m.content if isinstance(b, TextContent)]
+    assert any("Ada" in t for t in texts)  # the prompt's text
+    assert any(t.startswith("[resource demo://resource/dynamic/text/1]") for t in texts)
+    assert texts[-1] == "continue"
+    progress = [e.progress for e in events if e.kind == "progress"]
+    assert [p[0] for p in progress if p] == [1, 2]

@@ -255,3 +255,38 @@ def test_help_is_fast() -> None:
     )
     assert modules.stdout.strip().splitlines()[-1] == "[]"
     assert time.monotonic() - started < 30
+
+
+def test_chat_slash_commands_and_a_turn(config: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    lines = "\n".join(
+        [
+            "/servers",
+            "/tools",
+            "/prompts",
+            "/roots",
+            "/prompt sdk greet",  # missing argument: asked for, with completions
+            "alice",
+            "echo something, then crash",
+            "/quit",
+        ]
+    )
+    proc = subprocess.run(
+        [*AGENTHOST, "--config", str(config), "chat"],
+        input=lines + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out, err = proc.stdout, proc.stderr
+    assert "sdk" in out
+    assert "ready" in out
+    assert "crashy__echo" in out
+    assert "greet" in out
+    assert "added prompt sdk/greet" in err
+    assert "suggestions: alice, alfred, bob, carol" in err
+    assert "> crashy__echo" in err
+    assert "x denied: crashing is not allowed" in err
+    assert "Echoed; the crash call was denied by policy." in out
