@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agenthost import jsonrpc
@@ -58,3 +59,16 @@ class RecordingTransport(Transport):
 #: A policy for tests that exercise something other than consent: headless, and the
 #: preset whose name says it allows everything.
 ALLOW_ALL: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as dead: it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

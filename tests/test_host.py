@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from agenthost.errors import NotFound, ServerUnavailable, TransportClosed
 from agenthost.host import open_host
 from agenthost.supervisor import ServerState
 from agenthost.types import TextContent
-from tests.helpers import ALLOW_ALL
+from tests.helpers import ALLOW_ALL, alive
 
 Command = tuple[str, list[str]]
 
@@ -28,18 +27,6 @@ def stdio(name: str, cmd: Command, **kwargs: Any) -> ServerConfig:
 
 def text_of(result: Any) -> str:
     return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_twenty_servers_start_concurrently(crashy_cmd: Callable[..., Command]) -> None:

@@ -16,23 +16,11 @@ from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
 from agenthost.jsonrpc import Notification, Request, Response
 from agenthost.session import open_session
 from agenthost.transports.stdio import child_environment, open_stdio_transport
+from tests.helpers import alive
 
 PEERS = Path(__file__).parent / "peers"
 CRASHY = str(PEERS / "crashy_server.py")
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes (it has exited; only its entry remains).
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def script(code: str) -> list[str]:
