@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
-import jsonschema
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
 from policies._text import printable
@@ -466,6 +465,8 @@ def validate_content(
             field._check(value)
         elif field.required:
             raise InvalidAnswer("a value is required", field=field.name)
+    import jsonschema  # deferred: only an elicitation pays for importing it
+
     validator = jsonschema.Draft202012Validator(
         dict(schema), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )

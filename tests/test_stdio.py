@@ -212,3 +212,72 @@ async def test_grandchildren_do_not_outlive_the_server(tmp_path: Path) -> None:
     with trio.fail_after(3):
         while alive(grandchild):
             await trio.sleep(0.05)
+
+
+ECHO_LENGTHS = """
+import json, sys, time
+time.sleep(0.3)  # let the pipe fill, so senders queue behind a blocked write
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        print(json.dumps({"jsonrpc": "2.0", "method": "corrupt", "params": {"n": len(line)}}),
+              flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                      "result": {"size": len(msg["params"]["blob"])}}), flush=True)
+"""
+
+
+async def test_concurrent_large_sends_stay_whole_under_cancellation() -> None:
+    """Group-committed writes never cut a frame, even when senders are cancelled."""
+    import random
+
+    rng = random.Random(7)
+    sizes = {i: rng.choice([10, 1000, 70_000, 300_000]) for i in range(60)}
+    answered: dict[int, int] = {}
+    corrupt: list[Notification] = []
+    async with open_stdio_transport(PY, script(ECHO_LENGTHS), name="echo") as transport:
+
+        async def reader() -> None:
+            while True:
+                message = await transport.receive()
+                if isinstance(message, Response):
+                    answered[int(message.id)] = message.result["size"]
+                else:
+                    corrupt.append(message)  # type: ignore[arg-type]
+
+        async def sender(i: int) -> None:
+            request = Request(i, "blob", {"blob": "x" * sizes[i]})
+            if i % 5 == 0:
+                # Cancelled while parked behind the full pipe: its bytes are already
+                # queued, so they must still leave whole (or the framing would break).
+                with trio.move_on_after(0.05):
+                    await transport.send(request)
+            else:
+                await transport.send(request)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            async with trio.open_nursery() as senders:
+                for i in sizes:
+                    senders.start_soon(sender, i)
+            with trio.fail_after(20):
+                while not all(i in answered for i in sizes if i % 5):
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    assert corrupt == []
+    assert all(answered[i] == sizes[i] for i in answered)
+    assert len(answered) > len([i for i in sizes if i % 5])  # cancelled ones went out too
+
+
+async def test_blank_and_whitespace_lines_are_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    code = (
+        "import sys; sys.stdout.write('\\n   \\n\\t\\n"
+        '{"jsonrpc":"2.0","method":"hello"}\\n\'); sys.stdout.flush(); import time; time.sleep(2)'
+    )
+    async with open_stdio_transport(
+        PY, script(code), name="blank", shutdown_timeout=0.2
+    ) as transport:
+        assert await transport.receive() == Notification("hello")
+    assert "malformed" not in caplog.text

@@ -1,23 +1,70 @@
-"""Transports: small channels of JSON-RPC messages that know nothing of MCP sessions."""
+"""Transports: small channels of JSON-RPC messages that know nothing of MCP sessions.
+
+Names load on first use: a stdio-only host never imports httpx or trio-websocket.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from agenthost.transports.base import Transport
-from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
-from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_transport
-from agenthost.transports.remote import ProbingTransport, open_http_transport, open_remote_transport
-from agenthost.transports.sse import ServerSentEvent, SSEParser
-from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
+
+_LAZY = {
+    "StreamableHTTPTransport": "agenthost.transports.http",
+    "open_streamable_http_transport": "agenthost.transports.http",
+    "LegacySSETransport": "agenthost.transports.legacy_sse",
+    "open_legacy_sse_transport": "agenthost.transports.legacy_sse",
+    "ProbingTransport": "agenthost.transports.remote",
+    "open_http_transport": "agenthost.transports.remote",
+    "open_remote_transport": "agenthost.transports.remote",
+    "ServerSentEvent": "agenthost.transports.sse",
+    "SSEParser": "agenthost.transports.sse",
+    "WebSocketTransport": "agenthost.transports.websocket",
+    "open_websocket_transport": "agenthost.transports.websocket",
+    "MemoryTransport": "agenthost.transports.memory",
+    "memory_transport_pair": "agenthost.transports.memory",
+    "StdioTransport": "agenthost.transports.stdio",
+    "open_stdio_transport": "agenthost.transports.stdio",
+}
+
+if TYPE_CHECKING:
+    from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
+    from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_transport
+    from agenthost.transports.memory import MemoryTransport, memory_transport_pair
+    from agenthost.transports.remote import (
+        ProbingTransport,
+        open_http_transport,
+        open_remote_transport,
+    )
+    from agenthost.transports.sse import ServerSentEvent, SSEParser
+    from agenthost.transports.stdio import StdioTransport, open_stdio_transport
+    from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
 
 __all__ = [
     "LegacySSETransport",
+    "MemoryTransport",
     "ProbingTransport",
     "SSEParser",
     "ServerSentEvent",
+    "StdioTransport",
     "StreamableHTTPTransport",
     "Transport",
     "WebSocketTransport",
+    "memory_transport_pair",
     "open_http_transport",
     "open_legacy_sse_transport",
     "open_remote_transport",
+    "open_stdio_transport",
     "open_streamable_http_transport",
     "open_websocket_transport",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agenthost.transports' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
