@@ -25,7 +25,6 @@ from agenthost.catalog import Catalog, CatalogTool, ServerEntries
 from agenthost.config import HostConfig, ServerConfig, Workspace
 from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
 from agenthost.roots import RootsRegistry
-from agenthost.sampling import SamplingEvent, SamplingService
 from agenthost.session import (
     ClientHandlers,
     ClientSession,
@@ -68,8 +67,9 @@ from providers.config import (
 
 if TYPE_CHECKING:
     from agenthost.agent import Transcript
+    from agenthost.sampling import SamplingService
 
-__all__ = ["EventSink", "Host", "SamplingEvent", "open_host"]
+__all__ = ["EventSink", "Host", "open_host"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -108,13 +108,7 @@ class Host:
         self.providers_config = providers_config
         self.env = env
         self._on_event = on_event
-        self.sampling = SamplingService(
-            providers=providers,
-            available=available_models(providers_config, env),
-            engine=policy,
-            default=default_choice(providers_config, env),
-            on_event=self._emit,
-        )
+        self._sampling: SamplingService | None = None
         self._nursery = nursery
         self._servers = {s.name: s for s in config.servers if s.enabled}
         self.roots = RootsRegistry(
@@ -127,6 +121,22 @@ class Host:
         }
 
     # ------------------------------------------------------------------ wiring
+
+    @property
+    def sampling(self) -> SamplingService:
+        """The sampling service (built on first use: a host whose servers never sample
+        does not pay for model selection)."""
+        if self._sampling is None:
+            from agenthost.sampling import SamplingService
+
+            self._sampling = SamplingService(
+                providers=self.providers,
+                available=available_models(self.providers_config, self.env),
+                engine=self.policy,
+                default=default_choice(self.providers_config, self.env),
+                on_event=self._emit,
+            )
+        return self._sampling
 
     def _emit(self, event: Any) -> None:
         if self._on_event is not None:
