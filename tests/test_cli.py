@@ -290,3 +290,42 @@ def test_chat_slash_commands_and_a_turn(config: Path) -> None:
     assert "> crashy__echo" in err
     assert "x denied: crashing is not allowed" in err
     assert "Echoed; the crash call was denied by policy." in out
+
+
+def test_example_config_through_the_cli(tmp_path: Path) -> None:
+    """The bundled example servers, driven by the CLI as a user would (JSON out)."""
+    import shutil
+
+    examples = tmp_path / "examples"
+    shutil.copytree(REPO / "examples", examples, ignore=shutil.ignore_patterns("audit.jsonl"))
+    config = examples / "agenthost.toml"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["AGENTHOST_PYTHON"] = sys.executable
+
+    def cli(*args: str) -> tuple[int, Any]:
+        proc = subprocess.run(
+            [*AGENTHOST, "--config", str(config), *args, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, tools = cli("tools")
+    assert code == 0
+    hints = {t["name"]: t["annotations"] for t in tools}
+    assert hints["notes__delete_note"]["destructiveHint"] is True
+    assert hints["notes__list_notes"]["readOnlyHint"] is True
+    code, listed = cli("call", "notes__list_notes", "{}")
+    assert code == 0
+    assert "meeting" in listed["content"][0]["text"]
+    code, denied = cli("call", "notes__delete_note", '{"name": "scratch"}')
+    assert code == 3
+    assert "destructive" in denied["error"]
+    assert (examples / "workspace" / "scratch.md").exists()
+    code, transcript = cli("run", "Tidy up my notes")
+    assert code == 0
+    assert [c["status"] for c in transcript["tool_calls"]] == ["ok", "ok", "denied", "ok"]
+    roots = transcript["tool_calls"][3]["output"]
+    assert (examples / "workspace").resolve().as_uri() in roots
