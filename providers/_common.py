@@ -8,7 +8,8 @@ SDK imports (it is imported before any vendor SDK is).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
 
@@ -16,7 +17,7 @@ import trio
 
 from agenthost.errors import ProviderError
 
-from .base import ModelInfo, ToolResultContent
+from .base import ModelInfo, StreamEvent, ToolResultContent
 
 __all__ = [
     "AdapterBase",
@@ -100,6 +101,22 @@ class AdapterBase:
 
     async def _close_client(self) -> None:
         raise NotImplementedError
+
+    @asynccontextmanager
+    async def _streaming(
+        self, raw: Any, events: AsyncGenerator[StreamEvent, None]
+    ) -> AsyncIterator[AsyncIterator[StreamEvent]]:
+        """Hand out a stream's events; always close them and the HTTP response after.
+
+        Closing runs even when the caller stopped early or is being cancelled, bounded so
+        a stuck peer cannot hold us.
+        """
+        try:
+            yield events
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await events.aclose()
+                await raw.close()
 
     async def __aenter__(self) -> Self:
         return self

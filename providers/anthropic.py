@@ -27,7 +27,6 @@ from typing import Any
 
 import anthropic
 import httpx2
-import trio
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
@@ -125,15 +124,8 @@ class AnthropicProvider(AdapterBase):
             raw = await self._client.messages.create(**params, stream=True)
         except anthropic.AnthropicError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
-        events = self._events(raw)
-        try:
+        async with self._streaming(raw, self._events(raw)) as events:
             yield events
-        finally:
-            # Close our generator and the HTTP response even when the caller stopped early
-            # or is being cancelled; bounded so a stuck peer cannot hold us.
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await events.aclose()
-                await raw.close()
 
     async def _events(self, raw: Any) -> AsyncGenerator[StreamEvent, None]:
         model = ""

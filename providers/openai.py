@@ -32,7 +32,6 @@ from typing import Any
 
 import httpx2
 import openai
-import trio
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
@@ -140,13 +139,8 @@ class OpenAIProvider(AdapterBase):
             raw = await self._client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
-        events = self._events(raw)
-        try:
+        async with self._streaming(raw, self._events(raw)) as events:
             yield events
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await events.aclose()
-                await raw.close()
 
     async def _events(self, raw: Any) -> AsyncGenerator[StreamEvent, None]:
         model = ""
