@@ -22,16 +22,7 @@ import orjson
 import trio
 
 import providers.base as llm
-from agenthost.errors import (
-    AgentHostTimeout,
-    ConsentDenied,
-    JSONRPCError,
-    NotFound,
-    OutputValidationError,
-    ProviderError,
-    ServerUnavailable,
-    TransportError,
-)
+from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 
 if TYPE_CHECKING:
@@ -167,13 +158,10 @@ async def _call(
     except NotFound as exc:
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, f"No such tool: {use.name}")
-    except (
-        JSONRPCError,
-        ServerUnavailable,
-        TransportError,
-        AgentHostTimeout,
-        OutputValidationError,
-    ) as exc:
+    except AgentHostError as exc:
+        # Anything else the host raises (server errors, timeouts, a server gone, a result
+        # that does not parse or fit its schema) is the model's to read, not the run's end;
+        # and every tool use must be paired with a result or the conversation is invalid.
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
     record.output = _text(content)
@@ -249,6 +237,8 @@ async def run_agent(
     record.provider, record.model = provider, model
     record.messages.extend(prompt_messages)
     record.messages.append(llm.Message.user(task))
+    record.final_text, record.stop, record.error = "", None, None
+    turns = 0  # this run's model calls (a transcript may span several runs, as in chat)
 
     def emit(event: AgentEvent) -> None:
         if on_event is not None:
@@ -256,7 +246,7 @@ async def run_agent(
 
     try:
         while True:
-            if record.turns >= max_turns:
+            if turns >= max_turns:
                 record.stop = "max_turns"
                 break
             request = llm.Request(
@@ -271,6 +261,7 @@ async def run_agent(
             except ProviderError as exc:
                 record.stop, record.error = "provider_error", str(exc)
                 break
+            turns += 1
             record.turns += 1
             record.input_tokens += result.usage.input_tokens
             record.output_tokens += result.usage.output_tokens

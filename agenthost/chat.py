@@ -77,7 +77,7 @@ async def _prompt_command(host: Host, console: Console, words: list[str]) -> lis
 
 async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
     from agenthost.agent import Transcript, run_agent
-    from agenthost.cli import _agent_printer, _table
+    from agenthost.cli import _agent_printer, _table, interruptible
 
     transcript: Transcript | None = None
     pending_prompt: list[Any] = []
@@ -133,8 +133,9 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
             continue
         if transcript is None:
             transcript = Transcript(task=line, provider=provider or "", model=model or "")
+        interrupted = False
         try:
-            with trio.CancelScope() as scope:
+            async with interruptible() as scope:
                 await run_agent(
                     host,
                     line,
@@ -144,10 +145,17 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                     transcript=transcript,
                     on_event=_agent_printer(console),
                 )
+            interrupted = scope.cancelled_caught
         except AgentHostError as exc:
             console.line(f"! {exc}")
-        pending_prompt = []
-        if scope.cancelled_caught:
+            continue
+        finally:
+            pending_prompt = []
+        if interrupted:
             console.line("(interrupted)")
-        elif transcript.final_text:
+        elif transcript.stop != "end_turn":
+            console.line(
+                f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
+            )
+        if transcript.final_text:
             print(transcript.final_text)

@@ -26,7 +26,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -202,6 +203,19 @@ def _open_host(args: argparse.Namespace, config: HostConfig, console: Console) -
     from agenthost.host import open_host
 
     return open_host(config, on_event=_sampling_printer(console))
+
+
+def _require_ready(host: Host, server: str) -> None:
+    """A command aimed at one server: if it did not come up, say why (exit 5)."""
+    from agenthost.errors import ServerUnavailable
+    from agenthost.supervisor import ServerState
+
+    status = host.supervisor(server).status()
+    if status.state is not ServerState.READY:
+        raise ServerUnavailable(
+            f"server is {status.state.value}: {status.last_error or 'no reason given'}",
+            server=server,
+        )
 
 
 def _report_failed_servers(host: Host, console: Console) -> None:
@@ -414,7 +428,7 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
         raise CLIError(f"tool names look like server{SEPARATOR}tool, got {args.tool!r}", EXIT_USAGE)
     config = _load_config(args, only=server)
     async with _open_host(args, config, console) as host:
-        _report_failed_servers(host, console)
+        _require_ready(host, server)
         result = await host.call_tool(
             args.tool, arguments, progress=_progress_callback(console, args.tool)
         )
@@ -436,6 +450,10 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
 
     config = _load_config(args, only=args.server) if args.server else _load_config(args)
     async with _open_host(args, config, console) as host:
+        if args.server:
+            _require_ready(host, args.server)
+        else:
+            _report_failed_servers(host, console)
         result = await host.read_resource(args.uri, server=args.server)
     if args.json:
         _print_json(unstructure(result, "2025-11-25"))
@@ -465,6 +483,7 @@ async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
 
     config = _load_config(args, only=args.server)
     async with _open_host(args, config, console) as host:
+        _require_ready(host, args.server)
         result = await host.get_prompt(args.server, args.name, _key_values(args.arguments))
         revision = host.session(args.server).revision or "2025-11-25"
     if args.json:
@@ -542,7 +561,6 @@ def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
 
 
 async def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    import trio
 
     from agenthost.agent import Transcript, run_agent
     from agenthost.llmcontent import prompt_messages_to_llm
@@ -557,8 +575,7 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
             got = await host.get_prompt(server, name, _key_values(args.prompt_arg or []))
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
-        with trio.CancelScope() as scope:
-            _on_sigint(scope)
+        async with interruptible() as scope:
             await run_agent(
                 host,
                 args.task,
@@ -602,32 +619,46 @@ def _split_model(value: str | None) -> tuple[str | None, str | None]:
     return provider, model
 
 
-def _on_sigint(scope: Any) -> None:
-    """Ctrl-C cancels ``scope`` (in-flight calls cancelled cleanly) instead of tearing down."""
+@asynccontextmanager
+async def interruptible() -> AsyncIterator[Any]:
+    """A cancel scope that Ctrl-C cancels, for the duration of the block only.
+
+    Inside, SIGINT cancels the work cleanly (in-flight calls are cancelled and their
+    servers told) instead of tearing everything down with KeyboardInterrupt; outside the
+    block Ctrl-C behaves as usual again.
+    """
     import signal
 
     import trio
 
-    async def watch() -> None:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                scope.cancel()
-                return
+    # The receiver is installed before the block runs, so no Ctrl-C slips through.
+    with trio.open_signal_receiver(signal.SIGINT) as signals, trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
 
-    trio.lowlevel.spawn_system_task(watch)
+            async def watch() -> None:
+                async for _ in signals:
+                    scope.cancel()
+                    return
+
+            nursery.start_soon(watch)
+            try:
+                yield scope
+            finally:
+                nursery.cancel_scope.cancel()
 
 
 async def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    import math
+
     import trio
 
     config = _load_config(args)
     async with _open_host(args, config, console) as host:
         for status in host.status():
             console.line(f"{status.name}: {status.state.value} ({status.revision or '-'})")
-        console.line("serving sampling and elicitation; Ctrl-C to stop")
-        with trio.CancelScope() as scope:
-            _on_sigint(scope)
-            await trio.sleep_forever()
+        async with interruptible():
+            console.line("serving sampling and elicitation; Ctrl-C to stop")
+            await trio.sleep(math.inf)  # until Ctrl-C
     return EXIT_OK
 
 

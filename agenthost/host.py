@@ -116,7 +116,12 @@ class Host:
         )
         self._refresh_locks: dict[str, trio.Lock] = {}
         self._supervisors: dict[str, Supervisor] = {
-            name: Supervisor(server, handlers=self._handlers_for(server), on_ready=self._on_ready)
+            name: Supervisor(
+                server,
+                handlers=self._handlers_for(server),
+                on_ready=self._on_ready,
+                on_state=self._on_state,
+            )
             for name, server in self._servers.items()
         }
 
@@ -197,6 +202,12 @@ class Host:
             elicitation=elicitation,
             notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
         )
+
+    def _on_state(self, supervisor: Supervisor) -> None:
+        # A server that is gone for good offers nothing: its tools leave the catalog (a
+        # restarting one keeps its entries; calls fail fast until it is back).
+        if supervisor.state in (ServerState.FAILED, ServerState.STOPPED):
+            self.catalog.remove(supervisor.name)
 
     async def _on_ready(self, session: ClientSession) -> None:
         await self._refresh(session, "tools", "prompts", "resources")

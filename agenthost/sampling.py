@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import orjson
+import trio
 
 import providers.base as llm
 from agenthost.converter import unstructure
@@ -172,22 +174,31 @@ class SamplingService:
         request = attrs.evolve(draft, model=selection.model, max_tokens=max_tokens)
         started = time.monotonic()
         try:
-            result = await self._providers[selection.provider].complete(request)
-        except UnsupportedContent as exc:
-            await self._fail(decision.id, exc, started, server)
-            raise JSONRPCError(INVALID_PARAMS, str(exc)) from None
-        except ProviderError as exc:
-            await self._fail(decision.id, exc, started, server)
-            raise JSONRPCError(
-                INTERNAL_ERROR, f"Provider {selection.provider} failed: {exc}"
-            ) from None
-        tokens = result.usage.input_tokens + result.usage.output_tokens
-        self._engine.record_sampling_usage(server, tokens)
-        if not await self._engine.review_sampling(action, result.text, decision=decision):
-            await self._engine.record_outcome(
-                decision.id, error="answer rejected at review", duration=time.monotonic() - started
+            try:
+                result = await self._providers[selection.provider].complete(request)
+            except UnsupportedContent as exc:
+                raise JSONRPCError(INVALID_PARAMS, str(exc)) from None
+            except ProviderError as exc:
+                raise JSONRPCError(
+                    INTERNAL_ERROR, f"Provider {selection.provider} failed: {exc}"
+                ) from None
+            tokens = result.usage.input_tokens + result.usage.output_tokens
+            self._engine.record_sampling_usage(server, tokens)
+            # The reviewer sees everything that would go back: text *and* tool calls.
+            if not await self._engine.review_sampling(
+                action, _reviewable(result), decision=decision
+            ):
+                raise JSONRPCError(USER_REJECTED, "User rejected sampling response")
+        except BaseException as exc:
+            # Every allowed request gets its outcome line, cancellation included.
+            self._emit(
+                SamplingEvent(server=server, stage="failed", message=str(exc) or "cancelled")
             )
-            raise JSONRPCError(USER_REJECTED, "User rejected sampling response")
+            with trio.CancelScope(shield=True):
+                await self._engine.record_outcome(
+                    decision.id, error=exc, duration=time.monotonic() - started
+                )
+            raise
         await self._engine.record_outcome(
             decision.id,
             result={"model": result.model, "stop_reason": result.stop_reason, "tokens": tokens},
@@ -203,12 +214,6 @@ class SamplingService:
             )
         )
         return _to_mcp(result, revision)
-
-    async def _fail(self, decision_id: str, exc: Exception, started: float, server: str) -> None:
-        self._emit(SamplingEvent(server=server, stage="failed", message=str(exc)))
-        await self._engine.record_outcome(
-            decision_id, error=exc, duration=time.monotonic() - started
-        )
 
 
 def _action(
@@ -231,6 +236,18 @@ def _action(
         model_reason=selection.reason if selection else None,
         trusted=trusted,
     )
+
+
+def _reviewable(result: llm.Result) -> str:
+    """The whole answer as a person reviews it: text, and each tool call with its input."""
+    parts = []
+    for part in result.content:
+        if isinstance(part, llm.TextContent):
+            parts.append(part.text)
+        elif isinstance(part, llm.ToolUseContent):
+            arguments = orjson.dumps(dict(part.input)).decode()
+            parts.append(f"[tool call] {part.name} {arguments}")
+    return "\n".join(parts)
 
 
 def _to_mcp(result: llm.Result, revision: str) -> CreateMessageResult:

@@ -157,11 +157,13 @@ class ClientHandlers:
 class _Waiter:
     """One pending request: the task waiting for it, or the outcome if it came first."""
 
-    __slots__ = ("outcome", "task")
+    __slots__ = ("outcome", "sent", "task")
 
     def __init__(self) -> None:
         self.task: trio.lowlevel.Task | None = None
         self.outcome: outcome.Outcome[Any] | None = None
+        #: The transport accepted the request (the server may see it).
+        self.sent = False
 
     def abort(self, _: Any) -> trio.lowlevel.Abort:
         # Cancelled while parked: forget the task so a late response cannot wake it twice.
@@ -282,7 +284,11 @@ class ClientSession:
                 elif kind is Request:
                     assert isinstance(message, Request)
                     assert self._nursery is not None
-                    self._nursery.start_soon(self._answer, message)
+                    # Register the request's cancel scope now, in the reader: a
+                    # notifications/cancelled read in the same batch must find it.
+                    scope = trio.CancelScope()
+                    self._incoming[message.id] = scope
+                    self._nursery.start_soon(self._answer, message, scope)
                 else:
                     assert isinstance(message, Notification)
                     await self._on_notification(message)
@@ -360,42 +366,53 @@ class ClientSession:
         request_id = next(self._ids)
         waiter = _Waiter()
         self._pending[request_id] = waiter
+        request = Request(request_id, method, params)
         try:
-            await self._transport.send(Request(request_id, method, params))
-            result = waiter.outcome
-            if result is None:
-                if limit is None:
-                    waiter.task = trio.lowlevel.current_task()
-                    message = await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-                else:
-                    message = None
-                    with trio.move_on_after(limit):
-                        waiter.task = trio.lowlevel.current_task()
-                        message = await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-                    if message is None:
-                        if self._pending.pop(request_id, None) is not None and cancellable:
-                            self._forget(request_id)
-                            await self._notify_cancelled(request_id, "timed out")
-                        raise AgentHostTimeout(
-                            f"{method} timed out after {limit:g}s",
-                            server=self.name,
-                            timeout=limit,
-                        )
+            if limit is None:
+                message = await self._exchange(request, waiter)
             else:
-                message = result.unwrap()
+                message = None
+                # One deadline for writing the request and for its answer: a server that
+                # stopped reading its input must not make a request outlive its timeout.
+                with trio.move_on_after(limit):
+                    message = await self._exchange(request, waiter)
+                if message is None:
+                    if self._pending.pop(request_id, None) is not None:
+                        self._forget(request_id)
+                        if cancellable and waiter.sent:
+                            await self._notify_cancelled(request_id, "timed out")
+                    raise AgentHostTimeout(
+                        f"{method} timed out after {limit:g}s",
+                        server=self.name,
+                        timeout=limit,
+                    )
         except trio.Cancelled:
-            if self._pending.pop(request_id, None) is not None and cancellable:
+            if self._pending.pop(request_id, None) is not None:
                 self._forget(request_id)
-                with trio.CancelScope(shield=True):
-                    await self._notify_cancelled(request_id, "cancelled by the client")
+                # Only a request the server may have seen is cancelled (the spec: the id
+                # MUST be one previously issued).
+                if cancellable and waiter.sent:
+                    with trio.CancelScope(shield=True):
+                        await self._notify_cancelled(request_id, "cancelled by the client")
             raise
         except BaseException:
             self._pending.pop(request_id, None)
             raise
         if type(message) is Response:
             return message.result
+        assert isinstance(message, ErrorResponse)
         error = message.error
         raise JSONRPCError(error.code, error.message, error.data, server=self.name)
+
+    async def _exchange(self, request: Request, waiter: _Waiter) -> Response | ErrorResponse:
+        """Write ``request``, then wait for its answer (or take it if it came first)."""
+        await self._transport.send(request)
+        waiter.sent = True
+        result = waiter.outcome
+        if result is not None:
+            return result.unwrap()  # type: ignore[no-any-return]
+        waiter.task = trio.lowlevel.current_task()
+        return await trio.lowlevel.wait_task_rescheduled(waiter.abort)  # type: ignore[no-any-return]
 
     def _forget(self, request_id: RequestId) -> None:
         """Remember an abandoned id so its late response is not reported as a mystery."""
@@ -692,7 +709,11 @@ class ClientSession:
         method = message.method
         params = message.params or {}
         if method == "notifications/cancelled":
-            scope = self._incoming.get(params.get("requestId"))  # type: ignore[arg-type]
+            target = params.get("requestId")
+            if type(target) is not int and type(target) is not str:
+                log.warning("%s: ignoring a cancellation with a bad requestId", self.name)
+                return
+            scope = self._incoming.get(target)
             if scope is not None:
                 log.debug("%s: server cancelled its request %r", self.name, params.get("requestId"))
                 scope.cancel()
@@ -717,7 +738,9 @@ class ClientSession:
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "notifications/progress":
-            callback = self._progress.get(params.get("progressToken"))  # type: ignore[arg-type]
+            token = params.get("progressToken")
+            hashable = type(token) is str or type(token) is int
+            callback = self._progress.get(token) if hashable else None  # type: ignore[arg-type]
             if callback is not None:
                 await callback(
                     float(params.get("progress", 0)), params.get("total"), params.get("message")
@@ -742,12 +765,12 @@ class ClientSession:
 
     # ------------------------------------------------------------------ requests in
 
-    async def _answer(self, request: Request) -> None:
+    async def _answer(self, request: Request, scope: trio.CancelScope) -> None:
         """Run the handler for one server request and send its response."""
         reply: Response | ErrorResponse
-        with trio.CancelScope() as scope:
-            self._incoming[request.id] = scope
+        with scope:
             try:
+                await trio.lowlevel.checkpoint_if_cancelled()  # cancelled before we began?
                 result = await self._handle(request)
                 reply = Response(request.id, result)
             except JSONRPCError as exc:
@@ -764,8 +787,10 @@ class ClientSession:
                 )
             finally:
                 self._incoming.pop(request.id, None)
-        if scope.cancelled_caught:
-            return  # the server cancelled it: no response, as the spec says
+        if scope.cancel_called:
+            # The server cancelled it (perhaps before the handler reached a checkpoint):
+            # no response, as the spec says.
+            return
         with suppress(TransportError):
             await self._transport.send(reply)
 

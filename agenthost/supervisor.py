@@ -86,12 +86,14 @@ class Supervisor:
         *,
         handlers: ClientHandlers | None = None,
         on_ready: OnReady | None = None,
+        on_state: Callable[[Supervisor], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
         self.handlers = handlers
         self._on_ready = on_ready
+        self._on_state = on_state
         self._rng = rng or random.Random()
         self.state = ServerState.STARTING
         self.session: ClientSession | None = None
@@ -105,6 +107,7 @@ class Supervisor:
         self._state_changed = trio.Event()
         self._stop = trio.Event()
         self._expired = False
+        self._life: trio.CancelScope | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -117,6 +120,8 @@ class Supervisor:
         self.state = state
         self._state_changed.set()
         self._state_changed = trio.Event()
+        if self._on_state is not None:
+            self._on_state(self)
 
     def status(self) -> ServerStatus:
         session = self.session
@@ -171,7 +176,10 @@ class Supervisor:
         raise ServerUnavailable(f"server is {self.state.value}{detail}", server=self.name)
 
     def stop(self) -> None:
+        """Stop the server, whatever it is doing (starting, initializing, serving)."""
         self._stop.set()
+        if self._life is not None:
+            self._life.cancel()
 
     # ------------------------------------------------------------------ the loop
 
@@ -217,6 +225,8 @@ class Supervisor:
             ):
                 self.state = ServerState.STOPPED
                 self._state_changed.set()
+                if self._on_state is not None:
+                    self._on_state(self)
 
     def _may_restart(self, policy: RestartPolicy) -> bool:
         now = trio.current_time()
@@ -231,33 +241,36 @@ class Supervisor:
 
         Sets ``_expired`` when the server forgot the session (HTTP 404): the server is
         healthy, so the restart that follows needs no backoff.
+
+        Error handling: any failure ends this server's session only. An unexpected
+        exception (a bug, ours or a library's) is logged with its traceback and treated
+        like a crash of this one server: it must never take the other servers down.
         """
         self._expired = False
         self.started_at = trio.current_time()
         self.ready_at = None
-        try:
-            async with connect(self.config, handlers=self.handlers) as session:
-                self.session = session
-                if self._on_ready is not None:
-                    await self._on_ready(session)
-                self.ready_at = trio.current_time()
-                self._set(ServerState.READY)
-                self._first_attempt.set()
-                reason: object = "stopped"
-                async with trio.open_nursery() as nursery:
-
-                    async def stop_on_request() -> None:
-                        await self._stop.wait()
-                        nursery.cancel_scope.cancel()
-
-                    nursery.start_soon(stop_on_request)
+        reason: object = "stopped"
+        with trio.CancelScope() as self._life:
+            if self._stop.is_set():
+                self._life.cancel()
+            try:
+                async with connect(self.config, handlers=self.handlers) as session:
+                    self.session = session
+                    if self._on_ready is not None:
+                        await self._on_ready(session)
+                    self.ready_at = trio.current_time()
+                    self._set(ServerState.READY)
+                    self._first_attempt.set()
                     reason = await session.wait_closed()
                     self._expired = isinstance(reason, SessionExpired)
-                    nursery.cancel_scope.cancel()
-                return str(reason)
-        except AgentHostError as exc:
-            return str(exc)
-        except OSError as exc:
-            return f"{self.name}: {exc}"
-        finally:
-            self.session = None
+            except AgentHostError as exc:
+                reason = str(exc)
+            except OSError as exc:
+                reason = f"{self.name}: {exc}"
+            except Exception as exc:
+                log.exception("%s: unexpected error in the session", self.name)
+                reason = f"{self.name}: internal error: {type(exc).__name__}: {exc}"
+            finally:
+                self.session = None
+        self._life = None
+        return str(reason)

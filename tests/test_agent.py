@@ -139,3 +139,21 @@ async def test_user_picked_prompt_opens_the_conversation_and_progress_is_reporte
     assert texts[-1] == "continue"
     progress = [e.progress for e in events if e.kind == "progress"]
     assert [p[0] for p in progress if p] == [1, 2]
+
+
+async def test_runs_sharing_a_transcript_each_get_their_own_turns(
+    crashy_cmd: Callable[..., Command],
+) -> None:
+    """A chat keeps one transcript; max_turns limits each run, not the whole chat."""
+    replay = ScriptedProvider(
+        [ScriptedTurn(text="first"), ScriptedTurn(text="second")], name="replay"
+    )
+    transcript = Transcript(task="chat", provider="replay", model="r")
+    async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
+        for expected in ("first", "second"):
+            await run_agent(
+                host, "hi", provider="replay", model="r", max_turns=1, transcript=transcript
+            )
+            assert transcript.stop == "end_turn"
+            assert transcript.final_text == expected
+    assert transcript.turns == 2

@@ -101,6 +101,8 @@ async def test_crash_loop_ends_failed_while_others_serve(
         assert "exited with code 1" in (doomed.last_error or "")
         with pytest.raises(ServerUnavailable, match="doomed: server is failed"):
             host.session("doomed")
+        # a server gone for good offers nothing to the model
+        assert not [t for t in await host.list_tools() if t.server == "doomed"]
         assert text_of(await host.call_tool("fine__echo", {"message": "ok"})) == "ok"
 
 

@@ -290,3 +290,27 @@ async def test_list_changed_listeners() -> None:
         await trio.testing.wait_all_tasks_blocked()
     changed = "notifications/tools/list_changed"
     assert calls == [changed, changed, "also", changed]
+
+
+async def test_cancellation_with_a_bad_request_id_is_ignored() -> None:
+    server = make_server()
+    async with connected(server) as (session, _):
+        await server.notify("notifications/cancelled", {"requestId": [1]})
+        await server.notify("notifications/progress", {"progressToken": {"x": 1}, "progress": 1})
+        await session.ping()
+        assert not session.closed
+
+
+async def test_malformed_result_is_a_protocol_error_naming_the_path() -> None:
+    from agenthost.errors import ProtocolError
+
+    server = make_server()
+
+    @server.tool("broken")
+    async def broken(ctx: ServerContext, args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": "not a list"}
+
+    async with connected(server) as (session, _):
+        with pytest.raises(ProtocolError, match="content"):
+            await session.call_tool("broken", {})
+        await session.ping()

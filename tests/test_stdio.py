@@ -281,3 +281,74 @@ async def test_blank_and_whitespace_lines_are_ignored(caplog: pytest.LogCaptureF
     ) as transport:
         assert await transport.receive() == Notification("hello")
     assert "malformed" not in caplog.text
+
+
+STOPS_READING = """
+import json, sys
+line = sys.stdin.readline()
+request = json.loads(line)
+print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+    "protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
+    "serverInfo": {"name": "deaf", "version": "1"}}}), flush=True)
+sys.stdin.readline()  # notifications/initialized
+import time
+time.sleep(30)  # alive, but never reads again: the pipe fills up
+"""
+
+
+async def test_timeout_covers_writing_the_request() -> None:
+    """A server that stopped reading must not make a request outlive its timeout."""
+    from agenthost.errors import AgentHostTimeout
+
+    async with (
+        open_stdio_transport(PY, script(STOPS_READING), name="deaf", shutdown_timeout=0.2) as t,
+        open_session(t, name="deaf") as session,
+    ):
+        with trio.fail_after(5), pytest.raises(AgentHostTimeout):
+            await session.call_tool("x", {"blob": "y" * 2_000_000}, timeout=0.5)
+
+
+ASKS_THEN_CANCELS = """
+import json, os, sys
+log = open(os.environ["PEER_LOG"], "a")
+request = json.loads(sys.stdin.readline())
+print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+    "protocolVersion": request["params"]["protocolVersion"], "capabilities": {},
+    "serverInfo": {"name": "fickle", "version": "1"}}}), flush=True)
+sys.stdin.readline()  # notifications/initialized
+# one write: a request, and at once its cancellation
+sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}) + "\\n"
+                 + json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": "r1"}}) + "\\n")
+sys.stdout.flush()
+for line in sys.stdin:
+    log.write(line)
+    log.flush()
+"""
+
+
+async def test_a_request_cancelled_in_the_same_read_is_never_handled(tmp_path: Path) -> None:
+    from agenthost.session import ClientHandlers
+    from agenthost.types import ListRootsResult
+
+    called: list[object] = []
+
+    async def roots(ctx: object, params: object) -> ListRootsResult:
+        called.append(ctx)
+        return ListRootsResult(roots=[])
+
+    log = tmp_path / "peer.log"
+    log.touch()
+    async with (
+        open_stdio_transport(
+            PY, script(ASKS_THEN_CANCELS), name="fickle", env={"PEER_LOG": str(log)}
+        ) as t,
+        open_session(t, name="fickle", handlers=ClientHandlers(roots=roots)) as session,
+    ):
+        await trio.sleep(0.3)
+        await session.notify("notifications/roots/list_changed")  # a marker line
+        with trio.fail_after(5):
+            while "list_changed" not in log.read_text():
+                await trio.sleep(0.02)
+    assert called == []
+    assert '"r1"' not in log.read_text()  # no response to the cancelled request

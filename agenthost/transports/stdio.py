@@ -82,6 +82,8 @@ _READ_SIZE: Final = 256 * 1024
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
 _COMPACT_AT: Final = 1024 * 1024
 _STDERR_TAIL: Final = 20
+#: Seconds to drain a pipe after the server exited, before we stop waiting on it.
+_DRAIN: Final = 0.5
 _WHITESPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
 
 
@@ -343,6 +345,20 @@ class StdioTransport(Transport):
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
             await self._stdin.aclose()
 
+    async def _watch_exit(self) -> None:
+        """End reading when the server has exited, even if its stdout stays open.
+
+        Stdout normally reaches EOF when the server exits; but a descendant that detached
+        (its own session) may hold the pipe open forever, and then the session would never
+        learn that its server is gone. After a grace period to drain what the server
+        wrote, closing our end wakes the reader with the exit reason.
+        """
+        await self.process.wait()
+        await trio.sleep(_DRAIN)
+        if not self._eof:
+            log.warning("%s: server exited but its stdout is still open; closing it", self.name)
+            await self._stdout.aclose()
+
     async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         """Forward the server's stderr to logging, line by line, under its name."""
         server_log = logging.getLogger(f"agenthost.server.{self.name}")
@@ -490,10 +506,16 @@ async def open_stdio_transport(
             async with trio.open_nursery() as nursery:
                 assert process.stderr is not None
                 nursery.start_soon(transport._pump_stderr, process.stderr)
+                nursery.start_soon(transport._watch_exit)
                 try:
                     yield transport
                 finally:
                     await transport.shutdown(shutdown_timeout)
+                    # The stderr pump ends at EOF; a detached descendant still holding
+                    # the pipe must not hold us here: a short drain, then stop it.
+                    nursery.cancel_scope.deadline = min(
+                        nursery.cancel_scope.deadline, trio.current_time() + _DRAIN
+                    )
     finally:
         if process.returncode is None:  # the nursery itself failed before shutdown ran
             with trio.CancelScope(shield=True):
