@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import orjson
 import trio
 
 import providers.base as llm
@@ -291,7 +290,3 @@ async def run_agent(
         raise
     emit(AgentEvent(kind="stop", text=str(record.stop)))
     return record
-
-
-def dumps(transcript: Transcript) -> str:
-    return orjson.dumps(transcript.to_json(), option=orjson.OPT_INDENT_2).decode()

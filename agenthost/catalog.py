@@ -101,6 +101,7 @@ class Catalog:
         self._reindex()
 
     def update_tools(self, server: str, tools: Iterable[Tool]) -> None:
+        """Replace one server's tools only (after a tools/list_changed)."""
         current = self._servers.get(server, ServerEntries())
         self.update(server, attrs.evolve(current, tools=tuple(tools)))
 

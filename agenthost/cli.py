@@ -79,7 +79,7 @@ class Console:
     def line(self, text: str) -> None:
         if self.quiet:
             return
-        self._end_bar()
+        self.end_progress()
         self.stream.write(text + "\n")
         self.stream.flush()
 
@@ -103,7 +103,7 @@ class Console:
         else:
             self.line(f"  progress {label}: {detail}{note}")
 
-    def _end_bar(self) -> None:
+    def end_progress(self) -> None:
         if self._bar:
             self.stream.write("\n")
             self._bar = False
@@ -433,7 +433,7 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
             args.tool, arguments, progress=_progress_callback(console, args.tool)
         )
         revision = host.session(server).revision or "2025-11-25"
-        console._end_bar()
+        console.end_progress()
     if args.json:
         _print_json(unstructure(result, revision))
     else:

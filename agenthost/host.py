@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from agenthost._util import collapse_single_group
-from agenthost.catalog import Catalog, CatalogTool, ServerEntries
+from agenthost.catalog import Catalog, CatalogTool
 from agenthost.config import HostConfig, ServerConfig, Workspace
 from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
 from agenthost.roots import RootsRegistry
@@ -238,7 +238,7 @@ class Host:
             except AgentHostError as exc:
                 log.debug("%s: refresh abandoned: %s", session.name, exc)
                 return
-            self.catalog.update(session.name, _evolve(current, updates))
+            self.catalog.update(session.name, attrs.evolve(current, **updates))
 
     # ------------------------------------------------------------------ status
 
@@ -432,10 +432,6 @@ class Host:
     def _stop(self) -> None:
         for sup in self._supervisors.values():
             sup.stop()
-
-
-def _evolve(entries: ServerEntries, updates: Mapping[str, Any]) -> ServerEntries:
-    return attrs.evolve(entries, **updates)
 
 
 def _annotation_dict(annotations: Any) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx2
 
+from providers.base import Tool
+
 Handler = Callable[[httpx2.Request], httpx2.Response | Awaitable[httpx2.Response]]
 
 
@@ -149,3 +151,21 @@ def openai_chunk(
         "choices": choices,
         "usage": usage,
     }
+
+
+# ---------------------------------------------------------------- shared fixtures
+
+# A 1x1 PNG, base64.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+    "hQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+WEATHER = Tool(
+    name="get_weather",
+    description="Get current weather for a city",
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)

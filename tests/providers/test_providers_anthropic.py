@@ -7,7 +7,15 @@ import time
 import httpx2
 import pytest
 import trio
-from providers_helpers import Recorder, anthropic_error, anthropic_message, client_for, sse
+from providers_helpers import (
+    PNG,
+    WEATHER,
+    Recorder,
+    anthropic_error,
+    anthropic_message,
+    client_for,
+    sse,
+)
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
 from providers.anthropic import AnthropicProvider
@@ -22,7 +30,6 @@ from providers.base import (
     Message,
     Request,
     TextDelta,
-    Tool,
     ToolResultContent,
     ToolUseContent,
     ToolUseEvent,
@@ -30,20 +37,6 @@ from providers.base import (
 from providers.config import build_provider, parse_providers
 
 SECRET = "sk-" + "ant-test-DO-NOT-LEAK-1234"  # a fake key, built so no scanner takes it for one
-# A 1x1 PNG, base64.
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
-    "hQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-WEATHER = Tool(
-    name="get_weather",
-    description="Get current weather for a city",
-    input_schema={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
 
 
 def make(handler: Recorder | object, **kw: object) -> AnthropicProvider:

@@ -9,6 +9,8 @@ import httpx2
 import pytest
 import trio
 from providers_helpers import (
+    PNG,
+    WEATHER,
     Recorder,
     client_for,
     openai_chunk,
@@ -29,7 +31,6 @@ from providers.base import (
     Message,
     Request,
     TextDelta,
-    Tool,
     ToolResultContent,
     ToolUseContent,
     ToolUseEvent,
@@ -38,20 +39,6 @@ from providers.config import build_provider, parse_providers
 from providers.openai import OpenAIProvider
 
 SECRET = "sk-" + "proj-test-DO-NOT-LEAK-5678"  # a fake key, built so no scanner takes it for one
-# A 1x1 PNG, base64.
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
-    "hQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-WEATHER = Tool(
-    name="get_weather",
-    description="Get current weather for a city",
-    input_schema={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
 
 
 def make(handler: object, *, local: bool = False) -> OpenAIProvider:
