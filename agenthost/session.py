@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
@@ -157,18 +159,35 @@ class ClientHandlers:
 class _Waiter:
     """One pending request: the task waiting for it, or the outcome if it came first."""
 
-    __slots__ = ("outcome", "sent", "task")
+    __slots__ = ("deadline", "done", "outcome", "sent", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float) -> None:
         self.task: trio.lowlevel.Task | None = None
         self.outcome: outcome.Outcome[Any] | None = None
         #: The transport accepted the request (the server may see it).
         self.sent = False
+        #: When the request times out, on Trio's clock (inf: never).
+        self.deadline = deadline
+        #: The request is over, however it ended (its deadline no longer matters).
+        self.done = False
 
     def abort(self, _: Any) -> trio.lowlevel.Abort:
         # Cancelled while parked: forget the task so a late response cannot wake it twice.
         self.task = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+    def time_out(self) -> None:
+        """Wake the waiting task with :data:`_TIMED_OUT` (or leave it for the sender)."""
+        task = self.task
+        if task is not None:
+            self.task = None
+            trio.lowlevel.reschedule(task, outcome.Value(_TIMED_OUT))
+        elif self.outcome is None:
+            self.outcome = outcome.Value(_TIMED_OUT)
+
+
+#: What a waiter receives when its deadline passed (see ClientSession._watch_deadlines).
+_TIMED_OUT: Final = object()
 
 
 class ClientSession:
@@ -219,6 +238,12 @@ class ClientSession:
         self._closed: AgentHostError | None = None
         self._closed_event = trio.Event()
         self._nursery: trio.Nursery | None = None
+        #: Requests with a deadline, one queue per timeout length: a queue's deadlines
+        #: only grow, so its head is its earliest live one (see _watch_deadlines).
+        self._deadlines: dict[float, deque[_Waiter]] = {}
+        #: The watchdog's sleep, and when it wakes.
+        self._watch_scope: trio.CancelScope | None = None
+        self._watch_at = math.inf
         self._output_validators: dict[str, Any] = {}
         self._tools_by_name: dict[str, Tool] = {}
         #: Set by :meth:`initialize`.
@@ -257,6 +282,7 @@ class ClientSession:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._dispatch_notifications)
+            nursery.start_soon(self._watch_deadlines)
             task_status.started()
             try:
                 await self._read_loop()
@@ -364,28 +390,29 @@ class ClientSession:
             raise _closed_error(self._closed, str(self._closed), self.name)
         limit = self.request_timeout if isinstance(timeout, EllipsisType) else timeout
         request_id = next(self._ids)
-        waiter = _Waiter()
+        # One deadline for writing the request and for its answer: a server that stopped
+        # reading its input must not make a request outlive its timeout. It is kept by
+        # the session's watchdog, not by a cancel scope per request: entering a scope is
+        # the largest single cost of a call under load (bench/RESULTS.md).
+        waiter = _Waiter(math.inf if limit is None else trio.current_time() + limit)
+        if limit is not None:
+            self._watch(waiter, limit)
         self._pending[request_id] = waiter
         request = Request(request_id, method, params)
         try:
-            if limit is None:
+            try:
                 message = await self._exchange(request, waiter)
-            else:
-                message = None
-                # One deadline for writing the request and for its answer: a server that
-                # stopped reading its input must not make a request outlive its timeout.
-                with trio.move_on_after(limit):
-                    message = await self._exchange(request, waiter)
-                if message is None:
-                    if self._pending.pop(request_id, None) is not None:
-                        self._forget(request_id)
-                        if cancellable and waiter.sent:
-                            await self._notify_cancelled(request_id, "timed out")
-                    raise AgentHostTimeout(
-                        f"{method} timed out after {limit:g}s",
-                        server=self.name,
-                        timeout=limit,
-                    )
+            except trio.TooSlowError:  # the transport could not take it before the deadline
+                message = _TIMED_OUT
+            if message is _TIMED_OUT:
+                if self._pending.pop(request_id, None) is not None:
+                    self._forget(request_id)
+                    if cancellable and waiter.sent:
+                        await self._notify_cancelled(request_id, "timed out")
+                assert limit is not None
+                raise AgentHostTimeout(
+                    f"{method} timed out after {limit:g}s", server=self.name, timeout=limit
+                )
         except trio.Cancelled:
             if self._pending.pop(request_id, None) is not None:
                 self._forget(request_id)
@@ -398,21 +425,74 @@ class ClientSession:
         except BaseException:
             self._pending.pop(request_id, None)
             raise
+        finally:
+            waiter.done = True
+            if limit is not None:
+                self._unwatch(limit)
         if type(message) is Response:
             return message.result
         assert isinstance(message, ErrorResponse)
         error = message.error
         raise JSONRPCError(error.code, error.message, error.data, server=self.name)
 
-    async def _exchange(self, request: Request, waiter: _Waiter) -> Response | ErrorResponse:
-        """Write ``request``, then wait for its answer (or take it if it came first)."""
-        await self._transport.send(request)
+    async def _exchange(self, request: Request, waiter: _Waiter) -> Any:
+        """Write ``request``, then wait for its answer (or take it if it came first).
+
+        Returns the response, or :data:`_TIMED_OUT` from the watchdog.
+        """
+        await self._transport.send(request, deadline=waiter.deadline)
         waiter.sent = True
         result = waiter.outcome
         if result is not None:
-            return result.unwrap()  # type: ignore[no-any-return]
+            return result.unwrap()
         waiter.task = trio.lowlevel.current_task()
-        return await trio.lowlevel.wait_task_rescheduled(waiter.abort)  # type: ignore[no-any-return]
+        return await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+
+    def _watch(self, waiter: _Waiter, limit: float) -> None:
+        queue = self._deadlines.get(limit)
+        if queue is None:
+            queue = self._deadlines[limit] = deque()
+        queue.append(waiter)
+        if waiter.deadline < self._watch_at:
+            self._watch_at = waiter.deadline
+            if self._watch_scope is not None:
+                self._watch_scope.deadline = waiter.deadline
+
+    def _unwatch(self, limit: float) -> None:
+        """Drop finished requests from the head of their queue (amortised O(1))."""
+        queue = self._deadlines.get(limit)
+        if queue is not None:
+            while queue and queue[0].done:
+                queue.popleft()
+            if not queue:
+                del self._deadlines[limit]
+
+    async def _watch_deadlines(self) -> None:
+        """Time out every request whose deadline passed; sleep until the next one.
+
+        The watchdog wakes at the earliest deadline it knew of when it went to sleep. A
+        request that finished meanwhile just moves the next wake later, so a session
+        under load wakes about once per timeout period, not once per request.
+        """
+        while True:
+            with trio.CancelScope(deadline=self._watch_at) as scope:
+                self._watch_scope = scope
+                await trio.sleep_forever()
+            self._watch_scope = None
+            now = trio.current_time()
+            earliest = math.inf
+            for limit, queue in list(self._deadlines.items()):
+                while queue:
+                    head = queue[0]
+                    if not head.done and head.deadline > now:
+                        earliest = min(earliest, head.deadline)
+                        break
+                    queue.popleft()
+                    if not head.done:
+                        head.time_out()
+                if not queue:
+                    del self._deadlines[limit]
+            self._watch_at = earliest
 
     def _forget(self, request_id: RequestId) -> None:
         """Remember an abandoned id so its late response is not reported as a mystery."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -24,9 +25,9 @@ class RecordingTransport(Transport):
         self.request_methods: dict[Any, str] = {}
         self.revision: str | None = None
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         self.sent.append(jsonrpc.to_object(message))
-        await self.inner.send(message)
+        await self.inner.send(message, deadline=deadline)
 
     async def receive(self) -> jsonrpc.Message:
         message = await self.inner.receive()

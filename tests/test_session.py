@@ -136,6 +136,69 @@ async def test_timeout_sends_cancelled_and_session_survives() -> None:
     assert hang_id in server.cancelled
 
 
+async def _timed_out_at(session: ClientSession, timeout: float) -> float:
+    """Call the hanging tool; return the Trio time at which it timed out."""
+    with pytest.raises(AgentHostTimeout):
+        await session.call_tool("hang", {}, timeout=timeout)
+    return trio.current_time()
+
+
+async def test_each_timeout_fires_at_its_own_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Deadlines live in one watchdog, not a scope per request: a shorter timeout that
+    arrives while the watchdog sleeps towards a longer one must still fire on time."""
+    async with connected(make_server()) as (session, _):
+        start = trio.current_time()
+        fired: dict[str, float] = {}
+
+        async def hang(label: str, timeout: float, after: float) -> None:
+            await trio.sleep(after)
+            fired[label] = await _timed_out_at(session, timeout) - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hang, "long", 1.0, 0.0)
+            nursery.start_soon(hang, "short", 0.2, 0.1)
+            nursery.start_soon(hang, "same", 1.0, 0.5)
+        assert fired == pytest.approx({"long": 1.0, "short": 0.3, "same": 1.5}, abs=1e-6)
+        assert session._deadlines == {}
+
+
+async def test_a_hung_request_times_out_while_others_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Finished requests ahead of or behind a hung one, with the same timeout, neither
+    delay its expiry nor pile up in the watchdog's queues."""
+    async with connected(make_server(), request_timeout=0.5) as (session, _):
+        start = trio.current_time()
+        fired: list[float] = []
+
+        async def hang() -> None:
+            fired.append(await _timed_out_at(session, 0.5) - start)
+
+        async with trio.open_nursery() as nursery:
+            await session.call_tool("echo", {"text": "before"})
+            nursery.start_soon(hang)
+            for i in range(150):
+                result = await session.call_tool("echo", {"text": i})
+                assert result.content[0].text == str(i)  # type: ignore[union-attr]
+                await trio.sleep(0.01)
+        assert fired == [pytest.approx(0.5, abs=1e-6)]
+        assert session._deadlines == {}
+
+
+async def test_finished_requests_leave_the_watchdog_at_once() -> None:
+    """The watchdog sleeps a whole timeout period; finished requests must not pile up
+    for it in the meantime (a session making 100k calls/s would hold millions)."""
+    async with connected(make_server()) as (session, _):
+        async with trio.open_nursery() as nursery:
+            for i in range(100):
+                nursery.start_soon(session.call_tool, "echo", {"text": i})
+        for i in range(100):
+            await session.call_tool("echo", {"text": i}, timeout=30 + i % 3)
+        assert session._deadlines == {}
+
+
 async def test_cancel_scope_sends_cancelled() -> None:
     server = make_server()
     async with connected(server) as (session, _):

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -14,7 +15,7 @@ import trio
 
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
 from agenthost.jsonrpc import Notification, Request, Response
-from agenthost.session import open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import child_environment, open_stdio_transport
 from tests.helpers import alive
 
@@ -306,6 +307,34 @@ async def test_timeout_covers_writing_the_request() -> None:
     ):
         with trio.fail_after(5), pytest.raises(AgentHostTimeout):
             await session.call_tool("x", {"blob": "y" * 2_000_000}, timeout=0.5)
+
+
+async def test_senders_behind_a_stalled_pipe_wait_until_their_deadline() -> None:
+    """Backpressure: past the high-water mark a sender waits for the server to read, and
+    a sender whose deadline passes first has queued nothing (memory stays bounded)."""
+    from agenthost.errors import AgentHostTimeout
+
+    async with (
+        open_stdio_transport(PY, script(STOPS_READING), name="deaf", shutdown_timeout=0.2) as t,
+        open_session(t, name="deaf") as session,
+    ):
+        with trio.fail_after(5), pytest.raises(AgentHostTimeout):
+            await session.call_tool("x", {"blob": "y" * 2_000_000}, timeout=0.3)
+        stuck = len(t._backlog) - t._offset
+        assert stuck > 1_000_000  # the server never read it
+        async with trio.open_nursery() as nursery:
+            for _ in range(20):
+                nursery.start_soon(partial(_expect_timeout, session, 0.3))
+        assert len(t._backlog) - t._offset == stuck
+
+
+async def _expect_timeout(session: ClientSession, timeout: float) -> None:
+    from agenthost.errors import AgentHostTimeout
+
+    start = trio.current_time()
+    with trio.fail_after(5), pytest.raises(AgentHostTimeout):
+        await session.call_tool("x", {"blob": "small"}, timeout=timeout)
+    assert trio.current_time() - start >= timeout
 
 
 ASKS_THEN_CANCELS = """

@@ -6,7 +6,10 @@ response stream follows). Sessions sit on top and do correlation, timeouts and M
 
 Contract, in the shape of ``trio.abc.Channel[Message]``:
 
-* ``send(message)`` may be called from many tasks at once; the transport serialises.
+* ``send(message, deadline=...)`` may be called from many tasks at once; the transport
+  serialises. A send that cannot hand its message over before ``deadline`` (Trio's
+  clock; the session passes the request's own deadline) raises ``trio.TooSlowError``,
+  and the message was then not sent. Sends that never block may ignore the deadline.
 * ``receive()`` is called from one task only (the session's reader). It returns the next
   message, skipping (and logging) frames that are not valid JSON-RPC, and raises
   :class:`~agenthost.errors.TransportClosed` once the peer is gone for good.
@@ -17,6 +20,7 @@ Contract, in the shape of ``trio.abc.Channel[Message]``:
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable
@@ -34,7 +38,7 @@ class Transport(ABC):
     name: str = "server"
 
     @abstractmethod
-    async def send(self, message: jsonrpc.Message) -> None: ...
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None: ...
 
     @abstractmethod
     async def receive(self) -> jsonrpc.Message: ...

@@ -36,6 +36,7 @@ response carries the session id).
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -357,12 +358,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
     # -- sending
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         """POST one message.
 
-        A request returns as soon as its POST is scheduled; its answer (or a synthesised
-        error response) arrives through :meth:`receive`. A notification or response
-        returns once the server accepted it.
+        A request returns as soon as its POST is scheduled (so ``deadline`` never bites);
+        its answer (or a synthesised error response) arrives through :meth:`receive`. A
+        notification or response returns once the server accepted it.
 
         Raises:
             SessionExpired: the server answered 404 to our session id.
@@ -375,7 +376,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._post_request, message.id, body, message.method == "initialize", False
             )
             return
-        await self._post_message(body)
+        with trio.fail_at(deadline):
+            await self._post_message(body)
 
     async def probe(self, request: Request) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.

@@ -17,6 +17,7 @@ error for a request becomes a JSON-RPC error response for it (code -32000).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -150,7 +151,7 @@ class LegacySSETransport(HTTPTransportBase):
             )
         return endpoint
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         """POST one message to the endpoint; an HTTP error for a request answers it.
 
         Raises:
@@ -162,16 +163,17 @@ class LegacySSETransport(HTTPTransportBase):
             raise TransportError("not connected (no endpoint yet)", server=self.name)
         body = jsonrpc.encode(message)
         try:
-            response = await self._client.post(
-                self.endpoint,
-                content=body,
-                headers={
-                    **self._headers_for("application/json"),
-                    "Content-Type": "application/json",
-                },
-                timeout=self._ack_timeout,
-                follow_redirects=True,
-            )
+            with trio.fail_at(deadline):
+                response = await self._client.post(
+                    self.endpoint,
+                    content=body,
+                    headers={
+                        **self._headers_for("application/json"),
+                        "Content-Type": "application/json",
+                    },
+                    timeout=self._ack_timeout,
+                    follow_redirects=True,
+                )
         except httpx.ConnectError as exc:
             self._fail(TransportClosed, f"cannot reach the endpoint: {self._describe(exc)}")
             raise self._error() from None

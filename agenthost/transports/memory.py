@@ -6,6 +6,8 @@ slow reader applies backpressure just as a pipe would.
 
 from __future__ import annotations
 
+import math
+
 import trio
 
 from agenthost import jsonrpc
@@ -30,9 +32,10 @@ class MemoryTransport(Transport):
         self._receive = receive_channel
         self.protocol_version: str | None = None
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         try:
-            await self._send.send(message)
+            with trio.fail_at(deadline):
+                await self._send.send(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise TransportClosed("peer closed the connection", server=self.name) from None
 

@@ -87,15 +87,16 @@ class ProbingTransport(Transport):
         if self._chosen is not None:
             self._chosen.set_protocol_version(version)
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         chosen = self._chosen
         if chosen is None:
-            async with self._lock:
-                if self._chosen is None:
-                    await self._probe(message)
-                    return
+            with trio.fail_at(deadline):
+                async with self._lock:
+                    if self._chosen is None:
+                        await self._probe(message)
+                        return
             chosen = self._chosen
-        await chosen.send(message)
+        await chosen.send(message, deadline=deadline)
 
     async def _probe(self, message: jsonrpc.Message) -> None:
         if self._failure is not None:

@@ -15,6 +15,7 @@ A host holds LLM API keys; a third-party server must never see them by accident.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -23,7 +24,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-import outcome
 import trio
 
 from agenthost import jsonrpc
@@ -81,24 +81,12 @@ INHERITED_ENV_VARS: Final = frozenset(
 _READ_SIZE: Final = 256 * 1024
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
 _COMPACT_AT: Final = 1024 * 1024
+#: Unwritten bytes beyond which a sender waits for the server to read (backpressure).
+_HIGH_WATER: Final = 1024 * 1024
 _STDERR_TAIL: Final = 20
 #: Seconds to drain a pipe after the server exited, before we stop waiting on it.
 _DRAIN: Final = 0.5
 _WHITESPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
-
-
-class _Follower:
-    """A sender waiting for the leader to write its message (see StdioTransport.send)."""
-
-    __slots__ = ("task", "until")
-
-    def __init__(self, task: trio.lowlevel.Task, until: int) -> None:
-        self.task = task
-        #: The running byte total at the end of this sender's message.
-        self.until = until
-
-
-_LEAD: Final = "lead"
 
 
 def child_environment(
@@ -126,15 +114,15 @@ class StdioTransport(Transport):
         self._stdin = process.stdin
         self._stdout = process.stdout
         self._max = max_message_size
-        #: Bytes accepted by :meth:`send` but not yet written, from ``_offset`` on;
-        #: ``_queued``/``_flushed`` are running totals of what entered and left it.
+        #: Bytes accepted by :meth:`send` but not yet written, from ``_offset`` on.
         self._backlog = bytearray()
         self._offset = 0
-        self._queued = 0
-        self._flushed = 0
-        #: A sender is writing the backlog; later senders follow (see send()).
-        self._leading = False
-        self._followers: deque[_Follower] = deque()
+        #: The flusher task parked with nothing to write (None while it writes or is due).
+        self._flusher: trio.lowlevel.Task | None = None
+        #: A flush is due or under way: it will write whatever is queued by then.
+        self._flushing = False
+        #: Set when the backlog drains below the high-water mark (senders wait on it).
+        self._drained: trio.Event | None = None
         #: Requests sent minus responses received: a hint (never exact: a cancelled
         #: request may get no answer) that senders will soon queue up behind each other.
         self._in_flight = 0
@@ -152,109 +140,114 @@ class StdioTransport(Transport):
     def pid(self) -> int:
         return self.process.pid
 
-    async def send(self, message: jsonrpc.Message) -> None:
-        """Write one message, whole and in order; return once it is in the pipe.
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+        """Queue one message, whole and in order; return once it is bound for the pipe.
 
-        Group commit: the first sender of a scheduler batch becomes the *leader*, yields
-        once so the rest of the batch can queue their messages behind it, then writes the
-        whole backlog with one ``os.write``; the others (*followers*) park until their
-        bytes are out. With many requests in flight this is one system call per batch,
-        not per message (the profile's largest cost); one sender alone pays a single
-        scheduler pass.
+        Alone (no other request in flight), the message is written at once: no scheduler
+        pass between the caller and the pipe. Under load, it joins the backlog and the
+        flusher task writes everything queued in this scheduler batch with one
+        ``os.write`` next pass: one system call per batch, not per message (the largest
+        cost the profile showed), and no sender waits for a write lock or a leader.
 
-        Cancellation: a checkpoint before anything is queued. Once queued, a message goes
-        out whole before anything sent later, even if its sender is cancelled while
-        waiting (for a server that stopped reading, say): a frame is never cut in half, so
-        the pipe's framing survives any cancellation.
+        Backpressure: while more than :data:`_HIGH_WATER` bytes are unwritten (a server
+        that stopped reading, or a huge message in flight), a sender waits for the backlog
+        to drain before queuing, until ``deadline`` (then ``trio.TooSlowError``: nothing
+        of the message was queued).
+
+        Cancellation: only before the message is queued. Once queued, it goes out whole
+        before anything sent later, so a frame is never cut and the pipe's framing
+        survives any cancellation.
 
         Raises:
             TransportClosed: the transport is closed, or the server stopped reading.
+            trio.TooSlowError: still backed up at ``deadline``.
         """
         data = jsonrpc.encode_line(message)
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self._backlog) - self._offset > _HIGH_WATER and self._broken is None:
+            if self._drained is None:
+                self._drained = trio.Event()
+            with trio.fail_at(deadline):
+                await self._drained.wait()
         if self._broken is not None:
             raise TransportClosed(self._broken, server=self.name)
-        await trio.lowlevel.checkpoint_if_cancelled()
         # Batch only when other requests are in flight: their answers wake senders that
         # can join this write. One request at a time, waiting would only add latency.
-        batch = self._in_flight > 0
+        alone = self._in_flight == 0
         if type(message) is jsonrpc.Request:
             self._in_flight += 1
         self._backlog += data
-        self._queued += len(data)
-        until = self._queued
-        if not self._leading:
-            self._leading = True
-            await self._lead(until, batch=batch)
-        elif await self._follow(until):
-            await self._lead(until, batch=False)
+        if self._flushing:
+            return  # the flush that is due or under way takes these bytes too
+        if alone:
+            self._write_some()
+            if self._offset == len(self._backlog):
+                return
+        self._flushing = True
+        flusher = self._flusher
+        if flusher is not None:
+            self._flusher = None
+            trio.lowlevel.reschedule(flusher)
 
-    async def _follow(self, until: int) -> bool:
-        """Park until the leader wrote byte ``until``; True when made leader instead."""
-        follower = _Follower(trio.lowlevel.current_task(), until)
-        followers = self._followers
-        followers.append(follower)
+    def _write_some(self) -> None:
+        """Write what the pipe takes now, without blocking.
 
-        def abort(_: object) -> trio.lowlevel.Abort:
-            followers.remove(follower)  # our bytes stay queued: they leave whole, later
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        result = await trio.lowlevel.wait_task_rescheduled(abort)
-        if result is _LEAD:
-            return True
-        if result is not None:
-            raise TransportClosed(result, server=self.name)
-        return False
-
-    async def _lead(self, until: int, *, batch: bool) -> None:
-        """Write the backlog until byte ``until`` has left, then hand over or finish.
-
-        ``batch``: first yield once, so the other tasks of this scheduler batch can queue
-        their messages and go out in the same write.
+        Raises:
+            TransportClosed: the pipe is broken (the server is gone).
         """
-        try:
-            if batch:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            while self._flushed < until:
-                fd = self._stdin.fileno()  # -1 once closed: never a recycled fd number
-                try:
-                    with memoryview(self._backlog) as view, view[self._offset :] as rest:
-                        sent = os.write(fd, rest)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_writable(fd)
-                    continue
-                except OSError:
-                    raise self._fail(self._exit_reason("cannot write to")) from None
-                self._flushed += sent
-                self._offset += sent
-                if self._offset == len(self._backlog):
-                    self._backlog.clear()
-                    self._offset = 0
-                elif self._offset >= _COMPACT_AT:
-                    del self._backlog[: self._offset]
-                    self._offset = 0
-                self._release(self._flushed)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise self._fail(self._exit_reason("cannot write to")) from None
-        finally:
-            self._leading = False
-            if self._followers and self._broken is None:
-                # Bytes are still queued: the oldest waiting sender carries on.
-                self._leading = True
-                trio.lowlevel.reschedule(self._followers.popleft().task, outcome.Value(_LEAD))
+        fd = self._stdin.fileno()  # -1 once closed: never a recycled fd number
+        while self._offset < len(self._backlog):
+            try:
+                with memoryview(self._backlog) as view, view[self._offset :] as rest:
+                    sent = os.write(fd, rest)
+            except BlockingIOError:
+                break
+            except OSError:
+                raise self._fail(self._exit_reason("cannot write to")) from None
+            self._offset += sent
+        if self._offset == len(self._backlog):
+            self._backlog.clear()
+            self._offset = 0
+        elif self._offset >= _COMPACT_AT:
+            del self._backlog[: self._offset]
+            self._offset = 0
+        drained = self._drained
+        if drained is not None and len(self._backlog) - self._offset <= _HIGH_WATER:
+            self._drained = None
+            drained.set()
 
-    def _release(self, flushed: int) -> None:
-        """Wake every follower whose message has been written."""
-        followers = self._followers
-        while followers and followers[0].until <= flushed:
-            trio.lowlevel.reschedule(followers.popleft().task, outcome.Value(None))
+    async def _flush_loop(self) -> None:
+        """Write the backlog whenever a sender queued some; wait on the pipe when full."""
+        try:
+            while True:
+                if self._offset == len(self._backlog):
+                    self._flushing = False
+                    self._flusher = trio.lowlevel.current_task()
+                    await trio.lowlevel.wait_task_rescheduled(self._park_abort)
+                    continue
+                self._write_some()
+                if self._offset < len(self._backlog):
+                    await trio.lowlevel.wait_writable(self._stdin.fileno())
+        except TransportClosed:
+            pass  # _fail recorded why; senders and waiters have been told
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._fail(self._exit_reason("cannot write to"))
+        finally:
+            self._flusher = None
+
+    def _park_abort(self, _: object) -> trio.lowlevel.Abort:
+        self._flusher = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def _fail(self, reason: str) -> TransportClosed:
         """The pipe is broken: every waiting sender and every later one gets ``reason``."""
         self._broken = reason
-        while self._followers:
-            trio.lowlevel.reschedule(self._followers.popleft().task, outcome.Value(reason))
+        self._flushing = True  # nothing will be written any more: senders must not wait
+        if self._drained is not None:
+            self._drained.set()
+            self._drained = None
         return TransportClosed(reason, server=self.name)
 
     async def receive(self) -> jsonrpc.Message:
@@ -507,6 +500,7 @@ async def open_stdio_transport(
                 assert process.stderr is not None
                 nursery.start_soon(transport._pump_stderr, process.stderr)
                 nursery.start_soon(transport._watch_exit)
+                nursery.start_soon(transport._flush_loop)
                 try:
                     yield transport
                 finally:

@@ -12,6 +12,7 @@ frames in one background task; this module only frames messages and maps errors.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -59,12 +60,13 @@ class WebSocketTransport(Transport):
         value: str | None = self._ws.subprotocol
         return value
 
-    async def send(self, message: jsonrpc.Message) -> None:
+    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
         text = jsonrpc.encode(message).decode()
         try:
-            await self._ws.send_message(text)
+            with trio.fail_at(deadline):
+                await self._ws.send_message(text)
         except trio_websocket.ConnectionClosed as exc:
             raise self._closed_error(exc) from None
 
