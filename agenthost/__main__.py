@@ -2,6 +2,6 @@
 
 import sys
 
-from agenthost.cli import main
+from agenthost.cli import run
 
-sys.exit(main())
+sys.exit(run())

