@@ -21,6 +21,7 @@ def row_names(fanout: Sequence[int] = (1, 10, 50)) -> list[str]:
     checks that each is printed)."""
     return [
         "calls/s sequential",
+        "calls/s sequential, one CPU",
         "calls/s 64 in flight",
         "latency p50 sequential",
         "latency p99 sequential",

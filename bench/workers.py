@@ -9,9 +9,9 @@ around the measured loop only.
 Tasks (``spec["task"]``):
 
 * ``throughput``: ``seq`` sequential calls (latency of each), then ``conc`` calls with
-  ``inflight`` tasks calling at once.
+  ``inflight`` tasks calling at once (none when ``conc`` is 0).
 * ``fanout``: start and initialize ``servers`` servers concurrently; time until all are
-  ready, client RSS before and at the peak.
+  ready, client RSS before and at the peak (``agenthost``, the SDK, or the floor).
 * ``payload``: ``repeats`` calls with a ``result_bytes`` result or an ``arg_bytes``
   argument; time per call and the peak RSS above the level before the first call.
 * ``sampling``: see :mod:`bench.sampling`.
@@ -69,6 +69,9 @@ async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
             latencies.append(clock() - start)
         seq_wall, seq_cpu = clock() - wall0, cpu_seconds() - cpu0
 
+        if not conc:  # a sequential-only run (pinned to one CPU, or the blocking client)
+            return _seq_figures(seq, latencies, seq_wall, seq_cpu)
+
         remaining = conc
 
         async def caller() -> None:
@@ -83,12 +86,18 @@ async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
         if await echo({"message": "bye"}) != "bye":
             raise AssertionError(f"{client}: echo returned the wrong text after the run")
     return {
-        "seq_calls_s": seq / seq_wall,
-        "seq_p50_us": percentile(latencies, 50) * 1e6,
-        "seq_p99_us": percentile(latencies, 99) * 1e6,
-        "seq_cpu_us": seq_cpu / seq * 1e6,
+        **_seq_figures(seq, latencies, seq_wall, seq_cpu),
         "conc_calls_s": conc / conc_wall,
         "conc_cpu_us": conc_cpu / conc * 1e6,
+    }
+
+
+def _seq_figures(seq: int, latencies: list[float], wall: float, cpu: float) -> dict[str, float]:
+    return {
+        "seq_calls_s": seq / wall,
+        "seq_p50_us": percentile(latencies, 50) * 1e6,
+        "seq_p99_us": percentile(latencies, 99) * 1e6,
+        "seq_cpu_us": cpu / seq * 1e6,
     }
 
 
@@ -120,6 +129,8 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
             peak = peak_rss()
         return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
 
+    if client == "floor":
+        return await _fanout_floor(count, argv)
     if client not in ("sdk-trio", "sdk-asyncio"):
         raise ValueError(f"fanout has no {client!r} variant")
     import anyio
@@ -147,6 +158,39 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
     async with anyio.create_task_group() as group:
         for _ in range(count):
             group.start_soon(one)
+        await all_ready.wait()
+        ready_s = time.perf_counter() - start
+        peak = peak_rss()
+        done.set()
+    return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
+
+
+async def _fanout_floor(count: int, argv: list[str]) -> dict[str, Any]:
+    """The floor client starting ``count`` servers at once: what spawning and one
+    handshake each cost on this machine, with no host around them."""
+    import trio
+
+    from bench.floor import open_floor_client
+
+    ready = 0
+    all_ready = trio.Event()
+    done = trio.Event()
+
+    async def one() -> None:
+        nonlocal ready
+        async with open_floor_client(argv) as client:
+            await client.request("tools/list", {})
+            ready += 1
+            if ready == count:
+                all_ready.set()
+            await done.wait()
+
+    base = current_rss()
+    reset_peak_rss()
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(one)
         await all_ready.wait()
         ready_s = time.perf_counter() - start
         peak = peak_rss()
@@ -203,8 +247,16 @@ async def _with_deadline(spec: dict[str, Any], backend: str) -> dict[str, Any]:
 
 
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one measurement in this process and return its figures."""
+    """Run one measurement in this process and return its figures.
+
+    ``spec["cpu"]``, when given, pins this worker to that CPU before anything starts;
+    the server it spawns inherits the pinning, so client and server share one CPU.
+    """
     client = spec["client"]
+    if spec.get("cpu") is not None:
+        import os
+
+        os.sched_setaffinity(0, {spec["cpu"]})
     if client in TRIO_CLIENTS:
         import trio
 
