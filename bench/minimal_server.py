@@ -3,7 +3,10 @@
 Why it exists: a benchmark of agenthost's stdio path must measure agenthost, not the
 server. This server does the least work an MCP server can do: no SDK, no validation,
 pre-encoded constant replies, one ``write`` + ``flush`` per response, and a plain
-blocking line loop that answers pipelined requests in order as fast as they arrive.
+blocking line loop that answers pipelined requests in order as fast as they arrive. It
+imports only the standard library's ``json`` (no argparse, no orjson: each costs more
+at start-up than the server does per call), so that spawning it, which the whole-process
+and fan-out figures include, costs little more than the interpreter itself.
 
 Usage::
 
@@ -18,23 +21,8 @@ and responses are ignored; other requests get ``-32601``. EOF on stdin ends it.
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
-from collections.abc import Callable
-from typing import Any
-
-try:
-    import orjson
-
-    dumps: Callable[[Any], bytes] = orjson.dumps
-    loads: Callable[[bytes], Any] = orjson.loads
-except ImportError:  # pragma: no cover - the stdlib fallback for a bare interpreter
-    import json
-
-    def dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
-
-    loads = json.loads
 
 __all__ = ["main"]
 
@@ -51,26 +39,36 @@ ECHO_TOOL = {
 }
 
 
-def _result_tail(result: Any) -> bytes:
+def dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+loads = json.loads
+
+
+def _result_tail(result: object) -> bytes:
     """Pre-encode ``,"result":<result>}\\n`` so a constant reply costs one id encode."""
     return b',"result":' + dumps(result) + b"}\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve stdin/stdout until EOF."""
-    parser = argparse.ArgumentParser(description="Minimal stdio MCP server for benchmarks.")
-    parser.add_argument("--payload-bytes", type=int, default=None, metavar="N")
-    args = parser.parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    payload_bytes: int | None = None
+    if args:
+        if len(args) != 2 or args[0] != "--payload-bytes" or not args[1].isdigit():
+            sys.exit("usage: minimal_server.py [--payload-bytes N]")
+        payload_bytes = int(args[1])
 
     head = b'{"jsonrpc":"2.0","id":'
     tools_tail = _result_tail({"tools": [ECHO_TOOL]})
     empty_tail = _result_tail({})
     payload_tail = (
         None
-        if args.payload_bytes is None
-        else _result_tail({"content": [{"type": "text", "text": "x" * args.payload_bytes}]})
+        if payload_bytes is None
+        else _result_tail({"content": [{"type": "text", "text": "x" * payload_bytes}]})
     )
-    capabilities: dict[str, Any] = {"tools": {}}
+    capabilities: dict[str, object] = {"tools": {}}
     info = {"name": "minimal", "version": "1.0.0"}
 
     out = sys.stdout.buffer

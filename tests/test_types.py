@@ -225,3 +225,19 @@ def test_method_lookup() -> None:
     assert note.params is t.LoggingMessageNotificationParams
     assert methods.notification_spec(methods.NOTIFICATION_INITIALIZED) is None
     assert methods.notification_spec(methods.NOTIFICATION_INITIALIZED, from_server=False)
+
+
+def test_types_have_value_equality_hashing_and_repr() -> None:
+    """Record's hand-written methods mean what attrs' generated ones would."""
+    from agenthost.types import ImageContent, TextContent, Tool
+
+    a, b = TextContent(text="hi"), TextContent(text="hi")
+    assert a == b and hash(a) == hash(b)
+    assert a != TextContent(text="ho")
+    assert a != ImageContent(data="hi", mime_type="image/png")
+    assert (a == "hi") is False
+    assert {a, b} == {a}
+    assert repr(a).startswith("TextContent(") and "text='hi'" in repr(a)
+    tool = Tool(name="t", input_schema={"type": "object"})
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(tool)  # a dict field: unhashable, as with attrs

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from agenthost.types._base import since
+from agenthost.types._base import Record, since
 
 __all__ = [
     "ClientCapabilities",
@@ -27,8 +27,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class RootsCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class RootsCapability(Record):
     """The client can list roots."""
 
     #: The client sends ``notifications/roots/list_changed``.
@@ -36,8 +36,8 @@ class RootsCapability:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class SamplingCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class SamplingCapability(Record):
     """The client serves ``sampling/createMessage``."""
 
     #: ``includeContext`` other than ``"none"`` is supported (soft-deprecated).
@@ -47,8 +47,8 @@ class SamplingCapability:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ElicitationCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ElicitationCapability(Record):
     """The client serves ``elicitation/create``; empty means form mode only."""
 
     __mcp_since__: ClassVar[str] = "2025-06-18"
@@ -58,8 +58,8 @@ class ElicitationCapability:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ClientCapabilities:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ClientCapabilities(Record):
     """What the client offers the server."""
 
     experimental: dict[str, dict[str, Any]] | None = None
@@ -73,16 +73,16 @@ class ClientCapabilities:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class PromptsCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class PromptsCapability(Record):
     """The server offers prompts."""
 
     list_changed: bool | None = None
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ResourcesCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResourcesCapability(Record):
     """The server offers resources."""
 
     subscribe: bool | None = None
@@ -90,16 +90,16 @@ class ResourcesCapability:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ToolsCapability:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolsCapability(Record):
     """The server offers tools."""
 
     list_changed: bool | None = None
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
-class ServerCapabilities:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ServerCapabilities(Record):
     """What the server offers the client."""
 
     experimental: dict[str, dict[str, Any]] | None = None

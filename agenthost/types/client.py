@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from agenthost.types._base import Role, since
+from agenthost.types._base import Record, Role, since
 from agenthost.types.content import SamplingContent
 from agenthost.types.server import Tool
 from agenthost.types.tasks import TaskMetadata
@@ -30,8 +30,8 @@ __all__ = [
 # --- roots -------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class Root:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Root(Record):
     """A directory or file the server may operate on (a ``file://`` URI)."""
 
     uri: str
@@ -39,8 +39,8 @@ class Root:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ListRootsResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListRootsResult(Record):
     """The client's answer to ``roots/list``."""
 
     roots: list[Root]
@@ -53,8 +53,8 @@ class ListRootsResult:
 SamplingMessageContent: TypeAlias = SamplingContent | list[SamplingContent]
 
 
-@attrs.frozen(kw_only=True)
-class SamplingMessage:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class SamplingMessage(Record):
     """One turn of the conversation a server wants sampled."""
 
     role: Role
@@ -62,15 +62,15 @@ class SamplingMessage:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-11-25"))
 
 
-@attrs.frozen(kw_only=True)
-class ModelHint:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ModelHint(Record):
     """A model-name hint; substrings of model names are fine (``"claude"``)."""
 
     name: str | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ModelPreferences:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ModelPreferences(Record):
     """The server's priorities for model selection, each 0..1."""
 
     hints: list[ModelHint] | None = None
@@ -79,8 +79,8 @@ class ModelPreferences:
     intelligence_priority: float | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ToolChoice:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolChoice(Record):
     """How the model may use the tools offered in a sampling request."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -88,8 +88,8 @@ class ToolChoice:
     mode: Literal["auto", "required", "none"] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CreateMessageRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CreateMessageRequestParams(Record):
     """Params of ``sampling/createMessage``: a server asks the host's LLM."""
 
     messages: list[SamplingMessage]
@@ -109,8 +109,8 @@ class CreateMessageRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CreateMessageResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CreateMessageResult(Record):
     """The client's answer to ``sampling/createMessage``."""
 
     role: Role
@@ -125,8 +125,8 @@ class CreateMessageResult:
 # --- elicitation -------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class ElicitRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ElicitRequestParams(Record):
     """Params of ``elicitation/create``.
 
     Form mode (``mode`` absent or ``"form"``) has ``requested_schema``, a flat JSON Schema
@@ -146,8 +146,8 @@ class ElicitRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ElicitResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ElicitResult(Record):
     """The client's answer to ``elicitation/create``."""
 
     __mcp_since__: ClassVar[str] = "2025-06-18"
@@ -158,8 +158,8 @@ class ElicitResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ElicitationCompleteNotificationParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ElicitationCompleteNotificationParams(Record):
     """Params of ``notifications/elicitation/complete`` (URL mode finished)."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"

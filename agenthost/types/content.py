@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from agenthost.types._base import Role, since
+from agenthost.types._base import Record, Role, since
 
 __all__ = [
     "Annotations",
@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class Icon:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Icon(Record):
     """An icon a client may show for a server, tool, prompt or resource."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -46,8 +46,8 @@ class Icon:
     theme: Literal["light", "dark"] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class Annotations:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Annotations(Record):
     """Hints for the client about how to use or display an object."""
 
     audience: list[Role] | None = None
@@ -57,8 +57,8 @@ class Annotations:
     last_modified: str | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class TextContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TextContent(Record):
     """Plain text."""
 
     type: Literal["text"] = "text"
@@ -67,8 +67,8 @@ class TextContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ImageContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ImageContent(Record):
     """An image; ``data`` is the decoded bytes."""
 
     type: Literal["image"] = "image"
@@ -78,8 +78,8 @@ class ImageContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class AudioContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class AudioContent(Record):
     """Audio; ``data`` is the decoded bytes."""
 
     __mcp_since__: ClassVar[str] = "2025-03-26"
@@ -91,8 +91,8 @@ class AudioContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class TextResourceContents:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TextResourceContents(Record):
     """The text of a resource."""
 
     uri: str
@@ -101,8 +101,8 @@ class TextResourceContents:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class BlobResourceContents:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class BlobResourceContents(Record):
     """The binary contents of a resource; ``blob`` is the decoded bytes."""
 
     uri: str
@@ -114,8 +114,8 @@ class BlobResourceContents:
 ResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 
 
-@attrs.frozen(kw_only=True)
-class ResourceLink:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResourceLink(Record):
     """A reference to a resource the client may read or subscribe to later."""
 
     __mcp_since__: ClassVar[str] = "2025-06-18"
@@ -133,8 +133,8 @@ class ResourceLink:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class EmbeddedResource:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class EmbeddedResource(Record):
     """A resource's contents inlined into a message."""
 
     type: Literal["resource"] = "resource"
@@ -143,8 +143,8 @@ class EmbeddedResource:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class UnknownContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class UnknownContent(Record):
     """A content block of a ``type`` this version of agenthost does not know.
 
     Kept whole (``raw``) so it can be shown, logged or passed on; sent back out unchanged.
@@ -159,8 +159,8 @@ ContentBlock: TypeAlias = (
 )
 
 
-@attrs.frozen(kw_only=True)
-class ToolUseContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolUseContent(Record):
     """A model's request to call a tool, inside sampling."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -173,8 +173,8 @@ class ToolUseContent:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ToolResultContent:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolResultContent(Record):
     """The result of a tool call the model asked for, inside sampling."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"

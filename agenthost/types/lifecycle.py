@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from agenthost.types._base import Cursor, LoggingLevel, ProgressToken, RequestId, since
+from agenthost.types._base import Cursor, LoggingLevel, ProgressToken, Record, RequestId, since
 from agenthost.types.capabilities import ClientCapabilities, ServerCapabilities
 from agenthost.types.content import Icon
 
@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class Implementation:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Implementation(Record):
     """Name and version of an MCP client or server."""
 
     name: str
@@ -41,8 +41,8 @@ class Implementation:
     website_url: str | None = attrs.field(default=None, metadata=since("2025-11-25"))
 
 
-@attrs.frozen(kw_only=True)
-class InitializeRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class InitializeRequestParams(Record):
     """Params of ``initialize``: the revision we want and what we offer."""
 
     protocol_version: str
@@ -51,8 +51,8 @@ class InitializeRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class InitializeResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class InitializeResult(Record):
     """The server's answer to ``initialize``: the revision it picked and what it offers."""
 
     protocol_version: str
@@ -63,15 +63,15 @@ class InitializeResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class EmptyResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class EmptyResult(Record):
     """A result with no content (``ping``, ``resources/subscribe``, ``logging/setLevel``...)."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class PaginatedRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class PaginatedRequestParams(Record):
     """Params of the ``*/list`` requests."""
 
     #: The ``next_cursor`` of the previous page; ``None`` for the first page.
@@ -79,8 +79,8 @@ class PaginatedRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ProgressNotificationParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ProgressNotificationParams(Record):
     """Params of ``notifications/progress``."""
 
     progress_token: ProgressToken
@@ -90,8 +90,8 @@ class ProgressNotificationParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CancelledNotificationParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CancelledNotificationParams(Record):
     """Params of ``notifications/cancelled``.
 
     ``request_id`` is required before 2025-11-25 (where a task cancel may omit it).
@@ -102,16 +102,16 @@ class CancelledNotificationParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class SetLevelRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class SetLevelRequestParams(Record):
     """Params of ``logging/setLevel``."""
 
     level: LoggingLevel
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class LoggingMessageNotificationParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class LoggingMessageNotificationParams(Record):
     """Params of ``notifications/message``: one log record from the server."""
 
     level: LoggingLevel

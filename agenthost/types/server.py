@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from agenthost.types._base import Cursor, Role, since
+from agenthost.types._base import Cursor, Record, Role, since
 from agenthost.types.content import Annotations, ContentBlock, Icon, ResourceContents
 from agenthost.types.tasks import TaskMetadata
 
@@ -46,8 +46,8 @@ __all__ = [
 # --- tools -------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class ToolAnnotations:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolAnnotations(Record):
     """Untrusted hints about a tool's behaviour (never a security boundary)."""
 
     __mcp_since__: ClassVar[str] = "2025-03-26"
@@ -59,8 +59,8 @@ class ToolAnnotations:
     open_world_hint: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ToolExecution:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolExecution(Record):
     """How a tool may be run (task support)."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -68,8 +68,8 @@ class ToolExecution:
     task_support: Literal["forbidden", "optional", "required"] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class Tool:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Tool(Record):
     """A tool a server offers.
 
     The schemas stay raw JSON Schema dicts: they are handed to jsonschema and to LLM
@@ -87,8 +87,8 @@ class Tool:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ListToolsResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListToolsResult(Record):
     """One page of ``tools/list``."""
 
     tools: list[Tool]
@@ -96,8 +96,8 @@ class ListToolsResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CallToolRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CallToolRequestParams(Record):
     """Params of ``tools/call``."""
 
     name: str
@@ -107,8 +107,8 @@ class CallToolRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CallToolResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CallToolResult(Record):
     """The result of ``tools/call``; ``is_error`` marks a tool-level (not protocol) error."""
 
     content: list[ContentBlock] = attrs.field(factory=list)
@@ -121,8 +121,8 @@ class CallToolResult:
 # --- resources ---------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class Resource:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Resource(Record):
     """A resource a server can read."""
 
     uri: str
@@ -137,8 +137,8 @@ class Resource:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ResourceTemplate:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResourceTemplate(Record):
     """A parameterised family of resources (RFC 6570 URI template)."""
 
     uri_template: str
@@ -151,8 +151,8 @@ class ResourceTemplate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ListResourcesResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListResourcesResult(Record):
     """One page of ``resources/list``."""
 
     resources: list[Resource]
@@ -160,8 +160,8 @@ class ListResourcesResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ListResourceTemplatesResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListResourceTemplatesResult(Record):
     """One page of ``resources/templates/list``."""
 
     resource_templates: list[ResourceTemplate]
@@ -169,40 +169,40 @@ class ListResourceTemplatesResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ReadResourceRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ReadResourceRequestParams(Record):
     """Params of ``resources/read``."""
 
     uri: str
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ReadResourceResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ReadResourceResult(Record):
     """The result of ``resources/read``."""
 
     contents: list[ResourceContents]
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class SubscribeRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class SubscribeRequestParams(Record):
     """Params of ``resources/subscribe``."""
 
     uri: str
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class UnsubscribeRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class UnsubscribeRequestParams(Record):
     """Params of ``resources/unsubscribe``."""
 
     uri: str
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ResourceUpdatedNotificationParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResourceUpdatedNotificationParams(Record):
     """Params of ``notifications/resources/updated``."""
 
     uri: str
@@ -212,8 +212,8 @@ class ResourceUpdatedNotificationParams:
 # --- prompts -----------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class PromptArgument:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class PromptArgument(Record):
     """An argument a prompt template accepts."""
 
     name: str
@@ -222,8 +222,8 @@ class PromptArgument:
     required: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
-class Prompt:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Prompt(Record):
     """A prompt template a server offers."""
 
     name: str
@@ -234,16 +234,16 @@ class Prompt:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class PromptMessage:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class PromptMessage(Record):
     """One message of a rendered prompt."""
 
     role: Role
     content: ContentBlock
 
 
-@attrs.frozen(kw_only=True)
-class ListPromptsResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListPromptsResult(Record):
     """One page of ``prompts/list``."""
 
     prompts: list[Prompt]
@@ -251,8 +251,8 @@ class ListPromptsResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class GetPromptRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class GetPromptRequestParams(Record):
     """Params of ``prompts/get``."""
 
     name: str
@@ -260,8 +260,8 @@ class GetPromptRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class GetPromptResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class GetPromptResult(Record):
     """The result of ``prompts/get``."""
 
     description: str | None = None
@@ -272,8 +272,8 @@ class GetPromptResult:
 # --- completion --------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class PromptReference:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class PromptReference(Record):
     """Completion target: a prompt's argument."""
 
     type: Literal["ref/prompt"] = "ref/prompt"
@@ -281,8 +281,8 @@ class PromptReference:
     title: str | None = attrs.field(default=None, metadata=since("2025-06-18"))
 
 
-@attrs.frozen(kw_only=True)
-class ResourceTemplateReference:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResourceTemplateReference(Record):
     """Completion target: a resource template's variable (``ResourceReference`` before
     2025-06-18, same wire shape)."""
 
@@ -293,16 +293,16 @@ class ResourceTemplateReference:
 CompletionReference: TypeAlias = PromptReference | ResourceTemplateReference
 
 
-@attrs.frozen(kw_only=True)
-class CompletionArgument:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CompletionArgument(Record):
     """The argument being completed and what the user typed so far."""
 
     name: str
     value: str
 
 
-@attrs.frozen(kw_only=True)
-class CompletionContext:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CompletionContext(Record):
     """Arguments already resolved, to narrow completions."""
 
     __mcp_since__: ClassVar[str] = "2025-06-18"
@@ -310,8 +310,8 @@ class CompletionContext:
     arguments: dict[str, str] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CompleteRequestParams:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CompleteRequestParams(Record):
     """Params of ``completion/complete``."""
 
     ref: CompletionReference
@@ -320,8 +320,8 @@ class CompleteRequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class Completion:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Completion(Record):
     """Completion values (at most 100 per response)."""
 
     values: list[str]
@@ -329,8 +329,8 @@ class Completion:
     has_more: bool | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CompleteResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CompleteResult(Record):
     """The result of ``completion/complete``."""
 
     completion: Completion

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from agenthost.types._base import Cursor
+from agenthost.types._base import Cursor, Record
 
 __all__ = [
     "CreateTaskResult",
@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class TaskMetadata:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TaskMetadata(Record):
     """Asks the receiver to run a request as a task (the ``task`` request param)."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -35,8 +35,8 @@ class TaskMetadata:
     ttl: int | None = None
 
 
-@attrs.frozen(kw_only=True)
-class Task:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Task(Record):
     """The state of one task."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -53,8 +53,8 @@ class Task:
     poll_interval: int | None = None
 
 
-@attrs.frozen(kw_only=True)
-class CreateTaskResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CreateTaskResult(Record):
     """The answer to a task-augmented request: the task, not yet its result."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -63,15 +63,15 @@ class CreateTaskResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class GetTaskResult(Task):
     """The result of ``tasks/get``."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ListTasksResult:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ListTasksResult(Record):
     """The result of ``tasks/list``."""
 
     __mcp_since__: ClassVar[str] = "2025-11-25"
@@ -81,7 +81,7 @@ class ListTasksResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TaskStatusNotificationParams(Task):
     """Params of ``notifications/tasks/status``."""
 
