@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from bench.clients import TRIO_CLIENTS, open_client, server_argv
@@ -133,20 +134,49 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
         return await _fanout_floor(count, argv)
     if client not in ("sdk-trio", "sdk-asyncio"):
         raise ValueError(f"fanout has no {client!r} variant")
-    import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=argv[0], args=argv[1:])
+
+    @asynccontextmanager
+    async def sdk_session() -> AsyncIterator[None]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            yield
+
+    return await _all_ready(count, sdk_session)
+
+
+async def _fanout_floor(count: int, argv: list[str]) -> dict[str, Any]:
+    """The floor client starting ``count`` servers at once: what spawning and one
+    handshake each cost on this machine, with no host around them."""
+    from bench.floor import open_floor_client
+
+    @asynccontextmanager
+    async def floor_session() -> AsyncIterator[None]:
+        async with open_floor_client(argv) as client:
+            await client.request("tools/list", {})
+            yield
+
+    return await _all_ready(count, floor_session)
+
+
+async def _all_ready(
+    count: int, open_one: Callable[[], AbstractAsyncContextManager[None]]
+) -> dict[str, Any]:
+    """Open ``count`` sessions concurrently (anyio: runs under Trio and asyncio); time
+    until every one is ready, and the client's RSS before and at that moment."""
+    import anyio
+
     ready = 0
     all_ready = anyio.Event()
     done = anyio.Event()
 
     async def one() -> None:
         nonlocal ready
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            await session.list_tools()
+        async with open_one():
             ready += 1
             if ready == count:
                 all_ready.set()
@@ -158,39 +188,6 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
     async with anyio.create_task_group() as group:
         for _ in range(count):
             group.start_soon(one)
-        await all_ready.wait()
-        ready_s = time.perf_counter() - start
-        peak = peak_rss()
-        done.set()
-    return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
-
-
-async def _fanout_floor(count: int, argv: list[str]) -> dict[str, Any]:
-    """The floor client starting ``count`` servers at once: what spawning and one
-    handshake each cost on this machine, with no host around them."""
-    import trio
-
-    from bench.floor import open_floor_client
-
-    ready = 0
-    all_ready = trio.Event()
-    done = trio.Event()
-
-    async def one() -> None:
-        nonlocal ready
-        async with open_floor_client(argv) as client:
-            await client.request("tools/list", {})
-            ready += 1
-            if ready == count:
-                all_ready.set()
-            await done.wait()
-
-    base = current_rss()
-    reset_peak_rss()
-    start = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for _ in range(count):
-            nursery.start_soon(one)
         await all_ready.wait()
         ready_s = time.perf_counter() - start
         peak = peak_rss()

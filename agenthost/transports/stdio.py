@@ -244,7 +244,6 @@ class StdioTransport(Transport):
     def _fail(self, reason: str) -> TransportClosed:
         """The pipe is broken: every waiting sender and every later one gets ``reason``."""
         self._broken = reason
-        self._flushing = True  # nothing will be written any more: senders must not wait
         if self._drained is not None:
             self._drained.set()
             self._drained = None
