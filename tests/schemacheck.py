@@ -25,7 +25,8 @@ import orjson
 
 __all__ = ["SPEC_DIR", "load_schema", "validate_outgoing"]
 
-SPEC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+#: The official schemas, copied into the repository (tests/data/spec/README.md says from where).
+SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
 
 
 @functools.cache
