@@ -12,6 +12,11 @@ Rules this module enforces (JSON-RPC 2.0 as MCP profiles it):
 * a batch (a JSON array of messages, allowed by 2025-03-26) is accepted on receive and
   never sent.
 
+One exception to "anything else is an error": a *response* whose ``id`` can be read but
+whose body is wrong (``"result": "x"``, no ``result``/``error``, a malformed ``error``)
+decodes to :class:`InvalidResponse`. Dropping it would leave the request it answers
+waiting forever; as a message, it reaches the session, which fails that request at once.
+
 Anything else is a :class:`~agenthost.errors.ProtocolError` carrying the JSON-RPC error
 code that describes it, and the request id when one could be read, so the caller can
 answer the peer. No other exception escapes :func:`decode` for any input.
@@ -36,6 +41,7 @@ __all__ = [
     "PARSE_ERROR",
     "ErrorObject",
     "ErrorResponse",
+    "InvalidResponse",
     "Message",
     "Notification",
     "Request",
@@ -97,7 +103,18 @@ class ErrorResponse:
     error: ErrorObject
 
 
-Message: TypeAlias = Request | Notification | Response | ErrorResponse
+@attrs.frozen(slots=True)
+class InvalidResponse:
+    """A response to request ``id`` that is not valid JSON-RPC; received, never sent.
+
+    ``problem`` says what was wrong, for the error the waiting request fails with.
+    """
+
+    id: RequestId
+    problem: str
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse | InvalidResponse
 
 _dumps = orjson.dumps
 _loads = orjson.loads
@@ -128,7 +145,8 @@ def to_object(message: Message) -> dict[str, Any]:
         if message.error.data is not None:
             err["data"] = message.error.data
         return {"jsonrpc": "2.0", "id": message.id, "error": err}
-    raise TypeError(f"not a JSON-RPC message: {message!r}")
+    # InvalidResponse (and anything else) is never sent.
+    raise TypeError(f"not a JSON-RPC message that can be sent: {message!r}")
 
 
 def encode(message: Message) -> bytes:
@@ -193,6 +211,9 @@ def decode_object(obj: Any) -> Message:
             code=INVALID_REQUEST,
         )
     if obj.get("jsonrpc") != "2.0":
+        rid = _read_id(obj)
+        if rid is not None and "method" not in obj:
+            return InvalidResponse(rid, 'missing or wrong "jsonrpc" member (must be "2.0")')
         raise ProtocolError(
             'missing or wrong "jsonrpc" member (must be "2.0")',
             code=INVALID_REQUEST,
@@ -227,41 +248,39 @@ def decode_object(obj: Any) -> Message:
             code=INVALID_REQUEST,
         )
     rid = obj["id"]
+    problem = _response_problem(obj)
+    if problem is None:
+        if "result" in obj:
+            return Response(rid, obj["result"])
+        error = obj["error"]
+        return ErrorResponse(rid, ErrorObject(error["code"], error["message"], error.get("data")))
+    if type(rid) is int or type(rid) is str:
+        return InvalidResponse(rid, problem)
+    raise ProtocolError(problem, code=INVALID_REQUEST)
+
+
+def _response_problem(obj: dict[str, Any]) -> str | None:
+    """What is wrong with a response object, or None when it is valid."""
+    rid = obj["id"]
     has_result = "result" in obj
-    has_error = "error" in obj
-    if has_result == has_error:
-        raise ProtocolError(
-            'a response must have exactly one of "result" and "error"',
-            code=INVALID_REQUEST,
-            request_id=_read_id(obj),
-        )
+    if has_result == ("error" in obj):
+        return 'a response must have exactly one of "result" and "error"'
     if has_result:
         if type(rid) is not int and type(rid) is not str:
-            raise ProtocolError(
-                f'response "id" must be a string or an integer, got {_kind(rid)}',
-                code=INVALID_REQUEST,
-            )
-        result = obj["result"]
-        if type(result) is not dict:
-            raise ProtocolError('"result" must be an object', code=INVALID_REQUEST, request_id=rid)
-        return Response(rid, result)
+            return f'response "id" must be a string or an integer, got {_kind(rid)}'
+        if type(obj["result"]) is not dict:
+            return f'"result" must be an object, got {_kind(obj["result"])}'
+        return None
     if rid is not None and type(rid) is not int and type(rid) is not str:
-        raise ProtocolError(
-            f'error response "id" must be a string, an integer or null, got {_kind(rid)}',
-            code=INVALID_REQUEST,
-        )
+        return f'error response "id" must be a string, an integer or null, got {_kind(rid)}'
     error = obj["error"]
     if type(error) is not dict:
-        raise ProtocolError('"error" must be an object', code=INVALID_REQUEST, request_id=rid)
-    code = error.get("code")
-    message = error.get("message")
-    if type(code) is not int:
-        raise ProtocolError('"error.code" must be an integer', code=INVALID_REQUEST, request_id=rid)
-    if type(message) is not str:
-        raise ProtocolError(
-            '"error.message" must be a string', code=INVALID_REQUEST, request_id=rid
-        )
-    return ErrorResponse(rid, ErrorObject(code, message, error.get("data")))
+        return f'"error" must be an object, got {_kind(error)}'
+    if type(error.get("code")) is not int:
+        return '"error.code" must be an integer'
+    if type(error.get("message")) is not str:
+        return '"error.message" must be a string'
+    return None
 
 
 def _kind(value: Any) -> str:

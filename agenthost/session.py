@@ -52,6 +52,7 @@ from agenthost.errors import (
 from agenthost.jsonrpc import (
     ErrorObject,
     ErrorResponse,
+    InvalidResponse,
     Notification,
     Request,
     RequestId,
@@ -106,6 +107,9 @@ _LOG_LEVELS: Final = {
 }
 
 _CANCEL_NOTIFY_TIMEOUT: Final = 1.0
+#: How long a call waits for its own progress notifications to be delivered after its
+#: response came (only a listener stuck on the dispatcher makes this wait at all).
+_PROGRESS_DRAIN_TIMEOUT: Final = 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -235,6 +239,11 @@ class ClientSession:
         self._notify_send, self._notify_receive = trio.open_memory_channel[
             tuple[str, Mapping[str, Any]]
         ](notification_buffer)
+        #: Notifications handed to the dispatcher, and delivered by it, so far: a call
+        #: whose response overtook its own progress notifications waits for them.
+        self._notes_queued = 0
+        self._notes_done = 0
+        self._drain_waiters: list[tuple[int, trio.Event]] = []
         self._closed: AgentHostError | None = None
         self._closed_event = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -307,6 +316,9 @@ class ClientSession:
                         waiter.task = None
                     else:
                         waiter.outcome = outcome.Value(message)
+                elif kind is InvalidResponse:
+                    assert isinstance(message, InvalidResponse)
+                    self._invalid_response(message)
                 elif kind is Request:
                     assert isinstance(message, Request)
                     assert self._nursery is not None
@@ -325,6 +337,26 @@ class ClientSession:
             raise
         finally:
             self._close(TransportClosed("session closed", server=self.name))
+
+    def _invalid_response(self, message: InvalidResponse) -> None:
+        """Fail the request a malformed response answers, at once (it would wait forever)."""
+        waiter = self._pending.pop(message.id, None)
+        if waiter is None:
+            log.warning(
+                "%s: ignoring invalid response to unknown request id %s: %s",
+                self.name,
+                _short_id(message.id),
+                message.problem,
+            )
+            return
+        error = outcome.Error(
+            ProtocolError(f"invalid response from the server: {message.problem}", server=self.name)
+        )
+        if waiter.task is not None:
+            trio.lowlevel.reschedule(waiter.task, error)
+            waiter.task = None
+        else:
+            waiter.outcome = error
 
     def _unmatched(self, message: Response | ErrorResponse) -> None:
         if message.id in self._abandoned:
@@ -359,6 +391,9 @@ class ClientSession:
                 waiter.outcome = error
         for scope in self._incoming.values():
             scope.cancel()
+        for _, event in self._drain_waiters:
+            event.set()
+        self._drain_waiters.clear()
         self._notify_send.close()
 
     async def aclose(self) -> None:
@@ -672,6 +707,10 @@ class ClientSession:
             self._progress[token] = progress
         try:
             raw = await self.send_request("tools/call", params, timeout=timeout)
+            if token is not None:
+                # The response wakes us directly, while the progress the server sent
+                # before it may still be queued for the dispatcher: deliver those first.
+                await self._notifications_delivered(self._notes_queued)
         finally:
             if token is not None:
                 self._progress.pop(token, None)
@@ -798,6 +837,7 @@ class ClientSession:
                 log.debug("%s: server cancelled its request %r", self.name, params.get("requestId"))
                 scope.cancel()
             return
+        self._notes_queued += 1
         try:
             self._notify_send.send_nowait((method, params))
         except trio.WouldBlock:
@@ -815,6 +855,29 @@ class ClientSession:
             except Exception:
                 # A listener's bug must not end the session; it is reported, not hidden.
                 log.exception("%s: listener for %s failed", self.name, method)
+            self._notes_done += 1
+            if self._drain_waiters:
+                done = self._notes_done
+                still = []
+                for target, event in self._drain_waiters:
+                    if target <= done:
+                        event.set()
+                    else:
+                        still.append((target, event))
+                self._drain_waiters = still
+
+    async def _notifications_delivered(self, target: int) -> None:
+        """Wait until the first ``target`` notifications have been delivered.
+
+        Bounded by :data:`_PROGRESS_DRAIN_TIMEOUT` (a listener that hangs must not hang
+        the call) and over when the session closes.
+        """
+        if self._notes_done >= target or self._closed is not None:
+            return
+        event = trio.Event()
+        self._drain_waiters.append((target, event))
+        with trio.move_on_after(_PROGRESS_DRAIN_TIMEOUT):
+            await event.wait()
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "notifications/progress":
@@ -906,6 +969,12 @@ def _closed_error(cause: AgentHostError, reason: str, server: str) -> AgentHostE
         message = reason.removeprefix(f"{server}: ")
         return type(cause)(message, server=server)
     return TransportClosed(reason, server=server)
+
+
+def _short_id(request_id: RequestId | None) -> str:
+    """A request id for a log line: a server picks ids, so a huge one is cut."""
+    text = repr(request_id)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _render_log_data(data: Any) -> str:

@@ -66,12 +66,6 @@ def test_str_input_is_accepted() -> None:
         (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600, "got bool", None),
         (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', -32600, "got float", None),
         (b'{"jsonrpc":"2.0"}', -32600, 'neither "method" nor "id"', None),
-        (b'{"jsonrpc":"2.0","id":1}', -32600, "exactly one", 1),
-        (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', -32600, "exactly one", 1),
-        (b'{"jsonrpc":"2.0","id":1,"result":[]}', -32600, '"result" must be an object', 1),
-        (b'{"jsonrpc":"2.0","id":1,"error":"x"}', -32600, '"error" must be an object', 1),
-        (b'{"jsonrpc":"2.0","id":1,"error":{"message":"m"}}', -32600, "error.code", 1),
-        (b'{"jsonrpc":"2.0","id":1,"error":{"code":1}}', -32600, "error.message", 1),
         (b'{"jsonrpc":"2.0","id":[1],"error":{"code":1,"message":"m"}}', -32600, "got list", None),
         (b'[{"jsonrpc":"2.0","method":"ok"}, 3]', -32600, "must be an object", None),
     ],
@@ -84,6 +78,32 @@ def test_malformed_input_is_a_protocol_error(
     assert info.value.code == code
     assert fragment in str(info.value)
     assert info.value.request_id == request_id
+
+
+@pytest.mark.parametrize(
+    ("frame", "fragment"),
+    [
+        (b'{"jsonrpc":"2.0","id":1}', "exactly one"),
+        (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', "exactly one"),
+        (b'{"jsonrpc":"2.0","id":1,"result":[]}', '"result" must be an object'),
+        (b'{"jsonrpc":"2.0","id":1,"error":"x"}', '"error" must be an object'),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"message":"m"}}', "error.code"),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"code":1}}', "error.message"),
+    ],
+)
+def test_a_malformed_response_with_a_readable_id_is_an_invalid_response(
+    frame: bytes, fragment: str
+) -> None:
+    # Not an error: the session must fail the request it answers, not drop it (issue 12).
+    [message] = jsonrpc.decode(frame)
+    assert isinstance(message, jsonrpc.InvalidResponse)
+    assert message.id == 1
+    assert fragment in message.problem
+
+
+def test_an_invalid_response_is_never_sent() -> None:
+    with pytest.raises(ProtocolError, match="cannot encode InvalidResponse"):
+        jsonrpc.encode(jsonrpc.InvalidResponse(1, "bad"))
 
 
 def test_encode_failure_is_a_protocol_error() -> None:
@@ -99,7 +119,10 @@ def test_arbitrary_bytes_raise_only_protocol_error(data: bytes) -> None:
     except ProtocolError:
         return
     assert messages
-    assert all(isinstance(m, Request | Notification | Response | ErrorResponse) for m in messages)
+    assert all(
+        isinstance(m, Request | Notification | Response | ErrorResponse | jsonrpc.InvalidResponse)
+        for m in messages
+    )
 
 
 _json = st.recursive(
@@ -125,4 +148,8 @@ def test_arbitrary_json_values_raise_only_protocol_error(value: object) -> None:
     except ProtocolError:
         return
     for message in messages:
+        if isinstance(message, jsonrpc.InvalidResponse):
+            # Received only, to fail the request it answers: it must name that request.
+            assert type(message.id) is int or type(message.id) is str
+            continue
         assert jsonrpc.decode(jsonrpc.encode(message)) == [message]

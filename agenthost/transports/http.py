@@ -216,7 +216,11 @@ class HTTPTransportBase(Transport):
         for message in queue:
             if (
                 watch is not None
-                and (type(message) is Response or type(message) is ErrorResponse)
+                and (
+                    type(message) is Response
+                    or type(message) is ErrorResponse
+                    or type(message) is jsonrpc.InvalidResponse
+                )
                 and message.id == watch
             ):
                 found = True

@@ -284,7 +284,9 @@ class StdioTransport(Transport):
             self._split(data, queue)
         message = queue.popleft()
         if self._in_flight and (
-            type(message) is jsonrpc.Response or type(message) is jsonrpc.ErrorResponse
+            type(message) is jsonrpc.Response
+            or type(message) is jsonrpc.ErrorResponse
+            or type(message) is jsonrpc.InvalidResponse
         ):
             self._in_flight -= 1
         return message

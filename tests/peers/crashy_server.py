@@ -8,7 +8,7 @@ and speaks newline-delimited JSON-RPC 2.0 on stdin/stdout.
 Usage::
 
     python tests/peers/crashy_server.py [--exit-after N] [--crash-on-start] [--garbage]
-                                        [--start-delay S]
+                                        [--start-delay S] [--malformed]
 
 Extra flags may also come from ``$AGENTHOST_CRASHY_ARGS`` (shell-split, appended to argv),
 for harnesses that can only set the environment.
@@ -19,7 +19,8 @@ Behaviour:
   ``initialize`` revisions, otherwise answers ``2025-11-25`` (what the spec asks a server
   to do with a version it does not support).
 - ``tools/list``: ``echo`` (returns its ``message``), ``hang`` (never answered), ``crash``
-  (the process exits at once with code 3, no response).
+  (the process exits at once with code 3, no response); under ``--malformed`` also
+  ``malformed`` (answered with ``"result": "x"``, a result that is not an object).
 - ``ping`` answers ``{}``; any other request gets ``-32601``; notifications and responses
   are never answered.
 - ``--exit-after N``: after answering the N-th ``tools/call`` the process exits with code 4
@@ -74,6 +75,12 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+MALFORMED_TOOL: dict[str, Any] = {
+    "name": "malformed",
+    "description": "Answered with a response whose result is not an object.",
+    "inputSchema": {"type": "object", "properties": {}},
+}
+
 
 class Server:
     """The request loop's state: options, the call counter and the output streams."""
@@ -124,7 +131,7 @@ class Server:
         elif method == "ping":
             result = {}
         elif method == "tools/list":
-            result = {"tools": TOOLS}
+            result = {"tools": [*TOOLS, MALFORMED_TOOL] if self.args.malformed else TOOLS}
         elif method == "tools/call":
             self.calls += 1
             name = params.get("name")
@@ -132,6 +139,9 @@ class Server:
                 self.exit(EXIT_CRASH_TOOL)
             if name == "hang":
                 self.maybe_exit_after()
+                return
+            if name == "malformed" and self.args.malformed:
+                self.write({"jsonrpc": "2.0", "id": request_id, "result": "x"})
                 return
             if name == "echo":
                 text = str((params.get("arguments") or {}).get("message", ""))
@@ -162,6 +172,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--exit-after", type=int, default=None, metavar="N")
     parser.add_argument("--crash-on-start", action="store_true")
     parser.add_argument("--garbage", action="store_true")
+    parser.add_argument("--malformed", action="store_true")
     parser.add_argument("--start-delay", type=float, default=0.0, metavar="S")
     extra = shlex.split(os.environ.get("AGENTHOST_CRASHY_ARGS", ""))
     return parser.parse_args([*argv, *extra])
