@@ -339,6 +339,13 @@ class StdioTransport(Transport):
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
             await self._stdin.aclose()
 
+    async def _serve_live(self, scope: trio.CancelScope) -> None:
+        """Run the exit watcher and the flusher until ``scope`` is cancelled."""
+        with scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_exit)
+                nursery.start_soon(self._flush_loop)
+
     async def _watch_exit(self) -> None:
         """End reading when the server has exited, even if its stdout stays open.
 
@@ -349,7 +356,7 @@ class StdioTransport(Transport):
         """
         await self.process.wait()
         await trio.sleep(_DRAIN)
-        if not self._eof:
+        if not self._eof and not self._closed:
             log.warning("%s: server exited but its stdout is still open; closing it", self.name)
             await self._stdout.aclose()
 
@@ -500,12 +507,15 @@ async def open_stdio_transport(
             async with trio.open_nursery() as nursery:
                 assert process.stderr is not None
                 nursery.start_soon(transport._pump_stderr, process.stderr)
-                nursery.start_soon(transport._watch_exit)
-                nursery.start_soon(transport._flush_loop)
+                # The exit watcher and the flusher serve a live server only: once it is
+                # shut down they stop at once (waiting for them cost every close 0.5 s).
+                live = trio.CancelScope()
+                nursery.start_soon(transport._serve_live, live)
                 try:
                     yield transport
                 finally:
                     await transport.shutdown(shutdown_timeout)
+                    live.cancel()
                     # The stderr pump ends at EOF; a detached descendant still holding
                     # the pipe must not hold us here: a short drain, then stop it.
                     nursery.cancel_scope.deadline = min(
