@@ -47,7 +47,7 @@ class ToolCallRecord:
     arguments: Mapping[str, Any]
     server: str | None = None
     #: "ok", "error" (the tool said isError or failed), or "denied" (consent).
-    status: Literal["ok", "error", "denied"] = "ok"
+    status: Literal["ok", "error", "denied", "cancelled"] = "ok"
     #: The text the model was given back.
     output: str = ""
     reason: str | None = None
@@ -163,6 +163,11 @@ async def _call(
         # and every tool use must be paired with a result or the conversation is invalid.
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
+    except BaseException:
+        # Interrupted (Ctrl-C, the run's deadline): the transcript must not call it "ok".
+        record.status, record.reason = "cancelled", "interrupted before the tool answered"
+        record.duration = time.monotonic() - started
+        raise
     record.output = _text(content)
     record.duration = time.monotonic() - started
     return content

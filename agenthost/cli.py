@@ -435,11 +435,15 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
     config = _load_config(args, only=server)
     async with _open_host(args, config, console) as host:
         _require_ready(host, server)
-        result = await host.call_tool(
-            args.tool, arguments, progress=_progress_callback(console, args.tool)
-        )
-        revision = host.session(server).revision or "2025-11-25"
+        # Ctrl-C cancels the call (the server gets notifications/cancelled), then exits 130.
+        async with interruptible() as scope:
+            result = await host.call_tool(
+                args.tool, arguments, progress=_progress_callback(console, args.tool)
+            )
         console.end_progress()
+        if scope.cancelled_caught:
+            raise CLIError(f"interrupted: {args.tool} was cancelled", EXIT_INTERRUPTED)
+        revision = host.session(server).revision or "2025-11-25"
     if args.json:
         _print_json(unstructure(result, revision))
     else:

@@ -457,8 +457,14 @@ class ClientSession:
                     with trio.CancelScope(shield=True):
                         await self._notify_cancelled(request_id, "cancelled by the client")
             raise
-        except BaseException:
-            self._pending.pop(request_id, None)
+        except BaseException as exc:
+            if self._pending.pop(request_id, None) is not None and not isinstance(exc, Exception):
+                # KeyboardInterrupt (Trio delivers Ctrl-C into the waiting task when the
+                # caller did not turn it into a cancellation): the server must still hear.
+                self._forget(request_id)
+                if cancellable and waiter.sent:
+                    with trio.CancelScope(shield=True):
+                        await self._notify_cancelled(request_id, "interrupted")
             raise
         finally:
             waiter.done = True

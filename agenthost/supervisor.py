@@ -170,8 +170,13 @@ class Supervisor:
             ServerUnavailable: the server is starting, restarting, failed or stopped.
         """
         session = self.session
-        if self.state is ServerState.READY and session is not None and not session.closed:
-            return session
+        if self.state is ServerState.READY and session is not None:
+            if not session.closed:
+                return session
+            # The session just ended and the supervisor has not moved on yet: "ready"
+            # would be a lie; the session's own reason is the real state.
+            reason = str(session.close_reason).removeprefix(f"{self.name}: ")
+            raise ServerUnavailable(f"server connection lost: {reason}", server=self.name)
         detail = f"; last error: {self.last_error}" if self.last_error else ""
         raise ServerUnavailable(f"server is {self.state.value}{detail}", server=self.name)
 

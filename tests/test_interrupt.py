@@ -1,0 +1,196 @@
+"""Ctrl-C tells the server, and every report names what really happened (issue 12, item 6).
+
+* ``agenthost call`` interrupted by SIGINT: the server receives ``notifications/cancelled``
+  for the in-flight call and the command exits 130 (it used to exit without telling the
+  server, 3 of 3 tries);
+* ``agenthost run --json`` interrupted mid tool call: the transcript says the call was
+  cancelled, not ``"status": "ok"`` with empty output;
+* a call made right after a server crashed names the real state, not "server is ready".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config import HostConfig, RestartPolicy, ServerConfig
+from agenthost.errors import ServerUnavailable, TransportClosed
+from agenthost.host import open_host
+from tests.helpers import ALLOW_ALL
+
+Command = tuple[str, list[str]]
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+
+
+def _write_config(tmp_path: Path, crashy: Command, peer_log: Path) -> Path:
+    script = tmp_path / "script.toml"
+    script.write_text(
+        """
+[[turns]]
+text = "Calling the slow tool."
+[[turns.tool_calls]]
+id = "t1"
+name = "crashy__hang"
+input = {}
+
+[[turns]]
+text = "done"
+"""
+    )
+    path = tmp_path / "agenthost.toml"
+    path.write_text(
+        f"""
+[servers.crashy]
+command = {json.dumps(crashy[0])}
+args = {json.dumps(crashy[1])}
+env = {{ AGENTHOST_PEER_LOG = {json.dumps(str(peer_log))} }}
+
+[providers.replay]
+kind = "scripted"
+script = "script.toml"
+
+[policy]
+mode = "headless"
+
+[[policy.rules]]
+kind = "tool"
+server = "crashy"
+decision = "allow"
+"""
+    )
+    return path
+
+
+def _peer_methods(peer_log: Path) -> list[str]:
+    if not peer_log.exists():
+        return []
+    lines = peer_log.read_text().splitlines()
+    return [str(json.loads(line).get("method")) for line in lines if line.strip()]
+
+
+def _interrupt_when_called(argv: list[str], peer_log: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "tools/call" not in _peer_methods(peer_log):
+            assert time.monotonic() < deadline, "the call never reached the server"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_call_tells_the_server(
+    tmp_path: Path, crashy_cmd: Callable[..., Command]
+) -> None:
+    peer_log = tmp_path / "peer.jsonl"
+    config = _write_config(tmp_path, crashy_cmd(), peer_log)
+    done = _interrupt_when_called(
+        [*AGENTHOST, "--config", str(config), "call", "crashy__hang", "{}"], peer_log
+    )
+    assert done.returncode == 130, done.stderr
+    assert "interrupted" in done.stderr
+    methods = _peer_methods(peer_log)
+    assert "notifications/cancelled" in methods, methods
+    cancelled = [
+        json.loads(line)
+        for line in peer_log.read_text().splitlines()
+        if '"notifications/cancelled"' in line
+    ]
+    call_ids = [
+        json.loads(line)["id"]
+        for line in peer_log.read_text().splitlines()
+        if '"tools/call"' in line
+    ]
+    assert cancelled[0]["params"]["requestId"] == call_ids[0]
+
+
+@pytest.mark.timeout(60)
+def test_interrupted_tool_call_is_cancelled_in_the_transcript(
+    tmp_path: Path, crashy_cmd: Callable[..., Command]
+) -> None:
+    peer_log = tmp_path / "peer.jsonl"
+    config = _write_config(tmp_path, crashy_cmd(), peer_log)
+    done = _interrupt_when_called(
+        [*AGENTHOST, "--config", str(config), "--json", "run", "use the slow tool"], peer_log
+    )
+    assert done.returncode == 130, done.stderr
+    transcript: dict[str, Any] = json.loads(done.stdout)
+    assert transcript["stop"] == "interrupted"
+    [call] = transcript["tool_calls"]
+    assert call["status"] == "cancelled", call
+    assert "notifications/cancelled" in _peer_methods(peer_log)
+
+
+async def test_call_right_after_a_crash_names_the_real_state(
+    crashy_cmd: Callable[..., Command],
+) -> None:
+    crashy = crashy_cmd()
+    server = ServerConfig(
+        name="ev",
+        transport="stdio",
+        command=crashy[0],
+        args=tuple(crashy[1]),
+        restart=RestartPolicy(initial_backoff=5, max_backoff=5),
+    )
+    async with open_host(HostConfig(policy=ALLOW_ALL, servers=[server])) as host:
+        with trio.fail_after(5), pytest.raises(TransportClosed):
+            await host.call_tool("ev__crash", {})
+        with pytest.raises(ServerUnavailable) as info:
+            await host.call_tool("ev__echo", {"message": "hi"})
+        message = str(info.value)
+        assert "is ready" not in message
+        assert "exited with code 3" in message, message
+
+
+LIBRARY_SCRIPT = """
+import sys, trio
+from agenthost import ServerConfig, connect
+
+async def main():
+    config = ServerConfig(
+        name="crashy", transport="stdio", command=sys.executable, args=[sys.argv[1]],
+        env={"AGENTHOST_PEER_LOG": sys.argv[2]},
+    )
+    async with connect(config) as session:
+        await session.call_tool("hang", {}, timeout=None)
+
+try:
+    trio.run(main)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_keyboard_interrupt_in_a_library_call_tells_the_server(
+    tmp_path: Path, crashy_cmd: Callable[..., Command]
+) -> None:
+    # Trio raises KeyboardInterrupt in the waiting task (no cancel scope involved): the
+    # session must still send notifications/cancelled before the error propagates.
+    peer_log = tmp_path / "peer.jsonl"
+    _, crashy_args = crashy_cmd()
+    done = _interrupt_when_called(
+        [sys.executable, "-c", LIBRARY_SCRIPT, crashy_args[0], str(peer_log)], peer_log
+    )
+    assert done.returncode == 130, done.stderr
+    assert "notifications/cancelled" in _peer_methods(peer_log)
