@@ -7,7 +7,10 @@ or contain other characters, so the scheme is:
 
 1. ``f"{server}__{tool}"`` when it fits the rule and no other entry produces the same name;
 2. otherwise the fitting characters (others become ``_``), cut to leave room, then ``_``
-   and 8 hex digits of SHA-256 over ``server NUL tool``.
+   and 8 hex digits of SHA-256 over ``server NUL tool``;
+3. a tool whose hashed name still clashes with another's is refused (logged), never
+   named ambiguously: a hostile server can craft such names, and one server's catalog
+   must never take the host down (see :func:`namespaced_names`).
 
 Both forms are a pure function of the (server, tool) pair and of the names currently
 present, so names are stable across restarts and list refreshes; a plain name only changes
@@ -18,6 +21,7 @@ wins by arrival order).
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import Final
@@ -37,6 +41,7 @@ SEPARATOR: Final = "__"
 _VALID: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _INVALID_CHAR: Final = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX: Final = 64
+log = logging.getLogger("agenthost.catalog")
 _HASH_LEN: Final = 8
 
 
@@ -70,18 +75,50 @@ def _hashed(server: str, tool: str) -> str:
 
 
 def namespaced_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """Map each (server, tool) pair to its provider-safe, collision-free name."""
-    plain: dict[tuple[str, str], str] = {}
-    counts: dict[str, int] = {}
-    for server, tool in pairs:
-        name = f"{server}{SEPARATOR}{tool}"
+    """Map each (server, tool) pair to its provider-safe, collision-free name.
+
+    Collision-free by construction: every name claimed by more than one pair moves its
+    plain claimants to their hashed form, until no plain name is shared (each pair moves
+    at most once, so this ends). A name still shared then is a clash of hashed forms (a
+    server can craft one: 8 hex digits are a birthday search of ~2^16 tries); those
+    pairs are refused, logged, and left out of the result, never raised: a server's
+    names must not be able to stop the host (issue 14).
+    """
+    names: dict[tuple[str, str], str] = {}
+    hashed: set[tuple[str, str]] = set()
+    for pair in pairs:
+        if pair in names:
+            continue
+        name = f"{pair[0]}{SEPARATOR}{pair[1]}"
         if not _VALID.match(name):
-            name = _hashed(server, tool)
-        plain[(server, tool)] = name
-        counts[name] = counts.get(name, 0) + 1
-    names = {pair: (name if counts[name] == 1 else _hashed(*pair)) for pair, name in plain.items()}
-    if len(set(names.values())) != len(names):  # pragma: no cover - a 32-bit hash clash
-        raise RuntimeError("tool name hash collision; report this with the tool names")
+            name = _hashed(*pair)
+            hashed.add(pair)
+        names[pair] = name
+    while True:
+        claims: dict[str, list[tuple[str, str]]] = {}
+        for pair, name in names.items():
+            claims.setdefault(name, []).append(pair)
+        moved = False
+        for claimants in claims.values():
+            if len(claimants) > 1:
+                for pair in claimants:
+                    if pair not in hashed:
+                        names[pair] = _hashed(*pair)
+                        hashed.add(pair)
+                        moved = True
+        if not moved:
+            break
+    for name, claimants in claims.items():
+        if len(claimants) > 1:
+            for pair in claimants:
+                log.warning(
+                    "%s: refusing tool %r: its catalog name %s clashes with %d other tool(s)",
+                    pair[0],
+                    pair[1][:200],
+                    name,
+                    len(claimants) - 1,
+                )
+                del names[pair]
     return names
 
 

@@ -115,6 +115,8 @@ class Host:
             config.workspaces, {name: s.workspaces for name, s in self._servers.items()}
         )
         self._refresh_locks: dict[str, trio.Lock] = {}
+        #: (server, kind) with a refresh queued that has not started listing yet.
+        self._refresh_due: set[tuple[str, str]] = set()
         self._supervisors: dict[str, Supervisor] = {
             name: Supervisor(
                 server,
@@ -192,8 +194,13 @@ class Host:
 
         async def list_changed(ctx: RequestContext, params: Mapping[str, Any]) -> None:
             # Refresh in the host's nursery: the session's dispatcher must not wait on a
-            # request to the same session.
-            self._nursery.start_soon(self._refresh, ctx.session, _LIST_CHANGED[ctx.method])
+            # request to the same session. One pending refresh per server and kind: the
+            # notifications that arrive before it starts listing fold into it (issue 14:
+            # 100k list_changed were 100k tasks).
+            kind = _LIST_CHANGED[ctx.method]
+            if (server.name, kind) not in self._refresh_due:
+                self._refresh_due.add((server.name, kind))
+                self._nursery.start_soon(self._refresh, ctx.session, kind)
 
         return ClientHandlers(
             roots=roots,
@@ -220,6 +227,7 @@ class Host:
         """
         lock = self._refresh_locks.setdefault(session.name, trio.Lock())
         async with lock:
+            self._refresh_due.difference_update((session.name, kind) for kind in what)
             caps = session.server_capabilities
             current = self.catalog.entries(session.name)
             updates: dict[str, Any] = {}

@@ -8,7 +8,9 @@ and progress, pages through lists, and answers the server's own requests through
 Concurrency model (STYLE.md 2): one reader task per session takes every message off the
 transport and dispatches it by type. A response wakes the task that sent the request
 (no channel hop: the waiting task is rescheduled directly). A server request runs in a
-task of its own, so a slow sampling request never blocks the reader. Notifications go
+task of its own, so a slow sampling request never blocks the reader; at most
+``max_server_requests`` at once, the excess (and every ``ping``) answered by the reader
+itself, so a server that floods us and stops reading gets backpressure. Notifications go
 through a bounded channel to one dispatcher task, which keeps their order (progress
 arrives in order) and applies backpressure instead of buffering without limit.
 
@@ -110,6 +112,18 @@ _CANCEL_NOTIFY_TIMEOUT: Final = 1.0
 #: How long a call waits for its own progress notifications to be delivered after its
 #: response came (only a listener stuck on the dispatcher makes this wait at all).
 _PROGRESS_DRAIN_TIMEOUT: Final = 5.0
+
+#: The longest server logger name kept in a log record.
+_LOGGER_NAME_MAX: Final = 200
+
+#: Server requests one session answers at once. A server asks for little at a time
+#: (a sampling call, a roots list); one that floods (issue 14: 300k pings, 124,905 tasks,
+#: 1 GiB) gets an error for the excess, written by the reader itself, so a server that
+#: also stops reading its input blocks our reader (backpressure) instead of our memory.
+DEFAULT_MAX_SERVER_REQUESTS: Final = 32
+#: The reader yields to other tasks at least once per this many messages: one batch of
+#: 300k messages must not hold the event loop (and every other server) while it drains.
+_YIELD_EVERY: Final = 64
 
 
 @attrs.frozen(kw_only=True)
@@ -214,6 +228,7 @@ class ClientSession:
         request_timeout: float | None = 60.0,
         protocol_version: str = LATEST_REVISION,
         notification_buffer: int = 1024,
+        max_server_requests: int = DEFAULT_MAX_SERVER_REQUESTS,
     ) -> None:
         if protocol_version not in SUPPORTED_REVISIONS:
             raise UnsupportedRevision(
@@ -232,6 +247,13 @@ class ClientSession:
         self._pending: dict[RequestId, _Waiter] = {}
         self._abandoned: set[RequestId | None] = set()
         self._incoming: dict[RequestId, trio.CancelScope] = {}
+        #: Server requests being answered (handler running or reply being written).
+        self._asks = 0
+        self._max_asks = max_server_requests
+        self._refused = 0
+        #: One logger per server for its ``notifications/message`` (Python never frees a
+        #: logger, so a logger per server-chosen name would be a leak).
+        self._server_log = logging.getLogger(f"agenthost.server.{name}")
         self._progress: dict[str | int, ProgressCallback] = {}
         self._listeners: dict[str, list[NotificationListener]] = {}
         for method, listener in self.handlers.notifications.items():
@@ -301,9 +323,13 @@ class ClientSession:
     async def _read_loop(self) -> None:
         transport = self._transport
         pending = self._pending
+        count = 0
         try:
             while True:
                 message = await transport.receive()
+                count += 1
+                if count % _YIELD_EVERY == 0:
+                    await trio.lowlevel.checkpoint()
                 kind = type(message)
                 if kind is Response or kind is ErrorResponse:
                     assert isinstance(message, Response | ErrorResponse)
@@ -322,6 +348,10 @@ class ClientSession:
                 elif kind is Request:
                     assert isinstance(message, Request)
                     assert self._nursery is not None
+                    if message.method == "ping" or self._asks >= self._max_asks:
+                        await self._answer_inline(message)
+                        continue
+                    self._asks += 1
                     # Register the request's cancel scope now, in the reader: a
                     # notifications/cancelled read in the same batch must find it.
                     scope = trio.CancelScope()
@@ -357,6 +387,32 @@ class ClientSession:
             waiter.task = None
         else:
             waiter.outcome = error
+
+    async def _answer_inline(self, request: Request) -> None:
+        """Answer a ping, or refuse a request past the cap, from the reader itself.
+
+        Awaiting the write here is the backpressure: while the server does not read our
+        answers, we do not read its next message.
+        """
+        if request.method == "ping":
+            reply: Response | ErrorResponse = Response(request.id, {})
+        else:
+            self._refused += 1
+            if self._refused == 1:
+                log.warning(
+                    "%s: server has %d requests in progress; refusing more until they end",
+                    self.name,
+                    self._max_asks,
+                )
+            reply = ErrorResponse(
+                request.id,
+                ErrorObject(
+                    jsonrpc.INTERNAL_ERROR,
+                    f"too many concurrent requests from this server (limit {self._max_asks})",
+                ),
+            )
+        with suppress(TransportError):
+            await self._transport.send(reply)
 
     def _unmatched(self, message: Response | ErrorResponse) -> None:
         if message.id in self._abandoned:
@@ -897,8 +953,17 @@ class ClientSession:
         elif method == "notifications/message":
             level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
             logger = params.get("logger")
-            name = f"agenthost.server.{self.name}" + (f".{logger}" if logger else "")
-            logging.getLogger(name).log(level, "%s", _render_log_data(params.get("data")))
+            if self._server_log.isEnabledFor(level):
+                # The server's own logger name goes in the record and the text, never into
+                # the logger hierarchy (issue 14: 200k names = 200k loggers, 153 MiB).
+                name = str(logger)[:_LOGGER_NAME_MAX] if logger is not None else None
+                self._server_log.log(
+                    level,
+                    "%s%s",
+                    f"[{name}] " if name else "",
+                    _render_log_data(params.get("data")),
+                    extra={"mcp_logger": name},
+                )
         listeners = self._listeners.get(method)
         if not listeners:
             return
@@ -916,6 +981,12 @@ class ClientSession:
 
     async def _answer(self, request: Request, scope: trio.CancelScope) -> None:
         """Run the handler for one server request and send its response."""
+        try:
+            await self._answer_within(request, scope)
+        finally:
+            self._asks -= 1
+
+    async def _answer_within(self, request: Request, scope: trio.CancelScope) -> None:
         reply: Response | ErrorResponse
         with scope:
             try:

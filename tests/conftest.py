@@ -195,6 +195,12 @@ def peer_log(tmp_path: Path) -> Path:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help="run the hostile-server floods at full size and print the figures (make soak)",
+    )
+    parser.addoption(
         "--run-slow",
         action="store_true",
         default=False,

@@ -322,9 +322,11 @@ async def test_server_log_messages_reach_python_logging(
         )
         await session.ping()
         await trio.testing.wait_all_tasks_blocked()
-    record = next(r for r in caplog.records if r.name == "agenthost.server.scripted.db")
+    # One fixed logger per server; the server's logger name is in the record (issue 14).
+    record = next(r for r in caplog.records if r.name == "agenthost.server.scripted")
     assert record.levelno == logging.WARNING
-    assert record.getMessage() == "disk low"
+    assert record.getMessage() == "[db] disk low"
+    assert record.mcp_logger == "db"
 
 
 async def test_list_changed_listeners() -> None:

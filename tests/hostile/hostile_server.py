@@ -1,0 +1,202 @@
+"""A scriptable hostile MCP server over stdio, for the hostile-server suite (issue 14).
+
+Why it exists: the official servers behave; this one floods, lies and stops reading on
+demand, so each defect of issue 14 can be reproduced against a real process rather than
+a mock. Stdlib only (starts in tens of milliseconds); newline-delimited JSON-RPC 2.0.
+
+Usage::
+
+    python tests/hostile/hostile_server.py ['{"tools": [...], "on_start": [...]}']
+
+The optional JSON argument gives extra ``tools`` (listed after the built-in ones) and
+``on_start`` actions, run once ``notifications/initialized`` arrives. A test drives the
+rest through the ``act`` tool: ``act({"actions": [...]})`` answers at once, then runs the
+actions in order on the reading thread (so ``stop_reading`` really stops reading).
+
+Actions (one JSON object each):
+
+- ``{"send": MSG, "count": N}``: write MSG N times, one line each. A MSG with a
+  ``method`` and an ``"id"`` gets a fresh id per copy (``"h<k>"``).
+- ``{"batch": MSG, "count": N}``: one line holding a JSON array of N copies (fresh ids).
+- ``{"log_names": N}``: N ``notifications/message``, each with its own ``logger`` name.
+- ``{"line": N}``: one line of N bytes that never parses (an oversized frame).
+- ``{"set_tools": [TOOL, ...]}``: replace the extra tools (send list_changed yourself).
+- ``{"spawn_setsid": PATH}``: start a grandchild in a session of its own (``setsid``),
+  sleeping 120 s; write its pid to PATH.
+- ``{"sleep": S}``.
+- ``{"stop_reading": true}``: never read stdin again (keep running until killed).
+
+Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``stats`` (counts of the
+responses and error responses the client sent to our requests, and the first error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["main"]
+
+_OBJECT: dict[str, Any] = {"type": "object"}
+BUILTIN_TOOLS: list[dict[str, Any]] = [
+    {"name": "act", "description": "Run hostile actions.", "inputSchema": _OBJECT},
+    {"name": "echo", "description": "Echo the message.", "inputSchema": _OBJECT},
+    {"name": "stats", "description": "What the client answered.", "inputSchema": _OBJECT},
+]
+CHUNK = 2000
+
+
+class Server:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.extra_tools: list[dict[str, Any]] = list(config.get("tools", []))
+        self.on_start: list[dict[str, Any]] = list(config.get("on_start", []))
+        self.out = sys.stdout.buffer
+        self.lock = threading.Lock()
+        self.ids = 0
+        self.responses = 0
+        self.errors = 0
+        self.first_error: Any = None
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        with self.lock:
+            self.out.write(b"".join(lines))
+            self.out.flush()
+
+    def write(self, obj: Any) -> None:
+        self.write_lines([json.dumps(obj).encode() + b"\n"])
+
+    def fresh(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if "method" in msg and "id" in msg:
+            self.ids += 1
+            return {**msg, "id": f"h{self.ids}"}
+        return msg
+
+    def run_actions(self, actions: list[dict[str, Any]]) -> None:
+        for action in actions:
+            if "send" in action:
+                count = int(action.get("count", 1))
+                for start in range(0, count, CHUNK):
+                    n = min(CHUNK, count - start)
+                    self.write_lines(
+                        [json.dumps(self.fresh(action["send"])).encode() + b"\n" for _ in range(n)]
+                    )
+            elif "batch" in action:
+                batch = [self.fresh(action["batch"]) for _ in range(int(action["count"]))]
+                self.write(batch)
+            elif "log_names" in action:
+                count = int(action["log_names"])
+                for start in range(0, count, CHUNK):
+                    lines = [
+                        json.dumps(
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "notifications/message",
+                                "params": {"level": "info", "logger": f"n{k}", "data": "x"},
+                            }
+                        ).encode()
+                        + b"\n"
+                        for k in range(start, min(count, start + CHUNK))
+                    ]
+                    self.write_lines(lines)
+            elif "line" in action:
+                self.write_lines([b"{" + b"x" * (int(action["line"]) - 1) + b"\n"])
+            elif "set_tools" in action:
+                self.extra_tools = list(action["set_tools"])
+            elif "spawn_setsid" in action:
+                child = subprocess.Popen(
+                    [sys.executable, "-c", "import time; time.sleep(120)"],
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                with open(action["spawn_setsid"], "w") as f:
+                    f.write(str(child.pid))
+            elif "sleep" in action:
+                time.sleep(float(action["sleep"]))
+            elif action.get("stop_reading"):
+                while True:
+                    time.sleep(3600)
+
+    def handle(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        """Answer one message; returns actions to run after the answer is written."""
+        method = msg.get("method")
+        if method is None:  # a response to one of our requests
+            if "error" in msg:
+                self.errors += 1
+                if self.first_error is None:
+                    self.first_error = msg["error"]
+            else:
+                self.responses += 1
+            return []
+        if method == "notifications/initialized":
+            actions, self.on_start = self.on_start, []
+            return actions
+        if "id" not in msg:
+            return []
+        result: Any
+        later: list[dict[str, Any]] = []
+        params = msg.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": BUILTIN_TOOLS + self.extra_tools}
+        elif method == "tools/call":
+            name = params.get("name")
+            args = params.get("arguments") or {}
+            text = "ok"
+            if name == "act":
+                later = list(args.get("actions", []))
+            elif name == "echo":
+                text = str(args.get("message", ""))
+            elif name == "stats":
+                text = json.dumps(
+                    {
+                        "responses": self.responses,
+                        "errors": self.errors,
+                        "first_error": self.first_error,
+                    }
+                )
+            result = {"content": [{"type": "text", "text": text}]}
+        elif method in ("ping", "logging/setLevel"):
+            result = {}
+        else:
+            self.write(
+                {
+                    "jsonrpc": "2.0",
+                    "id": msg["id"],
+                    "error": {"code": -32601, "message": f"Method not found: {method}"},
+                }
+            )
+            return []
+        self.write({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        return later
+
+    def serve(self) -> None:
+        for raw in sys.stdin.buffer:
+            if not raw.strip():
+                continue
+            message = json.loads(raw)
+            for msg in message if isinstance(message, list) else [message]:
+                self.run_actions(self.handle(msg))
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    print(f"hostile_server: started pid {os.getpid()}", file=sys.stderr, flush=True)
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
+        Server(config).serve()
+
+
+if __name__ == "__main__":
+    main()

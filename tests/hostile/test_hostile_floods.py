@@ -1,0 +1,174 @@
+"""Issue 14 item 2 and 3: floods from one server stay bounded and never slow another.
+
+Each test runs a hostile server next to a healthy one in one host, floods, and asserts
+the bounds (live tasks, RSS growth, the healthy server's latency) at CI size; ``--soak``
+runs the issue's sizes and prints the figures.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config import HostConfig
+from agenthost.host import Host, open_host
+from agenthost.types import TextContent
+from tests.helpers import ALLOW_ALL
+from tests.hostile.conftest import FloodSize, LatencyProbe, hostile, live_tasks, report, rss_bytes
+
+MiB = 1024 * 1024
+
+
+def _text(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+@asynccontextmanager
+async def _pair(bad: dict[str, Any] | None = None) -> AsyncIterator[Host]:
+    config = HostConfig(policy=ALLOW_ALL, servers=[hostile("bad", bad), hostile("good")])
+    async with open_host(config) as host:
+        yield host
+
+
+async def _baseline(host: Host) -> float:
+    probe = LatencyProbe()
+    with trio.move_on_after(0.5):
+        await probe.run(lambda: host.call_tool("good__echo", {"message": "hi"}))
+    return probe.median()
+
+
+async def _during(host: Host, seconds: float, watch: list[int]) -> LatencyProbe:
+    """Probe the healthy server for ``seconds``; sample live tasks into ``watch``."""
+    probe = LatencyProbe()
+
+    async def sample() -> None:
+        while True:
+            watch.append(live_tasks())
+            await trio.sleep(0.05)
+
+    with trio.move_on_after(seconds):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sample)
+            await probe.run(lambda: host.call_tool("good__echo", {"message": "hi"}))
+    return probe
+
+
+@pytest.mark.parametrize("method", ["ping", "roots/list"])
+async def test_request_flood_from_a_server_that_stops_reading(
+    flood: FloodSize, method: str
+) -> None:
+    """Issue: 300k pings to a host whose answers the server never reads: 124,905 tasks."""
+    async with _pair() as host:
+        base = await _baseline(host)
+        gc.collect()
+        tasks_before, rss_before = live_tasks(), rss_bytes()
+        request = {"jsonrpc": "2.0", "id": 0, "method": method}
+        await host.call_tool(
+            "bad__act",
+            {"actions": [{"send": request, "count": flood.requests}, {"stop_reading": True}]},
+        )
+        watch: list[int] = []
+        probe = await _during(host, 8.0 if flood.soak else 3.0, watch)
+        tasks_growth = max(watch) - tasks_before
+        rss_growth = rss_bytes() - rss_before
+        added = probe.median() - base
+        report(
+            flood,
+            f"{flood.requests} {method} requests, server not reading",
+            {
+                "max_live_tasks_added": tasks_growth,
+                "rss_growth_MiB": round(rss_growth / MiB, 1),
+                "healthy_median_added_ms": round(added * 1000, 1),
+                "healthy_worst_ms": round(probe.worst() * 1000, 1),
+                "healthy_calls": len(probe.samples),
+            },
+        )
+        assert tasks_growth < 100
+        assert rss_growth < 64 * MiB
+        assert added < 0.1
+        assert len(probe.samples) > 10
+
+
+async def test_request_cap_refuses_the_excess_with_an_error(flood: FloodSize) -> None:
+    """Requests past the per-session cap get an error answer; the server lives on."""
+    request = {"jsonrpc": "2.0", "id": 0, "method": "roots/list"}
+    count = 2_000
+    async with _pair() as host:
+        # The host answers roots/list at once, so some may be in progress, some refused:
+        # each one is answered one way or the other, and the session stays up.
+        await host.call_tool("bad__act", {"actions": [{"send": request, "count": count}]})
+        with trio.fail_after(20):
+            while True:
+                stats = json.loads(_text(await host.call_tool("bad__stats", {})))
+                if stats["responses"] + stats["errors"] == count:
+                    break
+                await trio.sleep(0.05)
+        if stats["errors"]:
+            assert "too many concurrent requests" in stats["first_error"]["message"]
+        assert _text(await host.call_tool("bad__echo", {"message": "alive"})) == "alive"
+
+
+async def test_one_line_batch_does_not_stall_the_event_loop(flood: FloodSize) -> None:
+    """Issue: one 12 MB line holding 300k pings stalled every server for 16 s."""
+    async with _pair() as host:
+        base = await _baseline(host)
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = trio.current_time()
+            while True:
+                await trio.sleep(0.005)
+                now = trio.current_time()
+                gaps.append(now - last)
+                last = now
+
+        request = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+        watch: list[int] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            batch = {"batch": request, "count": flood.batch}
+            await host.call_tool("bad__act", {"actions": [batch]})
+            probe = await _during(host, 6.0 if flood.soak else 2.0, watch)
+            nursery.cancel_scope.cancel()
+        stats = json.loads(_text(await host.call_tool("bad__stats", {})))
+        report(
+            flood,
+            f"one line batch of {flood.batch} pings",
+            {
+                "answered": stats["responses"],
+                "longest_loop_stall_ms": round(max(gaps) * 1000, 1),
+                "healthy_median_added_ms": round((probe.median() - base) * 1000, 1),
+                "healthy_worst_ms": round(probe.worst() * 1000, 1),
+            },
+        )
+        assert probe.median() - base < 0.1
+        if not flood.soak:
+            assert stats["responses"] == flood.batch
+            assert max(gaps) < 0.5
+
+
+async def test_server_logger_names_do_not_create_loggers(
+    flood: FloodSize, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue item 3: 200k distinct ``logger`` names made 200k Python loggers (153 MiB)."""
+    caplog.set_level(logging.INFO, logger="agenthost.server")
+    count = flood.notifications
+    async with _pair() as host:
+        loggers_before = len(logging.root.manager.loggerDict)
+        await host.call_tool("bad__act", {"actions": [{"log_names": count}]})
+        with trio.fail_after(60 if not flood.soak else 300):
+            while sum(1 for r in caplog.records if r.name == "agenthost.server.bad") < count:
+                await trio.sleep(0.05)
+        added = len(logging.root.manager.loggerDict) - loggers_before
+        report(flood, f"{count} log logger names", {"loggers_added": added})
+        assert added < 5
+        record = next(r for r in caplog.records if getattr(r, "mcp_logger", None) == "n7")
+        assert record.name == "agenthost.server.bad"
+        assert "[n7]" in record.getMessage()
