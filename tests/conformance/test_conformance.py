@@ -267,3 +267,36 @@ def test_requirements_are_listed() -> None:
     scored, not_scored = harness.list_requirements(V02, REVISION)
     assert scored == list(REQUIRED)
     assert sorted(not_scored) == sorted(NOT_SCORED)
+
+
+# --- the verdict reading itself -----------------------------------------------------------
+
+
+def _verdict(*statuses: str, exit_code: int | None = 0) -> harness.Verdict:
+    return harness.Verdict(
+        scenario="s",
+        version="v",
+        checks=tuple(
+            harness.Check(id=f"c{i}", status=status, description="d", error=f"e{i}")
+            for i, status in enumerate(statuses)
+        ),
+        exit_code=exit_code,
+    )
+
+
+def test_verdict_needs_a_success_and_nothing_failing() -> None:
+    assert _verdict("SUCCESS", "INFO", "SKIPPED").passed
+    assert not _verdict("SKIPPED", "SKIPPED", "INFO").passed  # nothing verified
+    assert not _verdict().passed
+    assert not _verdict("SUCCESS", "WARNING").passed
+    assert not _verdict("SUCCESS", "FAILURE").passed
+    assert not _verdict("SUCCESS", exit_code=1).passed  # the client crashed
+    assert _verdict("SUCCESS", exit_code=None).passed  # suite runs judge checks alone
+
+
+def test_verdict_explains_every_failing_check() -> None:
+    text = _verdict("SUCCESS", "FAILURE", "WARNING", exit_code=1).explain()
+    assert "FAILURE c1: d -- e1" in text
+    assert "WARNING c2: d -- e2" in text
+    assert "exited 1" in text
+    assert "nothing was verified" in _verdict("SKIPPED").explain()
