@@ -92,12 +92,12 @@ class Verdict:
 
     scenario: str
     version: str
-    checks: tuple[Check, ...]
+    checks: tuple[Check, ...] = attrs.field(repr=False)
     #: The harness's exit status (single-scenario runs); None inside a suite run, where
     #: the suite judges the checks alone.
     exit_code: int | None = None
     #: The end of the harness's output (with the client's stderr on failure), for messages.
-    output: str = ""
+    output: str = attrs.field(default="", repr=False)
 
     def count(self, status: str) -> int:
         return sum(check.status == status for check in self.checks)
