@@ -143,9 +143,24 @@ async def add_numbers(url: str) -> None:
 
 @scenario("elicitation-sep1034-client-defaults")
 async def elicitation_defaults(url: str) -> None:
-    async with agenthost.connect(server_config(url), handlers=ALL_HANDLERS) as session:
-        await session.list_tools()
-        result = await session.call_tool("test_client_elicitation_defaults", {})
+    """Elicitation answered by agenthost's policy, not by this script (SEP-1034).
+
+    The host's consent layer is what answers a server's form in agenthost, so this runs the
+    whole path: a headless host whose policy allows the tool and answers the form with
+    canned answers that name no field. The suite checks that every field with a default
+    came back with it.
+    """
+    policy = {
+        "mode": "headless",
+        "rules": [
+            {"kind": "tool", "name": "test_client_elicitation_defaults", "decision": "allow"},
+            {"kind": "elicitation", "mode": "form", "answers": {}, "decision": "allow"},
+        ],
+    }
+    config = agenthost.HostConfig(servers=[server_config(url)], policy=policy)
+    async with agenthost.open_host(config) as host:
+        await host.list_tools()
+        result = await host.call_tool("conformance__test_client_elicitation_defaults", {})
         log.info("test_client_elicitation_defaults: %s", result)
 
 
