@@ -40,6 +40,7 @@ __all__ = [
     "inspect_url",
     "parse_form",
     "validate_content",
+    "with_defaults",
 ]
 
 FieldKind = Literal["string", "number", "integer", "boolean", "enum", "multi"]
@@ -433,6 +434,20 @@ def parse_form(schema: Mapping[str, Any] | None) -> tuple[FormField, ...]:
     return tuple(
         _parse_field(str(name), prop, name in required) for name, prop in properties.items()
     )
+
+
+def with_defaults(schema: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any]:
+    """``answers`` as a pre-filled form submits them: fields they leave out keep their default.
+
+    Clients pre-populate form fields with the server's defaults (2025-11-25, SEP-1034), so
+    a rule's canned answers act like a person who typed only those fields and accepted.
+
+    Raises:
+        JSONRPCError: -32602, when the schema is outside the restricted subset.
+    """
+    filled = {field.name: field.default for field in parse_form(schema) if field.has_default}
+    filled.update(answers)
+    return filled
 
 
 def validate_content(

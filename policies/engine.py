@@ -55,7 +55,7 @@ from policies.decision import (
     ToolCall,
     Verdict,
 )
-from policies.elicitation import validate_content
+from policies.elicitation import validate_content, with_defaults
 from policies.limits import Clock, SamplingLimiter
 from policies.prompters import (
     ConsentRequest,
@@ -445,8 +445,9 @@ class PolicyEngine:
         """Answer an ``elicitation/create`` request, start to finish.
 
         * a deny rule: declined without asking;
-        * an allow rule with canned ``answers`` (form mode): those answers, validated
-          against the requested schema (invalid ones are declined, never sent);
+        * an allow rule with canned ``answers`` (form mode): those answers, the server's
+          defaults for the fields they leave out, validated against the requested schema
+          (invalid ones are declined, never sent);
         * otherwise the prompter: the user fills in the form or consents to open the URL;
           headless: declined. URL mode always needs a human: never accepted headless.
 
@@ -467,7 +468,8 @@ class PolicyEngine:
         elif action.mode == "form" and rule is not None and rule.answers is not None:
             verdict = Verdict.ALLOW
             try:
-                content = validate_content(action.requested_schema or {}, rule.answers)
+                schema = action.requested_schema or {}
+                content = validate_content(schema, with_defaults(schema, rule.answers))
             except JSONRPCError as exc:
                 # The server's schema is invalid: record the refusal, answer with the error.
                 self._write_now(

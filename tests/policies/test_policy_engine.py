@@ -517,6 +517,28 @@ async def test_elicit_headless_and_callback(tmp_path: Path) -> None:
     assert "do not fit" in decisions[3]["reason"]
 
 
+async def test_canned_answers_keep_the_servers_defaults() -> None:
+    """SEP-1034: fields the canned answers leave out go back with the server's default."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "note": {"type": "string"},
+        },
+    }
+    engine = engine_for(
+        {
+            "mode": "headless",
+            "rules": [
+                {"kind": "elicitation", "mode": "form", "answers": {"age": 41}, "decision": "allow"}
+            ],
+        }
+    )
+    response = await engine.elicit(Elicitation(server="s", message="m", requested_schema=schema))
+    assert response.to_result() == {"action": "accept", "content": {"name": "John Doe", "age": 41}}
+
+
 async def test_slow_callbacks_time_out_as_no(autojump_clock: trio.testing.MockClock) -> None:
     async def never(*_: Any) -> Any:
         await trio.sleep_forever()
