@@ -10,6 +10,15 @@ each of which renders its question and parses one typed line into a JSON value; 
 finished object is checked once more with :mod:`jsonschema` against the server's own
 schema before anything is sent (:func:`validate_content`).
 
+A ``pattern`` comes from the server, so it is untrusted: Python's backtracking ``re`` can
+take 3**n steps on an n-character answer (``^(.|.|.)*\x00$`` blocks for 10 s at 17
+characters), and a worker thread cannot bound it because ``re`` holds the GIL. Patterns are
+therefore matched with RE2 (``google-re2``), whose time is linear in the answer, both in our
+own field checks and inside jsonschema's ``pattern`` keyword. A pattern RE2 cannot run
+(look-around, backreferences: the features that need backtracking, and outside JSON
+Schema's recommended regex subset) makes the schema invalid (-32602), as does
+``patternProperties``, which jsonschema would match with ``re``.
+
 URL mode: :func:`inspect_url` splits out the host to highlight and lists what makes a URL
 suspicious (not HTTPS, credentials before the host, punycode or non-ASCII host, IP
 literal). It never fetches anything; opening is the prompter's job, after consent.
@@ -21,13 +30,15 @@ A schema outside the subset is the server's error: :class:`JSONRPCError` ``-3260
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import attrs
+import re2
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
 from policies._text import printable
@@ -218,7 +229,7 @@ class FormField:
                 raise InvalidAnswer(f"at least {self.min_length} characters", field=fail)
             if self.max_length is not None and len(value) > self.max_length:
                 raise InvalidAnswer(f"at most {self.max_length} characters", field=fail)
-            if self.pattern is not None and not re.search(self.pattern, value):
+            if self.pattern is not None and not _linear_regex(self.pattern).search(value):
                 raise InvalidAnswer(f"must match {self.pattern}", field=fail)
             if self.format is not None and not _format_ok(self.format, value):
                 raise InvalidAnswer(f"{value!r} is not a valid {self.format}", field=fail)
@@ -266,6 +277,85 @@ def _format_ok(fmt: str, value: str) -> bool:
 
 def _bad_schema(problem: str) -> JSONRPCError:
     return JSONRPCError(_INVALID_PARAMS, f"requestedSchema: {problem}")
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    # Errors are reported to the server as -32602; RE2 must not also print them to stderr.
+    options.log_errors = False
+    # Each compiled pattern may use this much for its automata (RE2's default is 8 MiB); a
+    # pattern that needs more fails to compile and the schema is refused.
+    options.max_mem = 1 << 20
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+@functools.lru_cache(maxsize=64)
+def _linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers).
+
+    Raises:
+        re2.error: the pattern is invalid or needs backtracking.
+    """
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _check_pattern(pattern: str, where: str) -> None:
+    try:
+        _linear_regex(pattern)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise _bad_schema(
+            f"{where} is not a regular expression agenthost can check in linear time "
+            f"(RE2 syntax: no look-around or backreferences): {detail}"
+        ) from None
+
+
+def _walk(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every ``(key, value)`` of every object nested in ``value``, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                yield str(key), child
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _check_regexes(schema: Mapping[str, Any]) -> None:
+    """Refuse a schema with a regex jsonschema would run with backtracking ``re``."""
+    for key, value in _walk(schema):
+        if key == "patternProperties":
+            raise _bad_schema("patternProperties is outside the elicitation schema subset")
+        if key == "pattern" and isinstance(value, str):
+            _check_pattern(value, "pattern")
+
+
+def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``pattern`` keyword, matched by RE2 instead of ``re``."""
+    import jsonschema
+
+    if (
+        isinstance(pattern, str)
+        and validator.is_type(instance, "string")
+        and not _linear_regex(pattern).search(instance)
+    ):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.cache
+def _validator_class() -> Any:
+    import jsonschema  # deferred: only an elicitation pays for importing it
+
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, {"pattern": _pattern_keyword}
+    )
 
 
 def _opt_int(prop: Mapping[str, Any], key: str, where: str) -> int | None:
@@ -346,10 +436,7 @@ def _parse_field(name: str, prop: Any, required: bool) -> FormField:
             raise _bad_schema(f"{where}.format {fmt!r} is not email, uri, date or date-time")
         pattern = _opt_str(prop, "pattern", where)
         if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise _bad_schema(f"{where}.pattern is not a regular expression: {exc}") from None
+            _check_pattern(pattern, f"{where}.pattern")
         field = FormField(
             kind="string",
             min_length=_opt_int(prop, "minLength", where),
@@ -431,6 +518,7 @@ def parse_form(schema: Mapping[str, Any] | None) -> tuple[FormField, ...]:
     missing = [r for r in required if r not in properties]
     if missing:
         raise _bad_schema(f"required names unknown properties {missing}")
+    _check_regexes(schema)
     return tuple(
         _parse_field(str(name), prop, name in required) for name, prop in properties.items()
     )
@@ -482,7 +570,9 @@ def validate_content(
             raise InvalidAnswer("a value is required", field=field.name)
     import jsonschema  # deferred: only an elicitation pays for importing it
 
-    validator = jsonschema.Draft202012Validator(
+    if fields is not None:
+        _check_regexes(schema)  # parse_form did it otherwise
+    validator = _validator_class()(
         dict(schema), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
     error = jsonschema.exceptions.best_match(validator.iter_errors(dict(content)))
@@ -507,19 +597,36 @@ class UrlInfo:
 def inspect_url(url: str) -> UrlInfo:
     """Split out the host of ``url`` and list what is suspicious about it. Never fetches.
 
+    Only ``https`` URLs are accepted, and ``http`` for a loopback host (``localhost``,
+    ``127.0.0.0/8``, ``::1``: a local development server): the spec's security best
+    practices require rejecting ``javascript:``, ``data:``, ``file:``, ``vbscript:`` and
+    every other scheme with an allowlist, and plain HTTP elsewhere can be read and altered
+    on the way.
+
     Raises:
-        JSONRPCError: -32602, when ``url`` is not an absolute http(s) URL.
+        JSONRPCError: -32602, when ``url`` is not such a URL.
     """
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname or ""
     except ValueError as exc:
         raise JSONRPCError(_INVALID_PARAMS, f"url is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise JSONRPCError(_INVALID_PARAMS, "url must be an absolute http or https URL")
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not host:
+        raise JSONRPCError(
+            _INVALID_PARAMS,
+            "url must be an absolute https URL (http only for a loopback host); "
+            f"refused scheme {printable(scheme[:20])!r}",
+        )
+    if scheme == "http" and not _is_loopback(host):
+        raise JSONRPCError(
+            _INVALID_PARAMS,
+            "url must be an https URL: plain http is accepted only for a loopback host "
+            "(localhost, 127.0.0.0/8, ::1)",
+        )
     warnings = []
-    if parts.scheme != "https":
-        warnings.append("not HTTPS: the page and what you type into it are not encrypted")
+    if scheme != "https":
+        warnings.append("not HTTPS: a local server on this machine, not encrypted")
     if "@" in parts.netloc:
         warnings.append(
             "the URL has credentials before the host; the real host is the part after '@'"
@@ -536,7 +643,16 @@ def inspect_url(url: str) -> UrlInfo:
         warnings.append("the host is a bare IP address, not a name")
     if _UNSAFE_IN_URL.search(url):
         warnings.append("the URL contains control or invisible characters")
-    return UrlInfo(url=url, scheme=parts.scheme, host=host, warnings=tuple(warnings))
+    return UrlInfo(url=url, scheme=scheme, host=host, warnings=tuple(warnings))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 _UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")

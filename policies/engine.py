@@ -55,7 +55,7 @@ from policies.decision import (
     ToolCall,
     Verdict,
 )
-from policies.elicitation import validate_content, with_defaults
+from policies.elicitation import inspect_url, parse_form, validate_content, with_defaults
 from policies.limits import Clock, SamplingLimiter
 from policies.prompters import (
     ConsentRequest,
@@ -97,6 +97,16 @@ def _arguments(action: Action) -> Any:
             "tools": list(action.tools),
         }
     return {"mode": action.mode, "message": action.message, "url": action.url}
+
+
+def _check_elicitation(action: Elicitation) -> None:
+    """Raise -32602 for a request no prompter may be shown (see :meth:`PolicyEngine.elicit`)."""
+    if action.mode == "url":
+        if not action.url:
+            raise JSONRPCError(-32602, "url mode needs a url")
+        inspect_url(action.url)
+    else:
+        parse_form(action.requested_schema)
 
 
 def _memory_key(action: Action) -> Hashable:
@@ -455,10 +465,23 @@ class PolicyEngine:
         response (content redacted).
 
         Raises:
-            JSONRPCError: -32602 when the server's schema or URL is invalid.
+            JSONRPCError: -32602 when the server's schema or URL is invalid: a form schema
+                outside the spec's subset or with a pattern RE2 cannot run, a URL that is
+                not ``https`` (``http`` only for loopback). Checked before anything else,
+                so no prompter or callback ever sees such a request.
         """
         rule, verdict, label, reason, by = self._rule_view(action)
         decision_id = self._new_id()
+        try:
+            # What the server sent is checked before any rule, memory or prompter sees it:
+            # no callback ever gets a javascript: URL or a schema it cannot check safely.
+            _check_elicitation(action)
+        except JSONRPCError as exc:
+            self._write_now(
+                action,
+                Decision(id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc)),
+            )
+            raise
         response: ElicitationResponse | None = None
         if verdict is Verdict.DENY:
             pass

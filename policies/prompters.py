@@ -412,7 +412,7 @@ class TerminalPrompter:
             try:
                 content = validate_content(schema, content, fields)
             except InvalidAnswer as exc:
-                self._say(f"  The form does not fit the server's schema: {exc}\n")
+                self._say(f"  The form does not fit the server's schema: {printable(str(exc))}\n")
                 fields = _with_defaults(fields, content)
                 continue
             self._say("You are about to send:\n")
@@ -454,7 +454,7 @@ class TerminalPrompter:
                 try:
                     value = field.parse(line)
                 except InvalidAnswer as exc:
-                    self._say(f"  Not accepted: {exc}\n")
+                    self._say(f"  Not accepted: {printable(str(exc))}\n")
                     continue
                 if value is not None:
                     content[field.name] = value

@@ -208,7 +208,8 @@ def test_schemas_outside_the_subset_are_invalid_params(schema: Any, problem: str
 
 URL_TABLE = [
     ("https://mcp.example.com/ui/set_api_key", "mcp.example.com", []),
-    ("http://example.com/", "example.com", ["not HTTPS"]),
+    ("http://localhost:8080/cb", "localhost", ["not HTTPS"]),
+    ("http://[::1]/cb", "::1", ["not HTTPS", "bare IP"]),
     ("https://google.com@evil.example/", "evil.example", ["credentials before the host"]),
     ("https://xn--pple-43d.com/", "xn--pple-43d.com", ["punycode"]),
     ("https://\u0430pple.com/", "\u0430pple.com", ["punycode"]),
@@ -226,7 +227,17 @@ def test_inspect_url(url: str, host: str, warnings: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["javascript:alert(1)", "/relative", "file:///etc/passwd", "https://"]
+    "url",
+    [
+        "javascript:alert(1)",
+        "/relative",
+        "file:///etc/passwd",
+        "https://",
+        "data:text/html,x",
+        "vbscript:msgbox(1)",
+        "http://example.com/",
+        "http://127.0.0.1.evil.example/",
+    ],
 )
 def test_inspect_url_refuses_non_web_urls(url: str) -> None:
     with pytest.raises(JSONRPCError) as info:
@@ -321,14 +332,14 @@ async def test_terminal_form_decline_and_cancel(lines: list[str], action: str) -
 
 async def test_terminal_url_mode_needs_consent_to_open() -> None:
     opened: list[str] = []
-    url = "http://google.com@evil.example/connect?id=1"
+    url = "https://google.com@evil.example/connect?id=1"
     action = Elicitation(server="s", message="Authorize", mode="url", url=url, elicitation_id="1")
     prompter, out = form_prompter(["d"], open_url=opened.append)
     assert (await prompter.elicit(action)).action == "decline"
     assert opened == []
     shown = out.getvalue()
     assert url in shown and ">>> evil.example <<<" in shown
-    assert "WARNING: not HTTPS" in shown and "credentials before the host" in shown
+    assert "credentials before the host" in shown
     prompter, _ = form_prompter(["o"], open_url=opened.append)
     response = await prompter.elicit(action)
     assert response.to_result() == {"action": "accept"}

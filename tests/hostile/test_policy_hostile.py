@@ -1,0 +1,273 @@
+"""Hostile servers against the consent layer (issue 14 items 4, 8, 9, 10; issue 17 item 9).
+
+Every attack comes from a real server: ``policy_peer.py`` (built on the official ``mcp``
+SDK) sends the crafted forms, URLs, tool redefinitions and sampling bursts over stdio. Only
+the LLM HTTP API is mocked (``httpx2.MockTransport``, shaped like Anthropic's Messages API).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from agenthost.config import HostConfig, ServerConfig
+from agenthost.errors import JSONRPCError
+from agenthost.host import Host, open_host
+from agenthost.types import TextContent
+from policies import (
+    CallbackPrompter,
+    Elicitation,
+    ElicitationResponse,
+    TerminalPrompter,
+    read_audit,
+    validate_content,
+)
+from providers.config import build_provider, parse_providers
+
+PEER = Path(__file__).with_name("policy_peer.py")
+ENV = {"ANTHROPIC_API_KEY": "test-key"}
+#: Catastrophic backtracking: three ways to match each character, then a failure at the end.
+#: Python's ``re`` needs about 3**n steps for n characters (10.6 s at 17 on this machine).
+EVIL_PATTERN = "^(.|.|.)*\x00$"
+EVIL_ANSWER = "a" * 16
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+async def call_error(host: Host, name: str, arguments: dict[str, Any]) -> str:
+    """The error a tool call ended with: the SDK passes our JSON-RPC error through as the
+    ``tools/call`` error, or wraps it in an ``isError`` result."""
+    try:
+        result = await host.call_tool(name, arguments)
+    except JSONRPCError as exc:
+        return f"{exc.code} {exc.message}"
+    assert result.is_error, text_of(result)
+    return text_of(result)
+
+
+def peer(name: str = "p", **kwargs: Any) -> ServerConfig:
+    return ServerConfig(
+        name=name, transport="stdio", command=sys.executable, args=(str(PEER),), **kwargs
+    )
+
+
+class FakeAnthropic:
+    """The Messages API: bills ``input_tokens`` plus every token the request allowed."""
+
+    def __init__(self, input_tokens: int = 10) -> None:
+        self.input_tokens = input_tokens
+        self.billed: list[int] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        output = body["max_tokens"]  # the worst case: the model uses all it was granted
+        self.billed.append(self.input_tokens + output)
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "max_tokens",
+                "stop_sequence": None,
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": output},
+            },
+        )
+
+
+@asynccontextmanager
+async def host_with(
+    servers: list[ServerConfig],
+    policy: dict[str, Any],
+    *,
+    fake: FakeAnthropic | None = None,
+    prompter: Any = None,
+) -> AsyncIterator[Host]:
+    fake = fake or FakeAnthropic()
+    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
+    provider = build_provider(
+        providers_config.providers[0],
+        ENV,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake)),
+    )
+    config = HostConfig(
+        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
+    )
+    try:
+        async with open_host(
+            config, providers={"anthropic": provider}, env=ENV, prompter=prompter
+        ) as host:
+            yield host
+    finally:
+        await provider.aclose()
+
+
+class LoopWatch:
+    """Measures the longest time the Trio event loop went without running this task."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+
+    async def run(self) -> None:
+        while True:
+            before = trio.current_time()
+            await trio.sleep(0.01)
+            self.worst = max(self.worst, trio.current_time() - before - 0.01)
+
+
+@asynccontextmanager
+async def watched() -> AsyncIterator[LoopWatch]:
+    watch = LoopWatch()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch.run)
+        yield watch
+        nursery.cancel_scope.cancel()
+
+
+ALLOW_TOOLS = {"kind": "tool", "decision": "allow", "server": "*", "name": "*"}
+
+
+# -- item 4: a form pattern cannot freeze the host ----------------------------------------
+
+
+async def test_redos_pattern_in_canned_answers_is_bounded(tmp_path: Path) -> None:
+    policy = {
+        "mode": "headless",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [
+            ALLOW_TOOLS,
+            {
+                "kind": "elicitation",
+                "mode": "form",
+                "decision": "allow",
+                "answers": {"code": EVIL_ANSWER},
+            },
+        ],
+    }
+    async with host_with([peer()], policy) as host, watched() as watch:
+        with trio.fail_after(20):
+            result = await host.call_tool("p__form", {"pattern": EVIL_PATTERN})
+    # The answer does not match: declined (never sent), and the loop never stalled.
+    assert json.loads(text_of(result)) == {"action": "decline"}
+    assert watch.worst < 0.25, f"event loop blocked for {watch.worst:.2f} s"
+    audit = read_audit(tmp_path / "audit.jsonl")
+    reasons = [r["reason"] for r in audit if r["kind"] == "elicitation"]
+    assert any("must match" in reason for reason in reasons)
+
+
+async def test_redos_pattern_in_typed_answers_is_bounded() -> None:
+    # The user fills in the form three times with a value the pattern rejects.
+    typed = io.StringIO("f\n" + f"{EVIL_ANSWER}\n" * 3)
+    shown = io.StringIO()
+    prompter = TerminalPrompter(input=typed, output=shown, open_url=None)
+    policy = {"mode": "interactive", "preset": "none", "rules": [ALLOW_TOOLS]}
+    async with host_with([peer()], policy, prompter=prompter) as host, watched() as watch:
+        with trio.fail_after(20):
+            result = await host.call_tool("p__form", {"pattern": EVIL_PATTERN})
+    assert json.loads(text_of(result)) == {"action": "cancel"}
+    assert watch.worst < 0.25, f"event loop blocked for {watch.worst:.2f} s"
+    assert shown.getvalue().count("Not accepted: code: must match") == 3
+
+
+async def test_pattern_outside_the_linear_subset_is_refused() -> None:
+    # Look-around and backreferences need backtracking: the form is refused (-32602), and
+    # a pattern in the linear subset still works as before.
+    answers = iter([{"code": "ab12"}])
+
+    async def elicit(action: Elicitation) -> ElicitationResponse:
+        return ElicitationResponse(action="accept", content=next(answers))
+
+    async def confirm(request: Any) -> Any:
+        raise AssertionError("nothing should be asked")
+
+    prompter = CallbackPrompter(confirm=confirm, elicit=elicit)
+    policy = {"mode": "programmatic", "preset": "none", "rules": [ALLOW_TOOLS]}
+    async with host_with([peer()], policy, prompter=prompter) as host:
+        with trio.fail_after(20):
+            refused = await call_error(host, "p__form", {"pattern": "^(?=a)(.)\\1$"})
+            accepted = await host.call_tool("p__form", {"pattern": "^[a-z]+[0-9]{2}$"})
+    assert "-32602" in refused and "linear time" in refused
+    assert json.loads(text_of(accepted)) == {"action": "accept", "content": {"code": "ab12"}}
+
+
+# -- item 10: dangerous URL schemes never reach a prompter -------------------------------
+
+DANGEROUS_URLS = [
+    "javascript:alert(document.cookie)",
+    "file:///etc/passwd",
+    "data:text/html,<script>alert(1)</script>",
+    "vbscript:msgbox(1)",
+    "http://example.com/login",  # plain http, not loopback
+    "ftp://example.com/x",
+]
+
+
+async def test_url_elicitation_schemes_checked_before_any_prompter(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def elicit(action: Elicitation) -> ElicitationResponse:
+        seen.append(action.url or "")
+        return ElicitationResponse(action="accept")
+
+    async def confirm(request: Any) -> Any:
+        raise AssertionError("nothing should be asked")
+
+    prompter = CallbackPrompter(confirm=confirm, elicit=elicit)
+    policy = {
+        "mode": "programmatic",
+        "preset": "none",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [ALLOW_TOOLS, {"kind": "elicitation", "decision": "ask"}],
+    }
+    async with host_with([peer()], policy, prompter=prompter) as host:
+        with trio.fail_after(30):
+            for url in DANGEROUS_URLS:
+                error = await call_error(host, "p__open_url", {"url": url})
+                assert "-32602" in error and "https" in error, error
+            for url in ("https://example.com/login", "http://127.0.0.1:8765/cb", "http://[::1]/x"):
+                ok = await host.call_tool("p__open_url", {"url": url})
+                assert text_of(ok) == "accept", (url, text_of(ok))
+    assert seen == ["https://example.com/login", "http://127.0.0.1:8765/cb", "http://[::1]/x"]
+    denied = [
+        r
+        for r in read_audit(tmp_path / "audit.jsonl")
+        if r["kind"] == "elicitation" and r["event"] == "decision" and r["decision"] == "deny"
+    ]
+    assert len(denied) == len(DANGEROUS_URLS)
+
+
+def test_jsonschema_pass_matches_patterns_in_linear_time() -> None:
+    # RE2 finds the second alternative at once; Python's re would first try 2**26 ways
+    # through the first one. Both our field check and jsonschema's `pattern` must use RE2.
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^(a|a)*b|^a*$"}},
+    }
+    start = time.perf_counter()
+    assert validate_content(schema, {"code": "a" * 26}) == {"code": "a" * 26}
+    assert time.perf_counter() - start < 1.0
+
+
+def test_pattern_properties_are_refused() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string"}},
+        "patternProperties": {EVIL_PATTERN: {"type": "string"}},
+    }
+    with pytest.raises(JSONRPCError, match="patternProperties") as info:
+        validate_content(schema, {"code": "x"})
+    assert info.value.code == -32602
