@@ -155,3 +155,50 @@ async def test_16mib_sse_line_from_a_server_fails_the_request_quickly() -> None:
         # The session survives: the next call works.
         assert text_of(await session.call_tool("echo", {"message": "after"})) == "after"
     assert cpu < 2.0, f"{cpu:.2f}s of CPU to refuse a 16 MiB line"
+
+
+# -- item 6: redirects stay within the origin -------------------------------------------
+
+
+async def test_cross_origin_redirect_is_not_followed_and_no_header_leaves(
+    peer_log: Path,
+) -> None:
+    port = free_port()
+    other = f"http://localhost:{port}"
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    secret = "key-0123456789abcdef"
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serve(hostile_argv(port, "--redirect", other), port, env=env):
+        with trio.fail_after(30), pytest.raises(JSONRPCError, match="redirect") as info:
+            async with connected(url, headers={"X-Api-Key": secret}):
+                pass
+    assert "localhost" in str(info.value)  # it says where it was sent, not followed
+    entries = peer_entries(peer_log)
+    assert entries, "the server saw nothing"
+    assert all(e["host"] == f"127.0.0.1:{port}" for e in entries), [e["host"] for e in entries]
+    for entry in entries:
+        assert entry["headers"].get("x-api-key") in (None, secret)
+
+
+async def test_cross_origin_redirect_with_the_probe_too(peer_log: Path) -> None:
+    port = free_port()
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serve(hostile_argv(port, "--redirect", f"http://localhost:{port}"), port, env=env):
+        with trio.fail_after(30), pytest.raises(Exception):  # noqa: B017, PT011
+            async with connected(url, transport="http", headers={"X-Api-Key": "k" * 20}):
+                pass
+    hosts = {e["host"] for e in peer_entries(peer_log)}
+    assert hosts == {f"127.0.0.1:{port}"}
+
+
+async def test_same_origin_redirect_is_followed(peer_log: Path) -> None:
+    port = free_port()
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    async with (
+        serve(hostile_argv(port), port, env=env),
+        connected(f"http://127.0.0.1:{port}/old", headers={"X-Api-Key": "k" * 20}) as session,
+    ):
+        assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
+    paths = [e["path"] for e in peer_entries(peer_log)]
+    assert "/old" in paths and "/mcp" in paths
