@@ -24,6 +24,12 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   that request id, so no caller waits for an answer that will never come. The HTTP status
   is never used as a JSON-RPC code.
 * Closing sends ``DELETE`` with the session id (405 is fine: the server keeps sessions).
+* Redirects are followed only within the endpoint's origin (same scheme, host and port,
+  or the https upgrade of the same host) and only when they keep the method (307/308),
+  at most :data:`MAX_REDIRECTS` times: the official SDK's rule. Our headers (tokens, API
+  keys, the session id) were configured for that origin; httpx itself would strip only
+  ``Authorization`` on the way elsewhere. Any other redirect is not followed: a request
+  gets an error response naming where it was sent, other messages a TransportError.
 
 Secrets: the configured header values (``Authorization`` ...) never appear in a log line,
 an exception message or a repr; server text quoted in errors is scrubbed of them too.
@@ -63,9 +69,11 @@ from agenthost.transports.sse import ServerSentEvent, SSEParser
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
     "HTTP_ERROR_CODE",
+    "MAX_REDIRECTS",
     "StreamableHTTPTransport",
     "open_streamable_http_transport",
     "redact_url",
+    "redirect_note",
 ]
 
 log = logging.getLogger("agenthost.transports.http")
@@ -74,6 +82,8 @@ DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 #: JSON-RPC code of the error responses synthesised for requests the server failed at
 #: the HTTP level (the -32000 range is "implementation-defined server errors").
 HTTP_ERROR_CODE: Final = -32000
+#: Redirects one request may follow within its origin (trailing-slash fixes and the like).
+MAX_REDIRECTS: Final = 5
 
 _ACCEPT_BOTH: Final = "application/json, text/event-stream"
 _SSE: Final = "text/event-stream"
@@ -114,6 +124,36 @@ class _Redactor:
             if secret in text:
                 text = text.replace(secret, "***")
         return text
+
+
+def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
+    """Whether httpx's next request for a redirect is one we follow (see the module doc).
+
+    httpx normalises a default port to None and lower-cases hosts, so tuples compare.
+    """
+    a, b = sent.url, follow.url
+    if follow.method != sent.method:  # 301/302/303 turn a POST into a body-less GET
+        return False
+    if b.userinfo and b.userinfo != a.userinfo:  # httpx would send it as Basic auth
+        return False
+    if (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port):
+        return True
+    return (
+        a.host == b.host
+        and (a.scheme, b.scheme) == ("http", "https")
+        and a.port is None
+        and b.port is None
+    )
+
+
+def redirect_note(response: httpx.Response) -> str:
+    """Where a redirect we did not follow pointed, safe to log (no query, no userinfo)."""
+    follow = response.next_request
+    where = redact_url(str(follow.url)) if follow is not None else "(no usable Location)"
+    return (
+        f"HTTP {response.status_code} redirect to {where} not followed (only redirects"
+        " within the server's origin that keep the method are)"
+    )
 
 
 def _content_type(response: httpx.Response) -> str:
@@ -267,6 +307,37 @@ class HTTPTransportBase(Transport):
         headers["Accept"] = accept
         return headers
 
+    @asynccontextmanager
+    async def _stream(self, method: str, url: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+        """``client.stream(...)``, following redirects only within the origin.
+
+        A redirect we do not follow is yielded as the response (a 3xx), as httpx does
+        with ``follow_redirects=False``; the caller reports it with :func:`redirect_note`.
+        The client's own ``follow_redirects`` setting is not consulted.
+        """
+        client = self._client
+        request = client.build_request(method, url, **kwargs)
+        followed = 0
+        while True:
+            response = await client.send(request, stream=True, follow_redirects=False)
+            follow = response.next_request
+            if follow is None or followed == MAX_REDIRECTS or not _within_origin(request, follow):
+                break
+            # Not drained: a redirect body is the server's to choose, and closing an
+            # unread response only costs the connection.
+            await response.aclose()
+            request = follow
+            followed += 1
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response, bytes]:
+        """One exchange with :meth:`_stream`'s redirect rule; the body read up to the limit."""
+        async with self._stream(method, url, **kwargs) as response:
+            return response, await self._read_limited(response)
+
     async def _read_limited(self, response: httpx.Response) -> bytes:
         chunks: list[bytes] = []
         size = 0
@@ -407,12 +478,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
     async def _post_message(self, body: bytes) -> None:
         had_session = self.session_id is not None
         try:
-            response = await self._client.post(
+            response, content = await self._request(
+                "POST",
                 self.url,
                 content=body,
                 headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
                 timeout=self._ack_timeout,
-                follow_redirects=True,
             )
         except httpx.ConnectError as exc:
             reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
@@ -427,8 +498,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if status == 404 and had_session:
             self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
             raise self._error()
+        if 300 <= status < 400:
+            raise TransportError(redirect_note(response), server=self.name)
         if status >= 400:
-            summary = _summary(response.content, self._redact)
+            summary = _summary(content, self._redact)
             raise TransportError(
                 f"the server rejected a message with HTTP {status}: {summary}", server=self.name
             )
@@ -447,13 +520,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
         started = False
         with self._tracked():
             try:
-                async with self._client.stream(
+                async with self._stream(
                     "POST",
                     self.url,
                     content=body,
                     headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
                     timeout=self._stream_timeout,
-                    follow_redirects=True,
                 ) as response:
                     status = response.status_code
                     log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
@@ -492,6 +564,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         status = response.status_code
         if status == 404 and had_session:
             self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
+            return
+        if 300 <= status < 400:
+            await self._deliver_error(request_id, redirect_note(response), status)
             return
         if status >= 400 or status < 200:
             summary = await self._error_summary(response)
@@ -561,12 +636,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
             headers = self._headers_for(_SSE)
             headers["Last-Event-ID"] = before
             try:
-                async with self._client.stream(
-                    "GET",
-                    self.url,
-                    headers=headers,
-                    timeout=self._stream_timeout,
-                    follow_redirects=True,
+                async with self._stream(
+                    "GET", self.url, headers=headers, timeout=self._stream_timeout
                 ) as response:
                     status = response.status_code
                     log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
@@ -602,12 +673,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 if parser.last_event_id:
                     headers["Last-Event-ID"] = parser.last_event_id
                 try:
-                    async with self._client.stream(
-                        "GET",
-                        self.url,
-                        headers=headers,
-                        timeout=self._stream_timeout,
-                        follow_redirects=True,
+                    async with self._stream(
+                        "GET", self.url, headers=headers, timeout=self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: GET stream -> HTTP %d", self.name, status)
@@ -661,13 +728,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._deleted = True
                 with trio.move_on_after(timeout):
                     try:
-                        response = await self._client.delete(
+                        response, _ = await self._request(
+                            "DELETE",
                             self.url,
                             headers=self._headers_for(_ACCEPT_BOTH),
                             timeout=self._ack_timeout,
                         )
                         log.debug("%s: DELETE session -> HTTP %d", self.name, response.status_code)
-                    except httpx.HTTPError as exc:
+                    except (httpx.HTTPError, MessageTooLarge) as exc:
                         log.debug("%s: DELETE failed: %s", self.name, self._describe(exc))
             await self._close_background()
 
@@ -687,9 +755,8 @@ async def http_resources(
     Resource handling: a client created here is closed on the way out (shielded, bounded).
     """
     owned = client is None
-    http = client or httpx.AsyncClient(
-        timeout=httpx.Timeout(connect_timeout, read=None), follow_redirects=True
-    )
+    # Redirects are followed by the transports themselves, within the origin only.
+    http = client or httpx.AsyncClient(timeout=httpx.Timeout(connect_timeout, read=None))
     try:
         with collapse_single_group():
             async with trio.open_nursery() as nursery:

@@ -7,7 +7,8 @@ message to (relative URIs resolve against the SSE URL). Server messages arrive a
 transport.
 
 Security: an ``endpoint`` on another origin than the SSE URL is refused, so a hostile
-stream cannot make us send our headers (tokens) elsewhere.
+stream cannot make us send our headers (tokens) elsewhere; for the same reason redirects
+are followed only within the origin (see :mod:`agenthost.transports.http`).
 
 A POST answered 404 means the server lost our session (a restart); the transport ends
 with :class:`~agenthost.errors.SessionExpired`, as Streamable HTTP does. Another HTTP
@@ -42,6 +43,7 @@ from agenthost.transports.http import (
     _summary,
     http_resources,
     redact_url,
+    redirect_note,
 )
 from agenthost.transports.sse import SSEParser
 
@@ -90,17 +92,20 @@ class LegacySSETransport(HTTPTransportBase):
         started = False
         with self._tracked():
             try:
-                async with self._client.stream(
+                async with self._stream(
                     "GET",
                     self.url,
                     headers=self._headers_for("text/event-stream"),
                     timeout=self._stream_timeout,
-                    follow_redirects=True,
                 ) as response:
                     status = response.status_code
                     log.debug("%s: GET %s -> HTTP %d", self.name, redact_url(self.url), status)
                     if status != 200 or _content_type(response) != "text/event-stream":
-                        summary = await self._error_summary(response)
+                        summary = (
+                            redirect_note(response)
+                            if 300 <= status < 400
+                            else await self._error_summary(response)
+                        )
                         raise TransportError(
                             f"{redact_url(self.url)} is not an SSE endpoint (HTTP {status},"
                             f" {_content_type(response) or 'no content type'}): {summary}",
@@ -164,7 +169,8 @@ class LegacySSETransport(HTTPTransportBase):
         body = jsonrpc.encode(message)
         try:
             with trio.fail_at(deadline):
-                response = await self._client.post(
+                response, content = await self._request(
+                    "POST",
                     self.endpoint,
                     content=body,
                     headers={
@@ -172,7 +178,6 @@ class LegacySSETransport(HTTPTransportBase):
                         "Content-Type": "application/json",
                     },
                     timeout=self._ack_timeout,
-                    follow_redirects=True,
                 )
         except httpx.ConnectError as exc:
             self._fail(TransportClosed, f"cannot reach the endpoint: {self._describe(exc)}")
@@ -186,8 +191,8 @@ class LegacySSETransport(HTTPTransportBase):
         if status == 404:
             self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
             raise self._error()
-        if status >= 400:
-            summary = _summary(response.content, self._redact)
+        if 300 <= status < 400 or status >= 400:
+            summary = redirect_note(response) if status < 400 else _summary(content, self._redact)
             if type(message) is Request:
                 try:
                     await self._deliver_error(

@@ -21,6 +21,13 @@ Rules (the WHATWG "event stream interpretation", which MCP's HTTP transports use
 
 The parser never grows without bound: a line or an event's data larger than
 ``max_size`` raises :class:`~agenthost.errors.MessageTooLarge`.
+
+Cost (issue 14, item 5): linear in the bytes fed, whatever the chunking. An unfinished
+line is kept in one ``bytearray`` that chunks are appended to, and only each new chunk is
+searched for line ends (never the whole line again); an event's data lines are kept as
+raw bytes and decoded once, at dispatch. So a 16 MiB line without a newline is refused
+after one pass over it, many tiny ``data:`` lines cost one byte each of memory (not a
+Python string each), and memory stays near ``max_size``.
 """
 
 from __future__ import annotations
@@ -59,14 +66,13 @@ class SSEParser:
     """
 
     __slots__ = (
-        "_buf",
         "_data",
         "_event",
         "_has_data",
+        "_line",
         "_max",
-        "_size",
         "_skip_lf",
-        "_started",
+        "_start",
         "last_event_id",
         "retry",
     )
@@ -74,14 +80,16 @@ class SSEParser:
     def __init__(
         self, *, max_size: int = 16 * 1024 * 1024, last_event_id: str = "", retry: int | None = None
     ) -> None:
-        self._buf = b""
-        self._data: list[str] = []
+        #: The unfinished line (bytes after the last line end), grown in place.
+        self._line = bytearray()
+        #: The pending event's data lines, raw, joined by b"\n"; decoded at dispatch.
+        self._data = bytearray()
         self._has_data = False
-        self._size = 0
         self._event = ""
         self._max = max_size
         self._skip_lf = False
-        self._started = False
+        #: The first bytes of the stream, while they may still be a split BOM.
+        self._start: bytes | None = b""
         #: The id of the last event (or id-only block) seen; sent as ``Last-Event-ID``.
         self.last_event_id = last_event_id
         #: The server's requested reconnection delay in milliseconds, if any.
@@ -95,76 +103,90 @@ class SSEParser:
         """
         if not data:
             return []
+        if self._start is not None:
+            head = self._start + data
+            if len(head) < 3 and _BOM.startswith(head):
+                self._start = head
+                return []
+            self._start = None
+            data = head[3:] if head.startswith(_BOM) else head
         if self._skip_lf:
             self._skip_lf = False
             if data[:1] == b"\n":
                 data = data[1:]
-        buf = self._buf + data if self._buf else data
-        if not self._started:
-            if len(buf) < 3 and _BOM.startswith(buf):
-                self._buf = buf
-                return []
-            self._started = True
-            if buf.startswith(_BOM):
-                buf = buf[3:]
-        events: list[ServerSentEvent] = []
-        pos = 0
-        size = len(buf)
-        search = _LINE_END.search
-        while True:
-            m = search(buf, pos)
-            if m is None:
-                break
-            end = m.end()
-            if end == size and buf[m.start()] == 0x0D:  # CR at the very end: LF may follow
+        if b"\r" in data:
+            lines = _LINE_END.split(data)
+            if data[-1] == 0x0D:  # CR at the very end: an LF may start the next chunk
                 self._skip_lf = True
-            event = self._line(buf[pos : m.start()])
-            if event is not None:
-                events.append(event)
-            pos = end
-        self._buf = buf[pos:]
-        if len(self._buf) > self._max:
-            raise MessageTooLarge(f"SSE line larger than the maximum of {self._max} bytes")
+        else:  # the usual LF-only stream: split at C speed
+            lines = data.split(b"\n")
+        tail = lines.pop()
+        events: list[ServerSentEvent] = []
+        if lines:
+            if self._line:
+                self._line += lines[0]
+                self._check_line(len(self._line))
+                lines[0] = bytes(self._line)
+                self._line = bytearray()
+            for line in lines:
+                if not line:
+                    if self._has_data:
+                        events.append(self._dispatch())
+                    else:
+                        self._event = ""
+                elif line[:5] == b"data:":  # the hot path, inlined
+                    if self._has_data:
+                        self._data += b"\n"
+                    self._data += line[6:] if line[5:6] == b" " else line[5:]
+                    self._has_data = True
+                    if len(self._data) > self._max:
+                        self._too_large()
+                else:
+                    self._field(line)
+        if tail:
+            self._line += tail
+            self._check_line(len(self._line))
         return events
 
-    def _line(self, raw: bytes) -> ServerSentEvent | None:
-        if not raw:
-            return self._dispatch()
-        if raw[0] == 0x3A:  # ":" comment
-            return None
-        line = raw.decode("utf-8", "replace")
-        name, colon, value = line.partition(":")
-        if colon and value[:1] == " ":
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-            self._has_data = True
-            self._size += len(value) + 1
-            if self._size > self._max:
-                self._data = []
-                self._size = 0
-                raise MessageTooLarge(f"SSE event larger than the maximum of {self._max} bytes")
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            if "\x00" not in value:
-                self.last_event_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self.retry = int(value)
-        return None
+    def _check_line(self, size: int) -> None:
+        if size > self._max:
+            self._line = bytearray()
+            raise MessageTooLarge(f"SSE line larger than the maximum of {self._max} bytes")
 
-    def _dispatch(self) -> ServerSentEvent | None:
-        if not self._has_data:
-            self._event = ""
-            return None
+    def _too_large(self) -> None:
+        self._data = bytearray()
+        self._has_data = False
+        raise MessageTooLarge(f"SSE event larger than the maximum of {self._max} bytes")
+
+    def _field(self, raw: bytes) -> None:
+        if raw[0] == 0x3A:  # ":" comment
+            return
+        name, colon, value = raw.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            if self._has_data:
+                self._data += b"\n"
+            self._data += value
+            self._has_data = True
+            if len(self._data) > self._max:
+                self._too_large()
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\x00" not in value:
+                self.last_event_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self.retry = int(value)
+
+    def _dispatch(self) -> ServerSentEvent:
         event = ServerSentEvent(
             event=self._event or "message",
-            data="\n".join(self._data),
+            data=self._data.decode("utf-8", "replace"),
             id=self.last_event_id,
             retry=self.retry,
         )
-        self._data = []
-        self._size = 0
+        self._data = bytearray()
         self._has_data = False
         self._event = ""
         return event
