@@ -27,7 +27,14 @@ import attrs
 
 from agenthost.errors import ConfigError
 
-__all__ = ["ExpandContext", "InputSpec", "expand", "input_variable", "read_env_file"]
+__all__ = [
+    "MAX_NESTING",
+    "ExpandContext",
+    "InputSpec",
+    "expand",
+    "input_variable",
+    "read_env_file",
+]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -39,6 +46,10 @@ class InputSpec:
 
     id: str
     description: str | None = None
+
+
+#: How deep ``${A:-${B:-...}}`` defaults may nest.
+MAX_NESTING = 32
 
 
 def input_variable(input_id: str) -> str:
@@ -83,15 +94,25 @@ class ExpandContext:
         return cls(env=env, source=source, editor=editor, inputs=inputs or {})
 
 
-def expand(text: str, ctx: ExpandContext, key: str) -> str:
+def expand(text: str, ctx: ExpandContext, key: str, *, depth: int = 0) -> str:
     """Expand every reference in ``text``; ``key`` is the key path used in errors.
 
+    ``depth`` counts the defaults we are inside (``${A:-${B:-...}}``); past
+    :data:`MAX_NESTING` the value is refused: a config file is input too, and 2,000
+    nested defaults must be a ConfigError, not a RecursionError (issue 14).
+
     Raises:
-        ConfigError: an unset variable, an undeclared or unanswered input, or a malformed
-            reference, naming ``ctx.source`` and ``key``.
+        ConfigError: an unset variable, an undeclared or unanswered input, a malformed
+            reference, or references nested too deep, naming ``ctx.source`` and ``key``.
     """
     if "$" not in text:  # the common case: no work, no copy
         return text
+    if depth > MAX_NESTING:
+        raise ConfigError(
+            f"variable references nested more than {MAX_NESTING} deep",
+            path=ctx.source,
+            key=key,
+        )
     out: list[str] = []
     i = 0
     n = len(text)
@@ -113,7 +134,7 @@ def expand(text: str, ctx: ExpandContext, key: str) -> str:
                     path=ctx.source,
                     key=key,
                 )
-            out.append(_resolve(text[j + 2 : end], ctx, key))
+            out.append(_resolve(text[j + 2 : end], ctx, key, depth))
             i = end + 1
         else:
             out.append("$")
@@ -139,11 +160,11 @@ def _closing_brace(text: str, start: int) -> int:
     return -1
 
 
-def _resolve(body: str, ctx: ExpandContext, key: str) -> str:
+def _resolve(body: str, ctx: ExpandContext, key: str, depth: int) -> str:
     name, sep, default = body.partition(":-")
     if sep and _NAME.match(name):
         value = ctx.env.get(name)
-        return value if value else expand(default, ctx, key)
+        return value if value else expand(default, ctx, key, depth=depth + 1)
     if _NAME.match(body):
         if ctx.editor is not None and body in ctx.editor:
             return ctx.editor[body]

@@ -77,7 +77,7 @@ async def _prompt_command(host: Host, console: Console, words: list[str]) -> lis
 
 async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
     from agenthost.agent import Transcript, run_agent
-    from agenthost.cli import _agent_printer, _table, interruptible
+    from agenthost.cli import _agent_printer, _table, interruptible, say
 
     transcript: Transcript | None = None
     pending_prompt: list[Any] = []
@@ -94,7 +94,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
             command = words[0] if words else ""
             try:
                 if command == "tools":
-                    print(
+                    say(
                         _table(
                             [
                                 [t.name, (t.tool.description or "")[:60]]
@@ -104,14 +104,14 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                         )
                     )
                 elif command == "servers":
-                    print(
+                    say(
                         _table(
                             [[s.name, s.state.value, s.revision or "-"] for s in host.status()],
                             ["server", "state", "revision"],
                         )
                     )
                 elif command == "prompts":
-                    print(
+                    say(
                         _table(
                             [
                                 [s, p.name, " ".join(a.name for a in p.arguments or [])]
@@ -123,7 +123,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                 elif command == "roots":
                     for status in host.status():
                         uris = [r.uri for r in host.roots_for(status.name)]
-                        print(f"{status.name}: {', '.join(uris) or '(none)'}")
+                        say(f"{status.name}: {', '.join(uris) or '(none)'}")
                 elif command == "prompt":
                     pending_prompt.extend(await _prompt_command(host, console, words[1:]))
                 else:
@@ -158,4 +158,4 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                 f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
             )
         if transcript.final_text:
-            print(transcript.final_text)
+            say(transcript.final_text)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from agenthost.config import HostConfig
     from agenthost.host import Host
 
-__all__ = ["EXIT_CODES", "main", "run"]
+__all__ = ["EXIT_CODES", "main", "run", "safe", "say"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -68,6 +69,32 @@ class CLIError(Exception):
 # --------------------------------------------------------------------------- output
 
 
+def safe(text: str) -> str:
+    """Server (or model) text made safe for a terminal: control characters shown escaped.
+
+    Everything a server sends can reach the screen (tool descriptions and results,
+    prompts, resources, errors), and a terminal obeys escape sequences: ``ESC[2J`` clears
+    it, ``ESC[8m`` hides what follows (a consent prompt), OSC 52 writes the clipboard.
+    The one escaping function (the consent prompts use it too) is applied at every human
+    output sink of the CLI: :func:`say`, :class:`Console` and the log formatter.
+    """
+    from policies._text import printable
+
+    return printable(text)
+
+
+def say(text: str) -> None:
+    """Print one piece of human output on stdout, escaped (see :func:`safe`)."""
+    sys.stdout.write(safe(text) + "\n")
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines carry server text too (stderr lines, notifications/message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe(super().format(record))
+
+
 class Console:
     """Where human-readable progress goes: stderr, never mixed into --json stdout."""
 
@@ -81,7 +108,7 @@ class Console:
         if self.quiet:
             return
         self.end_progress()
-        self.stream.write(text + "\n")
+        self.stream.write(safe(text) + "\n")
         self.stream.flush()
 
     def progress(
@@ -98,7 +125,7 @@ class Console:
         if self.tty:
             width = 24
             bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-            self.stream.write(f"\r  {label} [{bar}] {detail}{note}\x1b[K")
+            self.stream.write(f"\r  {safe(label)} [{bar}] {detail}{safe(note)}\x1b[K")
             self.stream.flush()
             self._bar = True
         else:
@@ -268,7 +295,7 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(rows)
     else:
-        print(
+        say(
             _table(
                 [
                     [
@@ -286,7 +313,7 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
     failed = any(s.state is not ServerState.READY for s in statuses)
     if args.command == "check":
         if not args.json:
-            print("all servers ready" if not failed else "some servers are not ready")
+            say("all servers ready" if not failed else "some servers are not ready")
         return EXIT_UNAVAILABLE if failed else EXIT_OK
     return EXIT_OK
 
@@ -311,7 +338,7 @@ async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
             ]
         )
     else:
-        print(
+        say(
             _table(
                 [
                     [t.name, _flags(t.tool.annotations), _first_line(t.tool.description)]
@@ -359,7 +386,7 @@ async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
             ]
         )
     else:
-        print(
+        say(
             _table(
                 [
                     [
@@ -401,7 +428,7 @@ async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
         rows += [
             [s, t.uri_template, t.mime_type or "-", f"{t.name} (template)"] for s, t in templates
         ]
-        print(_table(rows, ["server", "uri", "type", "name"]))
+        say(_table(rows, ["server", "uri", "type", "name"]))
     return EXIT_OK
 
 
@@ -449,9 +476,9 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
     else:
         text = _content_text(result.content)
         if text:
-            print(text)
+            say(text)
         if result.structured_content is not None and not text:
-            print(json.dumps(result.structured_content, indent=2))
+            say(json.dumps(result.structured_content, indent=2))
     return EXIT_ERROR if result.is_error else EXIT_OK
 
 
@@ -471,9 +498,9 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     else:
         for contents in result.contents:
             if isinstance(contents, TextResourceContents):
-                print(contents.text)
+                say(contents.text)
             else:
-                print(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
+                say(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
     return EXIT_OK
 
 
@@ -499,9 +526,9 @@ async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
         _print_json(unstructure(result, revision))
     else:
         if result.description:
-            print(f"# {result.description}")
+            say(f"# {result.description}")
         for message in result.messages:
-            print(f"[{message.role}] {_content_text([message.content])}")
+            say(f"[{message.role}] {_content_text([message.content])}")
     return EXIT_OK
 
 
@@ -533,13 +560,13 @@ async def cmd_models(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             _print_json(selection_data(selection))
         else:
-            print(render_selection(selection))
+            say(render_selection(selection))
         return EXIT_OK
     rows = list_models(providers_config, env)
     if args.json:
         _print_json({"providers": provider_rows(providers_config, env), "models": rows})
     else:
-        print(render_models(rows, provider_rows(providers_config, env)))
+        say(render_models(rows, provider_rows(providers_config, env)))
     return EXIT_OK
 
 
@@ -602,7 +629,7 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         _print_json(transcript.to_json())
     else:
         if transcript.final_text:
-            print(transcript.final_text)
+            say(transcript.final_text)
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
             f" {len(transcript.tool_calls)} tool calls ({len(transcript.denied)} denied),"
@@ -690,19 +717,19 @@ async def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     console.line(f"audit log {path} ({len(records)} lines shown)")
     for r in records:
         if r.get("event") == "review":
-            print(
+            say(
                 f"{r.get('ts', '')[11:19]} review   {r.get('kind')} {r.get('server')}"
                 f" {r.get('name') or ''} -> {r.get('decision')}: {r.get('reason')}"
             )
         elif r.get("event") == "decision":
-            print(
+            say(
                 f"{r.get('ts', '')[11:19]} decision {r.get('kind')} {r.get('server')}"
                 f" {r.get('name') or ''} -> {r.get('decision')} by {r.get('rule')}:"
                 f" {r.get('reason')}"
             )
         else:
             what = r.get("error") or r.get("result")
-            print(
+            say(
                 f"{r.get('ts', '')[11:19]} outcome  {r.get('kind')} {r.get('server')}"
                 f" {r.get('name') or ''} -> {_first_line(json.dumps(what, default=str), 80)}"
             )
@@ -814,12 +841,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(verbosity: int) -> None:
-    import logging
-
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if verbosity < 3:
         for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "anthropic", "openai"):
             logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -157,7 +157,17 @@ class Host:
         """
 
         async def roots(ctx: RequestContext, params: Mapping[str, Any]) -> ListRootsResult:
+            # Re-resolved at every listing: a workspace whose path changed since it was
+            # configured (replaced by a symlink to /etc, say) is withheld and audited.
             offered = self.roots.roots_for(server.name)
+            withheld = [
+                {"workspace": w.name, "problem": problem}
+                for w, problem in self.roots.withheld_for(server.name)
+            ]
+            for item in withheld:
+                log.warning(
+                    "%s: root %s withheld: %s", server.name, item["workspace"], item["problem"]
+                )
             action = RootsExposure(
                 server=server.name, roots=tuple(r.uri for r in offered), trusted=server.trusted
             )
@@ -165,7 +175,10 @@ class Host:
             if not decision.allowed:
                 log.info("%s: roots withheld: %s", server.name, decision.reason)
                 return ListRootsResult(roots=[])
-            await self.policy.record_outcome(decision.id, result=[r.uri for r in offered])
+            shown: Any = [r.uri for r in offered]
+            if withheld:
+                shown = {"roots": shown, "withheld": withheld}
+            await self.policy.record_outcome(decision.id, result=shown)
             return ListRootsResult(roots=offered)
 
         async def sampling(

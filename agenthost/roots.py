@@ -5,22 +5,44 @@ A root is only ever built from a configured workspace, whose path was resolved w
 path outside it, and no other path is ever offered. Scoping is per server: a server whose
 config lists workspace names sees those; a server that lists none sees every workspace,
 including ones added at runtime.
+
+Re-checked at every listing: a workspace directory removed while in use and replaced by
+a symlink (to ``/etc``, say) still has its old name, and a server given the old URI
+would follow the link. So the path is resolved again each time roots are listed, and a
+workspace whose path no longer resolves to itself (or is no longer a directory) is
+withheld (see :meth:`RootsRegistry.withheld_for`). The limit: this is a check at listing
+time; a swap after the server received its roots is the server's to notice (the roots
+spec leaves path resolution to the server).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from agenthost.config import Workspace
 from agenthost.types import Root
 
-__all__ = ["RootsRegistry", "workspace_root"]
+__all__ = ["RootsRegistry", "workspace_problem", "workspace_root"]
 
 
 def workspace_root(workspace: Workspace) -> Root:
     """The ``file://`` root for a workspace (percent-encoded as RFC 8089 wants)."""
     return Root(uri=Path(workspace.path).as_uri(), name=workspace.name)
+
+
+def workspace_problem(workspace: Workspace) -> str | None:
+    """Why ``workspace`` must not be offered now (its path changed), or None if it may."""
+    try:
+        real = os.path.realpath(workspace.path, strict=True)
+    except OSError:
+        return f"{workspace.path} no longer exists"
+    if real != workspace.path:
+        return f"{workspace.path} now resolves to {real}"
+    if not os.path.isdir(real):
+        return f"{workspace.path} is no longer a directory"
+    return None
 
 
 class RootsRegistry:
@@ -41,13 +63,19 @@ class RootsRegistry:
     def workspaces(self) -> list[Workspace]:
         return list(self._workspaces.values())
 
-    def roots_for(self, server: str) -> list[Root]:
+    def _scoped(self, server: str) -> list[Workspace]:
         scope = self._scopes.get(server)
-        return [
-            workspace_root(w)
-            for name, w in self._workspaces.items()
-            if scope is None or name in scope
-        ]
+        return [w for name, w in self._workspaces.items() if scope is None or name in scope]
+
+    def roots_for(self, server: str) -> list[Root]:
+        """The roots ``server`` may see now: its workspaces whose paths still resolve to
+        themselves (re-checked on every call)."""
+        return [workspace_root(w) for w in self._scoped(server) if workspace_problem(w) is None]
+
+    def withheld_for(self, server: str) -> list[tuple[Workspace, str]]:
+        """``server``'s workspaces that :meth:`roots_for` leaves out, with the reason."""
+        found = ((w, workspace_problem(w)) for w in self._scoped(server))
+        return [(w, problem) for w, problem in found if problem is not None]
 
     def add(self, workspace: Workspace, servers: Iterable[str] | None = None) -> set[str]:
         """Add a workspace; returns the servers whose roots changed.

@@ -5,7 +5,12 @@ block (normal exit, exception, cancellation) it shuts the server down as the spe
 close the server's stdin, wait, SIGTERM, wait, SIGKILL; shielded from cancellation and
 bounded by ``shutdown_timeout`` per phase. The child runs in its own process group and the
 whole group is signalled, so a server started through a wrapper (``npx``, ``uv run``, a
-shell script) leaves no grandchildren behind.
+shell script) leaves no grandchildren behind. A descendant that left the group (``setsid``)
+is found through ``/proc`` just before shutdown (Linux) and stopped too. The limit: a
+descendant already re-parented away from the server (a double-forked daemon, or one left
+when the server crashed) cannot be traced back to it, nor one whose pid wrapped around
+below the server's; only a cgroup (e.g. start the host under ``systemd-run --user
+--scope``) contains those.
 
 The child's environment is an allowlist: only the variables in
 :data:`INHERITED_ENV_VARS` are copied from the host, plus what the server's config names.
@@ -396,6 +401,12 @@ class StdioTransport(Transport):
         self._closed = True
         proc = self.process
         with trio.CancelScope(shield=True):
+            # Before the server can exit (orphaned descendants lose their ancestry):
+            # descendants that left its process group (setsid) are not reached by killpg.
+            strays: list[tuple[int, bytes]] = []
+            if proc.returncode is None:
+                with trio.move_on_after(timeout):
+                    strays = await trio.to_thread.run_sync(_strays, proc.pid)
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self._stdin.aclose()
             with trio.move_on_after(timeout):
@@ -409,6 +420,8 @@ class StdioTransport(Transport):
                 _signal_group(proc.pid, signal.SIGKILL)
                 await proc.wait()
             await _reap_group(proc.pid, timeout)
+            if strays:
+                await _reap_strays(self.name, strays, timeout)
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await self._stdout.aclose()
 
@@ -420,6 +433,74 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _proc_table(after: int = 0) -> dict[int, tuple[int, int, bytes, bytes]]:
+    """pid -> (ppid, pgid, start time, state) of the processes with a pid above ``after``
+    (Linux ``/proc``; else {}).
+
+    A server's descendants were started after it, so (until pids wrap around) their pids
+    are above its own: reading only those keeps the scan to a few files.
+    """
+    table: dict[int, tuple[int, int, bytes, bytes]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit() or int(entry) <= after:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name may hold spaces and parentheses: fields follow the last ")".
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 19:
+            table[int(entry)] = (int(fields[1]), int(fields[2]), fields[19], fields[0])
+    return table
+
+
+def _strays(pid: int) -> list[tuple[int, bytes]]:
+    """Live descendants of ``pid`` outside its process group, with their start times."""
+    table = _proc_table(after=pid)
+    children: dict[int, list[int]] = {}
+    for child, (parent, *_) in table.items():
+        children.setdefault(parent, []).append(child)
+    found: list[tuple[int, bytes]] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            stack.append(child)
+            if table[child][1] != pid:
+                found.append((child, table[child][2]))
+    return found
+
+
+def _signal_strays(strays: list[tuple[int, bytes]], sig: int) -> int:
+    """Signal each stray that is still the same live process (pid reuse guard); how many."""
+    table = _proc_table(after=min(pid for pid, _ in strays) - 1)
+    hit = 0
+    for pid, started in strays:
+        entry = table.get(pid)
+        if entry is not None and entry[2] == started and entry[3] != b"Z":
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                hit += 1
+    return hit
+
+
+async def _reap_strays(name: str, strays: list[tuple[int, bytes]], timeout: float) -> None:
+    """SIGTERM the descendants that escaped the process group, then SIGKILL survivors."""
+    if not await trio.to_thread.run_sync(_signal_strays, strays, signal.SIGTERM):
+        return
+    log.info("%s: stopping %d server descendant(s) outside its process group", name, len(strays))
+    with trio.move_on_after(min(timeout, 2.0)):
+        while await trio.to_thread.run_sync(_signal_strays, strays, 0):  # noqa: ASYNC110
+            await trio.sleep(0.02)
+        return
+    await trio.to_thread.run_sync(_signal_strays, strays, signal.SIGKILL)
 
 
 async def _reap_group(pgid: int, timeout: float) -> None:

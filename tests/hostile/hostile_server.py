@@ -26,8 +26,11 @@ Actions (one JSON object each):
 - ``{"sleep": S}``.
 - ``{"stop_reading": true}``: never read stdin again (keep running until killed).
 
-Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``stats`` (counts of the
-responses and error responses the client sent to our requests, and the first error).
+Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``fail`` (a JSON-RPC
+error whose message is ``message``); ``stats`` (counts of the responses and error
+responses the client sent to our requests, and the first error). The config's ``text``
+(default ``"hostile"``) is the description, text and content of the one prompt (``p``)
+and the one resource (``hostile://r``) it serves.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ _OBJECT: dict[str, Any] = {"type": "object"}
 BUILTIN_TOOLS: list[dict[str, Any]] = [
     {"name": "act", "description": "Run hostile actions.", "inputSchema": _OBJECT},
     {"name": "echo", "description": "Echo the message.", "inputSchema": _OBJECT},
+    {"name": "fail", "description": "Answer with an error.", "inputSchema": _OBJECT},
     {"name": "stats", "description": "What the client answered.", "inputSchema": _OBJECT},
 ]
 CHUNK = 2000
@@ -56,6 +60,7 @@ class Server:
     def __init__(self, config: dict[str, Any]) -> None:
         self.extra_tools: list[dict[str, Any]] = list(config.get("tools", []))
         self.on_start: list[dict[str, Any]] = list(config.get("on_start", []))
+        self.text = str(config.get("text", "hostile"))
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
         self.ids = 0
@@ -146,11 +151,33 @@ class Server:
         if method == "initialize":
             result = {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                "capabilities": {
+                    "tools": {"listChanged": True},
+                    "prompts": {},
+                    "resources": {},
+                    "logging": {},
+                },
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
         elif method == "tools/list":
             result = {"tools": BUILTIN_TOOLS + self.extra_tools}
+        elif method == "prompts/list":
+            result = {"prompts": [{"name": "p", "description": self.text}]}
+        elif method == "prompts/get":
+            message = {"role": "user", "content": {"type": "text", "text": self.text}}
+            result = {"description": self.text, "messages": [message]}
+        elif method == "resources/list":
+            resource = {"uri": "hostile://r", "name": self.text, "mimeType": "text/plain"}
+            result = {"resources": [resource]}
+        elif method == "resources/templates/list":
+            result = {"resourceTemplates": []}
+        elif method == "resources/read":
+            result = {"contents": [{"uri": "hostile://r", "text": self.text}]}
+        elif method == "tools/call" and params.get("name") == "fail":
+            message = str((params.get("arguments") or {}).get("message", "failed"))
+            error = {"code": -32000, "message": message}
+            self.write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+            return []
         elif method == "tools/call":
             name = params.get("name")
             args = params.get("arguments") or {}
