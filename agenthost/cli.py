@@ -745,6 +745,52 @@ async def cmd_chat(args: argparse.Namespace, console: Console) -> int:
         return await chat(host, console, provider=provider, model=model)
 
 
+async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
+    """``tasks list|get|result|cancel SERVER [ID]``: tasks a server keeps for us.
+
+    Over stdio a server's tasks end with its process (each CLI run starts a new one); over
+    HTTP a server may keep them across runs, which is what this command is for.
+    """
+    from agenthost.converter import unstructure
+    from agenthost.tasks import cancel_task, get_task, list_tasks, task_result
+
+    if args.action != "list" and not args.task_id:
+        raise CLIError(
+            f"tasks {args.action} needs a task id: tasks {args.action} SERVER ID", EXIT_USAGE
+        )
+    config = _load_config(args, only=args.server)
+    async with _open_host(args, config, console) as host:
+        _require_ready(host, args.server)
+        session = host.session(args.server)
+        revision = session.revision or "2025-11-25"
+        output: Any
+        if args.action == "list":
+            tasks = await list_tasks(session)
+            output = [unstructure(task, revision) for task in tasks]
+            lines = [f"{t.task_id}  {t.status}  {t.status_message or ''}".rstrip() for t in tasks]
+        elif args.action == "get":
+            task = await get_task(session, args.task_id)
+            output = unstructure(task, revision)
+            lines = [f"{task.task_id}  {task.status}  {task.status_message or ''}".rstrip()]
+        elif args.action == "cancel":
+            task = await cancel_task(session, args.task_id)
+            output = unstructure(task, revision)
+            lines = [f"{task.task_id}  {task.status}"]
+        else:
+            async with interruptible() as scope:
+                result = await task_result(session, args.task_id, timeout=None)
+            if scope.cancelled_caught:
+                raise CLIError("interrupted", EXIT_INTERRUPTED)
+            output = unstructure(result, revision)
+            lines = [_content_text(result.content)]
+    if args.json:
+        _print_json(output)
+    else:
+        for line in lines:
+            print(line)
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "servers": cmd_servers,
     "check": cmd_servers,
@@ -759,6 +805,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "serve": cmd_serve,
     "audit": cmd_audit,
     "chat": cmd_chat,
+    "tasks": cmd_tasks,
 }
 
 
@@ -835,6 +882,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = add("chat", "an interactive session with slash commands (/tools, /prompts, ...)")
     chat.add_argument("--model", help="provider/model")
     add("serve", "keep every session up and serve sampling/elicitation until Ctrl-C")
+    tasks = add("tasks", "a server's tasks: tasks list|get|result|cancel SERVER [ID]")
+    tasks.add_argument("action", choices=("list", "get", "result", "cancel"))
+    tasks.add_argument("server")
+    tasks.add_argument("task_id", nargs="?")
     audit = add("audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
     return parser

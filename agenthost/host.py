@@ -32,6 +32,7 @@ from agenthost.session import (
     RequestContext,
 )
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
+from agenthost.tasks import call_tool_as_task, wants_task
 from agenthost.types import (
     CallToolResult,
     CreateMessageRequestParams,
@@ -332,7 +333,13 @@ class Host:
             trusted=config.trusted,
         )
         async with self.policy.guard(action) as outcome:
-            if timeout is None:
+            if wants_task(entry.tool, session.server_capabilities):
+                # The tool must run as a task (taskSupport "required"): same consent, same
+                # audit; the task's status changes reach the progress callback.
+                result = await call_tool_as_task(
+                    session, entry.tool.name, arguments, progress=progress, timeout=timeout
+                )
+            elif timeout is None:
                 result = await session.call_tool(entry.tool.name, arguments, progress=progress)
             else:
                 result = await session.call_tool(
