@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "ServerStatus": "agenthost.supervisor",
     "CatalogTool": "agenthost.catalog",
     # one server
-    "connect": "agenthost.client",
+    "connect": "agenthost.connect",
     "ClientSession": "agenthost.session",
     "ClientHandlers": "agenthost.session",
     "RequestContext": "agenthost.session",
@@ -99,8 +99,8 @@ __all__ = [
 if TYPE_CHECKING:
     from agenthost.agent import AgentEvent, Transcript, run_agent
     from agenthost.catalog import CatalogTool
-    from agenthost.client import connect
     from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
+    from agenthost.connect import connect
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,

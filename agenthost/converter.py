@@ -43,7 +43,7 @@ from cattrs.v import format_exception
 
 from agenthost import types as t
 from agenthost.errors import ProtocolError, UnsupportedRevision
-from agenthost.revisions import STATELESS_REVISIONS, SUPPORTED_REVISIONS
+from agenthost.revisions import REVISIONS, at_least
 from agenthost.types._base import SINCE, STRICT, wire_name
 
 __all__ = ["INVALID_PARAMS", "make_converter", "structure", "unstructure"]
@@ -53,7 +53,7 @@ T = TypeVar("T")
 #: JSON-RPC "invalid params": what the peer sent does not fit the method's types.
 INVALID_PARAMS: Final = -32602
 
-_KNOWN_REVISIONS: Final = frozenset(SUPPORTED_REVISIONS + STATELESS_REVISIONS)
+_KNOWN_REVISIONS: Final = frozenset(REVISIONS)
 _MAX_ERROR_LINES: Final = 8
 
 _CONTENT_BLOCK_MEMBERS: Final = (
@@ -240,7 +240,7 @@ def _structure_factory(conv: cattrs.Converter) -> Callable[[type], Any]:
 def _unstructure_factory(conv: cattrs.Converter, revision: str | None) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
         cls_since = _class_since(cls)
-        if revision is not None and cls_since is not None and cls_since > revision:
+        if revision is not None and cls_since is not None and not at_least(revision, cls_since):
             return _refuse(cls.__name__, revision, cls_since)
         overrides: dict[str, Any] = {}
         for f in attrs.fields(cls):
@@ -248,7 +248,11 @@ def _unstructure_factory(conv: cattrs.Converter, revision: str | None) -> Callab
                 overrides[f.name] = override(omit=True)
                 continue
             field_since = f.metadata.get(SINCE)
-            if revision is not None and field_since is not None and field_since > revision:
+            if (
+                revision is not None
+                and field_since is not None
+                and not at_least(revision, field_since)
+            ):
                 if f.metadata.get(STRICT):
                     # Sent only if set, and then refused: dropping it would change meaning.
                     what = f"{cls.__name__}.{f.name}"
@@ -367,7 +371,7 @@ def _register_unions(conv: cattrs.Converter, revision: str | None) -> None:
 
     def sampling_message_unstructure(_: Any) -> Callable[[Any], Any]:
         one = conv.get_unstructure_hook(t.SamplingContent)
-        lists_ok = revision is None or revision >= "2025-11-25"
+        lists_ok = revision is None or at_least(revision, "2025-11-25")
 
         def unstructure(obj: Any) -> Any:
             if type(obj) is not list:

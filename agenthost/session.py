@@ -1,33 +1,22 @@
-"""ClientSession: one MCP client session with one server, over any transport.
+"""ClientSession: the typed MCP API for one server, over the request machinery of rpc.py.
 
-The session negotiates the revision, correlates requests with responses, enforces
-timeouts, turns Trio cancellation into ``notifications/cancelled``, routes notifications
-and progress, pages through lists, and answers the server's own requests through one
-:class:`ClientHandlers` object.
+Layers (DESIGN.md, "Where the design goes next"): :mod:`agenthost.rpc` owns the JSON-RPC
+endpoint (reader, pending requests, deadlines, cancellation); this module decides what
+the messages mean. Every request is built from the typed method table
+(:mod:`agenthost.methods`): params are typed objects unstructured for the negotiated
+revision, results are structured into the spec's result type. Server asks (roots,
+sampling, elicitation) go through :func:`agenthost.asks.answer_ask`, the one path both
+eras share.
 
-Concurrency model (STYLE.md 2): one reader task per session takes every message off the
-transport and dispatches it by type. A response wakes the task that sent the request
-(no channel hop: the waiting task is rescheduled directly). A server request runs in a
-task of its own, so a slow sampling request never blocks the reader; at most
-``max_server_requests`` at once, the excess (and every ``ping``) answered by the reader
-itself, so a server that floods us and stops reading gets backpressure. Notifications go
-through a bounded channel to one dispatcher task, which keeps their order (progress
-arrives in order) and applies backpressure instead of buffering without limit.
-
-Error handling: when the transport ends (server exited, stream closed, message too large),
-every pending request fails at once with :class:`~agenthost.errors.TransportClosed`
-naming the server, and every later request fails the same way. A malformed frame is
-logged and skipped by the transport; a response to an unknown id is logged and ignored; a
-server request for a method we do not handle gets -32601; a handler that raises gets an
-error response and the session lives on.
+Error handling: when the transport ends, every pending request fails at once with
+:class:`~agenthost.errors.TransportClosed` naming the server, and every later request
+fails the same way. A server request for a method we do not handle gets -32601; a handler
+that raises gets an error response and the session lives on.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
@@ -35,52 +24,55 @@ from typing import Any, Final, TypeVar
 
 import attrs
 import orjson
-import outcome
 import trio
 
-from agenthost import __version__, jsonrpc
+from agenthost import __version__
+from agenthost import methods as m
 from agenthost._util import collapse_single_group
+from agenthost.asks import answer_ask
 from agenthost.converter import structure, unstructure
 from agenthost.errors import (
     AgentHostError,
-    AgentHostTimeout,
     JSONRPCError,
     OutputValidationError,
     ProtocolError,
     TransportClosed,
-    TransportError,
     UnsupportedRevision,
 )
-from agenthost.jsonrpc import (
-    ErrorObject,
-    ErrorResponse,
-    InvalidResponse,
-    Notification,
-    Request,
-    RequestId,
-    Response,
-)
-from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS, at_least
-from agenthost.transports.base import Transport
+from agenthost.jsonrpc import Request, RequestId
+from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
+from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.types import (
+    CallToolRequestParams,
     CallToolResult,
+    ClientCapabilities,
+    CompleteRequestParams,
     CompleteResult,
     CreateMessageRequestParams,
     CreateMessageResult,
+    ElicitationCapability,
     ElicitRequestParams,
     ElicitResult,
+    GetPromptRequestParams,
     GetPromptResult,
+    Implementation,
+    InitializeRequestParams,
     InitializeResult,
-    ListPromptsResult,
-    ListResourcesResult,
-    ListResourceTemplatesResult,
     ListRootsResult,
     ListToolsResult,
+    PaginatedRequestParams,
     Prompt,
+    ReadResourceRequestParams,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    RootsCapability,
+    SamplingCapability,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
     Tool,
+    UnsubscribeRequestParams,
 )
 
 __all__ = [
@@ -94,7 +86,14 @@ __all__ = [
 
 log = logging.getLogger("agenthost.session")
 
-T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
+
+#: The longest server logger name kept in a log record.
+_LOGGER_NAME_MAX: Final = 200
+
+#: Server requests one session answers at once (see :mod:`agenthost.rpc`).
+DEFAULT_MAX_SERVER_REQUESTS: Final = DEFAULT_MAX_PEER_REQUESTS
 
 #: ``notifications/message`` levels (RFC 5424 names) -> Python logging levels.
 _LOG_LEVELS: Final = {
@@ -107,23 +106,6 @@ _LOG_LEVELS: Final = {
     "alert": logging.CRITICAL,
     "emergency": logging.CRITICAL,
 }
-
-_CANCEL_NOTIFY_TIMEOUT: Final = 1.0
-#: How long a call waits for its own progress notifications to be delivered after its
-#: response came (only a listener stuck on the dispatcher makes this wait at all).
-_PROGRESS_DRAIN_TIMEOUT: Final = 5.0
-
-#: The longest server logger name kept in a log record.
-_LOGGER_NAME_MAX: Final = 200
-
-#: Server requests one session answers at once. A server asks for little at a time
-#: (a sampling call, a roots list); one that floods (issue 14: 300k pings, 124,905 tasks,
-#: 1 GiB) gets an error for the excess, written by the reader itself, so a server that
-#: also stops reading its input blocks our reader (backpressure) instead of our memory.
-DEFAULT_MAX_SERVER_REQUESTS: Final = 32
-#: The reader yields to other tasks at least once per this many messages: one batch of
-#: 300k messages must not hold the event loop (and every other server) while it drains.
-_YIELD_EVERY: Final = 64
 
 
 @attrs.frozen(kw_only=True)
@@ -174,40 +156,6 @@ class ClientHandlers:
     notifications: Mapping[str, NotificationListener] = attrs.field(factory=dict)
 
 
-class _Waiter:
-    """One pending request: the task waiting for it, or the outcome if it came first."""
-
-    __slots__ = ("deadline", "done", "outcome", "sent", "task")
-
-    def __init__(self, deadline: float) -> None:
-        self.task: trio.lowlevel.Task | None = None
-        self.outcome: outcome.Outcome[Any] | None = None
-        #: The transport accepted the request (the server may see it).
-        self.sent = False
-        #: When the request times out, on Trio's clock (inf: never).
-        self.deadline = deadline
-        #: The request is over, however it ended (its deadline no longer matters).
-        self.done = False
-
-    def abort(self, _: Any) -> trio.lowlevel.Abort:
-        # Cancelled while parked: forget the task so a late response cannot wake it twice.
-        self.task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def time_out(self) -> None:
-        """Wake the waiting task with :data:`_TIMED_OUT` (or leave it for the sender)."""
-        task = self.task
-        if task is not None:
-            self.task = None
-            trio.lowlevel.reschedule(task, outcome.Value(_TIMED_OUT))
-        elif self.outcome is None:
-            self.outcome = outcome.Value(_TIMED_OUT)
-
-
-#: What a waiter receives when its deadline passed (see ClientSession._watch_deadlines).
-_TIMED_OUT: Final = object()
-
-
 class ClientSession:
     """An MCP client session. Open one with :func:`open_session` or ``agenthost.connect``.
 
@@ -228,7 +176,7 @@ class ClientSession:
         request_timeout: float | None = 60.0,
         protocol_version: str = LATEST_REVISION,
         notification_buffer: int = 1024,
-        max_server_requests: int = DEFAULT_MAX_SERVER_REQUESTS,
+        max_server_requests: int = DEFAULT_MAX_PEER_REQUESTS,
     ) -> None:
         if protocol_version not in SUPPORTED_REVISIONS:
             raise UnsupportedRevision(
@@ -238,19 +186,18 @@ class ClientSession:
         self.name = name
         self.handlers = handlers or ClientHandlers()
         self.request_timeout = request_timeout
-        self._transport = transport
+        self._rpc = RPC(
+            transport,
+            name=name,
+            handle_request=self._handle,
+            deliver=self._deliver,
+            notification_buffer=notification_buffer,
+            max_peer_requests=max_server_requests,
+        )
         self._offer = protocol_version
         self._client_info = dict(
             client_info or {"name": "agenthost", "title": "agenthost", "version": __version__}
         )
-        self._ids = itertools.count(1)
-        self._pending: dict[RequestId, _Waiter] = {}
-        self._abandoned: set[RequestId | None] = set()
-        self._incoming: dict[RequestId, trio.CancelScope] = {}
-        #: Server requests being answered (handler running or reply being written).
-        self._asks = 0
-        self._max_asks = max_server_requests
-        self._refused = 0
         #: One logger per server for its ``notifications/message`` (Python never frees a
         #: logger, so a logger per server-chosen name would be a leak).
         self._server_log = logging.getLogger(f"agenthost.server.{name}")
@@ -258,23 +205,6 @@ class ClientSession:
         self._listeners: dict[str, list[NotificationListener]] = {}
         for method, listener in self.handlers.notifications.items():
             self._listeners.setdefault(method, []).append(listener)
-        self._notify_send, self._notify_receive = trio.open_memory_channel[
-            tuple[str, Mapping[str, Any]]
-        ](notification_buffer)
-        #: Notifications handed to the dispatcher, and delivered by it, so far: a call
-        #: whose response overtook its own progress notifications waits for them.
-        self._notes_queued = 0
-        self._notes_done = 0
-        self._drain_waiters: list[tuple[int, trio.Event]] = []
-        self._closed: AgentHostError | None = None
-        self._closed_event = trio.Event()
-        self._nursery: trio.Nursery | None = None
-        #: Requests with a deadline, one queue per timeout length: a queue's deadlines
-        #: only grow, so its head is its earliest live one (see _watch_deadlines).
-        self._deadlines: dict[float, deque[_Waiter]] = {}
-        #: The watchdog's sleep, and when it wakes.
-        self._watch_scope: trio.CancelScope | None = None
-        self._watch_at = math.inf
         self._output_validators: dict[str, Any] = {}
         self._tools_by_name: dict[str, Tool] = {}
         #: Set by :meth:`initialize`.
@@ -284,19 +214,26 @@ class ClientSession:
     # ------------------------------------------------------------------ lifecycle
 
     @property
+    def _transport(self) -> Transport:
+        return self._rpc.transport
+
+    @property
+    def transport(self) -> Transport:
+        """The transport under this session (its ``pid``, ``kind`` ... for status)."""
+        return self._rpc.transport
+
+    @property
     def closed(self) -> bool:
-        return self._closed is not None
+        return self._rpc.closed
 
     @property
     def close_reason(self) -> AgentHostError | None:
         """Why the session ended (None while it is open)."""
-        return self._closed
+        return self._rpc.close_reason
 
     async def wait_closed(self) -> AgentHostError:
         """Wait until the session ends (the server exited, the stream broke, or we closed)."""
-        await self._closed_event.wait()
-        assert self._closed is not None
-        return self._closed
+        return await self._rpc.wait_closed()
 
     @property
     def server_capabilities(self) -> Any:
@@ -310,155 +247,19 @@ class ClientSession:
         Returns when the transport is closed; raises nothing for a peer that went away
         (pending requests get the error instead).
         """
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._dispatch_notifications)
-            nursery.start_soon(self._watch_deadlines)
-            task_status.started()
-            try:
-                await self._read_loop()
-            finally:
-                nursery.cancel_scope.cancel()
-
-    async def _read_loop(self) -> None:
-        transport = self._transport
-        pending = self._pending
-        count = 0
-        try:
-            while True:
-                message = await transport.receive()
-                count += 1
-                if count % _YIELD_EVERY == 0:
-                    await trio.lowlevel.checkpoint()
-                kind = type(message)
-                if kind is Response or kind is ErrorResponse:
-                    assert isinstance(message, Response | ErrorResponse)
-                    waiter = pending.pop(message.id, None) if message.id is not None else None
-                    if waiter is None:
-                        self._unmatched(message)
-                        continue
-                    if waiter.task is not None:
-                        trio.lowlevel.reschedule(waiter.task, outcome.Value(message))
-                        waiter.task = None
-                    else:
-                        waiter.outcome = outcome.Value(message)
-                elif kind is InvalidResponse:
-                    assert isinstance(message, InvalidResponse)
-                    self._invalid_response(message)
-                elif kind is Request:
-                    assert isinstance(message, Request)
-                    assert self._nursery is not None
-                    if message.method == "ping" or self._asks >= self._max_asks:
-                        await self._answer_inline(message)
-                        continue
-                    self._asks += 1
-                    # Register the request's cancel scope now, in the reader: a
-                    # notifications/cancelled read in the same batch must find it.
-                    scope = trio.CancelScope()
-                    self._incoming[message.id] = scope
-                    self._nursery.start_soon(self._answer, message, scope)
-                else:
-                    assert isinstance(message, Notification)
-                    await self._on_notification(message)
-        except TransportError as exc:
-            self._close(exc)
-        except BaseException:
-            self._close(TransportClosed("session closed", server=self.name))
-            raise
-        finally:
-            self._close(TransportClosed("session closed", server=self.name))
-
-    def _invalid_response(self, message: InvalidResponse) -> None:
-        """Fail the request a malformed response answers, at once (it would wait forever)."""
-        waiter = self._pending.pop(message.id, None)
-        if waiter is None:
-            log.warning(
-                "%s: ignoring invalid response to unknown request id %s: %s",
-                self.name,
-                _short_id(message.id),
-                message.problem,
-            )
-            return
-        error = outcome.Error(
-            ProtocolError(f"invalid response from the server: {message.problem}", server=self.name)
-        )
-        if waiter.task is not None:
-            trio.lowlevel.reschedule(waiter.task, error)
-            waiter.task = None
-        else:
-            waiter.outcome = error
-
-    async def _answer_inline(self, request: Request) -> None:
-        """Answer a ping, or refuse a request past the cap, from the reader itself.
-
-        Awaiting the write here is the backpressure: while the server does not read our
-        answers, we do not read its next message.
-        """
-        if request.method == "ping":
-            reply: Response | ErrorResponse = Response(request.id, {})
-        else:
-            self._refused += 1
-            if self._refused == 1:
-                log.warning(
-                    "%s: server has %d requests in progress; refusing more until they end",
-                    self.name,
-                    self._max_asks,
-                )
-            reply = ErrorResponse(
-                request.id,
-                ErrorObject(
-                    jsonrpc.INTERNAL_ERROR,
-                    f"too many concurrent requests from this server (limit {self._max_asks})",
-                ),
-            )
-        with suppress(TransportError):
-            await self._transport.send(reply)
-
-    def _unmatched(self, message: Response | ErrorResponse) -> None:
-        if message.id in self._abandoned:
-            self._abandoned.discard(message.id)
-            log.debug("%s: late response to abandoned request %r", self.name, message.id)
-            return
-        if isinstance(message, ErrorResponse):
-            log.warning(
-                "%s: error response for unknown request id %r: %s",
-                self.name,
-                message.id,
-                message.error.message,
-            )
-        else:
-            log.warning("%s: ignoring response to unknown request id %r", self.name, message.id)
+        await self._rpc.run(task_status=task_status)
 
     def _close(self, exc: AgentHostError) -> None:
-        """Fail every pending request; later requests fail at once with the same reason."""
-        if self._closed is None:
-            self._closed = exc
-            self._closed_event.set()
-            log.debug("%s: session closed: %s", self.name, exc)
-        reason = str(self._closed)
-        waiters = list(self._pending.values())
-        self._pending.clear()
-        for waiter in waiters:
-            error = outcome.Error(_closed_error(self._closed, reason, self.name))
-            if waiter.task is not None:
-                trio.lowlevel.reschedule(waiter.task, error)
-                waiter.task = None
-            else:
-                waiter.outcome = error
-        for scope in self._incoming.values():
-            scope.cancel()
-        for _, event in self._drain_waiters:
-            event.set()
-        self._drain_waiters.clear()
-        self._notify_send.close()
+        self._rpc.close(exc)
 
     async def aclose(self) -> None:
         """Close the transport; pending requests fail. Idempotent."""
-        self._close(TransportClosed("session closed by the client", server=self.name))
-        with trio.CancelScope(shield=True):
-            await self._transport.aclose()
+        await self._rpc.aclose()
 
     # ------------------------------------------------------------------ requests
+
+    def _limit(self, timeout: float | None | EllipsisType) -> float | None:
+        return self.request_timeout if isinstance(timeout, EllipsisType) else timeout
 
     async def send_request(
         self,
@@ -467,8 +268,12 @@ class ClientSession:
         *,
         timeout: float | None | EllipsisType = ...,
         cancellable: bool = True,
+        options: SendOptions = NO_OPTIONS,
     ) -> dict[str, Any]:
-        """Send a request and return the raw ``result`` object.
+        """Send a request as raw JSON and return the raw ``result`` object.
+
+        The escape hatch for methods outside the table (extensions); MCP methods go
+        through :meth:`request`.
 
         Raises:
             JSONRPCError: the server answered with an error.
@@ -477,174 +282,67 @@ class ClientSession:
 
         Cancellation: the server receives ``notifications/cancelled`` for this request.
         """
-        if self._closed is not None:
-            raise _closed_error(self._closed, str(self._closed), self.name)
-        limit = self.request_timeout if isinstance(timeout, EllipsisType) else timeout
-        request_id = next(self._ids)
-        # One deadline for writing the request and for its answer: a server that stopped
-        # reading its input must not make a request outlive its timeout. It is kept by
-        # the session's watchdog, not by a cancel scope per request: entering a scope is
-        # the largest single cost of a call under load (bench/RESULTS.md).
-        waiter = _Waiter(math.inf if limit is None else trio.current_time() + limit)
-        if limit is not None:
-            self._watch(waiter, limit)
-        self._pending[request_id] = waiter
-        request = Request(request_id, method, params)
-        try:
-            try:
-                message = await self._exchange(request, waiter)
-            except trio.TooSlowError:  # the transport could not take it before the deadline
-                message = _TIMED_OUT
-            if message is _TIMED_OUT:
-                if self._pending.pop(request_id, None) is not None:
-                    self._forget(request_id)
-                    if cancellable and waiter.sent:
-                        await self._notify_cancelled(request_id, "timed out")
-                assert limit is not None
-                raise AgentHostTimeout(
-                    f"{method} timed out after {limit:g}s", server=self.name, timeout=limit
-                )
-        except trio.Cancelled:
-            if self._pending.pop(request_id, None) is not None:
-                self._forget(request_id)
-                # Only a request the server may have seen is cancelled (the spec: the id
-                # MUST be one previously issued).
-                if cancellable and waiter.sent:
-                    with trio.CancelScope(shield=True):
-                        await self._notify_cancelled(request_id, "cancelled by the client")
-            raise
-        except BaseException as exc:
-            if self._pending.pop(request_id, None) is not None and not isinstance(exc, Exception):
-                # KeyboardInterrupt (Trio delivers Ctrl-C into the waiting task when the
-                # caller did not turn it into a cancellation): the server must still hear.
-                self._forget(request_id)
-                if cancellable and waiter.sent:
-                    with trio.CancelScope(shield=True):
-                        await self._notify_cancelled(request_id, "interrupted")
-            raise
-        finally:
-            waiter.done = True
-            if limit is not None:
-                self._unwatch(limit)
-        if type(message) is Response:
-            return message.result
-        assert isinstance(message, ErrorResponse)
-        error = message.error
-        raise JSONRPCError(error.code, error.message, error.data, server=self.name)
-
-    async def _exchange(self, request: Request, waiter: _Waiter) -> Any:
-        """Write ``request``, then wait for its answer (or take it if it came first).
-
-        Returns the response, or :data:`_TIMED_OUT` from the watchdog.
-        """
-        await self._transport.send(request, deadline=waiter.deadline)
-        waiter.sent = True
-        result = waiter.outcome
-        if result is not None:
-            return result.unwrap()
-        waiter.task = trio.lowlevel.current_task()
-        return await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-
-    def _watch(self, waiter: _Waiter, limit: float) -> None:
-        queue = self._deadlines.get(limit)
-        if queue is None:
-            queue = self._deadlines[limit] = deque()
-        queue.append(waiter)
-        if waiter.deadline < self._watch_at:
-            self._watch_at = waiter.deadline
-            if self._watch_scope is not None:
-                self._watch_scope.deadline = waiter.deadline
-
-    def _unwatch(self, limit: float) -> None:
-        """Drop finished requests from the head of their queue (amortised O(1))."""
-        queue = self._deadlines.get(limit)
-        if queue is not None:
-            while queue and queue[0].done:
-                queue.popleft()
-            if not queue:
-                del self._deadlines[limit]
-
-    async def _watch_deadlines(self) -> None:
-        """Time out every request whose deadline passed; sleep until the next one.
-
-        The watchdog wakes at the earliest deadline it knew of when it went to sleep. A
-        request that finished meanwhile just moves the next wake later, so a session
-        under load wakes about once per timeout period, not once per request.
-        """
-        while True:
-            with trio.CancelScope(deadline=self._watch_at) as scope:
-                self._watch_scope = scope
-                await trio.sleep_forever()
-            self._watch_scope = None
-            now = trio.current_time()
-            earliest = math.inf
-            for limit, queue in list(self._deadlines.items()):
-                while queue:
-                    head = queue[0]
-                    if not head.done and head.deadline > now:
-                        earliest = min(earliest, head.deadline)
-                        break
-                    queue.popleft()
-                    if not head.done:
-                        head.time_out()
-                if not queue:
-                    del self._deadlines[limit]
-            self._watch_at = earliest
-
-    def _forget(self, request_id: RequestId) -> None:
-        """Remember an abandoned id so its late response is not reported as a mystery."""
-        if len(self._abandoned) > 4096:
-            self._abandoned.clear()
-        self._abandoned.add(request_id)
-
-    async def _notify_cancelled(self, request_id: RequestId, reason: str) -> None:
-        if self._closed is not None:
-            return
-        with trio.move_on_after(_CANCEL_NOTIFY_TIMEOUT), suppress(TransportError):
-            await self._transport.send(
-                Notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
-            )
+        return await self._rpc.call(
+            method, params, timeout=self._limit(timeout), cancellable=cancellable, options=options
+        )
 
     async def request(
         self,
-        method: str,
-        params: dict[str, Any] | None,
-        result_type: type[T],
+        spec: m.RequestSpec[P, R],
+        params: P | None = None,
         *,
         timeout: float | None | EllipsisType = ...,
-    ) -> T:
-        """Send a request and structure its result as ``result_type``."""
-        raw = await self.send_request(method, params, timeout=timeout)
-        return structure(raw, result_type)
+        cancellable: bool = True,
+    ) -> R:
+        """Send ``spec.method`` with typed ``params``; the result as ``spec.result``.
+
+        Params are shaped for the negotiated revision (fields it lacks are left out, or
+        refused when dropping them would change the meaning).
+        """
+        raw_params = self._params(params)
+        raw = await self.send_request(
+            spec.method, raw_params, timeout=timeout, cancellable=cancellable
+        )
+        return structure(raw, spec.result)
+
+    def _params(self, params: Any) -> dict[str, Any] | None:
+        if params is None:
+            return None
+        out: dict[str, Any] = unstructure(params, self.revision or self._offer)
+        return out
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification."""
-        if self._closed is not None:
-            raise _closed_error(self._closed, str(self._closed), self.name)
-        await self._transport.send(Notification(method, params))
+        await self._rpc.notify(method, params)
 
     # ------------------------------------------------------------------ lifecycle requests
 
-    def client_capabilities(self, revision: str) -> dict[str, Any]:
-        """The capabilities we declare under ``revision``: only what has a handler."""
-        caps: dict[str, Any] = {}
+    def _capabilities(self, revision: str) -> ClientCapabilities:
+        """What we declare: only what has a handler (the revision trims the rest)."""
         handlers = self.handlers
-        if handlers.roots is not None:
-            caps["roots"] = {"listChanged": True}
-        if handlers.sampling is not None:
-            sampling: dict[str, Any] = {}
-            if at_least(revision, "2025-11-25"):
-                if handlers.sampling_tools:
-                    sampling["tools"] = {}
-                if handlers.sampling_context:
-                    sampling["context"] = {}
-            caps["sampling"] = sampling
-        if handlers.elicitation is not None and at_least(revision, "2025-06-18"):
-            if at_least(revision, "2025-11-25"):
-                caps["elicitation"] = {mode: {} for mode in handlers.elicitation_modes}
-            else:
-                caps["elicitation"] = {}
+        return ClientCapabilities(
+            roots=RootsCapability(list_changed=True) if handlers.roots is not None else None,
+            sampling=SamplingCapability(
+                tools={} if handlers.sampling_tools else None,
+                context={} if handlers.sampling_context else None,
+            )
+            if handlers.sampling is not None
+            else None,
+            elicitation=ElicitationCapability(
+                form={} if "form" in handlers.elicitation_modes else None,
+                url={} if "url" in handlers.elicitation_modes else None,
+            )
+            if handlers.elicitation is not None
+            else None,
+        )
+
+    def client_capabilities(self, revision: str) -> dict[str, Any]:
+        """The capabilities we declare under ``revision``, as sent."""
+        caps: dict[str, Any] = unstructure(self._capabilities(revision), revision)
         return caps
+
+    def _implementation(self) -> Implementation:
+        return structure(self._client_info, Implementation)
 
     async def initialize(self, *, timeout: float | None = 30.0) -> InitializeResult:
         """Negotiate the revision: offer ours, accept any supported one the server picks.
@@ -653,13 +351,18 @@ class ClientSession:
             UnsupportedRevision: the server chose a revision we do not speak (the message
                 names both sides), or rejected ours naming the ones it supports.
         """
-        params = {
-            "protocolVersion": self._offer,
-            "capabilities": self.client_capabilities(self._offer),
-            "clientInfo": self._client_info_for(self._offer),
-        }
+        params = InitializeRequestParams(
+            protocol_version=self._offer,
+            capabilities=self._capabilities(self._offer),
+            client_info=self._implementation(),
+        )
         try:
-            raw = await self.send_request("initialize", params, timeout=timeout, cancellable=False)
+            raw = await self.send_request(
+                m.INITIALIZE,
+                unstructure(params, self._offer),
+                timeout=timeout,
+                cancellable=False,
+            )
         except JSONRPCError as exc:
             supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
             if supported:
@@ -670,7 +373,7 @@ class ClientSession:
                     server=self.name,
                 ) from None
             raise
-        result = structure(raw, InitializeResult)
+        result = structure(raw, m.INITIALIZE_SPEC.result)
         version = result.protocol_version
         if version not in SUPPORTED_REVISIONS:
             raise UnsupportedRevision(
@@ -681,63 +384,53 @@ class ClientSession:
         self.revision = version
         self.initialize_result = result
         self._transport.set_protocol_version(version)
-        await self.notify("notifications/initialized")
+        await self.notify(m.NOTIFICATION_INITIALIZED)
         return result
 
-    def _client_info_for(self, revision: str) -> dict[str, Any]:
-        info = dict(self._client_info)
-        if not at_least(revision, "2025-06-18"):
-            info.pop("title", None)
-        if not at_least(revision, "2025-11-25"):
-            for key in ("icons", "websiteUrl", "description"):
-                info.pop(key, None)
-        return info
-
     async def ping(self, *, timeout: float | None | EllipsisType = ...) -> None:
-        await self.send_request("ping", None, timeout=timeout)
+        await self.request(m.PING_SPEC, None, timeout=timeout)
 
     async def set_logging_level(self, level: str) -> None:
         """Ask the server to send ``notifications/message`` at ``level`` and above."""
-        await self.send_request("logging/setLevel", {"level": level})
+        await self.request(m.LOGGING_SET_LEVEL_SPEC, SetLevelRequestParams(level=level))  # type: ignore[arg-type]
 
     async def notify_roots_list_changed(self) -> None:
-        await self.notify("notifications/roots/list_changed")
+        await self.notify(m.NOTIFICATION_ROOTS_LIST_CHANGED)
 
     # ------------------------------------------------------------------ server features
 
     async def _all_pages(
         self,
-        method: str,
+        spec: m.RequestSpec[PaginatedRequestParams, Any],
         key: str,
-        result_type: type[Any],
         timeout: float | None | EllipsisType,
     ) -> list[Any]:
         items: list[Any] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
-            params = {"cursor": cursor} if cursor is not None else None
-            page = await self.request(method, params, result_type, timeout=timeout)
+            params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            page = await self.request(spec, params, timeout=timeout)
             items.extend(getattr(page, key))
             cursor = page.next_cursor
             if not cursor:
                 return items
             if cursor in seen:  # a server that loops its cursors must not loop us
                 raise ProtocolError(
-                    f"{method}: server repeated cursor {cursor!r}", server=self.name
+                    f"{spec.method}: server repeated cursor {cursor!r}", server=self.name
                 )
             seen.add(cursor)
 
     async def list_tools(self, *, timeout: float | None | EllipsisType = ...) -> list[Tool]:
         """All tools, across every page. Remembers output schemas for :meth:`call_tool`."""
-        tools: list[Tool] = await self._all_pages("tools/list", "tools", ListToolsResult, timeout)
+        tools: list[Tool] = await self._all_pages(m.TOOLS_LIST_SPEC, "tools", timeout)
         self._tools_by_name = {tool.name: tool for tool in tools}
         self._output_validators.clear()
         return tools
 
     async def list_tools_page(self, cursor: str | None = None) -> ListToolsResult:
         return await self.request(
-            "tools/list", {"cursor": cursor} if cursor else None, ListToolsResult
+            m.TOOLS_LIST_SPEC, PaginatedRequestParams(cursor=cursor) if cursor else None
         )
 
     async def call_tool(
@@ -759,24 +452,25 @@ class ClientSession:
             OutputValidationError: structured content missing or not matching the schema.
             JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`send_request`.
         """
-        params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        call_meta: dict[str, Any] | None = None
         token: str | None = None
         if meta or progress is not None:
-            params["_meta"] = dict(meta or {})
+            call_meta = dict(meta or {})
         if progress is not None:
-            token = f"p{next(self._ids)}"
-            params["_meta"]["progressToken"] = token
+            assert call_meta is not None
+            token = f"p{self._rpc.next_id()}"
+            call_meta["progressToken"] = token
             self._progress[token] = progress
+        params = CallToolRequestParams(name=name, arguments=dict(arguments or {}), meta=call_meta)
         try:
-            raw = await self.send_request("tools/call", params, timeout=timeout)
+            result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
             if token is not None:
                 # The response wakes us directly, while the progress the server sent
                 # before it may still be queued for the dispatcher: deliver those first.
-                await self._notifications_delivered(self._notes_queued)
+                await self._rpc.notifications_delivered(self._rpc.notifications_queued())
         finally:
             if token is not None:
                 self._progress.pop(token, None)
-        result = structure(raw, CallToolResult)
         tool = self._tools_by_name.get(name)
         if tool is not None and tool.output_schema is not None and not result.is_error:
             self._validate_output(tool, result)
@@ -807,7 +501,7 @@ class ClientSession:
             )
 
     async def list_prompts(self, *, timeout: float | None | EllipsisType = ...) -> list[Prompt]:
-        return await self._all_pages("prompts/list", "prompts", ListPromptsResult, timeout)
+        return await self._all_pages(m.PROMPTS_LIST_SPEC, "prompts", timeout)
 
     async def get_prompt(
         self,
@@ -816,29 +510,25 @@ class ClientSession:
         *,
         timeout: float | None | EllipsisType = ...,
     ) -> GetPromptResult:
-        params: dict[str, Any] = {"name": name}
-        if arguments:
-            params["arguments"] = {key: str(value) for key, value in arguments.items()}
-        return await self.request("prompts/get", params, GetPromptResult, timeout=timeout)
+        params = GetPromptRequestParams(
+            name=name,
+            arguments={key: str(value) for key, value in arguments.items()} if arguments else None,
+        )
+        return await self.request(m.PROMPTS_GET_SPEC, params, timeout=timeout)
 
     async def list_resources(self, *, timeout: float | None | EllipsisType = ...) -> list[Resource]:
-        return await self._all_pages("resources/list", "resources", ListResourcesResult, timeout)
+        return await self._all_pages(m.RESOURCES_LIST_SPEC, "resources", timeout)
 
     async def list_resource_templates(
         self, *, timeout: float | None | EllipsisType = ...
     ) -> list[ResourceTemplate]:
-        return await self._all_pages(
-            "resources/templates/list",
-            "resource_templates",
-            ListResourceTemplatesResult,
-            timeout,
-        )
+        return await self._all_pages(m.RESOURCES_TEMPLATES_LIST_SPEC, "resource_templates", timeout)
 
     async def read_resource(
         self, uri: str, *, timeout: float | None | EllipsisType = ...
     ) -> ReadResourceResult:
         return await self.request(
-            "resources/read", {"uri": uri}, ReadResourceResult, timeout=timeout
+            m.RESOURCES_READ_SPEC, ReadResourceRequestParams(uri=uri), timeout=timeout
         )
 
     async def subscribe_resource(self, uri: str) -> None:
@@ -846,10 +536,10 @@ class ClientSession:
 
         Listen with ``add_listener("notifications/resources/updated", ...)``.
         """
-        await self.send_request("resources/subscribe", {"uri": uri})
+        await self.request(m.RESOURCES_SUBSCRIBE_SPEC, SubscribeRequestParams(uri=uri))
 
     async def unsubscribe_resource(self, uri: str) -> None:
-        await self.send_request("resources/unsubscribe", {"uri": uri})
+        await self.request(m.RESOURCES_UNSUBSCRIBE_SPEC, UnsubscribeRequestParams(uri=uri))
 
     async def complete(
         self,
@@ -865,13 +555,11 @@ class ClientSession:
         ``ref`` is ``{"type": "ref/prompt", "name": ...}`` or ``{"type": "ref/resource",
         "uri": ...}``; ``context`` (earlier arguments) is sent from 2025-06-18 on.
         """
-        params: dict[str, Any] = {
-            "ref": dict(ref),
-            "argument": {"name": argument, "value": value},
-        }
-        if context and self.revision and at_least(self.revision, "2025-06-18"):
-            params["context"] = {"arguments": dict(context)}
-        return await self.request("completion/complete", params, CompleteResult, timeout=timeout)
+        wire: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+        if context:
+            wire["context"] = {"arguments": dict(context)}
+        params = structure(wire, CompleteRequestParams)
+        return await self.request(m.COMPLETION_COMPLETE_SPEC, params, timeout=timeout)
 
     # ------------------------------------------------------------------ notifications in
 
@@ -885,61 +573,6 @@ class ClientSession:
                 listeners.remove(listener)
 
         return remove
-
-    async def _on_notification(self, message: Notification) -> None:
-        method = message.method
-        params = message.params or {}
-        if method == "notifications/cancelled":
-            target = params.get("requestId")
-            if type(target) is not int and type(target) is not str:
-                log.warning("%s: ignoring a cancellation with a bad requestId", self.name)
-                return
-            scope = self._incoming.get(target)
-            if scope is not None:
-                log.debug("%s: server cancelled its request %r", self.name, params.get("requestId"))
-                scope.cancel()
-            return
-        self._notes_queued += 1
-        try:
-            self._notify_send.send_nowait((method, params))
-        except trio.WouldBlock:
-            # Keep the order and the bound: the reader waits for the dispatcher. (Listeners
-            # should therefore be quick, and spawn long work rather than await it.)
-            with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-                await self._notify_send.send((method, params))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
-
-    async def _dispatch_notifications(self) -> None:
-        async for method, params in self._notify_receive:
-            try:
-                await self._deliver(method, params)
-            except Exception:
-                # A listener's bug must not end the session; it is reported, not hidden.
-                log.exception("%s: listener for %s failed", self.name, method)
-            self._notes_done += 1
-            if self._drain_waiters:
-                done = self._notes_done
-                still = []
-                for target, event in self._drain_waiters:
-                    if target <= done:
-                        event.set()
-                    else:
-                        still.append((target, event))
-                self._drain_waiters = still
-
-    async def _notifications_delivered(self, target: int) -> None:
-        """Wait until the first ``target`` notifications have been delivered.
-
-        Bounded by :data:`_PROGRESS_DRAIN_TIMEOUT` (a listener that hangs must not hang
-        the call) and over when the session closes.
-        """
-        if self._notes_done >= target or self._closed is not None:
-            return
-        event = trio.Event()
-        self._drain_waiters.append((target, event))
-        with trio.move_on_after(_PROGRESS_DRAIN_TIMEOUT):
-            await event.wait()
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         if method == "notifications/progress":
@@ -979,79 +612,21 @@ class ClientSession:
 
     # ------------------------------------------------------------------ requests in
 
-    async def _answer(self, request: Request, scope: trio.CancelScope) -> None:
-        """Run the handler for one server request and send its response."""
-        try:
-            await self._answer_within(request, scope)
-        finally:
-            self._asks -= 1
-
-    async def _answer_within(self, request: Request, scope: trio.CancelScope) -> None:
-        reply: Response | ErrorResponse
-        with scope:
-            try:
-                await trio.lowlevel.checkpoint_if_cancelled()  # cancelled before we began?
-                result = await self._handle(request)
-                reply = Response(request.id, result)
-            except JSONRPCError as exc:
-                reply = ErrorResponse(request.id, ErrorObject(exc.code, exc.message, exc.data))
-            except ProtocolError as exc:
-                reply = ErrorResponse(request.id, ErrorObject(exc.code, str(exc)))
-            except Exception as exc:
-                log.exception("%s: handler for %s failed", self.name, request.method)
-                reply = ErrorResponse(
-                    request.id,
-                    ErrorObject(
-                        jsonrpc.INTERNAL_ERROR, f"client error: {type(exc).__name__}: {exc}"
-                    ),
-                )
-            finally:
-                self._incoming.pop(request.id, None)
-        if scope.cancel_called:
-            # The server cancelled it (perhaps before the handler reached a checkpoint):
-            # no response, as the spec says.
-            return
-        with suppress(TransportError):
-            await self._transport.send(reply)
-
     async def _handle(self, request: Request) -> dict[str, Any]:
+        """A legacy server's own request: ``ping`` here, asks through :mod:`agenthost.asks`."""
         method = request.method
         params = request.params or {}
-        revision = self.revision or self._offer
+        if method == m.PING:
+            return {}
         ctx = RequestContext(
             session=self,
             server=self.name,
-            revision=revision,
+            revision=self.revision or self._offer,
             method=method,
             request_id=request.id,
             meta=params.get("_meta"),
         )
-        handlers = self.handlers
-        if method == "ping":
-            return {}
-        if method == "roots/list" and handlers.roots is not None:
-            return unstructure(await handlers.roots(ctx, params), revision)  # type: ignore[no-any-return]
-        if method == "sampling/createMessage" and handlers.sampling is not None:
-            typed = structure(params, CreateMessageRequestParams)
-            return unstructure(await handlers.sampling(ctx, typed), revision)  # type: ignore[no-any-return]
-        if method == "elicitation/create" and handlers.elicitation is not None:
-            elicit = structure(params, ElicitRequestParams)
-            return unstructure(await handlers.elicitation(ctx, elicit), revision)  # type: ignore[no-any-return]
-        raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
-
-
-def _closed_error(cause: AgentHostError, reason: str, server: str) -> AgentHostError:
-    """A fresh exception per waiter (one instance raised in many tasks tangles tracebacks)."""
-    if isinstance(cause, TransportError):
-        message = reason.removeprefix(f"{server}: ")
-        return type(cause)(message, server=server)
-    return TransportClosed(reason, server=server)
-
-
-def _short_id(request_id: RequestId | None) -> str:
-    """A request id for a log line: a server picks ids, so a huge one is cut."""
-    text = repr(request_id)
-    return text if len(text) <= 80 else text[:77] + "..."
+        return await answer_ask(self.handlers, ctx, params)
 
 
 def _render_log_data(data: Any) -> str:

@@ -25,8 +25,8 @@ from typing import Final
 import attrs
 import trio
 
-from agenthost.client import connect
 from agenthost.config import RestartPolicy, ServerConfig
+from agenthost.connect import connect
 from agenthost.errors import AgentHostError, ServerUnavailable, SessionExpired
 from agenthost.session import ClientHandlers, ClientSession
 

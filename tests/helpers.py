@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from agenthost import jsonrpc
-from agenthost.transports.base import Transport
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from tests.schemacheck import validate_outgoing
 
 
@@ -22,12 +22,24 @@ class RecordingTransport(Transport):
         self.inner = inner
         self.name = inner.name
         self.sent: list[dict[str, Any]] = []
+        #: The options each message was sent with (same order as ``sent``).
+        self.options: list[SendOptions] = []
         self.request_methods: dict[Any, str] = {}
         self.revision: str | None = None
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         self.sent.append(jsonrpc.to_object(message))
-        await self.inner.send(message, deadline=deadline)
+        self.options.append(options)
+        await self.inner.send(message, deadline=deadline, options=options)
+
+    def abort(self, request_id: jsonrpc.RequestId) -> None:
+        self.inner.abort(request_id)
 
     async def receive(self) -> jsonrpc.Message:
         message = await self.inner.receive()

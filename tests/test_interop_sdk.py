@@ -213,5 +213,5 @@ async def test_sdk_server_every_feature(
         assert checked > 30
 
     messages = [r.getMessage() for r in caplog.records if r.name.startswith("agenthost.server.sdk")]
-    assert "careful" in messages
+    assert "[sdk_server] careful" in messages
     assert "filtered" not in messages

@@ -6,10 +6,17 @@ response stream follows). Sessions sit on top and do correlation, timeouts and M
 
 Contract, in the shape of ``trio.abc.Channel[Message]``:
 
-* ``send(message, deadline=...)`` may be called from many tasks at once; the transport
-  serialises. A send that cannot hand its message over before ``deadline`` (Trio's
-  clock; the session passes the request's own deadline) raises ``trio.TooSlowError``,
-  and the message was then not sent. Sends that never block may ignore the deadline.
+* ``send(message, deadline=..., options=...)`` may be called from many tasks at once;
+  the transport serialises. A send that cannot hand its message over before ``deadline``
+  (Trio's clock; the session passes the request's own deadline) raises
+  ``trio.TooSlowError``, and the message was then not sent. Sends that never block may
+  ignore the deadline. ``options`` (:class:`SendOptions`) carry what the layer above
+  knows about this one message and the wire may need: extra HTTP headers
+  (``Mcp-Method`` ...), and whether cancelling the request means aborting its exchange.
+  A transport uses them instead of looking inside the message.
+* ``abort(request_id)``: the caller gave up on a request sent with
+  ``abort_on_cancel``; a transport with a per-request exchange (an HTTP POST) drops it,
+  which is how the server learns of the cancellation. Others ignore it.
 * ``receive()`` is called from one task only (the session's reader). It returns the next
   message, skipping (and logging) frames that are not valid JSON-RPC, and raises
   :class:`~agenthost.errors.TransportClosed` once the peer is gone for good.
@@ -23,12 +30,35 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
 
 from agenthost import jsonrpc
 from agenthost.errors import ProtocolError
 
-__all__ = ["Transport", "decode_frame"]
+__all__ = ["NO_OPTIONS", "SendOptions", "Transport", "decode_frame"]
+
+
+def _frozen(headers: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(headers))
+
+
+@attrs.frozen(kw_only=True)
+class SendOptions:
+    """Per-message instructions from the session to the transport."""
+
+    #: Extra HTTP headers for this message's POST (ignored by non-HTTP transports).
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen)
+    #: Cancelling this request aborts its exchange (2026-07-28 over HTTP) instead of
+    #: sending ``notifications/cancelled``.
+    abort_on_cancel: bool = False
+
+
+#: The options of a message that needs none.
+NO_OPTIONS: Any = SendOptions()
 
 
 class Transport(ABC):
@@ -38,7 +68,13 @@ class Transport(ABC):
     name: str = "server"
 
     @abstractmethod
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None: ...
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None: ...
 
     @abstractmethod
     async def receive(self) -> jsonrpc.Message: ...
@@ -49,8 +85,12 @@ class Transport(ABC):
     def set_protocol_version(self, version: str) -> None:
         """Told by the session once a revision is negotiated.
 
-        Only HTTP needs it (the ``MCP-Protocol-Version`` header); others ignore it.
+        Only HTTP needs it (the ``MCP-Protocol-Version`` header, and whether the revision
+        has sessions and a GET stream); others ignore it.
         """
+
+    def abort(self, request_id: jsonrpc.RequestId) -> None:
+        """Drop the exchange of a request sent with ``abort_on_cancel`` (see the module doc)."""
 
 
 def decode_frame(

@@ -1,4 +1,4 @@
-"""The Streamable HTTP transport (MCP 2025-03-26, 2025-06-18, 2025-11-25), on httpx.
+"""The Streamable HTTP transport (MCP 2025-03-26 .. 2026-07-28), on httpx.
 
 Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
 
@@ -7,8 +7,14 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   202 (an error status is raised to the sender). A request is answered with one JSON
   message or an SSE stream that may carry server requests and notifications before the
   response; that stream is read by a background task, so :meth:`send` returns at once.
-* ``Mcp-Session-Id`` from the response to ``initialize`` goes on every later request;
-  ``MCP-Protocol-Version`` too, from 2025-06-18 on (the session tells us the revision).
+* ``Mcp-Session-Id`` from the first response that carries one (the answer to a legacy
+  ``initialize``) goes on every later request; ``MCP-Protocol-Version`` too, from
+  2025-06-18 on (the session tells us the revision). A message's
+  ``SendOptions.headers`` are added to its POST (2026-07-28: ``Mcp-Method``,
+  ``Mcp-Name``, ``Mcp-Param-*``, computed by the session).
+* 2026-07-28 has no sessions, no GET stream and no resumption: once told a modern
+  revision the transport opens no GET stream; a request sent with ``abort_on_cancel`` is
+  cancelled by :meth:`StreamableHTTPTransport.abort`, which closes its POST.
 * Once ``initialize`` is answered and the session has told us the negotiated revision, a
   ``GET`` opens the stream of server-initiated messages; 405 means
   the server has none. It is re-opened when it ends (2025-11-25 servers may close streams
@@ -35,8 +41,8 @@ Secrets: the configured header values (``Authorization`` ...) never appear in a 
 an exception message or a repr; server text quoted in errors is scrubbed of them too.
 
 The transport only looks at message *types* and ids (to know which POSTs have a response
-stream, and when a stream has delivered its response) and at ``initialize`` (to know which
-response carries the session id).
+stream, and when a stream has delivered its response); everything else it learns from the
+message's :class:`~agenthost.transports.base.SendOptions`.
 """
 
 from __future__ import annotations
@@ -62,8 +68,8 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
-from agenthost.revisions import at_least
-from agenthost.transports.base import Transport, decode_frame
+from agenthost.revisions import at_least, is_modern
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.sse import ServerSentEvent, SSEParser
 
 __all__ = [
@@ -394,6 +400,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._get_started = False
         self._initialized = False
         self._deleted = False
+        #: The cancel scope of each request's POST, for :meth:`abort`.
+        self._requests: dict[RequestId, trio.CancelScope] = {}
 
     def set_protocol_version(self, version: str) -> None:
         """Told by the session after ``initialize``; opens the GET stream from then on.
@@ -408,6 +416,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if (
             self._open_get
             and self._initialized
+            and self.protocol_version is not None
+            and not is_modern(self.protocol_version)
             and self.protocol_version is not None
             and not self._get_started
             and not self._closed
@@ -425,6 +435,11 @@ class StreamableHTTPTransport(HTTPTransportBase):
             headers["MCP-Protocol-Version"] = version
         return headers
 
+    def _has_sessions(self) -> bool:
+        # 2026-07-28 has none: a modern client never keeps (or echoes) a session id.
+        version = self.protocol_version
+        return version is None or not is_modern(version)
+
     def _resumable(self) -> bool:
         # Resumption exists from 2025-03-26 (the first Streamable HTTP revision); before
         # the revision is known (during initialize) a server that sends ids allows it.
@@ -433,8 +448,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
     # -- sending
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
-        """POST one message.
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
+        """POST one message, with the extra headers ``options`` carry.
 
         A request returns as soon as its POST is scheduled (so ``deadline`` never bites);
         its answer (or a synthesised error response) arrives through :meth:`receive`. A
@@ -447,14 +468,18 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._check_open()
         body = jsonrpc.encode(message)
         if type(message) is Request:
-            self._nursery.start_soon(
-                self._post_request, message.id, body, message.method == "initialize", False
-            )
+            self._nursery.start_soon(self._post_request, message.id, body, options, False)
             return
         with trio.fail_at(deadline):
-            await self._post_message(body)
+            await self._post_message(body, options)
 
-    async def probe(self, request: Request) -> int | None:
+    def abort(self, request_id: RequestId) -> None:
+        """Drop the POST of ``request_id``: closing its stream is the cancellation."""
+        scope = self._requests.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def probe(self, request: Request, options: SendOptions = NO_OPTIONS) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.
 
         Returns:
@@ -469,20 +494,24 @@ class StreamableHTTPTransport(HTTPTransportBase):
         body = jsonrpc.encode(request)
         try:
             status: int | None = await self._nursery.start(
-                self._post_request, request.id, body, request.method == "initialize", True
+                self._post_request, request.id, body, options, True
             )
         except RuntimeError:  # the task ended without reporting: we are closing
             raise self._error() from None
         return status
 
-    async def _post_message(self, body: bytes) -> None:
+    async def _post_message(self, body: bytes, options: SendOptions) -> None:
         had_session = self.session_id is not None
         try:
             response, content = await self._request(
                 "POST",
                 self.url,
                 content=body,
-                headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
+                headers={
+                    **self._headers_for(_ACCEPT_BOTH),
+                    **options.headers,
+                    "Content-Type": _JSON,
+                },
                 timeout=self._ack_timeout,
             )
         except httpx.ConnectError as exc:
@@ -510,21 +539,30 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self,
         request_id: RequestId,
         body: bytes,
-        initialize: bool,
+        options: SendOptions,
         probe: bool,
         *,
         task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """POST one request and deliver everything its response carries."""
+        """POST one request and deliver everything its response carries.
+
+        Cancellation: :meth:`abort` cancels this POST (the request's stream closes,
+        which a 2026-07-28 server takes as the cancellation); nothing is delivered.
+        """
         had_session = self.session_id is not None
         started = False
-        with self._tracked():
+        with self._tracked() as scope:
+            self._requests[request_id] = scope
             try:
                 async with self._stream(
                     "POST",
                     self.url,
                     content=body,
-                    headers={**self._headers_for(_ACCEPT_BOTH), "Content-Type": _JSON},
+                    headers={
+                        **self._headers_for(_ACCEPT_BOTH),
+                        **options.headers,
+                        "Content-Type": _JSON,
+                    },
                     timeout=self._stream_timeout,
                 ) as response:
                     status = response.status_code
@@ -534,7 +572,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                         return
                     task_status.started(None)
                     started = True
-                    if initialize:
+                    if self.session_id is None and self._has_sessions():
                         session_id = response.headers.get("mcp-session-id")
                         if session_id:
                             self.session_id = session_id
@@ -554,7 +592,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 )
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None)
-        if initialize and started:
+            finally:
+                self._requests.pop(request_id, None)
+        if started and not self._initialized and 200 <= status < 300:
             self._initialized = True
             self._start_get_stream()
 

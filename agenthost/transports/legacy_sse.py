@@ -36,6 +36,7 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.jsonrpc import Request
+from agenthost.transports.base import NO_OPTIONS, SendOptions
 from agenthost.transports.http import (
     DEFAULT_MAX_MESSAGE_SIZE,
     HTTPTransportBase,
@@ -156,7 +157,13 @@ class LegacySSETransport(HTTPTransportBase):
             )
         return endpoint
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         """POST one message to the endpoint; an HTTP error for a request answers it.
 
         Raises:

@@ -12,7 +12,7 @@ import trio
 
 from agenthost import jsonrpc
 from agenthost.errors import TransportClosed
-from agenthost.transports.base import Transport
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["MemoryTransport", "memory_transport_pair"]
 
@@ -32,7 +32,13 @@ class MemoryTransport(Transport):
         self._receive = receive_channel
         self.protocol_version: str | None = None
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         try:
             with trio.fail_at(deadline):
                 await self._send.send(message)

@@ -24,7 +24,7 @@ import trio
 from agenthost import jsonrpc
 from agenthost.errors import ConfigError, TransportClosed, TransportError
 from agenthost.jsonrpc import Request
-from agenthost.transports.base import Transport
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.http import (
     DEFAULT_MAX_MESSAGE_SIZE,
     StreamableHTTPTransport,
@@ -87,18 +87,28 @@ class ProbingTransport(Transport):
         if self._chosen is not None:
             self._chosen.set_protocol_version(version)
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         chosen = self._chosen
         if chosen is None:
             with trio.fail_at(deadline):
                 async with self._lock:
                     if self._chosen is None:
-                        await self._probe(message)
+                        await self._probe(message, options)
                         return
             chosen = self._chosen
-        await chosen.send(message, deadline=deadline)
+        await chosen.send(message, deadline=deadline, options=options)
 
-    async def _probe(self, message: jsonrpc.Message) -> None:
+    def abort(self, request_id: jsonrpc.RequestId) -> None:
+        if self._chosen is not None:
+            self._chosen.abort(request_id)
+
+    async def _probe(self, message: jsonrpc.Message, options: SendOptions) -> None:
         if self._failure is not None:
             raise self._failure
         if type(message) is not Request:
@@ -107,7 +117,7 @@ class ProbingTransport(Transport):
                 server=self.name,
             )
         try:
-            status = await self._streamable.probe(message)
+            status = await self._streamable.probe(message, options)
         except TransportError as exc:
             self._decide_failed(exc)
             raise
@@ -139,7 +149,7 @@ class ProbingTransport(Transport):
             raise
         await self._streamable.aclose()
         self._decide(legacy, "sse")
-        await legacy.send(message)
+        await legacy.send(message, options=options)
 
     def _decide(self, transport: Transport, kind: str) -> None:
         self._chosen = transport

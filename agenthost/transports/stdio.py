@@ -34,7 +34,7 @@ import trio
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
-from agenthost.transports.base import Transport, decode_frame
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -145,7 +145,13 @@ class StdioTransport(Transport):
     def pid(self) -> int:
         return self.process.pid
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         """Queue one message, whole and in order; return once it is bound for the pipe.
 
         Alone (no other request in flight), the message is written at once: no scheduler

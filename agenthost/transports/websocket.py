@@ -23,7 +23,7 @@ import trio_websocket
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
-from agenthost.transports.base import Transport, decode_frame
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.http import DEFAULT_MAX_MESSAGE_SIZE, redact_url
 
 __all__ = ["WebSocketTransport", "open_websocket_transport"]
@@ -60,7 +60,13 @@ class WebSocketTransport(Transport):
         value: str | None = self._ws.subprotocol
         return value
 
-    async def send(self, message: jsonrpc.Message, *, deadline: float = math.inf) -> None:
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
         text = jsonrpc.encode(message).decode()
