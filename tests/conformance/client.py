@@ -238,11 +238,13 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <server-url>", file=sys.stderr)
         return 2
+    # agenthost's own DEBUG lines say what it sent; httpcore's would drown them.
     logging.basicConfig(
-        level=logging.DEBUG,
+        level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    logging.getLogger("agenthost").setLevel(logging.DEBUG)
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     run = SCENARIOS.get(name, default_scenario)
     log.info("scenario %r against %s", name, argv[1])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -142,7 +143,8 @@ NOT_SCORED: dict[str, Expect] = {
 }
 
 #: Scenarios whose checks time the client (sse-retry: reconnect after ``retry`` ms, within
-#: -50/+200 ms) run alone, before the pool starts.
+#: -50/+200 ms) run alone, before the pool starts. One that fails only by being late (never
+#: early: ``Verdict.only_late``) runs once more, and a pass then is reported as a warning.
 _TIMING_SENSITIVE = frozenset({"sse-retry"})
 _POOL = 4
 
@@ -184,9 +186,19 @@ class Batch:
             return lambda: harness.run_requirements(V02, REVISION)
         return lambda: harness.run_scenario(version, scenario)
 
+    #: Scenarios that passed only when re-run alone, with the first run's complaint.
+    rescued: dict[_Key, str] = attrs.field(factory=dict)
+
     def _run(self, key: _Key) -> None:
         try:
-            self.outcomes[key] = self._job(key)()
+            outcome = self._job(key)()
+            if isinstance(outcome, harness.Verdict) and outcome.only_late:
+                # Once, alone, and only for lateness: an early reconnect is never retried.
+                first = "; ".join(check.describe() for check in outcome.failing)
+                outcome = self._job(key)()
+                if outcome.passed:
+                    self.rescued[key] = first
+            self.outcomes[key] = outcome
         except harness.ConformanceError as exc:
             self.outcomes[key] = exc
 
@@ -236,6 +248,12 @@ def batch(request: pytest.FixtureRequest) -> Batch:
 def test_client_scenario(batch: Batch, version: str, scenario: str) -> None:
     verdict: harness.Verdict = batch.get((version, scenario))
     assert verdict.passed, verdict.explain()
+    if (version, scenario) in batch.rescued:
+        warnings.warn(
+            f"{scenario} passed when re-run alone; the first run was late (machine load?):"
+            f" {batch.rescued[version, scenario]}",
+            stacklevel=1,
+        )
 
 
 @pytest.mark.parametrize(
@@ -300,3 +318,22 @@ def test_verdict_explains_every_failing_check() -> None:
     assert "WARNING c2: d -- e2" in text
     assert "exited 1" in text
     assert "nothing was verified" in _verdict("SKIPPED").explain()
+
+
+def test_only_a_late_timing_check_counts_as_late() -> None:
+    def timed(status: str, error: str, check: str = "client-sse-retry-timing") -> harness.Verdict:
+        return harness.Verdict(
+            scenario="sse-retry",
+            version="v",
+            checks=(
+                harness.Check(id="client-sse-graceful-reconnect", status="SUCCESS"),
+                harness.Check(id=check, status=status, error=error),
+            ),
+            exit_code=1,
+        )
+
+    assert timed("WARNING", "Client reconnected slightly late (780ms instead of 500ms)").only_late
+    assert timed("FAILURE", "Client reconnected very late (1200ms instead of 500ms)").only_late
+    assert not timed("FAILURE", "Client reconnected too early (10ms instead of 500ms)").only_late
+    assert not timed("FAILURE", "late", check="client-sse-last-event-id").only_late
+    assert not timed("SUCCESS", "").only_late
