@@ -1,12 +1,13 @@
 # agenthost: the two commands a new user runs (see README.md).
 #   make demo   - set up a runtime environment and run the offline demo
 #   make test   - set up everything the tests need and run lint, type check and the suite
+#   make soak   - the hostile-server floods at full size, with their figures
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,11 @@ pytest: $(VENV)/.dev-installed node_modules/.package-lock.json
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The hostile-server floods at full size (300k requests, 100k notifications, 16 MiB
+# lines); prints the figures (tests/hostile/conftest.py).
+soak: $(VENV)/.dev-installed
+	$(BIN)/pytest tests/hostile --soak -s -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -88,6 +88,8 @@ _READ_SIZE: Final = 256 * 1024
 _COMPACT_AT: Final = 1024 * 1024
 #: Unwritten bytes beyond which a sender waits for the server to read (backpressure).
 _HIGH_WATER: Final = 1024 * 1024
+#: Bytes of complete lines beyond which they are decoded in a worker thread.
+_DECODE_IN_THREAD: Final = 1024 * 1024
 _STDERR_TAIL: Final = 20
 #: Seconds to drain a pipe after the server exited, before we stop waiting on it.
 _DRAIN: Final = 0.5
@@ -292,7 +294,13 @@ class StdioTransport(Transport):
             if self._buf:
                 self._buf += chunk
                 data, self._buf = self._buf, bytearray()
-            self._split(data, queue)
+            if len(data) > _DECODE_IN_THREAD:
+                # A huge frame (a batch of 300k pings is 14 MB) takes ~1 s to decode:
+                # in a worker thread, the event loop (every other server) gets the GIL
+                # back every switch interval instead of waiting for the whole frame.
+                await trio.to_thread.run_sync(self._split, data, queue)
+            else:
+                self._split(data, queue)
         message = queue.popleft()
         if self._in_flight and (
             type(message) is jsonrpc.Response

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ __all__ = [
     "FloodSize",
     "LatencyProbe",
     "hostile",
+    "hostile_http",
     "live_tasks",
     "rss_bytes",
 ]
@@ -80,6 +85,38 @@ def hostile(name: str, config: dict[str, Any] | None = None, **kwargs: Any) -> S
     return ServerConfig(
         name=name, transport="stdio", command=sys.executable, args=tuple(args), **kwargs
     )
+
+
+@asynccontextmanager
+async def hostile_http(
+    name: str, config: dict[str, Any] | None = None, **kwargs: Any
+) -> AsyncIterator[ServerConfig]:
+    """Run ``hostile_server.py --http`` for the block; yields its ServerConfig."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    args = [sys.executable, str(HOSTILE_SERVER), "--http", str(port)]
+    if config:
+        args.append(json.dumps(config))
+    process = await trio.lowlevel.open_process(
+        args, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        with trio.fail_after(10):
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                        break
+                except OSError:
+                    await trio.sleep(0.02)
+        kwargs.setdefault("timeouts", Timeouts(request=20.0))
+        yield ServerConfig(
+            name=name, transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp", **kwargs
+        )
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
 
 
 def live_tasks() -> int:

@@ -6,7 +6,11 @@ a mock. Stdlib only (starts in tens of milliseconds); newline-delimited JSON-RPC
 
 Usage::
 
-    python tests/hostile/hostile_server.py ['{"tools": [...], "on_start": [...]}']
+    python tests/hostile/hostile_server.py [--http PORT] ['{"tools": [...], "on_start": [...]}']
+
+With ``--http PORT`` it serves Streamable HTTP on ``http://127.0.0.1:PORT/mcp`` instead
+of stdio (JSON answers; ``act`` answers with an SSE stream carrying what the actions
+write, then the result; ``stop_reading`` makes every later POST hang; no GET stream).
 
 The optional JSON argument gives extra ``tools`` (listed after the built-in ones) and
 ``on_start`` actions, run once ``notifications/initialized`` arrives. A test drives the
@@ -25,6 +29,8 @@ Actions (one JSON object each):
   sleeping 120 s; write its pid to PATH.
 - ``{"sleep": S}``.
 - ``{"stop_reading": true}``: never read stdin again (keep running until killed).
+- ``{"raw": TEXT}`` (HTTP): TEXT written as-is into the SSE stream (e.g. a huge
+  ``data:`` line without its end).
 
 Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``fail`` (a JSON-RPC
 error whose message is ``message``); ``stats`` (counts of the responses and error
@@ -42,6 +48,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = ["main"]
@@ -63,12 +70,19 @@ class Server:
         self.text = str(config.get("text", "hostile"))
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
+        #: HTTP: where this thread's writes go (None: stdout).
+        self.local = threading.local()
+        self.stopped = threading.Event()
         self.ids = 0
         self.responses = 0
         self.errors = 0
         self.first_error: Any = None
 
     def write_lines(self, lines: list[bytes]) -> None:
+        sink = getattr(self.local, "sink", None)
+        if sink is not None:
+            sink.extend(lines)
+            return
         with self.lock:
             self.out.write(b"".join(lines))
             self.out.flush()
@@ -123,9 +137,16 @@ class Server:
                 )
                 with open(action["spawn_setsid"], "w") as f:
                     f.write(str(child.pid))
+            elif "raw" in action:
+                sink = getattr(self.local, "sink", None)
+                if sink is not None:
+                    sink.append(RawText(action["raw"]))
             elif "sleep" in action:
                 time.sleep(float(action["sleep"]))
             elif action.get("stop_reading"):
+                if getattr(self.local, "sink", None) is not None:
+                    self.stopped.set()  # HTTP: later POSTs hang
+                    continue
                 while True:
                     time.sleep(3600)
 
@@ -218,11 +239,78 @@ class Server:
                 self.run_actions(self.handle(msg))
 
 
+class RawText(bytes):
+    """Bytes an action wants in the SSE stream as they are (not as an event)."""
+
+    def __new__(cls, text: str) -> RawText:
+        return super().__new__(cls, text.encode())
+
+
+def serve_http(server: Server, port: int) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _reply(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Mcp-Session-Id", "hostile-session")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._reply(405)
+
+        def do_DELETE(self) -> None:
+            self._reply(200)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if server.stopped.is_set():
+                time.sleep(3600)
+            message = json.loads(body)
+            messages = message if isinstance(message, list) else [message]
+            answer: list[bytes] = []
+            streamed: list[bytes] = []
+            for msg in messages:
+                server.local.sink = answer
+                later = server.handle(msg)
+                server.local.sink = streamed
+                server.run_actions(later)
+                server.local.sink = None
+            if not answer:
+                self._reply(202)
+            elif not streamed:
+                self._reply(200, answer[0].strip())
+            else:
+                events = [
+                    bytes(line) if isinstance(line, RawText) else b"data: " + line.strip() + b"\n\n"
+                    for line in [*streamed, *answer]
+                ]
+                self._reply(200, b"".join(events), "text/event-stream")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    httpd.daemon_threads = True
+    print(f"hostile_server: listening on {port}", file=sys.stderr, flush=True)
+    httpd.serve_forever()
+
+
 def main() -> None:
-    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    argv = sys.argv[1:]
+    port: int | None = None
+    if argv[:1] == ["--http"]:
+        port = int(argv[1])
+        argv = argv[2:]
+    config = json.loads(argv[0]) if argv else {}
     print(f"hostile_server: started pid {os.getpid()}", file=sys.stderr, flush=True)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
-        Server(config).serve()
+        if port is not None:
+            serve_http(Server(config), port)
+        else:
+            Server(config).serve()
 
 
 if __name__ == "__main__":

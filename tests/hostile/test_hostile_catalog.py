@@ -79,7 +79,9 @@ async def test_crafted_names_on_list_changed_leave_the_host_running() -> None:
         tools = [_tool(n) for n in crafted_names("bad")]
         await host.call_tool("bad__act", {"actions": [{"set_tools": tools}, {"send": changed}]})
         with trio.fail_after(10):
-            while len([t for t in await host.list_tools() if t.server == "bad"]) < 6:
+            while not set(crafted_names("bad")) <= {
+                t.original_name for t in await host.list_tools() if t.server == "bad"
+            }:
                 await trio.sleep(0.02)
         bad = {t.original_name: t.name for t in await host.list_tools() if t.server == "bad"}
         assert set(crafted_names("bad")) <= set(bad)
@@ -93,7 +95,9 @@ async def test_crafted_names_at_start_do_not_crash_loop() -> None:
     config = HostConfig(policy=ALLOW_ALL, servers=[hostile("bad", {"tools": tools})])
     async with open_host(config) as host:
         assert host.supervisor("bad").state is ServerState.READY
-        assert len([t for t in await host.list_tools() if t.server == "bad"]) == 6
+        bad = {t.original_name: t.name for t in await host.list_tools() if t.server == "bad"}
+        assert set(crafted_names("bad")) <= set(bad)
+        assert len(set(bad.values())) == len(bad)
 
 
 async def test_list_changed_flood_coalesces(flood: FloodSize) -> None:

@@ -172,3 +172,46 @@ async def test_server_logger_names_do_not_create_loggers(
         record = next(r for r in caplog.records if getattr(r, "mcp_logger", None) == "n7")
         assert record.name == "agenthost.server.bad"
         assert "[n7]" in record.getMessage()
+
+
+async def test_oversized_line_is_refused_and_the_other_server_stays_responsive(
+    flood: FloodSize,
+) -> None:
+    """A line past max_message_size ends that session (it restarts); nobody else waits."""
+    size = flood.line_bytes
+    config = HostConfig(
+        policy=ALLOW_ALL,
+        servers=[hostile("bad", max_message_size=size), hostile("good")],
+    )
+    async with open_host(config) as host:
+        base = await _baseline(host)
+        gc.collect()
+        rss_before = rss_bytes()
+        pid = host.status()[0].pid
+        start = trio.current_time()
+        await host.call_tool("bad__act", {"actions": [{"line": size + 1}]})
+        probe = LatencyProbe()
+
+        async def until_restarted() -> None:
+            with trio.fail_after(60):
+                while host.status()[0].pid == pid:
+                    await trio.sleep(0.01)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(probe.run, lambda: host.call_tool("good__echo", {"message": "x"}))
+            await until_restarted()
+            refused_after = trio.current_time() - start
+            nursery.cancel_scope.cancel()
+        rss_growth = rss_bytes() - rss_before
+        report(
+            flood,
+            f"one {size + 1}-byte line",
+            {
+                "refused_after_s": round(refused_after, 2),
+                "rss_growth_MiB": round(rss_growth / MiB, 1),
+                "healthy_median_added_ms": round((probe.median() - base) * 1000, 1),
+                "healthy_worst_ms": round(probe.worst() * 1000, 1),
+            },
+        )
+        assert probe.median() - base < 0.1
+        assert rss_growth < 3 * size + 32 * MiB
