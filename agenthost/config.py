@@ -82,6 +82,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
+from agenthost.auth.settings import OAuthSettings
 from agenthost.errors import ConfigError
 
 __all__ = [
@@ -325,6 +326,9 @@ class ServerConfig:
     exclude_tools: tuple[str, ...] = attrs.field(
         default=(), converter=_str_tuple, validator=_patterns
     )
+    #: OAuth for a remote HTTP server (``[servers.NAME.oauth]``); None means the defaults:
+    #: authorize when the server answers 401, unless an ``Authorization`` header is set.
+    oauth: OAuthSettings | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.transport not in TRANSPORTS:

@@ -216,3 +216,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_token_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every remote server uses OAuth's token store: never the user's keyring or files."""
+    os.environ["AGENTHOST_TOKEN_STORE"] = "file"
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.getbasetemp() / "xdg-data")
