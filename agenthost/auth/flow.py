@@ -313,7 +313,7 @@ class OAuth(httpx.Auth):
             if state is None or state.tokens is None:
                 return None
             if state.tokens.expiring() and not await self._try_refresh(state):
-                if self.settings.grant != "client_credentials":
+                if self.settings.grant == "authorization_code":
                     return None
                 await self._authorize(None, None)
             return self._access_token()
@@ -381,6 +381,16 @@ class OAuth(httpx.Auth):
                 meta.token_endpoint,
                 client,
                 {"grant_type": "client_credentials", "scope": scopes},
+                issuer=meta.issuer,
+            )
+        elif self.settings.grant == "enterprise":
+            client = self._configured_client(meta)
+            assert client is not None
+            assertion = await self._id_jag(meta.issuer, scopes)
+            tokens = await self._token_request(
+                meta.token_endpoint,
+                client,
+                {"grant_type": _JWT_BEARER, "assertion": assertion, "scope": scopes},
                 issuer=meta.issuer,
             )
         else:
@@ -636,6 +646,57 @@ class OAuth(httpx.Auth):
             issuer=meta.issuer,
         )
         return tokens, client
+
+    async def _id_jag(self, audience: str, scopes: tuple[str, ...] | None) -> str:
+        """Cross-app access: exchange the IdP's ID token for an ID-JAG (RFC 8693).
+
+        The ID-JAG names the authorization server (``audience``) and this MCP server
+        (``resource``); the authorization server takes it as a jwt-bearer assertion.
+        """
+        settings = self.settings
+        endpoint = settings.idp_token_endpoint
+        assert endpoint is not None and settings.id_token is not None
+        self._redact.add(settings.id_token, settings.idp_client_secret)
+        fields: dict[str, str] = {
+            "subject_token": settings.id_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+            "audience": audience,
+            "resource": self._resource or canonical_resource(self.url),
+        }
+        if scopes:
+            fields["scope"] = " ".join(scopes)
+        body: str = prepare_token_request(
+            "urn:ietf:params:oauth:grant-type:token-exchange", **fields
+        )
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        if settings.idp_client_id:
+            idp_client = _Client(
+                client_id=settings.idp_client_id,
+                client_secret=settings.idp_client_secret,
+                method="client_secret_basic" if settings.idp_client_secret else "none",
+            )
+            body, headers = self._client_auth(idp_client, endpoint, body, headers, "")
+        try:
+            response = await self._http.post(endpoint, content=body.encode(), headers=headers)
+            raw = await self._bounded(response)
+        except httpx.HTTPError as exc:
+            raise self._error(
+                f"cannot reach the identity provider {_shown(endpoint)}: {type(exc).__name__}"
+            ) from None
+        data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
+        jag = data.get("access_token")
+        if response.status_code != 200 or not isinstance(jag, str) or not jag:
+            raise self._error(
+                f"the identity provider {_shown(endpoint)} refused the token exchange"
+                f" (HTTP {response.status_code}{self._oauth_error(data)})",
+                "sign in to your identity provider again and update id_token",
+            )
+        self._redact.add(jag)
+        return jag
 
     async def _try_refresh(self, state: _IssuerState) -> bool:
         """Refresh ``state``'s tokens; False if there is no refresh token or it failed."""

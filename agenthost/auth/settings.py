@@ -19,7 +19,7 @@ from agenthost.errors import ConfigError
 
 __all__ = ["GRANTS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
 
-Grant = Literal["authorization_code", "client_credentials"]
+Grant = Literal["authorization_code", "client_credentials", "enterprise"]
 TokenAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 GRANTS: Final = get_args(Grant)
 TOKEN_AUTH_METHODS: Final = get_args(TokenAuthMethod)
@@ -28,6 +28,7 @@ _KEYS: Final = (
     "enabled", "grant", "client_id", "client_secret", "token_endpoint_auth_method",
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
+    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
 )  # fmt: skip
 
 
@@ -41,7 +42,9 @@ class OAuthSettings:
 
     #: False: never authorize (a 401 is an error; use ``headers`` for a static token).
     enabled: bool = True
-    #: ``authorization_code`` (a person logs in once) or ``client_credentials`` (headless).
+    #: ``authorization_code`` (a person logs in once), ``client_credentials`` (headless),
+    #: or ``enterprise`` (cross-app access: the enterprise IdP's ID token is exchanged for
+    #: an ID-JAG, which the authorization server takes in the jwt-bearer grant).
     grant: Grant = "authorization_code"
     #: A pre-registered client; used before any other way of getting one.
     client_id: str | None = None
@@ -63,6 +66,12 @@ class OAuthSettings:
     open_browser: bool = True
     #: Seconds to wait for the browser to come back to the loopback redirect.
     login_timeout: float = 300.0
+    #: ``enterprise``: the IdP's token endpoint (RFC 8693 token exchange) and our client
+    #: there, and the user's ID token from the IdP's single sign-on.
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
+    idp_client_secret: str | None = attrs.field(default=None, repr=_hidden)
+    id_token: str | None = attrs.field(default=None, repr=_hidden)
 
     def __attrs_post_init__(self) -> None:
         if self.grant not in GRANTS:
@@ -82,6 +91,13 @@ class OAuthSettings:
             raise ConfigError(
                 "the client_credentials grant needs client_id and client_secret (or"
                 " private_key for private_key_jwt)",
+                key="grant",
+            )
+        if self.grant == "enterprise" and not (
+            self.idp_token_endpoint and self.id_token and self.client_id
+        ):
+            raise ConfigError(
+                "the enterprise grant needs idp_token_endpoint, id_token and client_id",
                 key="grant",
             )
         if self.client_metadata_url is not None and not self.client_metadata_url.startswith(
@@ -131,7 +147,8 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
 
     for key in (
         "grant", "client_id", "client_secret", "token_endpoint_auth_method", "private_key",
-        "signing_algorithm", "client_metadata_url", "client_name",
+        "signing_algorithm", "client_metadata_url", "client_name", "idp_token_endpoint",
+        "idp_client_id", "idp_client_secret", "id_token",
     ):  # fmt: skip
         if (got := text(key)) is not None:
             fields[key] = got

@@ -47,6 +47,15 @@ def settings_for(scenario: str) -> OAuthSettings:
         )
     if scenario == "auth/pre-registration":
         return OAuthSettings(client_id=context["client_id"], client_secret=context["client_secret"])
+    if scenario == "auth/cross-app-access-complete-flow":
+        return OAuthSettings(
+            grant="enterprise",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context["idp_client_id"],
+            id_token=context["idp_id_token"],
+        )
     return OAuthSettings(client_metadata_url=CIMD_URL)
 
 
