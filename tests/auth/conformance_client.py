@@ -47,7 +47,7 @@ def settings_for(scenario: str) -> OAuthSettings:
         )
     if scenario == "auth/pre-registration":
         return OAuthSettings(client_id=context["client_id"], client_secret=context["client_secret"])
-    if scenario == "auth/cross-app-access-complete-flow":
+    if scenario in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         return OAuthSettings(
             grant="enterprise",
             client_id=context["client_id"],
