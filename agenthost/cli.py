@@ -231,8 +231,13 @@ def _sampling_printer(console: Console) -> Callable[[Any], None]:
 async def _open_host(
     args: argparse.Namespace, config: HostConfig, console: Console
 ) -> AsyncIterator[Host]:
+    from agenthost.auth.loopback import URL_OPENER
+    from agenthost.cli_auth import interactive_opener
     from agenthost.host import open_host
 
+    # A server that needs a login starts the browser flow only with a person at the
+    # terminal; otherwise it fails naming `agenthost auth login SERVER`.
+    URL_OPENER.set(interactive_opener())
     async with open_host(config, on_event=_sampling_printer(console)) as host:
         gc.enable()  # startup is over (see main); a long chat or serve needs the collector
         yield host
@@ -791,6 +796,12 @@ async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+async def cmd_auth(args: argparse.Namespace, console: Console) -> int:
+    from agenthost import cli_auth
+
+    return await cli_auth.cmd_auth(args, console)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "servers": cmd_servers,
     "check": cmd_servers,
@@ -806,6 +817,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "audit": cmd_audit,
     "chat": cmd_chat,
     "tasks": cmd_tasks,
+    "auth": cmd_auth,
 }
 
 
@@ -888,6 +900,9 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("task_id", nargs="?")
     audit = add("audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    from agenthost.cli_auth import add_parser as add_auth
+
+    add_auth(sub, common)
     return parser
 
 
