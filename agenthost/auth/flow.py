@@ -828,7 +828,9 @@ class OAuth(httpx.Auth):
             user, password = client.client_id, client.client_secret or ""
             pair = f"{quote(user, safe='')}:{quote(password, safe='')}"
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-            return body, headers
+            # client_id in the body too: RFC 6749 allows it, and some servers (the official
+            # SDK's) look the client up by it before checking the header.
+            return f"{body}&client_id={quote(user, safe='')}", headers
         auth = ClientAuth(client.client_id, client.client_secret, method)
         _, headers, body = auth.prepare("POST", endpoint, headers, body)
         return body, headers

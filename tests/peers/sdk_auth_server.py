@@ -43,7 +43,7 @@ from mcp.server.auth.provider import (
     TokenError,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.applications import Starlette
@@ -52,6 +52,15 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 SCOPE = "mcp"
+
+
+def secret(value: str) -> str:
+    """Record a value that must never appear in agenthost's logs (AGENTHOST_PEER_SECRETS)."""
+    path = os.environ.get("AGENTHOST_PEER_SECRETS")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+    return value
 
 
 def note(line: str) -> None:
@@ -79,9 +88,13 @@ class Provider:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
+        if client_info.client_secret:
+            secret(client_info.client_secret)
         self.clients[client_info.client_id] = client_info
 
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
         ticket = secrets.token_urlsafe(16)
         assert client.client_id is not None
         self.pending[ticket] = (client.client_id, params)
@@ -98,7 +111,7 @@ class Provider:
 
     def approve(self, ticket: str) -> str:
         client_id, params = self.pending.pop(ticket)
-        code = secrets.token_urlsafe(24)
+        code = secret(secrets.token_urlsafe(24))
         self.codes[code] = AuthorizationCode(
             code=code,
             scopes=params.scopes or [SCOPE],
@@ -123,8 +136,8 @@ class Provider:
     def _issue(
         self, client_id: str, scopes: list[str], resource: str | None, grant: str
     ) -> OAuthToken:
-        access = secrets.token_urlsafe(32)
-        refresh = secrets.token_urlsafe(32)
+        access = secret(secrets.token_urlsafe(32))
+        refresh = secret(secrets.token_urlsafe(32))
         self.access[access] = AccessToken(
             token=access,
             client_id=client_id,
@@ -171,9 +184,8 @@ class Provider:
             raise TokenError("invalid_grant", "refresh token already used")
         note("refresh-rotated")
         assert client.client_id is not None
-        return self._issue(
-            client.client_id, scopes or refresh_token.scopes, refresh_token.resource, "refresh_token"
-        )
+        scopes = scopes or refresh_token.scopes
+        return self._issue(client.client_id, scopes, refresh_token.resource, "refresh_token")
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -231,10 +243,13 @@ def build(port: int, lifetime: int, fault: str | None) -> ASGIApp:
         auth=AuthSettings(
             issuer_url=base,
             resource_server_url=f"{base}/mcp",
+            # Refuse tokens not issued for this resource: checks our RFC 8707 parameter.
+            validate_token_resource=True,
             required_scopes=[SCOPE],
             client_registration_options=ClientRegistrationOptions(
                 enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
             ),
+            revocation_options=RevocationOptions(enabled=True),
         ),
     )
 
