@@ -23,6 +23,7 @@ from typing import Any, Literal
 import attrs
 
 from agenthost._expand import ExpandContext, InputSpec, expand, read_env_file
+from agenthost.auth.settings import KEYS as OAUTH_KEYS
 from agenthost.auth.settings import OAuthSettings, parse_oauth_table
 from agenthost.config import (
     TRANSPORTS,
@@ -342,6 +343,7 @@ def _server(
 def _oauth(value: object, ctx: _Ctx, key: str) -> OAuthSettings:
     """``[servers.NAME.oauth]``: ``${VAR}`` expanded in strings (secrets come from there)."""
     if isinstance(value, Mapping):
+        _check_keys(value, OAUTH_KEYS, ctx, key)
         value = {
             k: _str(v, ctx, join_key(key, k)) if isinstance(v, str) else v for k, v in value.items()
         }

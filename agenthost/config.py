@@ -358,6 +358,10 @@ class ServerConfig:
             raise ConfigError(
                 "'headers' only applies to remote servers (this one is stdio)", key="headers"
             )
+        if self.oauth is not None:
+            raise ConfigError(
+                "'oauth' only applies to remote servers (this one is stdio)", key="oauth"
+            )
 
     def _check_remote(self) -> None:
         if self.command is not None:
@@ -371,6 +375,11 @@ class ServerConfig:
                     f" {self.transport!r})",
                     key=key,
                 )
+        if self.oauth is not None and self.oauth.enabled and self.transport == "websocket":
+            raise ConfigError(
+                "'oauth' applies to HTTP servers (http, streamable-http, sse), not websocket",
+                key="oauth",
+            )
         schemes = _REMOTE_SCHEMES[self.transport]
         parts = urlsplit(self.url) if self.url else None
         if parts is not None and parts.scheme in schemes and not parts.hostname:

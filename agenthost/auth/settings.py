@@ -17,14 +17,15 @@ import attrs
 
 from agenthost.errors import ConfigError
 
-__all__ = ["GRANTS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
+__all__ = ["GRANTS", "KEYS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
 
 Grant = Literal["authorization_code", "client_credentials", "enterprise"]
 TokenAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 GRANTS: Final = get_args(Grant)
 TOKEN_AUTH_METHODS: Final = get_args(TokenAuthMethod)
 
-_KEYS: Final = (
+#: Every key of ``[servers.NAME.oauth]``.
+KEYS: Final = (
     "enabled", "grant", "client_id", "client_secret", "token_endpoint_auth_method",
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
@@ -133,8 +134,8 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
         raise ConfigError("must be a table ([servers.NAME.oauth]) or false", key=None)
     table: Mapping[str, Any] = value
     for key in table:
-        if key not in _KEYS:
-            raise ConfigError(f"unknown key; valid: {', '.join(_KEYS)}", key=key)
+        if key not in KEYS:
+            raise ConfigError(f"unknown key; valid keys: {', '.join(sorted(KEYS))}", key=key)
     fields: dict[str, Any] = {}
 
     def text(key: str) -> str | None:
