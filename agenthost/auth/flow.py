@@ -42,7 +42,6 @@ import trio
 from authlib.common.security import generate_token
 from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
-from authlib.oauth2.rfc7523 import PrivateKeyJWT
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from agenthost.auth.discovery import (
@@ -69,6 +68,8 @@ log = logging.getLogger("agenthost.auth")
 
 #: Scope step-ups per server and process (the spec asks for a bound on retries).
 MAX_STEP_UPS: Final = 3
+#: Authorization servers remembered per server (a server may move; it must not grow us).
+MAX_ISSUERS: Final = 8
 #: Refresh this many seconds before the access token expires.
 REFRESH_LEEWAY: Final = 60.0
 _STATE_VERSION: Final = 1
@@ -398,8 +399,12 @@ class OAuth(httpx.Auth):
         state.client = client
         state.tokens = tokens
         state.scopes = scopes
+        self._issuers.pop(meta.issuer, None)  # re-inserted last: the most recent
         self._issuers[meta.issuer] = state
         self._current = meta.issuer
+        while len(self._issuers) > MAX_ISSUERS:
+            oldest = next(issuer for issuer in self._issuers if issuer != meta.issuer)
+            del self._issuers[oldest]
         if scopes:
             self._tried_scopes.add(frozenset(scopes))
         await self._save()
@@ -813,6 +818,10 @@ class OAuth(httpx.Auth):
     ) -> tuple[str, dict[str, str]]:
         method = client.method
         if method == "private_key_jwt":
+            # Imported here: joserfc's JWT stack costs a quarter second to import, and
+            # only private_key_jwt clients need it.
+            from authlib.oauth2.rfc7523 import PrivateKeyJWT
+
             key = self._signing_key()
             alg = self.settings.signing_algorithm or _default_alg(key)
             # RFC 7523bis: the audience is the authorization server's issuer identifier.

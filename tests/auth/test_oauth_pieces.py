@@ -116,10 +116,10 @@ async def test_file_store_is_private_and_atomic(tmp_path: Path) -> None:
 
 async def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
     import keyring
-    from keyrings.alt.file import PlaintextKeyring
+    from keyrings.alt.file import PlaintextKeyring  # type: ignore[import-untyped]
 
     backend = PlaintextKeyring()
-    backend.file_path = str(tmp_path / "keyring.cfg")  # type: ignore[misc]
+    backend.file_path = str(tmp_path / "keyring.cfg")
     previous = keyring.get_keyring()
     keyring.set_keyring(backend)
     try:

@@ -40,11 +40,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 @asynccontextmanager
 async def auth_server(
-    tmp_path: Path, *, lifetime: int = 3600, fault: str | None = None
+    tmp_path: Path,
+    *,
+    lifetime: int = 3600,
+    fault: str | None = None,
+    transport: str = "streamable-http",
 ) -> AsyncIterator[str]:
     """Run the SDK peer; yields its MCP URL. Observations land in ``tmp_path/peer.log``."""
     port = free_port()
     argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
+    argv += ["--transport", transport]
     if fault:
         argv += ["--fault", fault]
     env = {
@@ -52,7 +57,7 @@ async def auth_server(
         "AGENTHOST_PEER_SECRETS": str(tmp_path / "peer.secrets"),
     }
     async with serve(argv, port, env=env):
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
 
 
 def peer_log(tmp_path: Path) -> list[str]:
@@ -66,10 +71,10 @@ async def browser(_server: str, url: str) -> None:
     await trio.run_process([PY, str(PEERS / "browser.py"), url], capture_stderr=True)
 
 
-def config(url: str, **oauth: Any) -> ServerConfig:
+def config(url: str, transport: str = "streamable-http", **oauth: Any) -> ServerConfig:
     return ServerConfig(
         name="sdk",
-        transport="streamable-http",
+        transport=transport,  # type: ignore[arg-type]
         url=url,
         oauth=OAuthSettings(**oauth) if oauth else None,
     )
@@ -111,6 +116,18 @@ async def test_interactive_login_calls_and_the_saved_login_is_reused(tmp_path: P
         URL_OPENER.set(None)
         async with agenthost.connect(config(url)) as session:
             await session.call_tool("echo", {"message": "again"})
+        assert peer_log(tmp_path).count("consent") == 1
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+async def test_legacy_sse_and_the_probe_log_in_too(tmp_path: Path, transport: str) -> None:
+    """The flow is on the HTTP client both HTTP transports share: legacy HTTP+SSE (its GET
+    stream and its POSTs) and the probing ``http`` kind."""
+    async with auth_server(tmp_path, transport="sse") as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url, transport)) as session:
+            result = await session.call_tool("echo", {"message": "over sse"})
+            assert not result.is_error
         assert peer_log(tmp_path).count("consent") == 1
 
 
@@ -274,8 +291,8 @@ async def cli_login(tmp_path: Path, cfg: Path, *, use_browser: bool = True) -> t
             nursery.start_soon(pump, process.stderr, err)
             if use_browser:
                 nursery.start_soon(drive)
-            await process.wait()
-    return process.returncode, out.decode(), err.decode()
+            code = await process.wait()
+    return code, out.decode(), err.decode()
 
 
 def run_cli(tmp_path: Path, cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -51,6 +51,8 @@ SCENARIOS: dict[str, Scenario] = {}
 #: Bound on every step: the harness gives a scenario 60 s (harness.py), and a client that
 #: hangs should fail with agenthost's own timeout error, not be killed by the harness.
 REQUEST_TIMEOUT = 20.0
+#: Bound on connecting with a login (see auth_scenario).
+LOGIN_TIMEOUT = 50.0
 
 
 def scenario(*names: str) -> Callable[[Scenario], Scenario]:
@@ -280,7 +282,15 @@ async def auth_scenario(url: str) -> None:
     Tokens go to a fresh temporary directory (the file store), never the user's keyring.
     """
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    config = attrs.evolve(server_config(url), oauth=oauth_settings(name))
+    # The login runs inside the first request (the 401 comes to `initialize`): discovery,
+    # registration, the browser and the token exchange all count against the startup
+    # timeout. `--requirements` starts every scenario's client at once, so allow the whole
+    # flow the time the harness gives a scenario.
+    config = attrs.evolve(
+        server_config(url),
+        oauth=oauth_settings(name),
+        timeouts=agenthost.Timeouts(startup=LOGIN_TIMEOUT, request=REQUEST_TIMEOUT),
+    )
     URL_OPENER.set(browser)
     with tempfile.TemporaryDirectory(prefix="agenthost-conformance-") as data:
         os.environ["AGENTHOST_TOKEN_STORE"] = "file"

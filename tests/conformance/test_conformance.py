@@ -100,7 +100,13 @@ _AUTH_02_ERA = (
 )
 #: At the 2026-07-28 wire these test servers pass ``initialize`` through to an MCP server
 #: that speaks only 2026-07-28, before any 401: the client must speak that era first.
-_AUTH_02_REQUIRED_ERA = ("auth/scope-step-up", "auth/scope-retry-limit")
+#: authorization-server-migration needs a first session to succeed before the server
+#: moves to another authorization server.
+_AUTH_02_REQUIRED_ERA = (
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/authorization-server-migration",
+)
 _AUTH_02 = (
     *_AUTH_02_REQUIRED,
     "auth/2025-03-26-oauth-metadata-backcompat",

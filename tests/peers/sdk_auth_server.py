@@ -10,10 +10,12 @@ a person (in the tests, a browser stand-in) must GET and then POST to approve.
 Usage::
 
     python tests/peers/sdk_auth_server.py --port N [--token-lifetime S] [--fault F]
+        [--transport streamable-http|sse]
 
-Everything is on ``http://127.0.0.1:N``: the MCP endpoint ``/mcp`` (scope ``mcp``), the
-PRM at ``/.well-known/oauth-protected-resource/mcp``, the authorization server at the
-origin. Faults (for the bad-input tests) change one thing each:
+Everything is on ``http://127.0.0.1:N``: the MCP endpoint ``/mcp`` (scope ``mcp``; with
+``--transport sse`` the legacy ``/sse`` + ``/messages/``), the PRM at
+``/.well-known/oauth-protected-resource/mcp`` (or ``.../sse``), the authorization server
+at the origin. Faults (for the bad-input tests) change one thing each:
 
 * ``no-s256``: the AS metadata lists only ``plain`` PKCE;
 * ``bad-issuer``: the AS metadata names another issuer;
@@ -193,6 +195,9 @@ class Provider:
             return None
         return found
 
+    async def exchange_identity_assertion(self, *_args: Any, **_kwargs: Any) -> OAuthToken:
+        raise NotImplementedError("this peer does not take identity assertions")
+
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
@@ -234,22 +239,29 @@ class Faults:
         await self.app(scope, receive, send)
 
 
-def build(port: int, lifetime: int, fault: str | None) -> ASGIApp:
+def build(
+    port: int, lifetime: int, fault: str | None, transport: str = "streamable-http"
+) -> ASGIApp:
     base = f"http://127.0.0.1:{port}"
+    endpoint = f"{base}/sse" if transport == "sse" else f"{base}/mcp"
     provider = Provider(base, lifetime, fault)
     server = MCPServer(
         "sdk-auth",
         auth_server_provider=provider,
-        auth=AuthSettings(
-            issuer_url=base,
-            resource_server_url=f"{base}/mcp",
-            # Refuse tokens not issued for this resource: checks our RFC 8707 parameter.
-            validate_token_resource=True,
-            required_scopes=[SCOPE],
-            client_registration_options=ClientRegistrationOptions(
-                enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
-            ),
-            revocation_options=RevocationOptions(enabled=True),
+        # Validated from strings, as the SDK documents: its URL type keeps a path-less
+        # issuer without a trailing slash that way (issuer comparison is exact).
+        auth=AuthSettings.model_validate(
+            {
+                "issuer_url": base,
+                "resource_server_url": endpoint,
+                # Refuse tokens not issued for this resource: checks our RFC 8707 parameter.
+                "validate_token_resource": True,
+                "required_scopes": [SCOPE],
+                "client_registration_options": ClientRegistrationOptions(
+                    enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+                ),
+                "revocation_options": RevocationOptions(enabled=True),
+            }
         ),
     )
 
@@ -271,7 +283,7 @@ def build(port: int, lifetime: int, fault: str | None) -> ASGIApp:
         return RedirectResponse(provider.approve(ticket), status_code=302)
 
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
-    app: Starlette = server.streamable_http_app()
+    app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
     return Faults(app, base, fault)
 
 
@@ -280,8 +292,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-lifetime", type=int, default=3600)
     parser.add_argument("--fault", default=None)
+    parser.add_argument(
+        "--transport", choices=("streamable-http", "sse"), default="streamable-http"
+    )
     args = parser.parse_args()
-    app = build(args.port, args.token_lifetime, args.fault)
+    app = build(args.port, args.token_lifetime, args.fault, args.transport)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
