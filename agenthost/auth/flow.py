@@ -394,6 +394,18 @@ class OAuth(httpx.Auth):
                 {"grant_type": _JWT_BEARER, "assertion": assertion, "scope": scopes},
                 issuer=meta.issuer,
             )
+        elif self.settings.grant == "jwt_bearer":
+            # Workload identity (RFC 7523): one try; a refusal is final, never retried
+            # with another grant.
+            client = self._configured_client(meta)
+            assert client is not None
+            workload = await self._workload_jwt()
+            tokens = await self._token_request(
+                meta.token_endpoint,
+                client,
+                {"grant_type": _JWT_BEARER, "assertion": workload, "scope": scopes},
+                issuer=meta.issuer,
+            )
         else:
             tokens, client = await self._authorization_code(meta, state, scopes)
         state.client = client
@@ -651,6 +663,23 @@ class OAuth(httpx.Auth):
             issuer=meta.issuer,
         )
         return tokens, client
+
+    async def _workload_jwt(self) -> str:
+        """The workload's JWT: configured, or read from its file now (it rotates)."""
+        path = self.settings.assertion_file
+        if path is None:
+            assert self.settings.assertion is not None
+            value = self.settings.assertion
+        else:
+            try:
+                value = (await trio.Path(path).read_text("utf-8")).strip()
+            except OSError as exc:
+                raise self._error(
+                    f"cannot read the assertion_file {path!r}: {exc.strerror}",
+                    f"check assertion_file in [servers.{self.server}.oauth]",
+                ) from None
+        self._redact.add(value)
+        return value
 
     async def _id_jag(self, audience: str, scopes: tuple[str, ...] | None) -> str:
         """Cross-app access: exchange the IdP's ID token for an ID-JAG (RFC 8693).

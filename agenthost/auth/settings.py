@@ -19,7 +19,7 @@ from agenthost.errors import ConfigError
 
 __all__ = ["GRANTS", "KEYS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
 
-Grant = Literal["authorization_code", "client_credentials", "enterprise"]
+Grant = Literal["authorization_code", "client_credentials", "enterprise", "jwt_bearer"]
 TokenAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 GRANTS: Final = get_args(Grant)
 TOKEN_AUTH_METHODS: Final = get_args(TokenAuthMethod)
@@ -29,7 +29,8 @@ KEYS: Final = (
     "enabled", "grant", "client_id", "client_secret", "token_endpoint_auth_method",
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
-    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
+    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token", "assertion",
+    "assertion_file",
 )  # fmt: skip
 
 
@@ -44,8 +45,9 @@ class OAuthSettings:
     #: False: never authorize (a 401 is an error; use ``headers`` for a static token).
     enabled: bool = True
     #: ``authorization_code`` (a person logs in once), ``client_credentials`` (headless),
-    #: or ``enterprise`` (cross-app access: the enterprise IdP's ID token is exchanged for
-    #: an ID-JAG, which the authorization server takes in the jwt-bearer grant).
+    #: ``enterprise`` (cross-app access: the enterprise IdP's ID token is exchanged for
+    #: an ID-JAG, which the authorization server takes in the jwt-bearer grant), or
+    #: ``jwt_bearer`` (workload identity: a JWT the platform issues to this workload).
     grant: Grant = "authorization_code"
     #: A pre-registered client; used before any other way of getting one.
     client_id: str | None = None
@@ -73,6 +75,10 @@ class OAuthSettings:
     idp_client_id: str | None = None
     idp_client_secret: str | None = attrs.field(default=None, repr=_hidden)
     id_token: str | None = attrs.field(default=None, repr=_hidden)
+    #: ``jwt_bearer``: the workload's JWT, or a file holding it (read at every token
+    #: request, since platforms rotate it, e.g. a Kubernetes projected token).
+    assertion: str | None = attrs.field(default=None, repr=_hidden)
+    assertion_file: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.grant not in GRANTS:
@@ -99,6 +105,13 @@ class OAuthSettings:
         ):
             raise ConfigError(
                 "the enterprise grant needs idp_token_endpoint, id_token and client_id",
+                key="grant",
+            )
+        if self.grant == "jwt_bearer" and not (
+            self.client_id and (self.assertion or self.assertion_file)
+        ):
+            raise ConfigError(
+                "the jwt_bearer grant needs client_id and assertion (or assertion_file)",
                 key="grant",
             )
         if self.client_metadata_url is not None and not self.client_metadata_url.startswith(
@@ -149,7 +162,7 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
     for key in (
         "grant", "client_id", "client_secret", "token_endpoint_auth_method", "private_key",
         "signing_algorithm", "client_metadata_url", "client_name", "idp_token_endpoint",
-        "idp_client_id", "idp_client_secret", "id_token",
+        "idp_client_id", "idp_client_secret", "id_token", "assertion",
     ):  # fmt: skip
         if (got := text(key)) is not None:
             fields[key] = got
@@ -165,6 +178,11 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
             raise ConfigError(
                 f"cannot read {str(file)!r}: {exc.strerror}", key="private_key_file"
             ) from None
+    if (assertion_file := text("assertion_file")) is not None:
+        file = Path(assertion_file).expanduser()
+        if not file.is_absolute() and base_dir is not None:
+            file = base_dir / file
+        fields["assertion_file"] = str(file)
     for key in ("enabled", "open_browser"):
         if key in table:
             if not isinstance(table[key], bool):

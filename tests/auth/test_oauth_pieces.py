@@ -199,6 +199,9 @@ def test_every_oauth_example_in_the_docs_loads(tmp_path: Path, doc: str, heading
         assert signed is not None and signed.auth_method == "private_key_jwt"
         assert servers["static"].oauth is not None and not servers["static"].oauth.enabled
         assert servers["docs"].oauth is None
+        workload = servers["workload"].oauth
+        assert workload is not None and workload.grant == "jwt_bearer"
+        assert workload.assertion_file == "/var/run/secrets/tokens/mcp-token"
 
 
 @pytest.mark.parametrize(

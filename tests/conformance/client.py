@@ -273,6 +273,10 @@ def oauth_settings(name: str) -> OAuthSettings:
             idp_client_id=ctx["idp_client_id"],
             id_token=ctx["idp_id_token"],
         )
+    if name == "auth/wif-jwt-bearer":
+        return OAuthSettings(
+            grant="jwt_bearer", client_id=ctx["client_id"], assertion=ctx["valid_jwt"]
+        )
     return OAuthSettings(client_metadata_url=CIMD_URL)
 
 

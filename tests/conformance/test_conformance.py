@@ -6,8 +6,8 @@ cannot add a scenario nobody looked at. Expectations:
 
 * ``PASS``: the suite's verdict must be a pass (see ``harness.Verdict.passed``);
 * ``ERA``: needs MCP 2026-07-28 (issue 13): strict xfail, so it flips loudly when it passes;
-* ``STRETCH``: draft OAuth extensions issue 15 left as stretch goals (DPoP, workload
-  identity): collected and skipped;
+* ``STRETCH``: the draft DPoP extension, a stretch goal issue 15 left: collected and
+  skipped;
 * ``SKILLS``: the Skills extension (issue 16): collected and skipped.
 
 The scenarios run as subprocesses (the suite's Node CLI, which runs ``client.py``). They
@@ -90,7 +90,7 @@ _AUTH_02_EXTENSIONS = (
     "auth/dpop-nonce",
     "auth/wif-jwt-bearer",
 )
-_AUTH_02_STRETCH = ("auth/dpop", "auth/dpop-nonce", "auth/wif-jwt-bearer")
+_AUTH_02_STRETCH = ("auth/dpop", "auth/dpop-nonce")
 _AUTH_02_ERA = (
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
