@@ -175,6 +175,41 @@ async def test_refresh_on_401_after_the_server_revoked_the_access_token(tmp_path
         assert peer_log(tmp_path).count("consent") == 1
 
 
+async def test_concurrent_401s_refresh_once(tmp_path: Path) -> None:
+    """Ten calls meet the 401 together: one refresh, the other nine reuse its token."""
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            await session.list_tools()
+            state = await saved()
+            assert state is not None
+            entry = state["issuers"][state["current"]]
+            async with httpx.AsyncClient() as http:
+                client = entry["client"]
+                revoked = await http.post(
+                    url.removesuffix("/mcp") + "/revoke",
+                    data={
+                        "token": entry["tokens"]["access_token"],
+                        "client_id": client["client_id"],
+                        "client_secret": client["client_secret"],
+                    },
+                    auth=(client["client_id"], client["client_secret"]),
+                )
+                assert revoked.status_code == 200, revoked.text
+            URL_OPENER.set(None)
+            results: list[bool] = []
+
+            async def call(n: int) -> None:
+                result = await session.call_tool("echo", {"message": f"c{n}"})
+                results.append(result.is_error)
+
+            async with trio.open_nursery() as nursery:
+                for n in range(10):
+                    nursery.start_soon(call, n)
+        assert results == [False] * 10
+        assert peer_log(tmp_path).count("token refresh_token") == 1
+
+
 async def test_headless_without_a_login_fails_naming_the_login_command(tmp_path: Path) -> None:
     async with auth_server(tmp_path) as url:
         URL_OPENER.set(None)
