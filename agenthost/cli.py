@@ -787,7 +787,46 @@ async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
         _print_json(output)
     else:
         for line in lines:
-            print(line)
+            say(line)
+    return EXIT_OK
+
+
+async def cmd_skills(args: argparse.Namespace, console: Console) -> int:
+    """``skills [SERVER]`` lists skills (names and descriptions only, nothing is fetched);
+    ``skills show SERVER NAME`` loads one, through the policy (kind ``skill``), verified."""
+    words = list(args.words)
+    show = bool(words) and words[0] == "show"
+    if show and len(words) != 3:
+        raise CLIError("usage: skills show SERVER NAME", EXIT_USAGE)
+    if not show and len(words) > 1:
+        raise CLIError("usage: skills [SERVER] | skills show SERVER NAME", EXIT_USAGE)
+    server = words[1] if show else (words[0] if words else None)
+    config = _load_config(args, only=server) if server else _load_config(args)
+    async with _open_host(args, config, console) as host:
+        if server:
+            _require_ready(host, server)
+        else:
+            _report_failed_servers(host, console)
+        if show:
+            loaded = await host.load_skill(server or "", words[2])
+            if args.json:
+                _print_json({"server": server, "uri": loaded.entry.uri, "text": loaded.text})
+            else:
+                say(loaded.text)
+            return EXIT_OK
+        found = await host.list_skills(server)
+    if args.json:
+        _print_json(
+            [
+                {"server": name, "name": e.name, "description": e.description, "uri": e.uri}
+                for name, e in found
+            ]
+        )
+    else:
+        for name, entry in found:
+            say(f"{name}/{entry.name}  {entry.description}")
+        if not found:
+            console.line("no skills")
     return EXIT_OK
 
 
@@ -806,6 +845,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "audit": cmd_audit,
     "chat": cmd_chat,
     "tasks": cmd_tasks,
+    "skills": cmd_skills,
 }
 
 
@@ -886,6 +926,8 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("action", choices=("list", "get", "result", "cancel"))
     tasks.add_argument("server")
     tasks.add_argument("task_id", nargs="?")
+    skills = add("skills", "servers' skills: skills [SERVER] | skills show SERVER NAME")
+    skills.add_argument("words", nargs="*", metavar="SERVER | show SERVER NAME")
     audit = add("audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
     return parser

@@ -31,6 +31,7 @@ from agenthost.session import (
     ProgressCallback,
     RequestContext,
 )
+from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
 from agenthost.tasks import call_tool_as_task, wants_task
 from agenthost.types import (
@@ -53,6 +54,7 @@ from policies import (
     PromptGet,
     ResourceRead,
     RootsExposure,
+    SkillLoad,
     ToolCall,
     parse_policy,
 )
@@ -386,6 +388,58 @@ class Host:
             result = await session.read_resource(uri)
             outcome.result = {"contents": len(result.contents)}
         return result
+
+    # ------------------------------------------------------------------ skills
+
+    async def list_skills(self, server: str | None = None) -> list[tuple[str, SkillEntry]]:
+        """Every skill of every ready server that offers the skills extension (or of one).
+
+        Listing reads names and descriptions only: no skill content is fetched here
+        (SEP-2640: never ahead of need). A server whose listing fails is logged and left
+        out, so one broken server does not hide the others' skills.
+        """
+        names = [server] if server is not None else [s.name for s in self.status()]
+        found: list[tuple[str, SkillEntry]] = []
+        for name in names:
+            sup = self.supervisor(name)
+            if server is None and sup.state is not ServerState.READY:
+                continue
+            session = self.session(name)
+            if not offers_skills(session.server_capabilities):
+                if server is not None:
+                    raise NotFound(f"server {name!r} does not offer skills")
+                continue
+            try:
+                found.extend((name, entry) for entry in await list_skills(session))
+            except AgentHostError as exc:
+                if server is not None:
+                    raise
+                log.warning("%s: cannot list skills: %s", name, exc)
+        return found
+
+    async def load_skill(self, server: str, name: str) -> LoadedSkill:
+        """Load one skill for use, with consent (kind ``skill``), verified against its listing.
+
+        Raises:
+            NotFound: no such skill. ConsentDenied: the policy or the user said no.
+            SkillVerificationError: the content is not what the server listed.
+        """
+        entries = [entry for _, entry in await self.list_skills(server) if entry.name == name]
+        if not entries:
+            raise NotFound(f"server {server!r} has no skill {name!r}")
+        entry = entries[0]
+        session = self.session(server)
+        action = SkillLoad(
+            server=server,
+            skill=entry.name,
+            uri=entry.uri,
+            description=entry.description,
+            trusted=self._servers[server].trusted,
+        )
+        async with self.policy.guard(action) as outcome:
+            loaded = await load_skill(session, entry)
+            outcome.result = {"bytes": len(loaded.text)}
+        return loaded
 
     # ------------------------------------------------------------------ agent
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import yaml
 
 from agenthost.errors import ProtocolError
 
@@ -49,6 +49,8 @@ __all__ = [
     "offers_skills",
     "parse_frontmatter",
 ]
+
+log = logging.getLogger("agenthost.skills")
 
 EXTENSION_ID: Final = "io.modelcontextprotocol/skills"
 #: The SEP's limits: a server SHOULD NOT serve more, a host need not take more.
@@ -118,6 +120,8 @@ def parse_frontmatter(text: str) -> dict[str, Any] | None:
     match = _FRONTMATTER.match(text.removeprefix("\ufeff"))
     if match is None:
         return None
+    import yaml  # deferred: only a host that loads a skill pays for the parser
+
     try:
         data = yaml.safe_load(match.group(1))
     except yaml.YAMLError:
@@ -205,6 +209,8 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
             try:
                 entries.append(_entry(item, session.name))
             except ProtocolError as exc:
+                # Left out, and said: a skill the user cannot see must not vanish silently.
+                log.warning("skill refused: %s", exc)
                 problems.append(str(exc))
         cursor = raw.get("nextCursor")
         if not isinstance(cursor, str) or not cursor or cursor in seen:

@@ -33,6 +33,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
     Verdict,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SamplingGrant",
     "SamplingLimiter",
     "SamplingLimits",
+    "SkillLoad",
     "TerminalPrompter",
     "ToolCall",
     "UrlInfo",

@@ -40,6 +40,7 @@ __all__ = [
     "RootsExposure",
     "Sampling",
     "SamplingGrant",
+    "SkillLoad",
     "ToolCall",
     "Verdict",
 ]
@@ -54,6 +55,7 @@ class ActionKind(enum.Enum):
     ELICITATION = "elicitation"
     RESOURCE = "resource"
     ROOTS = "roots"
+    SKILL = "skill"
 
 
 class Verdict(enum.Enum):
@@ -205,7 +207,31 @@ class RootsExposure:
         return ""
 
 
-Action: TypeAlias = ToolCall | PromptGet | Sampling | Elicitation | ResourceRead | RootsExposure
+@attrs.frozen(kw_only=True)
+class SkillLoad:
+    """The host is about to load a server's skill (SEP-2640) for the model to follow.
+
+    A kind of its own because a skill is instructions, not data: what the model then does
+    is steered by a server's text, so loading one deserves its own rule and audit line.
+    """
+
+    server: str
+    #: The skill's name (its frontmatter ``name``).
+    skill: str
+    uri: str
+    description: str = ""
+    trusted: bool = False
+
+    kind: ClassVar[ActionKind] = ActionKind.SKILL
+
+    @property
+    def name(self) -> str:
+        return self.skill
+
+
+Action: TypeAlias = (
+    ToolCall | PromptGet | Sampling | Elicitation | ResourceRead | RootsExposure | SkillLoad
+)
 
 
 @attrs.frozen(kw_only=True)

@@ -52,6 +52,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
     Verdict,
 )
@@ -83,7 +84,7 @@ def _arguments(action: Action) -> Any:
     """The part of an action the audit line summarises under ``args``."""
     if isinstance(action, ToolCall | PromptGet):
         return dict(action.arguments)
-    if isinstance(action, ResourceRead):
+    if isinstance(action, ResourceRead | SkillLoad):
         return {"uri": action.uri}
     if isinstance(action, RootsExposure):
         return {"roots": list(action.roots)}

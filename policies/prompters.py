@@ -35,6 +35,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
 )
 from policies.elicitation import FormField, inspect_url, parse_form, validate_content
@@ -205,6 +206,10 @@ def render_action(request: ConsentRequest) -> str:
         lines.append(pretty_json(dict(action.arguments)))
     elif isinstance(action, ResourceRead):
         lines.append(f"Read:        {printable(action.uri)}")
+    elif isinstance(action, SkillLoad):
+        lines.append(f"Skill:       {printable(action.skill)} ({printable(action.uri)})")
+        lines.append(f"Description: {printable(action.description)}")
+        lines.append("Loading it gives the model this server's instructions to follow.")
     elif isinstance(action, RootsExposure):
         lines.append("Roots the server would see:")
         lines.extend(f"  {printable(uri)}" for uri in action.roots)
