@@ -13,6 +13,7 @@ the session, which tells their servers (``notifications/cancelled``). The
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from agenthost.host import Host
 
 __all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "run_agent"]
+
+log = logging.getLogger("agenthost.agent")
 
 StopReason = Literal["end_turn", "max_turns", "token_budget", "interrupted", "provider_error"]
 
@@ -114,14 +117,25 @@ class AgentEvent:
 
 
 def _tools(host: Host) -> tuple[llm.Tool, ...]:
-    return tuple(
-        llm.Tool(
-            name=entry.name,
-            description=entry.tool.description or entry.tool.title or entry.tool.name,
-            input_schema=entry.tool.input_schema or {"type": "object"},
+    """The tools offered to the model: every catalog tool the policy could allow.
+
+    A tool the policy denies on every call (a deny rule, or "ask" in headless mode) is left
+    out: offering it only wastes the model's turns and tokens on certain refusals.
+    """
+    offered = []
+    for entry in host.catalog.tools():
+        why = host.always_denied(entry)
+        if why is not None:
+            log.info("not offering %s to the model: %s", entry.name, why)
+            continue
+        offered.append(
+            llm.Tool(
+                name=entry.name,
+                description=entry.tool.description or entry.tool.title or entry.tool.name,
+                input_schema=entry.tool.input_schema or {"type": "object"},
+            )
         )
-        for entry in host.catalog.tools()
-    )
+    return tuple(offered)
 
 
 def _text(result: llm.ToolResultContent) -> str:

@@ -350,6 +350,19 @@ class Host:
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
 
+    def always_denied(self, entry: CatalogTool) -> str | None:
+        """Why the policy denies every call of ``entry``, or None (see
+        :meth:`PolicyEngine.always_denies`); such tools are not offered to a model."""
+        return self.policy.always_denies(
+            ToolCall(
+                server=entry.server,
+                tool=entry.tool.name,
+                arguments={},
+                annotations=_annotation_dict(entry.tool.annotations),
+                trusted=self._servers[entry.server].trusted,
+            )
+        )
+
     # ------------------------------------------------------------------ prompts, resources
 
     async def list_prompts(self) -> list[tuple[str, Prompt]]:

@@ -205,6 +205,24 @@ class PolicyEngine:
         """The rule that decides ``action`` (first match), without asking or recording."""
         return first_match(self.rules, action)
 
+    def always_denies(self, action: Action) -> str | None:
+        """Why ``action`` can only end denied, or None when it may be allowed.
+
+        Rules match on kind, server, name, trust and annotations, never on arguments, so
+        this holds for every call of a tool: a deny rule, a remembered "never", or an "ask"
+        that nobody can answer (headless). The agent uses it to leave such tools out of
+        what the model is offered. Nothing is asked or recorded.
+        """
+        _, verdict, label, reason, _ = self._rule_view(action)
+        if verdict is Verdict.DENY:
+            return f"{label}: {reason}"
+        if verdict is Verdict.ASK:
+            if self._memory.get(_memory_key(action)) is Verdict.DENY:
+                return f"you answered 'never' ({reason})"
+            if self.prompter.decided_by == "headless":
+                return f"{label} says ask and nobody can answer (headless): {reason}"
+        return None
+
     def _new_id(self) -> str:
         return f"{self._prefix}-{next(self._ids)}"
 
