@@ -24,6 +24,7 @@ import trio
 import providers.base as llm
 from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
+from agenthost.skills import SkillEntry
 
 if TYPE_CHECKING:
     from agenthost.host import Host
@@ -187,6 +188,62 @@ async def _call(
     return content
 
 
+#: The built-in tool that loads a server's skill (SEP-2640). Catalog names always hold
+#: the ``server__tool`` separator, so this name never shadows a server's tool.
+SKILL_TOOL = "load_skill"
+
+
+def _skill_tool(skills: list[tuple[str, SkillEntry]]) -> llm.Tool:
+    """Names and descriptions only (never content): the model asks for what it needs."""
+    lines = [f"- {server}/{entry.name}: {entry.description}" for server, entry in skills]
+    return llm.Tool(
+        name=SKILL_TOOL,
+        description=(
+            "Load a skill: a server's instructions for a kind of task. Load one only when"
+            " the task needs it. Available skills (server/name: description):\n" + "\n".join(lines)
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "skill": {
+                    "type": "string",
+                    "enum": [f"{server}/{entry.name}" for server, entry in skills],
+                    "description": "server/name of the skill to load",
+                }
+            },
+            "required": ["skill"],
+        },
+    )
+
+
+async def _load_skill(
+    host: Host, use: llm.ToolUseContent, record: ToolCallRecord
+) -> llm.ToolResultContent:
+    """The built-in skill tool: load through the policy (kind ``skill``), verified."""
+    started = time.monotonic()
+    server, _, name = str(use.input.get("skill", "")).partition("/")
+    record.server = server
+    try:
+        loaded = await host.load_skill(server, name)
+        content = llm.ToolResultContent(
+            tool_use_id=use.id, content=(llm.TextContent(text=loaded.body),)
+        )
+        record.status = "ok"
+    except ConsentDenied as exc:
+        record.status, record.reason = "denied", str(exc)
+        content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
+    except AgentHostError as exc:
+        record.status, record.reason = "error", str(exc)
+        content = _error(use.id, f"Cannot load skill {use.input.get('skill')!r}: {exc}")
+    except BaseException:
+        record.status, record.reason = "cancelled", "interrupted before the skill loaded"
+        record.duration = time.monotonic() - started
+        raise
+    record.output = _text(content)
+    record.duration = time.monotonic() - started
+    return content
+
+
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
     return llm.ToolResultContent(
         tool_use_id=tool_use_id, content=(llm.TextContent(text=text),), is_error=True
@@ -263,6 +320,13 @@ async def run_agent(
             on_event(event)
 
     try:
+        skills = await host.list_skills()
+    except AgentHostError as exc:  # skills are an extra: a listing failure ends nothing
+        log.warning("skills unavailable: %s", exc)
+        skills = []
+    builtin = (_skill_tool(skills),) if skills else ()
+
+    try:
         while True:
             if turns >= max_turns:
                 record.stop = "max_turns"
@@ -272,7 +336,7 @@ async def run_agent(
                 messages=tuple(record.messages),
                 max_tokens=max_tokens,
                 system_prompt=system_prompt,
-                tools=_tools(host),
+                tools=_tools(host) + builtin,
             )
             try:
                 result = await llm_provider.complete(request)
@@ -296,7 +360,10 @@ async def run_agent(
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                results.append(await _call(host, use, call, emit))
+                if use.name == SKILL_TOOL and builtin:
+                    results.append(await _load_skill(host, use, call))
+                else:
+                    results.append(await _call(host, use, call, emit))
                 emit(AgentEvent(kind="tool_result", record=call))
             record.messages.append(llm.Message(role="user", content=tuple(results)))
             used = record.input_tokens + record.output_tokens

@@ -186,3 +186,43 @@ decision = "allow"
     assert "Evil" not in refused.stdout + refused.stderr
     usage = agenthost("skills", "show", "sk")
     assert usage.returncode == 2
+
+
+async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path) -> None:
+    from agenthost.agent import SKILL_TOOL, run_agent
+    from providers.base import ToolResultContent, ToolUseContent
+    from providers.scripted import ScriptedProvider, ScriptedTurn
+
+    log = tmp_path / "reads.jsonl"
+    replay = ScriptedProvider(
+        [
+            ScriptedTurn(
+                tool_calls=(
+                    ToolUseContent(id="s1", name=SKILL_TOOL, input={"skill": "sk/pdf-processing"}),
+                )
+            ),
+            ScriptedTurn(text="Followed the skill."),
+        ],
+        name="replay",
+    )
+    config = HostConfig(
+        servers=[server(log)],
+        policy={"mode": "headless", "rules": [{"kind": "skill", "decision": "allow"}]},
+    )
+    async with open_host(config, providers={"replay": replay}) as host:
+        transcript = await run_agent(host, "fill the PDF form", provider="replay", model="r")
+    first = replay.requests[0]
+    [skill_tool] = [t for t in first.tools if t.name == SKILL_TOOL]
+    assert "sk/pdf-processing: Extract, fill, and assemble PDF documents" in skill_tool.description
+    assert "sk/release-notes: Write release notes" in skill_tool.description
+    assert "Skill body." not in skill_tool.description  # names and descriptions only
+    [call] = transcript.tool_calls
+    assert (call.name, call.status) == (SKILL_TOOL, "ok")
+    results = [
+        block
+        for message in replay.requests[1].messages
+        for block in message.content
+        if isinstance(block, ToolResultContent)
+    ]
+    assert "Skill body." in results[0].content[0].text  # type: ignore[union-attr]
+    assert reads(log) == [PDF]  # only the skill asked for, only when asked
