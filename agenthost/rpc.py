@@ -11,11 +11,11 @@ Concurrency model (STYLE.md 2): one reader task takes every message off the tran
 dispatches it by type. A response wakes the task that sent the request (no channel hop:
 the waiting task is rescheduled directly). A peer's request runs in a task of its own, so
 a slow sampling request never blocks the reader; at most ``max_peer_requests`` at once,
-the excess (and every ``ping``) answered by the reader itself, so a peer that floods us
-and stops reading gets backpressure. Notifications go through a bounded channel to one
-dispatcher task, which keeps their order (progress arrives in order) and applies
-backpressure instead of buffering without limit; a call can wait until the notifications
-that preceded its response were delivered (:meth:`RPC.notifications_delivered`).
+the excess answered by the reader itself (a ping with its result, others with an error),
+so a peer that floods us and stops reading gets backpressure. Notifications go through
+a bounded channel to one dispatcher task, which keeps their order (progress arrives in
+order) and applies backpressure instead of buffering without limit; a call can wait
+until the notifications that preceded its response were delivered (:meth:`RPC.notifications_delivered`).
 
 Performance: deadlines are kept by one watchdog task, not a cancel scope per request:
 entering a scope was the largest single cost of a call under load (bench/RESULTS.md,
@@ -235,7 +235,7 @@ class RPC:
                 elif kind is Request:
                     assert isinstance(message, Request)
                     assert self._nursery is not None
-                    if message.method == "ping" or self._asks >= self._max_asks:
+                    if self._asks >= self._max_asks:
                         await self._answer_inline(message)
                         continue
                     self._asks += 1
@@ -276,10 +276,12 @@ class RPC:
             waiter.outcome = error
 
     async def _answer_inline(self, request: Request) -> None:
-        """Answer a ping, or refuse a request past the cap, from the reader itself.
+        """Answer a request past the cap from the reader itself: a ping (cheap) with its
+        empty result, anything else with an error.
 
         Awaiting the write here is the backpressure: while the peer does not read our
-        answers, we do not read its next message.
+        answers, we do not read its next message. (Only past the cap: over HTTP a write
+        is a POST, which the reader should not wait for in the normal case.)
         """
         if request.method == "ping":
             reply: Response | ErrorResponse = Response(request.id, {})
