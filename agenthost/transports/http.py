@@ -474,10 +474,25 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._post_message(body, options)
 
     def abort(self, request_id: RequestId) -> None:
-        """Drop the POST of ``request_id``: closing its stream is the cancellation."""
+        """Drop the POST of ``request_id``, which the session gave up on.
+
+        On 2026-07-28 closing the stream is the cancellation. On every revision it
+        releases the pooled connection the response stream holds until the server
+        answers, which a server may never do: without it, about 100 timed-out requests
+        (httpx's pool) left every later request waiting for a connection (issue 14).
+        """
         scope = self._requests.get(request_id)
         if scope is not None:
             scope.cancel()
+
+    def _pool_exhausted(self, exc: httpx.PoolTimeout) -> None:
+        """No connection came free in time: every one is held by a request that does not
+        end. The session cannot work any more; end it so a supervisor starts afresh."""
+        self._fail(
+            TransportClosed,
+            "no connection to the server came free in time (every pooled connection is held"
+            f" by a request the server does not answer): {self._describe(exc)}",
+        )
 
     async def probe(self, request: Request, options: SendOptions = NO_OPTIONS) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.
@@ -517,6 +532,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         except httpx.ConnectError as exc:
             reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
             self._fail(TransportClosed, reason)
+            raise self._error() from None
+        except httpx.PoolTimeout as exc:
+            self._pool_exhausted(exc)
             raise self._error() from None
         except httpx.HTTPError as exc:
             raise TransportError(
@@ -572,16 +590,24 @@ class StreamableHTTPTransport(HTTPTransportBase):
                         return
                     task_status.started(None)
                     started = True
-                    if self.session_id is None and self._has_sessions():
-                        session_id = response.headers.get("mcp-session-id")
-                        if session_id:
-                            self.session_id = session_id
+                    if (
+                        self.session_id is None
+                        and self._has_sessions()
+                        and not self._take_session_id(response)
+                    ):
+                        return
                     await self._handle_response(response, request_id, had_session)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
                 if not started and probe:
                     raise TransportClosed(reason, server=self.name) from None
                 self._fail(TransportClosed, reason)
+                return
+            except httpx.PoolTimeout as exc:
+                if not started:
+                    task_status.started(None)
+                    started = True
+                self._pool_exhausted(exc)
                 return
             except httpx.HTTPError as exc:
                 if not started:
@@ -597,6 +623,26 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if started and not self._initialized and 200 <= status < 300:
             self._initialized = True
             self._start_get_stream()
+
+    def _take_session_id(self, response: httpx.Response) -> bool:
+        """Keep the ``Mcp-Session-Id`` of the response; False (transport failed) if invalid.
+
+        The spec allows only visible ASCII (0x21-0x7E): anything else could not even be
+        sent back in a header (httpx raised UnicodeEncodeError from the next request,
+        which surfaced as an ExceptionGroup). The value is never quoted: it is a secret.
+        """
+        session_id = response.headers.get("mcp-session-id")
+        if not session_id:
+            return True
+        if not all(0x21 <= ord(c) <= 0x7E for c in session_id):
+            self._fail(
+                TransportClosed,
+                "protocol error: the server's Mcp-Session-Id header holds characters other"
+                " than visible ASCII (0x21-0x7E), which the spec requires",
+            )
+            return False
+        self.session_id = session_id
+        return True
 
     async def _handle_response(
         self, response: httpx.Response, request_id: RequestId, had_session: bool

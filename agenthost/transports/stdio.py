@@ -163,9 +163,10 @@ class StdioTransport(Transport):
         cost the profile showed), and no sender waits for a write lock or a leader.
 
         Backpressure: while more than :data:`_HIGH_WATER` bytes are unwritten (a server
-        that stopped reading, or a huge message in flight), a sender waits for the backlog
-        to drain before queuing, until ``deadline`` (then ``trio.TooSlowError``: nothing
-        of the message was queued).
+        that stopped reading, or a huge message in flight), a sender of a request or a
+        response waits for the backlog to drain before queuing, until ``deadline`` (then
+        ``trio.TooSlowError``: nothing of the message was queued). Notifications are
+        queued at once (see below).
 
         Cancellation: only before the message is queued. Once queued, it goes out whole
         before anything sent later, so a frame is never cut and the pipe's framing
@@ -179,7 +180,15 @@ class StdioTransport(Transport):
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
         await trio.lowlevel.checkpoint_if_cancelled()
-        while len(self._backlog) - self._offset > _HIGH_WATER and self._broken is None:
+        # Notifications are queued at once: ours are few and small (initialized,
+        # cancelled, list_changed), and a cancel notice must not wait behind the request
+        # it cancels (issue 14: a 4 MiB request to a server that stopped reading took
+        # twice its timeout, the notice waiting for the backlog to drain).
+        while (
+            len(self._backlog) - self._offset > _HIGH_WATER
+            and self._broken is None
+            and type(message) is not jsonrpc.Notification
+        ):
             if self._drained is None:
                 self._drained = trio.Event()
             with trio.fail_at(deadline):
