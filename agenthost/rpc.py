@@ -59,6 +59,7 @@ from agenthost.jsonrpc import (
     RequestId,
     Response,
 )
+from agenthost.redaction import redact, redact_json
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["DEFAULT_MAX_PEER_REQUESTS", "RPC", "RequestHandler", "closed_error"]
@@ -423,7 +424,10 @@ class RPC:
             return message.result
         assert isinstance(message, ErrorResponse)
         error = message.error
-        raise JSONRPCError(error.code, error.message, error.data, server=self.name)
+        # Server text: it may quote our secrets back (a header it rejected).
+        raise JSONRPCError(
+            error.code, redact(error.message), redact_json(error.data), server=self.name
+        )
 
     async def _exchange(self, request: Request, waiter: _Waiter, options: SendOptions) -> Any:
         """Write ``request``, then wait for its answer (or take it if it came first).

@@ -37,8 +37,10 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   ``Authorization`` on the way elsewhere. Any other redirect is not followed: a request
   gets an error response naming where it was sent, other messages a TransportError.
 
-Secrets: the configured header values (``Authorization`` ...) never appear in a log line,
-an exception message or a repr; server text quoted in errors is scrubbed of them too.
+Secrets: the configured header values (``Authorization`` ...), the URL's password and
+query values and the session id are registered with :mod:`agenthost.redaction`: they
+never appear in a log line, an exception message or a repr, and server text quoted in
+errors is scrubbed of them too.
 
 The transport only looks at message *types* and ids (to know which POSTs have a response
 stream, and when a stream has delivered its response); everything else it learns from the
@@ -50,7 +52,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -68,6 +70,7 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.redaction import add_secret, add_secrets_of_url, redact
 from agenthost.revisions import at_least, is_modern
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.sse import ServerSentEvent, SSEParser
@@ -111,27 +114,6 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
-class _Redactor:
-    """Scrubs configured secret values (and their bearer-token parts) out of text."""
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, values: Iterable[str]) -> None:
-        secrets: set[str] = set()
-        for value in values:
-            if len(value) >= 4:
-                secrets.add(value)
-            # "Bearer abc..." -> also "abc..." alone, in case a server quotes the token.
-            secrets.update(part for part in value.split() if len(part) >= 8)
-        self._secrets = sorted(secrets, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
     """Whether httpx's next request for a redirect is one we follow (see the module doc).
 
@@ -167,7 +149,7 @@ def _content_type(response: httpx.Response) -> str:
     return value.partition(";")[0].strip().lower()
 
 
-def _summary(body: bytes, redact: _Redactor) -> str:
+def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
     """A short, redacted description of an error body (a JSON-RPC error's message if any)."""
     text: str | None = None
     try:
@@ -214,7 +196,12 @@ class HTTPTransportBase(Transport):
         self._client = client
         self._nursery = nursery
         self._headers = dict(headers or {})
-        self._redact = _Redactor(self._headers.values())
+        # Configured header values are secrets wherever text leaves the process (logs,
+        # errors); the URL's password and query values too (agenthost.redaction).
+        for value in self._headers.values():
+            add_secret(value)
+        add_secrets_of_url(url)
+        self._redact = redact
         self._max = max_message_size
         #: Long-lived streams: no read timeout (the session's request timeouts apply).
         self._stream_timeout = httpx.Timeout(
@@ -641,6 +628,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 " than visible ASCII (0x21-0x7E), which the spec requires",
             )
             return False
+        add_secret(session_id)  # a bearer of the session: never in a log line
         self.session_id = session_id
         return True
 

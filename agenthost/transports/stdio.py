@@ -34,6 +34,7 @@ import trio
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.redaction import add_secret
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 
 __all__ = [
@@ -575,6 +576,8 @@ async def open_stdio_transport(
     Resource handling: the process (and its process group) is gone when the block exits,
     however it exits; see the module docstring.
     """
+    for value in (env or {}).values():  # the server's own settings: often its tokens
+        add_secret(value)
     child_env = child_environment(env, host_env)
     argv = [command, *args]
     try:
