@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from agenthost.client import connect
-from agenthost.config import ServerConfig, Timeouts
+from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -33,10 +33,12 @@ from agenthost.errors import (
     TransportClosed,
     TransportError,
 )
+from agenthost.host import open_host
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.remote import open_remote_transport
 from agenthost.transports.sse import SSEParser
 from agenthost.types import TextContent
+from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import hostile
 from tests.peers.http_launch import PY, free_port, serve
 
@@ -331,3 +333,35 @@ async def test_a_1mb_request_id_is_clipped_in_logs(caplog: pytest.LogCaptureFixt
     longest = max(len(r.getMessage()) for r in caplog.records)
     assert longest < 2000, f"a log line of {longest} characters"
     assert "iiii..." in unknown[0].getMessage()
+
+
+async def test_the_supervisor_restarts_a_session_whose_connections_are_all_held() -> None:
+    port = free_port()
+    server = ServerConfig(
+        name="hostile",
+        transport="streamable-http",
+        url=f"http://127.0.0.1:{port}/mcp",
+        timeouts=Timeouts(request=60.0, connect=1.0, shutdown=1.0),
+        restart=RestartPolicy(initial_backoff=0.05),
+    )
+    async with (
+        serve(hostile_argv(port), port),
+        open_host(HostConfig(policy=ALLOW_ALL, servers=[server])) as host,
+    ):
+        first = host.session("hostile")
+        async with trio.open_nursery() as nursery:
+            for _ in range(101):
+                nursery.start_soon(hold_via_host, host)
+            with trio.fail_after(20):
+                await first.wait_closed()
+        with trio.fail_after(20):
+            await host.wait_ready("hostile")
+        assert host.session("hostile") is not first
+        assert host.supervisor("hostile").status().restarts >= 1
+        result = await host.call_tool("hostile__echo", {"message": "back"})
+        assert text_of(result) == "back"
+
+
+async def hold_via_host(host: Any) -> None:
+    with pytest.raises((TransportClosed, JSONRPCError)):
+        await host.call_tool("hostile__hang", {})
