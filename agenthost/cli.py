@@ -30,7 +30,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from agenthost.agent import AgentEvent
@@ -135,6 +135,26 @@ class Console:
         if self._bar:
             self.stream.write("\n")
             self._bar = False
+
+
+class _Redacting:
+    """A text stream that writes through :func:`agenthost.redaction.redact`."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    @classmethod
+    def wrap(cls, stream: TextIO) -> TextIO:
+        return stream if isinstance(stream, cls) else cast(TextIO, cls(stream))
+
+    def write(self, text: str) -> int:
+        from agenthost.redaction import redact
+
+        self._inner.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _print_json(data: Any) -> None:
@@ -951,6 +971,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     scan them over and over for nothing (about 13 ms of a one-shot command, measured).
     """
     gc.disable()
+    stdout, stderr = sys.stdout, sys.stderr
+    # Everything the CLI writes (results, --json, errors, log lines) leaves the process
+    # here: scrub the configured secrets a server may have echoed back (issue 14).
+    sys.stdout = _Redacting.wrap(stdout)
+    sys.stderr = _Redacting.wrap(stderr)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -959,6 +984,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = COMMANDS[args.command]
         return _run(command, args, console)
     finally:
+        sys.stdout, sys.stderr = stdout, stderr
         gc.enable()
 
 

@@ -83,6 +83,7 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 
 from agenthost.errors import ConfigError
+from agenthost.redaction import add_secret, add_secrets_of_url
 
 __all__ = [
     "REDACTED",
@@ -342,6 +343,11 @@ class ServerConfig:
             self._check_stdio()
         else:
             self._check_remote()
+        # Header and env values, and the URL's password and query values, are secrets
+        # wherever text leaves the process (logs, errors, CLI output): register them.
+        for value in (*self.headers.values(), *self.env.values()):
+            add_secret(value)
+        add_secrets_of_url(self.url)
 
     def _check_stdio(self) -> None:
         if self.url is not None:

@@ -59,6 +59,7 @@ from agenthost.jsonrpc import (
     RequestId,
     Response,
 )
+from agenthost.redaction import redact, redact_json
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["DEFAULT_MAX_PEER_REQUESTS", "RPC", "RequestHandler", "closed_error"]
@@ -306,17 +307,19 @@ class RPC:
     def _unmatched(self, message: Response | ErrorResponse) -> None:
         if message.id in self._abandoned:
             self._abandoned.discard(message.id)
-            log.debug("%s: late response to abandoned request %r", self.name, message.id)
+            log.debug("%s: late response to abandoned request %s", self.name, _short_id(message.id))
             return
         if isinstance(message, ErrorResponse):
             log.warning(
-                "%s: error response for unknown request id %r: %s",
+                "%s: error response for unknown request id %s: %s",
                 self.name,
-                message.id,
-                message.error.message,
+                _short_id(message.id),
+                _clip(message.error.message, 500),
             )
         else:
-            log.warning("%s: ignoring response to unknown request id %r", self.name, message.id)
+            log.warning(
+                "%s: ignoring response to unknown request id %s", self.name, _short_id(message.id)
+            )
 
     def close(self, exc: AgentHostError) -> None:
         """Fail every pending request; later requests fail at once with the same reason."""
@@ -423,7 +426,10 @@ class RPC:
             return message.result
         assert isinstance(message, ErrorResponse)
         error = message.error
-        raise JSONRPCError(error.code, error.message, error.data, server=self.name)
+        # Server text: it may quote our secrets back (a header it rejected).
+        raise JSONRPCError(
+            error.code, redact(error.message), redact_json(error.data), server=self.name
+        )
 
     async def _exchange(self, request: Request, waiter: _Waiter, options: SendOptions) -> Any:
         """Write ``request``, then wait for its answer (or take it if it came first).
@@ -485,7 +491,10 @@ class RPC:
             self._watch_at = earliest
 
     def _forget(self, request_id: RequestId) -> None:
-        """Remember an abandoned id so its late response is not reported as a mystery."""
+        """Give up on a request (timed out, cancelled): the transport drops its exchange
+        (an HTTP POST holds a pooled connection until answered), and its id is kept so a
+        late response is not reported as a mystery."""
+        self.transport.abort(request_id)
         if len(self._abandoned) > 4096:
             self._abandoned.clear()
         self._abandoned.add(request_id)
@@ -524,7 +533,7 @@ class RPC:
                 return
             scope = self._incoming.get(target)
             if scope is not None:
-                log.debug("%s: server cancelled its request %r", self.name, target)
+                log.debug("%s: server cancelled its request %s", self.name, _short_id(target))
                 scope.cancel()
             return
         self._notes_queued += 1
@@ -594,7 +603,7 @@ class RPC:
             except ProtocolError as exc:
                 reply = ErrorResponse(request.id, ErrorObject(exc.code, str(exc)))
             except Exception as exc:
-                log.exception("%s: handler for %s failed", self.name, request.method)
+                log.exception("%s: handler for %s failed", self.name, _clip(request.method))
                 reply = ErrorResponse(
                     request.id,
                     ErrorObject(
@@ -617,6 +626,11 @@ def closed_error(cause: AgentHostError, reason: str, server: str) -> AgentHostEr
         message = reason.removeprefix(f"{server}: ")
         return type(cause)(message, server=server)
     return TransportClosed(reason, server=server)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Server text for a log line, cut: a 1 MB method or message must not fill the log."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
 def _short_id(request_id: RequestId | None) -> str:

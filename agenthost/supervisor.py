@@ -28,6 +28,7 @@ import trio
 from agenthost.config import RestartPolicy, ServerConfig
 from agenthost.connect import connect
 from agenthost.errors import AgentHostError, ServerUnavailable, SessionExpired
+from agenthost.redaction import redact
 from agenthost.session import ClientHandlers, ClientSession
 
 __all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
@@ -278,4 +279,4 @@ class Supervisor:
             finally:
                 self.session = None
         self._life = None
-        return str(reason)
+        return redact(str(reason))

@@ -37,8 +37,10 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   ``Authorization`` on the way elsewhere. Any other redirect is not followed: a request
   gets an error response naming where it was sent, other messages a TransportError.
 
-Secrets: the configured header values (``Authorization`` ...) never appear in a log line,
-an exception message or a repr; server text quoted in errors is scrubbed of them too.
+Secrets: the configured header values (``Authorization`` ...), the URL's password and
+query values and the session id are registered with :mod:`agenthost.redaction`: they
+never appear in a log line, an exception message or a repr, and server text quoted in
+errors is scrubbed of them too.
 
 The transport only looks at message *types* and ids (to know which POSTs have a response
 stream, and when a stream has delivered its response); everything else it learns from the
@@ -50,7 +52,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -68,6 +70,7 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.redaction import add_secret, add_secrets_of_url, redact
 from agenthost.revisions import at_least, is_modern
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.sse import ServerSentEvent, SSEParser
@@ -111,27 +114,6 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
-class _Redactor:
-    """Scrubs configured secret values (and their bearer-token parts) out of text."""
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, values: Iterable[str]) -> None:
-        secrets: set[str] = set()
-        for value in values:
-            if len(value) >= 4:
-                secrets.add(value)
-            # "Bearer abc..." -> also "abc..." alone, in case a server quotes the token.
-            secrets.update(part for part in value.split() if len(part) >= 8)
-        self._secrets = sorted(secrets, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
     """Whether httpx's next request for a redirect is one we follow (see the module doc).
 
@@ -167,7 +149,7 @@ def _content_type(response: httpx.Response) -> str:
     return value.partition(";")[0].strip().lower()
 
 
-def _summary(body: bytes, redact: _Redactor) -> str:
+def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
     """A short, redacted description of an error body (a JSON-RPC error's message if any)."""
     text: str | None = None
     try:
@@ -214,7 +196,12 @@ class HTTPTransportBase(Transport):
         self._client = client
         self._nursery = nursery
         self._headers = dict(headers or {})
-        self._redact = _Redactor(self._headers.values())
+        # Configured header values are secrets wherever text leaves the process (logs,
+        # errors); the URL's password and query values too (agenthost.redaction).
+        for value in self._headers.values():
+            add_secret(value)
+        add_secrets_of_url(url)
+        self._redact = redact
         self._max = max_message_size
         #: Long-lived streams: no read timeout (the session's request timeouts apply).
         self._stream_timeout = httpx.Timeout(
@@ -474,10 +461,25 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._post_message(body, options)
 
     def abort(self, request_id: RequestId) -> None:
-        """Drop the POST of ``request_id``: closing its stream is the cancellation."""
+        """Drop the POST of ``request_id``, which the session gave up on.
+
+        On 2026-07-28 closing the stream is the cancellation. On every revision it
+        releases the pooled connection the response stream holds until the server
+        answers, which a server may never do: without it, about 100 timed-out requests
+        (httpx's pool) left every later request waiting for a connection (issue 14).
+        """
         scope = self._requests.get(request_id)
         if scope is not None:
             scope.cancel()
+
+    def _pool_exhausted(self, exc: httpx.PoolTimeout) -> None:
+        """No connection came free in time: every one is held by a request that does not
+        end. The session cannot work any more; end it so a supervisor starts afresh."""
+        self._fail(
+            TransportClosed,
+            "no connection to the server came free in time (every pooled connection is held"
+            f" by a request the server does not answer): {self._describe(exc)}",
+        )
 
     async def probe(self, request: Request, options: SendOptions = NO_OPTIONS) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.
@@ -517,6 +519,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         except httpx.ConnectError as exc:
             reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
             self._fail(TransportClosed, reason)
+            raise self._error() from None
+        except httpx.PoolTimeout as exc:
+            self._pool_exhausted(exc)
             raise self._error() from None
         except httpx.HTTPError as exc:
             raise TransportError(
@@ -572,16 +577,24 @@ class StreamableHTTPTransport(HTTPTransportBase):
                         return
                     task_status.started(None)
                     started = True
-                    if self.session_id is None and self._has_sessions():
-                        session_id = response.headers.get("mcp-session-id")
-                        if session_id:
-                            self.session_id = session_id
+                    if (
+                        self.session_id is None
+                        and self._has_sessions()
+                        and not self._take_session_id(response)
+                    ):
+                        return
                     await self._handle_response(response, request_id, had_session)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
                 if not started and probe:
                     raise TransportClosed(reason, server=self.name) from None
                 self._fail(TransportClosed, reason)
+                return
+            except httpx.PoolTimeout as exc:
+                if not started:
+                    task_status.started(None)
+                    started = True
+                self._pool_exhausted(exc)
                 return
             except httpx.HTTPError as exc:
                 if not started:
@@ -597,6 +610,27 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if started and not self._initialized and 200 <= status < 300:
             self._initialized = True
             self._start_get_stream()
+
+    def _take_session_id(self, response: httpx.Response) -> bool:
+        """Keep the ``Mcp-Session-Id`` of the response; False (transport failed) if invalid.
+
+        The spec allows only visible ASCII (0x21-0x7E): anything else could not even be
+        sent back in a header (httpx raised UnicodeEncodeError from the next request,
+        which surfaced as an ExceptionGroup). The value is never quoted: it is a secret.
+        """
+        session_id = response.headers.get("mcp-session-id")
+        if not session_id:
+            return True
+        if not all(0x21 <= ord(c) <= 0x7E for c in session_id):
+            self._fail(
+                TransportClosed,
+                "protocol error: the server's Mcp-Session-Id header holds characters other"
+                " than visible ASCII (0x21-0x7E), which the spec requires",
+            )
+            return False
+        add_secret(session_id)  # a bearer of the session: never in a log line
+        self.session_id = session_id
+        return True
 
     async def _handle_response(
         self, response: httpx.Response, request_id: RequestId, had_session: bool

@@ -34,6 +34,7 @@ import trio
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.redaction import add_secret
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 
 __all__ = [
@@ -163,9 +164,10 @@ class StdioTransport(Transport):
         cost the profile showed), and no sender waits for a write lock or a leader.
 
         Backpressure: while more than :data:`_HIGH_WATER` bytes are unwritten (a server
-        that stopped reading, or a huge message in flight), a sender waits for the backlog
-        to drain before queuing, until ``deadline`` (then ``trio.TooSlowError``: nothing
-        of the message was queued).
+        that stopped reading, or a huge message in flight), a sender of a request or a
+        response waits for the backlog to drain before queuing, until ``deadline`` (then
+        ``trio.TooSlowError``: nothing of the message was queued). Notifications are
+        queued at once (see below).
 
         Cancellation: only before the message is queued. Once queued, it goes out whole
         before anything sent later, so a frame is never cut and the pipe's framing
@@ -179,7 +181,15 @@ class StdioTransport(Transport):
         if self._closed:
             raise TransportClosed("transport is closed", server=self.name)
         await trio.lowlevel.checkpoint_if_cancelled()
-        while len(self._backlog) - self._offset > _HIGH_WATER and self._broken is None:
+        # Notifications are queued at once: ours are few and small (initialized,
+        # cancelled, list_changed), and a cancel notice must not wait behind the request
+        # it cancels (issue 14: a 4 MiB request to a server that stopped reading took
+        # twice its timeout, the notice waiting for the backlog to drain).
+        while (
+            len(self._backlog) - self._offset > _HIGH_WATER
+            and self._broken is None
+            and type(message) is not jsonrpc.Notification
+        ):
             if self._drained is None:
                 self._drained = trio.Event()
             with trio.fail_at(deadline):
@@ -566,6 +576,8 @@ async def open_stdio_transport(
     Resource handling: the process (and its process group) is gone when the block exits,
     however it exits; see the module docstring.
     """
+    for value in (env or {}).values():  # the server's own settings: often its tokens
+        add_secret(value)
     child_env = child_environment(env, host_env)
     argv = [command, *args]
     try:
