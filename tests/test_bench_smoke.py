@@ -16,7 +16,7 @@ from bench.report import row_names
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=580,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -41,13 +41,14 @@ def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
         "result",
     ]
     table = lines[header + 2 :]
-    for name in row_names([1, 2]):
+    names = row_names([1, 2], large=[0.0625, 0.25], soak=2000)
+    for name in names:
         row = next((line for line in table if line.startswith(name + " ")), None)
         assert row is not None, f"row {name!r} missing from:\n{proc.stdout}"
         assert row.split()[-1] in {"PASS", "MISS", "-"}, row
     markdown = output.read_text(encoding="utf-8")
     assert markdown.startswith("# agenthost benchmark")
-    for name in row_names([1, 2]):
+    for name in names:
         assert f"| {name} |" in markdown
 
 
