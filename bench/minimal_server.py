@@ -10,7 +10,7 @@ and fan-out figures include, costs little more than the interpreter itself.
 
 Usage::
 
-    python bench/minimal_server.py [--payload-bytes N]
+    python bench/minimal_server.py [--payload-bytes N | --stale-echo]
 
 It answers ``initialize`` (echoing a known requested revision, else ``2025-11-25``),
 ``ping``, ``tools/list`` (``echo`` and ``blob``) and ``tools/call``: ``echo`` returns the
@@ -18,8 +18,10 @@ It answers ``initialize`` (echoing a known requested revision, else ``2025-11-25
 that starts with ``message`` (so every large result is distinct and checkable), for the
 large-payload benchmark; its padding is encoded once per size. With ``--payload-bytes
 N`` every ``tools/call`` returns a constant text of exactly N ASCII bytes instead (for
-tests that need a large result from any call). Notifications and responses are ignored;
-other requests get ``-32601``. EOF on stdin ends it.
+tests that need a large result from any call). With ``--stale-echo``, ``echo`` answers
+each call with the previous call's message: a reply meant for another caller, which the
+benchmark must catch (its smoke test checks that it does). Notifications and responses
+are ignored; other requests get ``-32601``. EOF on stdin ends it.
 """
 
 from __future__ import annotations
@@ -67,10 +69,12 @@ def main(argv: list[str] | None = None) -> None:
     """Serve stdin/stdout until EOF."""
     args = sys.argv[1:] if argv is None else argv
     payload_tail: bytes | None = None
-    if args:
+    stale = args == ["--stale-echo"]
+    if args and not stale:
         if len(args) != 2 or args[0] != "--payload-bytes" or not args[1].isdigit():
-            sys.exit("usage: minimal_server.py [--payload-bytes N]")
+            sys.exit("usage: minimal_server.py [--payload-bytes N | --stale-echo]")
         payload_tail = _result_tail({"content": [{"type": "text", "text": "x" * int(args[1])}]})
+    previous: str | None = None
 
     head = b'{"jsonrpc":"2.0","id":'
     tools_tail = _result_tail({"tools": [ECHO_TOOL, BLOB_TOOL]})
@@ -107,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
                 write(padding[1])
                 flush()
                 continue
+            if stale:
+                text, previous = (text if previous is None else previous), text
             result = {"content": [{"type": "text", "text": text}]}
             data = head + dumps(request_id) + _result_tail(result)
         elif method == "tools/list":

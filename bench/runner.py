@@ -98,7 +98,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement in a fresh process: :mod:`bench.workers`, or Node for ``ts``."""
     spec = {"deadline": 240, **spec}
     if spec["client"] == TS:
-        spec.setdefault("server", server_argv())
+        spec.setdefault("server", server_argv(spec.get("server_args")))
         argv = [node(), str(BENCH_DIR / "ts_client.mjs"), json.dumps(spec)]
     else:
         argv = [sys.executable, "-m", "bench.workers", json.dumps(spec)]

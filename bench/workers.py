@@ -79,7 +79,8 @@ async def _spawn_all(client: str, count: int, fn: Callable[[], Coroutine[Any, An
 async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
     client = spec["client"]
     seq, conc, inflight = spec["seq"], spec["conc"], spec["inflight"]
-    async with open_client(client, server_argv(), spec.get("url")) as call:
+    argv = server_argv(spec.get("server_args"))
+    async with open_client(client, argv, spec.get("url")) as call:
         for _ in range(spec["warmup"]):
             await checked_echo(call)
 

@@ -62,3 +62,23 @@ def test_bad_arguments_exit_2() -> None:
     )
     assert proc.returncode == 2
     assert "--fanout" in proc.stderr
+
+
+@pytest.mark.parametrize("client", ["agenthost", "floor", "ts"])
+def test_a_reply_for_another_caller_fails_the_run(client: str) -> None:
+    """The server answers each echo with the previous call's message: the run must fail,
+    not count it as a fast call."""
+    from bench.runner import WorkerFailed, run_worker
+
+    spec = {
+        "task": "throughput",
+        "client": client,
+        "server_args": ["--stale-echo"],
+        "seq": 5,
+        "conc": 0,
+        "inflight": 1,
+        "warmup": 0,
+        "deadline": 60,
+    }
+    with pytest.raises(WorkerFailed, match=r"echo of .?m2.? returned .?m1"):
+        run_worker(spec)
