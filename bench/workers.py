@@ -45,7 +45,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from bench.clients import TRIO_CLIENTS, Call, open_client, server_argv
-from bench.measure import cpu_seconds, current_rss, peak_rss, percentile, reset_peak_rss
+from bench.measure import (
+    Wakeups,
+    cpu_seconds,
+    current_rss,
+    peak_rss,
+    percentile,
+    reset_peak_rss,
+)
 
 __all__ = ["main", "run_spec"]
 
@@ -104,13 +111,16 @@ async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
                 remaining -= 1
                 await checked_echo(call)
 
+        wakeups = Wakeups()
         cpu0, wall0 = cpu_seconds(), clock()
         await _spawn_all(client, inflight, caller)
         conc_wall, conc_cpu = clock() - wall0, cpu_seconds() - cpu0
+        counts = wakeups.per_call(conc)
     return {
         **_seq_figures(seq, latencies, seq_wall, seq_cpu),
         "conc_calls_s": conc / conc_wall,
         "conc_cpu_us": conc_cpu / conc * 1e6,
+        **{f"conc_{key}": value for key, value in counts.items()},
     }
 
 
