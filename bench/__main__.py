@@ -177,6 +177,20 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 passed=vs_floor.ratio <= 1.3 if goal else None,
             )
         )
+
+    def wakeups(samples: list[dict[str, Any]]) -> str:
+        return (
+            f"{med(samples, 'conc_client_wakeups'):.3f} / {med(samples, 'conc_server_wakeups'):.3f}"
+            f" ({_us(med(samples, 'conc_server_cpu_us'))})"
+        )
+
+    rows.append(
+        Row(
+            name="stdio wake-ups/call client/server (server CPU), 64 in flight",
+            ours=wakeups(ah),
+            reference=f"floor {wakeups(floor)}; TS {wakeups(ts)}",
+        )
+    )
     return rows
 
 

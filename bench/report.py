@@ -35,6 +35,7 @@ def row_names(
         "stdio latency p99 sequential",
         "stdio client CPU/call sequential",
         "stdio client CPU/call 64 in flight",
+        "stdio wake-ups/call client/server (server CPU), 64 in flight",
         *(
             f"HTTP {mode} calls/s, {n} in flight, {ref}"
             for mode in ("JSON", "SSE")

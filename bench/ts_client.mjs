@@ -10,7 +10,7 @@
 // Usage: node bench/ts_client.mjs '<json spec>'; the last stdout line is the JSON result.
 // spec.server: the stdio server's argv; or spec.url: a Streamable HTTP endpoint.
 
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -68,6 +68,33 @@ function resetPeak() {
   }
 }
 
+/** Voluntary context switches of this process; CPU seconds and switches of its children
+ * (the stdio server), from /proc: the same counts as bench/measure.py's Wakeups. */
+function wakeups() {
+  const out = { client: process.resourceUsage().voluntaryContextSwitches, serverCpu: 0, server: 0 };
+  let pids = [];
+  try {
+    for (const task of readdirSync("/proc/self/task")) {
+      pids = pids.concat(readFileSync(`/proc/self/task/${task}/children`, "ascii").split(/\s+/));
+    }
+  } catch {
+    return out;
+  }
+  for (const pid of pids.filter(Boolean)) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, "ascii").split(")").pop().trim().split(/\s+/);
+      out.serverCpu += (Number(fields[11]) + Number(fields[12])) / 100;
+      const line = readFileSync(`/proc/${pid}/status`, "ascii")
+        .split("\n")
+        .find((l) => l.startsWith("voluntary_ctxt_switches:"));
+      if (line) out.server += Number.parseInt(line.split(/\s+/)[1], 10);
+    } catch {
+      // the child is gone
+    }
+  }
+  return out;
+}
+
 function percentile(values, q) {
   const ordered = [...values].sort((a, b) => a - b);
   const rank = Math.max(1, Math.ceil((ordered.length * q) / 100));
@@ -101,12 +128,17 @@ async function throughput(s) {
         await echo(client);
       }
     };
+    const before = wakeups();
     cpu0 = cpuSeconds();
     wall0 = performance.now();
     await Promise.all(Array.from({ length: s.inflight }, caller));
     const wall = (performance.now() - wall0) / 1e3;
     out.conc_calls_s = s.conc / wall;
     out.conc_cpu_us = ((cpuSeconds() - cpu0) / s.conc) * 1e6;
+    const after = wakeups();
+    out.conc_client_wakeups = (after.client - before.client) / s.conc;
+    out.conc_server_wakeups = (after.server - before.server) / s.conc;
+    out.conc_server_cpu_us = ((after.serverCpu - before.serverCpu) / s.conc) * 1e6;
   }
   await client.close();
   return out;
