@@ -22,10 +22,14 @@ const deadline = setTimeout(() => {
 }, (spec.deadline ?? 240) * 1000);
 deadline.unref();
 
+// The largest message accepted: above the largest result benchmarked, as for every client
+// (bench/clients.py MAX_MESSAGE; the SDK's stdio default is 10 MiB).
+const MAX_MESSAGE = 64 * 1024 * 1024;
+
 function transportFor(s) {
   if (s.url) return new StreamableHTTPClientTransport(new URL(s.url));
   const [command, ...args] = s.server;
-  return new StdioClientTransport({ command, args, stderr: "inherit" });
+  return new StdioClientTransport({ command, args, stderr: "inherit", maxBufferSize: MAX_MESSAGE });
 }
 
 async function open(s) {

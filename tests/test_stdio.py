@@ -438,3 +438,31 @@ async def test_callers_woken_by_one_read_share_one_write(monkeypatch: pytest.Mon
                 nursery.cancel_scope.cancel()
     # The second round's requests (ids n..2n-1) all went out in one write.
     assert [count for count in writes if count] == [n], writes
+
+
+async def test_a_large_result_is_not_kept_after_its_caller_drops_it() -> None:
+    """Nothing in the session holds the last result while it waits for the next message:
+    a 8 MiB result costs memory only while its caller keeps it (the peak RSS of the
+    large-result benchmark was 4x the payload with the reader holding one)."""
+    import tracemalloc
+
+    from tests.conftest import MINIMAL_SERVER
+
+    size = 8 * 1024 * 1024
+    with trio.fail_after(30):
+        async with (
+            open_stdio_transport(PY, [str(MINIMAL_SERVER)], name="minimal") as transport,
+            open_session(transport, name="minimal") as session,
+        ):
+            tracemalloc.start()
+            try:
+                result = await session.call_tool("blob", {"message": "m1:", "bytes": size})
+                assert len(result.content[0].text) == size  # type: ignore[union-attr]
+                held = tracemalloc.get_traced_memory()[0]
+                del result
+                await trio.testing.wait_all_tasks_blocked()
+                released = tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+    assert held >= size
+    assert released < size / 4, f"{released} bytes still held after the result was dropped"
