@@ -56,8 +56,8 @@ def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> l
 
 @asynccontextmanager
 async def _agenthost(argv: list[str], url: str | None) -> AsyncIterator[Call]:
-    from agenthost.client import connect
     from agenthost.config import ServerConfig
+    from agenthost.connect import connect
 
     if url is not None:
         config = ServerConfig(

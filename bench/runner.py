@@ -88,6 +88,10 @@ def run_child(argv: Sequence[str], *, timeout: float) -> tuple[float, int, str]:
 
 
 def node() -> str:
+    """The Node the project pins (``node`` in package.json), else the one on PATH."""
+    pinned = REPO / "node_modules" / ".bin" / "node"
+    if pinned.exists():
+        return str(pinned)
     found = shutil.which("node")
     if found is None:
         raise WorkerFailed("node is not on PATH: the TypeScript client and HTTP server need it")

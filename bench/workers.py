@@ -286,21 +286,26 @@ def pending_state(session: object) -> int:
     object): every dict/set/deque found under the known names, on the session or on its
     ``_rpc``, counted; the deadline queues are a dict of deques.
     """
-    total = 0
+    total = found = 0
     for owner in (session, getattr(session, "_rpc", None)):
         for name in ("_pending", "_abandoned", "_incoming", "_progress", "_deadlines"):
             table = getattr(owner, name, None)
-            if isinstance(table, dict) and name == "_deadlines":
+            if table is None:
+                continue
+            found += 1
+            if name == "_deadlines":
                 total += sum(len(queue) for queue in table.values())
-            elif table is not None:
+            else:
                 total += len(table)
+    if found < 3:  # renamed: fail loudly rather than report an empty state that isn't
+        raise AssertionError(f"found {found} of the session's request tables; update me")
     return total
 
 
 async def _soak(spec: dict[str, Any]) -> dict[str, Any]:
     """Many calls in one agenthost session: RSS and pending state along the way."""
-    from agenthost.client import connect
     from agenthost.config import ServerConfig
+    from agenthost.connect import connect
 
     argv = server_argv()
     config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])
