@@ -516,6 +516,38 @@ def close(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
     ]
 
 
+def era_probe(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """What ``protocol = "auto"`` (probe for 2026-07-28 first) costs on a legacy server."""
+    import attrs
+
+    from agenthost.config import ServerConfig
+
+    name = 'era probe on a legacy server: connect, "auto" vs "legacy"'
+    if "protocol" not in attrs.fields_dict(ServerConfig):
+        return [Row(name=name, ours="n/a", reference="no ServerConfig.protocol in this tree")]
+    log(f"era probe: {args.close_rounds} rounds x auto, legacy")
+    res = interleave(
+        ["auto", "legacy"],
+        args.close_rounds,
+        lambda p: run_worker({"task": "connect", "client": "agenthost", "protocol": p}),
+    )
+    diffs = sorted(
+        a["ready_s"] - b["ready_s"] for a, b in zip(res["auto"], res["legacy"], strict=True)
+    )
+    return [
+        Row(
+            name=name,
+            ours=_ms(med(res["auto"], "ready_s")),
+            reference=(
+                f"legacy {_ms(med(res['legacy'], 'ready_s'))}; the probe costs"
+                f" {median(diffs) * 1e3:+.1f} ms per connect"
+                f" ({diffs[0] * 1e3:+.1f}..{diffs[-1] * 1e3:+.1f})"
+            ),
+            ratio=str(paired(res["auto"], res["legacy"], "ready_s")),
+        )
+    ]
+
+
 def soak(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
     """One session, many calls: RSS after warm-up must stay flat, pending state empty."""
     every = max(1, args.soak // 10)
@@ -576,6 +608,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Callable[[str], None]], list[R
     "large": large,
     "argument": argument,
     "close": close,
+    "era": era_probe,
     "process": whole_process,
     "fanout": fan_out,
     "sampling": sampling,

@@ -54,6 +54,7 @@ def row_names(
         "1 MiB argument: time",
         "1 MiB argument: peak RSS",
         "stdio session close",
+        'era probe on a legacy server: connect, "auto" vs "legacy"',
         "one-call process wall time",
         "one-call process peak RSS",
         *(f"fan-out ready, {n} server{'s' if n > 1 else ''}" for n in fanout),

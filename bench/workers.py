@@ -25,6 +25,8 @@ Tasks (``spec["task"]``):
   before the first call.
 * ``close``: open a session, call once, time leaving the session's block (the server
   exits on stdin EOF).
+* ``connect``: time from ``connect()`` to a ready session (agenthost only), with
+  ``ServerConfig.protocol`` set to ``spec["protocol"]`` when given.
 * ``soak``: ``calls`` calls with ``inflight`` in flight (agenthost only); RSS and the
   session's pending state after every ``every`` calls.
 * ``sampling``: see :mod:`bench.sampling`.
@@ -279,6 +281,28 @@ async def _close(spec: dict[str, Any]) -> dict[str, Any]:
     return {"close_s": time.perf_counter() - start}
 
 
+async def _connect(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time until agenthost's session to the stdio server is ready, then one checked call."""
+    from agenthost.config import ServerConfig
+    from agenthost.connect import connect
+
+    argv = server_argv()
+    extra = {"protocol": spec["protocol"]} if "protocol" in spec else {}
+    config = ServerConfig(
+        name="minimal", transport="stdio", command=argv[0], args=argv[1:], **extra
+    )
+    start = time.perf_counter()
+    async with connect(config) as session:
+        ready = time.perf_counter() - start
+
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await session.call_tool(tool, arguments)
+            return result.content[0].text  # type: ignore[union-attr]
+
+        await checked_echo(call)
+    return {"ready_s": ready}
+
+
 def pending_state(session: object) -> int:
     """Entries in the session's per-request tables: they must not grow over a soak.
 
@@ -347,6 +371,7 @@ _TASKS: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
     "fanout": _fanout,
     "payload": _payload,
     "close": _close,
+    "connect": _connect,
     "soak": _soak,
 }
 
