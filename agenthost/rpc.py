@@ -54,6 +54,7 @@ from agenthost.jsonrpc import (
     ErrorObject,
     ErrorResponse,
     InvalidResponse,
+    Message,
     Notification,
     Request,
     RequestId,
@@ -212,8 +213,13 @@ class RPC:
         transport = self.transport
         pending = self._pending
         count = 0
+        message: Message | None = None
         try:
             while True:
+                # Drop the last message before waiting for the next: a large result must
+                # not outlive its caller (peak RSS of the large-result benchmark: 4x the
+                # payload with it held, 3x without).
+                message = None
                 message = await transport.receive()
                 count += 1
                 if count % _YIELD_EVERY == 0:
