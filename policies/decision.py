@@ -250,6 +250,11 @@ class SamplingGrant:
     models: tuple[str, ...] = ()
     #: Whether the generated answer may go back without a human review.
     auto_review: bool = False
+    #: Tokens held against the server's budget until the call is settled: ``max_tokens``
+    #: plus an estimate of the input (see :class:`~policies.limits.SamplingLimiter`).
+    reserved_tokens: int = 0
+    #: The limiter's handle on the reservation (``None``: nothing reserved).
+    ticket: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -6,15 +6,18 @@ Evaluation of :meth:`PolicyEngine.check` (also in ``POLICY.md``):
 2. No rule matches: the mode's default - ``ask`` (interactive, programmatic) or ``deny``
    (headless).
 3. Sampling that is not denied: the matched rule's limits (includeContext, providers,
-   models, requests per minute, token budget) are checked *before* anyone is asked, so
-   nobody approves what a limit would refuse anyway; a hit is a deny (``by="limit"``).
+   models, requests per minute, token budget) are checked *before* anyone is asked, and
+   the request is counted against the rate and its tokens held right then, so concurrent
+   requests see each other and nobody approves what a limit would refuse anyway; a hit is
+   a deny (``by="limit"``).
 4. ``ask``: a choice remembered for this session ("always"/"never" for the same kind,
    server and name) answers it; otherwise the prompter does - a human at the terminal,
    the application's callback, or, in headless mode, the stand-in that says no.
    Remembered choices only ever answer an "ask": they never override a rule's allow or
    deny.
-5. Sampling that is allowed: the limits again, atomically, now counting the request
-   against the server's rate.
+5. Sampling that is not allowed in the end gives its rate slot and tokens back; an
+   allowed one keeps them until the sampling service settles it with the provider's
+   reported usage (:meth:`PolicyEngine.settle_sampling`).
 
 The result is always allow or deny, never ask, and each one is written to the audit log
 (one ``decision`` line) before it is returned. Allowed actions get one ``outcome`` line
@@ -240,7 +243,9 @@ class PolicyEngine:
         """Decide one action: allow or deny (an "ask" is resolved here), and record it.
 
         Returns:
-            The decision. Allowed decisions wait for :meth:`record_outcome`.
+            The decision. Allowed decisions wait for :meth:`record_outcome`; an allowed
+            sampling decision also holds rate and budget until :meth:`settle_sampling`
+            (or :meth:`release_sampling`).
 
         **Cancellation:** cancelling while a human is being asked records a deny
         ("cancelled before an answer") and propagates the cancellation.
@@ -262,33 +267,40 @@ class PolicyEngine:
                 ),
             )
             raise
-        await self._write_decision(action, decision)
+        try:
+            await self._write_decision(action, decision)
+        except BaseException:
+            if decision.sampling is not None:
+                self.limiter.release(decision.sampling)
+            raise
         if decision.allowed:
             self._pending[decision.id] = action
         return decision
 
     async def _decide(self, action: Action, decision_id: str) -> Decision:
         rule, verdict, label, reason, by = self._rule_view(action)
-        limits = _NO_LIMITS
         grant: SamplingGrant | None = None
         if isinstance(action, Sampling) and verdict is not Verdict.DENY:
+            limits = _NO_LIMITS
             if rule is not None and rule.sampling is not None:
                 limits = rule.sampling
             try:
-                grant = self.limiter.check(action, limits, rule=label)
+                # Counted and held now, before anyone is asked: concurrent requests each
+                # see the others, so no human approves what a limit must refuse.
+                grant = self.limiter.reserve(action, limits, rule=label)
             except ConsentDenied as exc:
                 return Decision(
                     id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
                 )
         if verdict is Verdict.ASK:
-            verdict, reason, by = await self._ask(action, label, reason, grant)
-        if isinstance(action, Sampling) and verdict is Verdict.ALLOW:
             try:
-                grant = self.limiter.check(action, limits, rule=label, commit=True)
-            except ConsentDenied as exc:
-                return Decision(
-                    id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
-                )
+                verdict, reason, by = await self._ask(action, label, reason, grant)
+            except BaseException:
+                if grant is not None:
+                    self.limiter.release(grant)
+                raise
+        if grant is not None and verdict is not Verdict.ALLOW:
+            self.limiter.release(grant)  # refused: the request costs no rate or budget
         return Decision(
             id=decision_id,
             verdict=verdict,
@@ -464,8 +476,27 @@ class PolicyEngine:
             )
         return approved
 
+    def settle_sampling(self, decision: Decision, tokens: int | None) -> None:
+        """End an allowed sampling request's reservation with the tokens it used.
+
+        Args:
+            decision: the allow decision from :meth:`check`.
+            tokens: input + output tokens the provider reported; ``None`` when unknown
+                (cancelled mid-call): the whole reservation counts.
+
+        Idempotent; a no-op for decisions without a reservation.
+        """
+        if decision.sampling is not None:
+            self.limiter.settle(decision.sampling, tokens)
+
+    def release_sampling(self, decision: Decision) -> None:
+        """Give back an allowed sampling request's rate slot and tokens: it was never sent
+        (the provider refused it before any work). Idempotent."""
+        if decision.sampling is not None:
+            self.limiter.release(decision.sampling)
+
     def record_sampling_usage(self, server: str, tokens: int) -> None:
-        """Count the tokens (input + output) a sampling call used against the budget."""
+        """Count tokens (input + output) against the budget outside any reservation."""
         self.limiter.record_usage(server, tokens)
 
     # -- elicitation --------------------------------------------------------------------

@@ -25,6 +25,7 @@ from agenthost.errors import JSONRPCError
 from agenthost.host import Host, open_host
 from agenthost.types import TextContent
 from policies import (
+    Answer,
     CallbackPrompter,
     Elicitation,
     ElicitationResponse,
@@ -271,3 +272,85 @@ def test_pattern_properties_are_refused() -> None:
     with pytest.raises(JSONRPCError, match="patternProperties") as info:
         validate_content(schema, {"code": "x"})
     assert info.value.code == -32602
+
+
+# -- item 8: limits hold under concurrency --------------------------------------------------
+
+
+async def sample_outcome(host: Host, max_tokens: int) -> str:
+    """``ok`` or the error a ``p__sample`` call ended with."""
+    try:
+        result = await host.call_tool("p__sample", {"prompt": "Say hi", "max_tokens": max_tokens})
+    except JSONRPCError as exc:
+        return f"{exc.code} {exc.message}"
+    return text_of(result) if result.is_error else "ok"
+
+
+async def test_token_budget_holds_for_concurrent_sampling(tmp_path: Path) -> None:
+    fake = FakeAnthropic(input_tokens=10)
+    policy = {
+        "mode": "headless",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [
+            ALLOW_TOOLS,
+            {"kind": "sampling", "decision": "allow", "token_budget": 1000, "review": "auto"},
+        ],
+    }
+    outcomes: list[str] = []
+    async with host_with([peer()], policy, fake=fake) as host:
+
+        async def one() -> None:
+            outcomes.append(await sample_outcome(host, 500))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(one)
+        used = host.policy.limiter.tokens_used("p")
+    # Before: all 20 allowed, 10,200 tokens billed against a budget of 1,000.
+    assert sum(fake.billed) <= 1000, fake.billed
+    assert used == sum(fake.billed)  # settled with what the API reported
+    assert 1 <= outcomes.count("ok") < 20
+    refused = [o for o in outcomes if o != "ok"]
+    assert refused and all("Sampling limit exceeded" in o for o in refused), refused
+
+
+async def test_rate_limit_is_checked_before_the_user_is_asked() -> None:
+    fake = FakeAnthropic()
+    asked = 0
+
+    async def confirm(request: Any) -> Answer:
+        nonlocal asked
+        asked += 1
+        await trio.sleep(0.5)  # a person takes a moment; the other requests arrive meanwhile
+        return Answer.ALLOW
+
+    policy = {
+        "mode": "programmatic",
+        "preset": "none",
+        "rules": [
+            ALLOW_TOOLS,
+            {
+                "kind": "sampling",
+                "decision": "ask",
+                "requests_per_minute": 20,
+                "review": "auto",
+            },
+        ],
+    }
+    outcomes: list[str] = []
+    prompter = CallbackPrompter(confirm=confirm)
+    async with host_with([peer()], policy, fake=fake, prompter=prompter) as host:
+
+        async def one() -> None:
+            outcomes.append(await sample_outcome(host, 100))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(50):
+                    nursery.start_soon(one)
+    # Before: asked 50 times, and 30 "yes" answers were then refused by the limit.
+    assert asked == 20
+    assert outcomes.count("ok") == 20 == len(fake.billed)
+    refused = [o for o in outcomes if o != "ok"]
+    assert len(refused) == 30 and all("in the last minute" in o for o in refused), refused[:1]
