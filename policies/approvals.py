@@ -23,7 +23,6 @@ import datetime
 import hashlib
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -336,6 +335,8 @@ class ApprovalStore:
     def _write(self, entries: list[Approval]) -> None:
         if self._broken:
             raise OSError(f"approvals file {self.path} is not valid; fix or remove it")
+        import tempfile  # deferred: only a write pays for importing it
+
         directory = self.path.parent
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         body = {"version": _VERSION, "approvals": [e.to_json() for e in entries] + self._others}
