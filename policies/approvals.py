@@ -23,6 +23,7 @@ import datetime
 import hashlib
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -58,7 +59,7 @@ _VERSION = 1
 
 
 def _digest(value: Any) -> str:
-    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    data = orjson.dumps(value, default=repr, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(data).hexdigest()[:32]
 
 
@@ -240,9 +241,11 @@ class ApprovalStore:
     """The approvals file: tool answers that outlive a session.
 
     Every method does blocking file I/O (small, local); call it from a worker thread in
-    async code. Problems reading the file (unreadable, not JSON, too large) are logged and
-    the file is treated as empty for reading but never overwritten, so a person's edit
-    gone wrong is not lost; entries this version does not understand are kept as they are.
+    async code. Methods are serialised by a lock, so concurrent threads are safe.
+
+    Problems reading the file (unreadable, not JSON, too large) are logged and the file is
+    treated as empty for reading but never overwritten, so a person's edit gone wrong is
+    not lost; entries this version does not understand are kept as they are.
 
     Args:
         path: the JSON file; its directory is created (0700) on the first write.
@@ -254,12 +257,17 @@ class ApprovalStore:
         self._entries: list[Approval] = []
         self._others: list[Any] = []
         self._broken = False
+        self._lock = threading.RLock()
 
     def _key(self, kind: str, server: str, name: str) -> tuple[str, str, str]:
         return (kind, server, name)
 
     def load(self) -> list[Approval]:
         """Every remembered answer, re-read if the file changed since the last look."""
+        with self._lock:
+            return self._load()
+
+    def _load(self) -> list[Approval]:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
@@ -300,7 +308,9 @@ class ApprovalStore:
     def get(self, kind: str, server: str, name: str) -> Approval | None:
         """The remembered answer for this kind, server and name, if any."""
         key = self._key(kind, server, name)
-        for entry in self.load():
+        with self._lock:
+            entries = self._load()
+        for entry in entries:
             if self._key(entry.kind, entry.server, entry.name) == key:
                 return entry
         return None
@@ -312,9 +322,10 @@ class ApprovalStore:
             OSError: the file cannot be written (or is broken and is left alone).
         """
         key = self._key(approval.kind, approval.server, approval.name)
-        entries = [e for e in self.load() if self._key(e.kind, e.server, e.name) != key]
-        entries.append(approval)
-        self._write(entries[-MAX_ENTRIES:])
+        with self._lock:
+            entries = [e for e in self._load() if self._key(e.kind, e.server, e.name) != key]
+            entries.append(approval)
+            self._write(entries[-MAX_ENTRIES:])
 
     def revoke(self, server: str | None = None, name: str | None = None) -> list[Approval]:
         """Forget the answers for ``server`` (and ``name``), or all when both are ``None``.
@@ -322,14 +333,15 @@ class ApprovalStore:
         Returns:
             What was forgotten.
         """
-        entries = self.load()
-        gone = [
-            e
-            for e in entries
-            if (server is None or e.server == server) and (name is None or e.name == name)
-        ]
-        if gone:
-            self._write([e for e in entries if e not in gone])
+        with self._lock:
+            entries = self._load()
+            gone = [
+                e
+                for e in entries
+                if (server is None or e.server == server) and (name is None or e.name == name)
+            ]
+            if gone:
+                self._write([e for e in entries if e not in gone])
         return gone
 
     def _write(self, entries: list[Approval]) -> None:
