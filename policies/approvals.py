@@ -315,6 +315,13 @@ class ApprovalStore:
                 return entry
         return None
 
+    def cached(self, kind: str, server: str, name: str) -> Approval | None:
+        """:meth:`get` from what the file held when last read, without any I/O."""
+        key = self._key(kind, server, name)
+        with self._lock:
+            entries = list(self._entries)
+        return next((e for e in entries if self._key(e.kind, e.server, e.name) == key), None)
+
     def put(self, approval: Approval) -> None:
         """Remember ``approval``, replacing any answer for the same kind, server and name.
 

@@ -236,7 +236,12 @@ class PolicyEngine:
         if verdict is Verdict.DENY:
             return f"{label}: {reason}"
         if verdict is Verdict.ASK:
-            if self._memory.get(_memory_key(action)) is Verdict.DENY:
+            remembered = self._memory.get(_memory_key(action))
+            if remembered is None and self._approvals is not None and isinstance(action, ToolCall):
+                # What the file held at its last reading: no I/O here (a "never" not yet
+                # seen is still refused when the call is decided).
+                remembered = self._approvals.cached(action.kind.value, action.server, action.tool)
+            if remembered is not None and remembered.decision == "deny":
                 return f"you answered 'never' ({reason})"
             if self.prompter.decided_by == "headless":
                 return f"{label} says ask and nobody can answer (headless): {reason}"

@@ -10,7 +10,18 @@ from pathlib import Path
 import pytest
 
 from agenthost.errors import ConfigError
-from policies import Approval, ApprovalStore, ToolDefinition, default_approvals_path, parse_policy
+from policies import (
+    Answer,
+    Approval,
+    ApprovalStore,
+    CallbackPrompter,
+    ConsentRequest,
+    PolicyEngine,
+    ToolCall,
+    ToolDefinition,
+    default_approvals_path,
+    parse_policy,
+)
 
 
 def notes(**changes: object) -> ToolDefinition:
@@ -109,3 +120,28 @@ def test_config_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert mine.approvals == tmp_path / "mine.json"
     with pytest.raises(ConfigError, match=r"policy\.approvals"):
         parse_policy({"approvals": 3}, source="t")
+
+
+async def test_a_remembered_never_always_denies(tmp_path: Path) -> None:
+    """The agent hides tools the policy can only deny; a "never" (of this session or in
+    the file) is one of those reasons."""
+
+    async def never(request: ConsentRequest) -> Answer:
+        return Answer.NEVER
+
+    def engine(store: ApprovalStore | None) -> PolicyEngine:
+        config = parse_policy({"mode": "programmatic", "preset": "ask-always"}, source="t")
+        prompter = CallbackPrompter(confirm=never)
+        return PolicyEngine(
+            rules=config.all_rules, mode="programmatic", prompter=prompter, approvals=store
+        )
+
+    call = ToolCall(server="s", tool="rm", definition=notes(name="rm"))
+    for store in (None, ApprovalStore(tmp_path / "approvals.json")):
+        first = engine(store)
+        assert first.always_denies(call) is None
+        assert not (await first.check(call)).allowed
+        assert "never" in (first.always_denies(call) or "")
+    later = engine(ApprovalStore(tmp_path / "approvals.json"))  # a new session
+    assert not (await later.check(call)).allowed  # reads the file: denied, not asked
+    assert "never" in (later.always_denies(call) or "")
