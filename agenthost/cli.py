@@ -850,6 +850,54 @@ async def cmd_skills(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
+    """List or revoke the remembered "always"/"never" answers for tools."""
+    import trio
+
+    from agenthost.config import find_config
+    from policies import ApprovalStore, default_approvals_path, parse_policy
+
+    path = default_approvals_path()
+    if args.config or find_config() is not None:  # its [policy] may name another file
+        config = _load_config(args)
+        source = config.source or "<config>"
+        base = os.path.dirname(os.path.abspath(source)) if config.source else None
+        path = parse_policy(config.policy, source=source, base_dir=base).approvals or path
+    store = ApprovalStore(path)
+    if args.action == "revoke":
+        if not args.all and args.server is None:
+            raise CLIError("revoke needs SERVER [TOOL], or --all", EXIT_USAGE)
+        server = None if args.all else args.server
+        gone = await trio.to_thread.run_sync(store.revoke, server, args.tool)
+        if not gone and not args.all:
+            what = f"{args.server}/{args.tool}" if args.tool else f"server {args.server}"
+            raise CLIError(f"no remembered answer for {what} in {path}", EXIT_USAGE)
+        if args.json:
+            _print_json({"file": str(path), "revoked": [a.to_json() for a in gone]})
+        else:
+            console.line(f"revoked {len(gone)} remembered answer(s) in {path}")
+        return EXIT_OK
+    entries = await trio.to_thread.run_sync(store.load)
+    if args.json:
+        _print_json({"file": str(path), "approvals": [a.to_json() for a in entries]})
+        return EXIT_OK
+    console.line(f"approvals file {path} ({len(entries)} remembered)")
+    from policies._text import printable
+
+    rows = [
+        [
+            printable(a.server),
+            printable(a.name),
+            "always" if a.decision == "allow" else "never",
+            a.at,
+        ]
+        for a in entries
+    ]
+    if rows:
+        print(_table(rows, ["server", "tool", "answer", "since"]))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "servers": cmd_servers,
     "check": cmd_servers,
@@ -866,6 +914,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "chat": cmd_chat,
     "tasks": cmd_tasks,
     "skills": cmd_skills,
+    "approvals": cmd_approvals,
 }
 
 
@@ -950,6 +999,11 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("words", nargs="*", metavar="SERVER | show SERVER NAME")
     audit = add("audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    approvals = add("approvals", "list or revoke remembered always/never answers for tools")
+    approvals.add_argument("action", nargs="?", choices=["list", "revoke"], default="list")
+    approvals.add_argument("server", nargs="?", help="revoke: the server's answers")
+    approvals.add_argument("tool", nargs="?", help="revoke: only this tool (its MCP name)")
+    approvals.add_argument("--all", action="store_true", help="revoke: every answer")
     return parser
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ from policies import (
     RootsExposure,
     SkillLoad,
     ToolCall,
+    ToolDefinition,
     parse_policy,
 )
 from policies.prompters import Prompter
@@ -326,13 +328,24 @@ class Host:
         entry = self.resolve_tool(name)
         session = self.session(entry.server)
         config = self._servers[entry.server]
-        annotations = entry.tool.annotations
+        tool = entry.tool
+        hints = _annotation_dict(tool.annotations)
         action = ToolCall(
             server=entry.server,
-            tool=entry.tool.name,
+            tool=tool.name,
             arguments=dict(arguments or {}),
-            annotations=_annotation_dict(annotations),
+            annotations=hints,
             trusted=config.trusted,
+            # A remembered "always" holds only while all of this is what the user saw.
+            definition=ToolDefinition(
+                name=tool.name,
+                title=tool.title,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
+                annotations=_with_title(hints, tool.annotations),
+                server=_origin(config),
+            ),
         )
         async with self.policy.guard(action) as outcome:
             if wants_task(entry.tool, session.server_capabilities):
@@ -542,6 +555,23 @@ def _annotation_dict(annotations: Any) -> dict[str, Any] | None:
         )
         if value is not None
     }
+
+
+def _with_title(hints: dict[str, Any] | None, annotations: Any) -> dict[str, Any] | None:
+    title = getattr(annotations, "title", None)
+    if title is None:
+        return hints
+    return {**(hints or {}), "title": title}
+
+
+def _origin(config: ServerConfig) -> str:
+    """How the server is reached, as part of a tool's definition: a remembered answer does
+    not carry over to another program or site under the same server name. A URL's query
+    and credentials are left out (they may hold secrets, and rotate)."""
+    if config.url is not None:
+        parts = urllib.parse.urlsplit(config.url)
+        return f"{config.transport} {parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+    return " ".join([config.transport, config.command or "", *config.args])
 
 
 def _source(config: HostConfig) -> tuple[str, str | None]:

@@ -177,19 +177,24 @@ class SamplingService:
             try:
                 result = await self._providers[selection.provider].complete(request)
             except UnsupportedContent as exc:
+                self._engine.release_sampling(decision)
                 raise JSONRPCError(INVALID_PARAMS, str(exc)) from None
             except ProviderError as exc:
+                self._engine.release_sampling(decision)
                 raise JSONRPCError(
                     INTERNAL_ERROR, f"Provider {selection.provider} failed: {exc}"
                 ) from None
             tokens = result.usage.input_tokens + result.usage.output_tokens
-            self._engine.record_sampling_usage(server, tokens)
+            self._engine.settle_sampling(decision, tokens)
             # The reviewer sees everything that would go back: text *and* tool calls.
             if not await self._engine.review_sampling(
                 action, _reviewable(result), decision=decision
             ):
                 raise JSONRPCError(USER_REJECTED, "User rejected sampling response")
         except BaseException as exc:
+            # Cancelled while the provider may have been working: the whole reservation
+            # counts (a no-op when already settled or released above).
+            self._engine.settle_sampling(decision, None)
             # Every allowed request gets its outcome line, cancellation included.
             self._emit(
                 SamplingEvent(server=server, stage="failed", message=str(exc) or "cancelled")

@@ -10,6 +10,7 @@ host. Rule syntax, evaluation order and presets: ``POLICY.md``.
 
 from __future__ import annotations
 
+from policies.approvals import Approval, ApprovalStore, ToolDefinition, default_approvals_path
 from policies.audit import AuditLog, read_audit, redact
 from policies.config import (
     AuditConfig,
@@ -61,6 +62,8 @@ __all__ = [
     "Action",
     "ActionKind",
     "Answer",
+    "Approval",
+    "ApprovalStore",
     "AuditConfig",
     "AuditLog",
     "CallbackPrompter",
@@ -88,8 +91,10 @@ __all__ = [
     "SkillLoad",
     "TerminalPrompter",
     "ToolCall",
+    "ToolDefinition",
     "UrlInfo",
     "Verdict",
+    "default_approvals_path",
     "effective_annotations",
     "inspect_url",
     "load_policy_file",

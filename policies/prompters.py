@@ -60,6 +60,10 @@ class ConsentRequest:
     reason: str
     #: Sampling only: the maxTokens and model limits that will apply if allowed.
     grant: SamplingGrant | None = None
+    #: Tools only: what changed in the tool's definition since the user answered "always"
+    #: (e.g. ``description``, ``annotations (readOnlyHint true -> false)``); empty when
+    #: there is no such earlier answer.
+    changes: tuple[str, ...] = ()
 
 
 class Prompter(Protocol):
@@ -192,6 +196,14 @@ def render_action(request: ConsentRequest) -> str:
     lines = [f"Server:      {printable(action.server)} ({trust})"]
     if isinstance(action, ToolCall):
         lines.append(f"Tool:        {printable(action.tool)}")
+        if request.changes:
+            lines.append(
+                "CHANGED:     the server redefined this tool since you answered 'always': "
+                + printable("; ".join(request.changes))
+            )
+            if action.definition is not None and action.definition.description is not None:
+                shown = action.definition.description[:1000]
+                lines.append(f"Description now: {printable(shown)}")
         if action.annotations:
             note = "" if action.trusted else " (untrusted hints, not used for decisions)"
             lines.append(f"Annotations{note}: {pretty_json(action.annotations)}")
@@ -331,7 +343,7 @@ class TerminalPrompter:
             self._say(f"\n== agenthost: consent needed ({request.action.kind.value}) ==\n")
             self._say(render_action(request) + "\n")
             answer: Answer = await self._choose(
-                "Allow? [y]es once / [n]o / [a]lways this session / ne[v]er this session: ",
+                "Allow? [y]es once / [n]o / [a]lways / ne[v]er: ",
                 _CONFIRM_KEYS,
                 Answer.DENY,
             )

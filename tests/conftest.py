@@ -193,6 +193,16 @@ def peer_log(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own ``$XDG_STATE_HOME``: an interactive policy keeps "always" answers
+    there (policies/approvals.py), and a test must neither read the developer's answers
+    nor leave its own behind. CLI subprocesses inherit it through ``os.environ``."""
+    state = tmp_path / "xdg-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak",
