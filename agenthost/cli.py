@@ -305,6 +305,8 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
             "name": s.name,
             "state": s.state.value,
             "revision": s.revision,
+            "era": s.era,
+            "learned": s.learned,
             "server_info": s.server_info,
             "tools": counts.get(s.name, 0),
             "restarts": s.restarts,
@@ -321,13 +323,15 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
                     [
                         r["name"],
                         r["state"],
+                        r["era"] or "-",
                         r["revision"] or "-",
+                        _first_line(r["learned"] or "", 50) or "-",
                         str(r["tools"]),
                         _first_line(r["last_error"] or "", 60),
                     ]
                     for r in rows
                 ],
-                ["server", "state", "revision", "tools", "last error"],
+                ["server", "state", "era", "revision", "learned", "tools", "last error"],
             )
         )
     failed = any(s.state is not ServerState.READY for s in statuses)
@@ -711,7 +715,10 @@ async def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     config = _load_config(args)
     async with _open_host(args, config, console) as host:
         for status in host.status():
-            console.line(f"{status.name}: {status.state.value} ({status.revision or '-'})")
+            console.line(
+                f"{status.name}: {status.state.value} ({status.era or '-'},"
+                f" {status.revision or '-'})"
+            )
         async with interruptible():
             console.line("serving sampling and elicitation; Ctrl-C to stop")
             await trio.sleep(math.inf)  # until Ctrl-C

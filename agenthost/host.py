@@ -174,7 +174,10 @@ class Host:
                     "%s: root %s withheld: %s", server.name, item["workspace"], item["problem"]
                 )
             action = RootsExposure(
-                server=server.name, roots=tuple(r.uri for r in offered), trusted=server.trusted
+                server=server.name,
+                roots=tuple(r.uri for r in offered),
+                trusted=server.trusted,
+                via=ctx.via(),
             )
             decision = await self.policy.check(action)
             if not decision.allowed:
@@ -190,7 +193,7 @@ class Host:
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
             return await self.sampling.create_message(
-                server.name, params, revision=ctx.revision, trusted=server.trusted
+                server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
             )
 
         async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
@@ -203,6 +206,7 @@ class Host:
                     url=params.url,
                     elicitation_id=params.elicitation_id,
                     trusted=server.trusted,
+                    via=ctx.via(),
                 )
             )
             return ElicitResult(

@@ -189,6 +189,14 @@ class RPC:
         assert self._closed is not None
         return self._closed
 
+    def spawn(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``fn`` in the endpoint's nursery (it stops when the endpoint does);
+        False when the endpoint is not running."""
+        if self._nursery is None or self._closed is not None:
+            return False
+        self._nursery.start_soon(fn)
+        return True
+
     def next_id(self) -> int:
         """A fresh number from the id sequence (also used for progress tokens)."""
         return next(self._ids)

@@ -127,8 +127,13 @@ class SamplingService:
         *,
         revision: str,
         trusted: bool = False,
+        via: Mapping[str, Any] | None = None,
     ) -> CreateMessageResult:
-        """Answer one sampling request (see the module docstring for the errors)."""
+        """Answer one sampling request (see the module docstring for the errors).
+
+        ``via``: for an MRTR ask (2026-07-28), the request and round it belongs to; the
+        audit records it.
+        """
         messages = sampling_messages_to_llm(params.messages)
         tools = tuple(
             llm.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
@@ -155,7 +160,7 @@ class SamplingService:
                 model=selection.model,
             )
         )
-        action = _action(server, params, selection, trusted=trusted)
+        action = _action(server, params, selection, trusted=trusted, via=via)
         decision = await self._engine.check(action)
         if not decision.allowed:
             self._emit(SamplingEvent(server=server, stage="denied", message=decision.reason))
@@ -227,6 +232,7 @@ def _action(
     selection: Selection | None,
     *,
     trusted: bool,
+    via: Mapping[str, Any] | None = None,
 ) -> Sampling:
     wire = unstructure(params, "2025-11-25")
     return Sampling(
@@ -240,6 +246,7 @@ def _action(
         model=selection.model if selection else None,
         model_reason=selection.reason if selection else None,
         trusted=trusted,
+        via=via,
     )
 
 

@@ -154,6 +154,9 @@ class Sampling:
     model: str | None = None
     model_reason: str | None = None
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.SAMPLING
 
@@ -175,6 +178,9 @@ class Elicitation:
     url: str | None = None
     elicitation_id: str | None = None
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.ELICITATION
 
@@ -206,6 +212,9 @@ class RootsExposure:
     #: The root URIs (``file://...``) the server would see.
     roots: tuple[str, ...] = ()
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.ROOTS
 

@@ -664,6 +664,9 @@ class PolicyEngine:
         }
         if decision.sampling is not None:
             record["max_tokens"] = decision.sampling.max_tokens
+        via = getattr(action, "via", None)
+        if via:
+            record["via"] = dict(via)
         return record
 
     async def _write_decision(self, action: Action, decision: Decision) -> None:

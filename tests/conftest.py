@@ -15,6 +15,7 @@ Facts about the peers (start times, quirks, what they send) are in tests/peers/N
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -226,3 +227,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _era_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own protocol-era cache (agenthost.connect), in memory and on
+    disk: nothing a test learns about a server leaks into another test or into the
+    user's ``~/.cache`` (CLI subprocesses inherit ``XDG_CACHE_HOME``)."""
+    connect_module = importlib.import_module("agenthost.connect")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.setattr(connect_module, "_default_cache", None)

@@ -71,6 +71,12 @@ class Transport(ABC):
     #: The server's name, used in every error and log line the transport produces.
     name: str = "server"
 
+    @property
+    def exchanges_per_request(self) -> bool:
+        """Each request is its own exchange (an HTTP POST): headers in
+        :class:`SendOptions` apply and :meth:`abort` cancels a request."""
+        return False
+
     @abstractmethod
     async def send(
         self,

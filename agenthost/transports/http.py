@@ -26,9 +26,11 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
 * 404 to a request carrying our session id: the server forgot the session. The transport
   ends with :class:`~agenthost.errors.SessionExpired` so the session above fails and a
   supervisor starts a new one (a fresh ``initialize``, which a transport cannot do).
-* Any other HTTP error to a request becomes a JSON-RPC error response (code -32000) for
-  that request id, so no caller waits for an answer that will never come. The HTTP status
-  is never used as a JSON-RPC code.
+* An HTTP error to a request whose body is a JSON-RPC error (a 2026-07-28 server's 400
+  with -32022 and the versions it supports ...) answers that request as is: code, message
+  and data. Any other HTTP error becomes a JSON-RPC error response (code -32000,
+  ``data.httpStatus``) for that request id, so no caller waits for an answer that will
+  never come. The HTTP status is never used as a JSON-RPC code.
 * Closing sends ``DELETE`` with the session id (405 is fine: the server keeps sessions).
 * Redirects are followed only within the endpoint's origin (same scheme, host and port,
   or the https upgrade of the same host) and only when they keep the method (307/308),
@@ -142,6 +144,26 @@ def redirect_note(response: httpx.Response) -> str:
         f"HTTP {response.status_code} redirect to {where} not followed (only redirects"
         " within the server's origin that keep the method are)"
     )
+
+
+#: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
+#: protocol version): a 4xx carrying one comes from a modern Streamable HTTP server.
+_MODERN_CODES: Final = frozenset({-32020, -32021, -32022})
+
+
+def _jsonrpc_error(body: bytes) -> ErrorObject | None:
+    """The JSON-RPC error object of an error response body, if that is what it is."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = obj.get("error") if isinstance(obj, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    return ErrorObject(code, message, error.get("data"))
 
 
 def _content_type(response: httpx.Response) -> str:
@@ -344,12 +366,33 @@ class HTTPTransportBase(Transport):
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _error_summary(self, response: httpx.Response) -> str:
+    async def _read_quietly(self, response: httpx.Response) -> bytes:
+        """An error response's body, or nothing if it cannot be read (or is too large)."""
         try:
-            body = await self._read_limited(response)
+            return await self._read_limited(response)
         except (httpx.HTTPError, MessageTooLarge):
-            body = b""
-        return _summary(body, self._redact)
+            return b""
+
+    async def _error_summary(self, response: httpx.Response) -> str:
+        return _summary(await self._read_quietly(response), self._redact)
+
+    async def _deliver_jsonrpc_error(
+        self, request_id: RequestId, error: ErrorObject, status: int
+    ) -> None:
+        """An HTTP error whose body is a JSON-RPC error: surfaced as is (code, message,
+        data), the message scrubbed of secrets, for the request it answers."""
+        log.info(
+            "%s: request %r refused with HTTP %d: %s",
+            self.name,
+            request_id,
+            status,
+            self._redact(error.message[:_SUMMARY_CHARS]),
+        )
+        await self._in.send(
+            ErrorResponse(
+                request_id, ErrorObject(error.code, self._redact(error.message), error.data)
+            )
+        )
 
     def _describe(self, exc: BaseException) -> str:
         text = str(exc)
@@ -389,6 +432,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
         self._requests: dict[RequestId, trio.CancelScope] = {}
+
+    @property
+    def exchanges_per_request(self) -> bool:
+        return True
 
     def set_protocol_version(self, version: str) -> None:
         """Told by the session after ``initialize``; opens the GET stream from then on.
@@ -573,7 +620,16 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     status = response.status_code
                     log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
                     if probe and status in _PROBE_STATUSES:
-                        task_status.started(status)
+                        body = await self._read_quietly(response)
+                        error = _jsonrpc_error(body)
+                        if error is None or error.code not in _MODERN_CODES:
+                            task_status.started(status)
+                            return
+                        # A modern server's error (basic/transports, "Backward
+                        # Compatibility"): this is Streamable HTTP; answer with it.
+                        task_status.started(None)
+                        started = True
+                        await self._deliver_jsonrpc_error(request_id, error, status)
                         return
                     task_status.started(None)
                     started = True
@@ -643,7 +699,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._deliver_error(request_id, redirect_note(response), status)
             return
         if status >= 400 or status < 200:
-            summary = await self._error_summary(response)
+            body = await self._read_quietly(response)
+            error = _jsonrpc_error(body)
+            if error is not None:
+                await self._deliver_jsonrpc_error(request_id, error, status)
+                return
+            summary = _summary(body, self._redact)
             await self._deliver_error(
                 request_id,
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}",
