@@ -15,7 +15,8 @@ the excess answered by the reader itself (a ping with its result, others with an
 so a peer that floods us and stops reading gets backpressure. Notifications go through
 a bounded channel to one dispatcher task, which keeps their order (progress arrives in
 order) and applies backpressure instead of buffering without limit; a call can wait
-until the notifications that preceded its response were delivered (:meth:`RPC.notifications_delivered`).
+until the notifications that preceded its response were delivered
+(:meth:`RPC.notifications_delivered`).
 
 Performance: deadlines are kept by one watchdog task, not a cancel scope per request:
 entering a scope was the largest single cost of a call under load (bench/RESULTS.md,
