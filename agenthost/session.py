@@ -556,7 +556,18 @@ class ClientSession:
         """
         self._enter_modern(self._modern_offer)
         raw = await self._modern_call(m.SERVER_DISCOVER, None, timeout, cancellable=False)
-        result = structure(raw, m.SERVER_DISCOVER_SPEC.result)
+        try:
+            result = structure(raw, m.SERVER_DISCOVER_SPEC.result)
+        except ProtocolError as exc:
+            # A legacy server may answer any unknown method with a generic result (the
+            # conformance suite's 0.1.16 servers do): an answer that is not a
+            # DiscoverResult is evidence of a legacy server, not a broken modern one.
+            self._stamp = None
+            raise NotModern(
+                "server/discover answered with something that is not a DiscoverResult"
+                f" ({str(exc).removeprefix(f'{self.name}: ')})",
+                server=self.name,
+            ) from None
         common = [v for v in MODERN_REVISIONS if v in result.supported_versions]
         if not common:
             self._stamp = None
