@@ -51,7 +51,7 @@ test: lint typecheck pytest
 soak: $(VENV)/.dev-installed
 	$(BIN)/pytest tests/hostile --soak -s -q $(PYTEST_ARGS)
 
-bench: $(VENV)/.dev-installed
+bench: $(VENV)/.dev-installed node_modules/.package-lock.json
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:

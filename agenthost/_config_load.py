@@ -48,7 +48,7 @@ _TOP_KEYS = ("servers", "workspaces", "timeouts", "restart", "providers", "polic
 _TOML_SERVER_KEYS = (
     "transport", "type", "command", "args", "cwd", "env", "env_file", "url", "headers",
     "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
-    "workspaces", "include_tools", "exclude_tools", "oauth",
+    "workspaces", "include_tools", "exclude_tools", "protocol", "max_input_rounds", "oauth",
 )  # fmt: skip
 _JSON_SERVER_KEYS = (
     "type",
@@ -321,9 +321,12 @@ def _server(
         for flag in ("required", "trusted", "enabled"):
             if flag in table:
                 fields[flag] = _bool(table[flag], ctx, join_key(key, flag))
-        if "max_message_size" in table:
-            fields["max_message_size"] = _int(
-                table["max_message_size"], ctx, join_key(key, "max_message_size")
+        for number in ("max_message_size", "max_input_rounds"):
+            if number in table:
+                fields[number] = _int(table[number], ctx, join_key(key, number))
+        if "protocol" in table:
+            fields["protocol"] = _str(
+                table["protocol"], ctx, join_key(key, "protocol"), expand_vars=False
             )
         for lst in ("workspaces", "include_tools", "exclude_tools"):
             if lst in table:

@@ -13,6 +13,7 @@ the session, which tells their servers (``notifications/cancelled``). The
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,11 +24,14 @@ import trio
 import providers.base as llm
 from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
+from agenthost.skills import SkillEntry
 
 if TYPE_CHECKING:
     from agenthost.host import Host
 
 __all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "run_agent"]
+
+log = logging.getLogger("agenthost.agent")
 
 StopReason = Literal["end_turn", "max_turns", "token_budget", "interrupted", "provider_error"]
 
@@ -114,14 +118,25 @@ class AgentEvent:
 
 
 def _tools(host: Host) -> tuple[llm.Tool, ...]:
-    return tuple(
-        llm.Tool(
-            name=entry.name,
-            description=entry.tool.description or entry.tool.title or entry.tool.name,
-            input_schema=entry.tool.input_schema or {"type": "object"},
+    """The tools offered to the model: every catalog tool the policy could allow.
+
+    A tool the policy denies on every call (a deny rule, or "ask" in headless mode) is left
+    out: offering it only wastes the model's turns and tokens on certain refusals.
+    """
+    offered = []
+    for entry in host.catalog.tools():
+        why = host.always_denied(entry)
+        if why is not None:
+            log.info("not offering %s to the model: %s", entry.name, why)
+            continue
+        offered.append(
+            llm.Tool(
+                name=entry.name,
+                description=entry.tool.description or entry.tool.title or entry.tool.name,
+                input_schema=entry.tool.input_schema or {"type": "object"},
+            )
         )
-        for entry in host.catalog.tools()
-    )
+    return tuple(offered)
 
 
 def _text(result: llm.ToolResultContent) -> str:
@@ -166,6 +181,62 @@ async def _call(
     except BaseException:
         # Interrupted (Ctrl-C, the run's deadline): the transcript must not call it "ok".
         record.status, record.reason = "cancelled", "interrupted before the tool answered"
+        record.duration = time.monotonic() - started
+        raise
+    record.output = _text(content)
+    record.duration = time.monotonic() - started
+    return content
+
+
+#: The built-in tool that loads a server's skill (SEP-2640). Catalog names always hold
+#: the ``server__tool`` separator, so this name never shadows a server's tool.
+SKILL_TOOL = "load_skill"
+
+
+def _skill_tool(skills: list[tuple[str, SkillEntry]]) -> llm.Tool:
+    """Names and descriptions only (never content): the model asks for what it needs."""
+    lines = [f"- {server}/{entry.name}: {entry.description}" for server, entry in skills]
+    return llm.Tool(
+        name=SKILL_TOOL,
+        description=(
+            "Load a skill: a server's instructions for a kind of task. Load one only when"
+            " the task needs it. Available skills (server/name: description):\n" + "\n".join(lines)
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "skill": {
+                    "type": "string",
+                    "enum": [f"{server}/{entry.name}" for server, entry in skills],
+                    "description": "server/name of the skill to load",
+                }
+            },
+            "required": ["skill"],
+        },
+    )
+
+
+async def _load_skill(
+    host: Host, use: llm.ToolUseContent, record: ToolCallRecord
+) -> llm.ToolResultContent:
+    """The built-in skill tool: load through the policy (kind ``skill``), verified."""
+    started = time.monotonic()
+    server, _, name = str(use.input.get("skill", "")).partition("/")
+    record.server = server
+    try:
+        loaded = await host.load_skill(server, name)
+        content = llm.ToolResultContent(
+            tool_use_id=use.id, content=(llm.TextContent(text=loaded.body),)
+        )
+        record.status = "ok"
+    except ConsentDenied as exc:
+        record.status, record.reason = "denied", str(exc)
+        content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
+    except AgentHostError as exc:
+        record.status, record.reason = "error", str(exc)
+        content = _error(use.id, f"Cannot load skill {use.input.get('skill')!r}: {exc}")
+    except BaseException:
+        record.status, record.reason = "cancelled", "interrupted before the skill loaded"
         record.duration = time.monotonic() - started
         raise
     record.output = _text(content)
@@ -249,6 +320,13 @@ async def run_agent(
             on_event(event)
 
     try:
+        skills = await host.list_skills()
+    except AgentHostError as exc:  # skills are an extra: a listing failure ends nothing
+        log.warning("skills unavailable: %s", exc)
+        skills = []
+    builtin = (_skill_tool(skills),) if skills else ()
+
+    try:
         while True:
             if turns >= max_turns:
                 record.stop = "max_turns"
@@ -258,7 +336,7 @@ async def run_agent(
                 messages=tuple(record.messages),
                 max_tokens=max_tokens,
                 system_prompt=system_prompt,
-                tools=_tools(host),
+                tools=_tools(host) + builtin,
             )
             try:
                 result = await llm_provider.complete(request)
@@ -282,7 +360,10 @@ async def run_agent(
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                results.append(await _call(host, use, call, emit))
+                if use.name == SKILL_TOOL and builtin:
+                    results.append(await _load_skill(host, use, call))
+                else:
+                    results.append(await _call(host, use, call, emit))
                 emit(AgentEvent(kind="tool_result", record=call))
             record.messages.append(llm.Message(role="user", content=tuple(results)))
             used = record.input_tokens + record.output_tokens

@@ -30,7 +30,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from agenthost.agent import AgentEvent
@@ -135,6 +135,26 @@ class Console:
         if self._bar:
             self.stream.write("\n")
             self._bar = False
+
+
+class _Redacting:
+    """A text stream that writes through :func:`agenthost.redaction.redact`."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    @classmethod
+    def wrap(cls, stream: TextIO) -> TextIO:
+        return stream if isinstance(stream, cls) else cast(TextIO, cls(stream))
+
+    def write(self, text: str) -> int:
+        from agenthost.redaction import redact
+
+        self._inner.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _print_json(data: Any) -> None:
@@ -290,6 +310,8 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
             "name": s.name,
             "state": s.state.value,
             "revision": s.revision,
+            "era": s.era,
+            "learned": s.learned,
             "server_info": s.server_info,
             "tools": counts.get(s.name, 0),
             "restarts": s.restarts,
@@ -306,13 +328,15 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
                     [
                         r["name"],
                         r["state"],
+                        r["era"] or "-",
                         r["revision"] or "-",
+                        _first_line(r["learned"] or "", 50) or "-",
                         str(r["tools"]),
                         _first_line(r["last_error"] or "", 60),
                     ]
                     for r in rows
                 ],
-                ["server", "state", "revision", "tools", "last error"],
+                ["server", "state", "era", "revision", "learned", "tools", "last error"],
             )
         )
     failed = any(s.state is not ServerState.READY for s in statuses)
@@ -696,7 +720,10 @@ async def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     config = _load_config(args)
     async with _open_host(args, config, console) as host:
         for status in host.status():
-            console.line(f"{status.name}: {status.state.value} ({status.revision or '-'})")
+            console.line(
+                f"{status.name}: {status.state.value} ({status.era or '-'},"
+                f" {status.revision or '-'})"
+            )
         async with interruptible():
             console.line("serving sampling and elicitation; Ctrl-C to stop")
             await trio.sleep(math.inf)  # until Ctrl-C
@@ -792,7 +819,94 @@ async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
         _print_json(output)
     else:
         for line in lines:
-            print(line)
+            say(line)
+    return EXIT_OK
+
+
+async def cmd_skills(args: argparse.Namespace, console: Console) -> int:
+    """``skills [SERVER]`` lists skills (names and descriptions only, nothing is fetched);
+    ``skills show SERVER NAME`` loads one, through the policy (kind ``skill``), verified."""
+    words = list(args.words)
+    show = bool(words) and words[0] == "show"
+    if show and len(words) != 3:
+        raise CLIError("usage: skills show SERVER NAME", EXIT_USAGE)
+    if not show and len(words) > 1:
+        raise CLIError("usage: skills [SERVER] | skills show SERVER NAME", EXIT_USAGE)
+    server = words[1] if show else (words[0] if words else None)
+    config = _load_config(args, only=server) if server else _load_config(args)
+    async with _open_host(args, config, console) as host:
+        if server:
+            _require_ready(host, server)
+        else:
+            _report_failed_servers(host, console)
+        if show:
+            loaded = await host.load_skill(server or "", words[2])
+            if args.json:
+                _print_json({"server": server, "uri": loaded.entry.uri, "text": loaded.text})
+            else:
+                say(loaded.text)
+            return EXIT_OK
+        found = await host.list_skills(server)
+    if args.json:
+        _print_json(
+            [
+                {"server": name, "name": e.name, "description": e.description, "uri": e.uri}
+                for name, e in found
+            ]
+        )
+    else:
+        for name, entry in found:
+            say(f"{name}/{entry.name}  {entry.description}")
+        if not found:
+            console.line("no skills")
+    return EXIT_OK
+
+
+async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
+    """List or revoke the remembered "always"/"never" answers for tools."""
+    import trio
+
+    from agenthost.config import find_config
+    from policies import ApprovalStore, default_approvals_path, parse_policy
+
+    path = default_approvals_path()
+    if args.config or find_config() is not None:  # its [policy] may name another file
+        config = _load_config(args)
+        source = config.source or "<config>"
+        base = os.path.dirname(os.path.abspath(source)) if config.source else None
+        path = parse_policy(config.policy, source=source, base_dir=base).approvals or path
+    store = ApprovalStore(path)
+    if args.action == "revoke":
+        if not args.all and args.server is None:
+            raise CLIError("revoke needs SERVER [TOOL], or --all", EXIT_USAGE)
+        server = None if args.all else args.server
+        gone = await trio.to_thread.run_sync(store.revoke, server, args.tool)
+        if not gone and not args.all:
+            what = f"{args.server}/{args.tool}" if args.tool else f"server {args.server}"
+            raise CLIError(f"no remembered answer for {what} in {path}", EXIT_USAGE)
+        if args.json:
+            _print_json({"file": str(path), "revoked": [a.to_json() for a in gone]})
+        else:
+            console.line(f"revoked {len(gone)} remembered answer(s) in {path}")
+        return EXIT_OK
+    entries = await trio.to_thread.run_sync(store.load)
+    if args.json:
+        _print_json({"file": str(path), "approvals": [a.to_json() for a in entries]})
+        return EXIT_OK
+    console.line(f"approvals file {path} ({len(entries)} remembered)")
+    from policies._text import printable
+
+    rows = [
+        [
+            printable(a.server),
+            printable(a.name),
+            "always" if a.decision == "allow" else "never",
+            a.at,
+        ]
+        for a in entries
+    ]
+    if rows:
+        print(_table(rows, ["server", "tool", "answer", "since"]))
     return EXIT_OK
 
 
@@ -817,6 +931,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "audit": cmd_audit,
     "chat": cmd_chat,
     "tasks": cmd_tasks,
+    "skills": cmd_skills,
+    "approvals": cmd_approvals,
     "auth": cmd_auth,
 }
 
@@ -898,8 +1014,15 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("action", choices=("list", "get", "result", "cancel"))
     tasks.add_argument("server")
     tasks.add_argument("task_id", nargs="?")
+    skills = add("skills", "servers' skills: skills [SERVER] | skills show SERVER NAME")
+    skills.add_argument("words", nargs="*", metavar="SERVER | show SERVER NAME")
     audit = add("audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
+    approvals = add("approvals", "list or revoke remembered always/never answers for tools")
+    approvals.add_argument("action", nargs="?", choices=["list", "revoke"], default="list")
+    approvals.add_argument("server", nargs="?", help="revoke: the server's answers")
+    approvals.add_argument("tool", nargs="?", help="revoke: only this tool (its MCP name)")
+    approvals.add_argument("--all", action="store_true", help="revoke: every answer")
     from agenthost.cli_auth import add_parser as add_auth
 
     add_auth(sub, common)
@@ -924,6 +1047,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     scan them over and over for nothing (about 13 ms of a one-shot command, measured).
     """
     gc.disable()
+    stdout, stderr = sys.stdout, sys.stderr
+    # Everything the CLI writes (results, --json, errors, log lines) leaves the process
+    # here: scrub the configured secrets a server may have echoed back (issue 14).
+    sys.stdout = _Redacting.wrap(stdout)
+    sys.stderr = _Redacting.wrap(stderr)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -932,6 +1060,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = COMMANDS[args.command]
         return _run(command, args, console)
     finally:
+        sys.stdout, sys.stderr = stdout, stderr
         gc.enable()
 
 

@@ -84,8 +84,10 @@ import attrs
 
 from agenthost.auth.settings import OAuthSettings
 from agenthost.errors import ConfigError
+from agenthost.redaction import add_secret, add_secrets_of_url
 
 __all__ = [
+    "PROTOCOLS",
     "REDACTED",
     "TRANSPORTS",
     "HostConfig",
@@ -101,6 +103,8 @@ __all__ = [
 #: the legacy HTTP+SSE transport (what a bare ``url`` in an editor's config means).
 TransportKind = Literal["stdio", "http", "streamable-http", "sse", "websocket"]
 TRANSPORTS: tuple[str, ...] = get_args(TransportKind)
+#: ``ServerConfig.protocol`` values: negotiate, the ``initialize`` era, or 2026-07-28.
+PROTOCOLS: tuple[str, ...] = ("auto", "legacy", "2026-07-28")
 
 #: Shown instead of a secret value in reprs and :meth:`ServerConfig.redacted`.
 REDACTED = "***"
@@ -326,6 +330,12 @@ class ServerConfig:
     exclude_tools: tuple[str, ...] = attrs.field(
         default=(), converter=_str_tuple, validator=_patterns
     )
+    #: The protocol era: ``"auto"`` (probe with ``server/discover``, fall back to
+    #: ``initialize``; the result is cached), ``"legacy"`` (``initialize``: 2024-11-05 ..
+    #: 2025-11-25) or ``"2026-07-28"``.
+    protocol: str = "auto"
+    #: Multi Round-Trip Requests (2026-07-28): rounds one call may take.
+    max_input_rounds: int = 10
     #: OAuth for a remote HTTP server (``[servers.NAME.oauth]``); None means the defaults:
     #: authorize when the server answers 401, unless an ``Authorization`` header is set.
     oauth: OAuthSettings | None = None
@@ -342,10 +352,26 @@ class ServerConfig:
             or self.max_message_size < 1
         ):
             raise ConfigError("must be a positive number of bytes", key="max_message_size")
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"unknown protocol {self.protocol!r}; valid: {', '.join(PROTOCOLS)}",
+                key="protocol",
+            )
+        if (
+            not isinstance(self.max_input_rounds, int)
+            or isinstance(self.max_input_rounds, bool)
+            or not 1 <= self.max_input_rounds <= 1000
+        ):
+            raise ConfigError("must be a number of rounds from 1 to 1000", key="max_input_rounds")
         if self.transport == "stdio":
             self._check_stdio()
         else:
             self._check_remote()
+        # Header and env values, and the URL's password and query values, are secrets
+        # wherever text leaves the process (logs, errors, CLI output): register them.
+        for value in (*self.headers.values(), *self.env.values()):
+            add_secret(value)
+        add_secrets_of_url(self.url)
 
     def _check_stdio(self) -> None:
         if self.url is not None:

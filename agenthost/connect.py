@@ -1,23 +1,58 @@
-"""ServerConfig -> transport -> session: one server without a host.
+"""ServerConfig -> transport -> session: one server without a host, in either era.
 
 ``async with connect(ServerConfig(...)) as session``. Building a transport from a config
-entry lives here, not in ``transports/`` (transports know nothing of config or MCP).
+entry lives here, not in ``transports/`` (transports know nothing of config or MCP), and
+so does the era negotiation of ``protocol = "auto"`` (``basic/versioning.mdx`` of
+2026-07-28) and its cache:
+
+* stdio: probe with ``server/discover`` (modern ``_meta``); a result or a modern error
+  (-32020..-32022) means 2026-07-28; any other error, or no answer within
+  :data:`PROBE_TIMEOUT`, means legacy: ``initialize`` on the same process. Some servers
+  exit on an unexpected first message: then the server is started again and spoken to
+  with ``initialize`` (a restart costs one process start, once: the era is cached).
+* HTTP: the probe goes to the URL as Streamable HTTP only. A 400 whose body is a modern
+  JSON-RPC error is modern; 401/403 are authentication (raised, never era evidence);
+  anything else means legacy: a fresh transport (``http`` still falls back to legacy
+  SSE) and ``initialize``.
+* ``sse`` and ``websocket`` servers are legacy (2026-07-28 defines neither).
+
+The cache (:class:`EraCache`) remembers the revision learned per server, in memory and in
+``$XDG_CACHE_HOME/agenthost/eras.json``, so a restart or the next CLI run goes straight to
+``initialize`` or ``server/discover``; if the cached era later fails (the server was
+upgraded), the entry is dropped and the server probed again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
+import os
 import sys
+import time
 import types
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
 
 from agenthost.config import ServerConfig
-from agenthost.revisions import LATEST_REVISION
-from agenthost.session import ClientHandlers, ClientSession, open_session
+from agenthost.errors import (
+    AgentHostTimeout,
+    JSONRPCError,
+    TransportClosed,
+    UnsupportedRevision,
+)
+from agenthost.revisions import LATEST_MODERN, LATEST_REVISION, Era, era_of, is_known
+from agenthost.session import ClientHandlers, ClientSession, NotModern, open_session
 from agenthost.transports.base import Transport
 
-__all__ = ["connect", "open_transport"]
+__all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
+
+log = logging.getLogger("agenthost.connect")
 
 
 def _limit(seconds: float) -> float | None:
@@ -58,29 +93,94 @@ async def connect(
     *,
     handlers: ClientHandlers | None = None,
     protocol_version: str = LATEST_REVISION,
+    era_cache: EraCache | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """Start (or reach) one server and yield its initialized session.
+    """Start (or reach) one server and yield its session, in the era ``config.protocol``
+    says (``auto``: negotiated and cached, see the module doc).
+
+    ``protocol_version`` is the legacy revision ``initialize`` offers. ``era_cache``:
+    where ``auto`` remembers what it learned (default: :func:`default_era_cache`).
 
     Raises:
         TransportError: the server cannot be started or reached.
         UnsupportedRevision: no MCP revision both sides speak.
-        AgentHostTimeout: ``initialize`` took longer than ``timeouts.startup``.
+        AgentHostTimeout: ``initialize`` / ``server/discover`` took longer than
+            ``timeouts.startup``.
 
     Resource handling: the server process, or the remote session, is closed when the block
-    exits, however it exits.
+    exits, however it exits (a probe that failed closes its own first).
     """
-    async with (
-        open_transport(config) as transport,
-        open_session(
-            transport,
-            name=config.name,
-            handlers=handlers,
-            request_timeout=_limit(config.timeouts.request),
-            initialize_timeout=_limit(config.timeouts.startup),
-            protocol_version=protocol_version,
-        ) as session,
-    ):
-        yield session
+    cache = era_cache if era_cache is not None else default_era_cache()
+    mode = config.protocol
+    stdio = config.transport == "stdio"
+    plan: tuple[str, str | None]
+    if mode == "legacy":
+        plan = ("legacy", "config: protocol = legacy")
+    elif mode != "auto":
+        plan = ("modern", f"config: protocol = {mode}")
+    elif config.transport in ("sse", "websocket"):
+        plan = ("legacy", f"{config.transport} transport (no 2026-07-28 binding)")
+    else:
+        cached = cache.get(config)
+        if cached is None:
+            plan = ("auto", None)
+        else:
+            plan = ("modern" if cached[0] is Era.MODERN else "legacy", "cached")
+    startup = _limit(config.timeouts.startup)
+    offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
+    for _ in range(3):
+        era, learned = plan
+        yielded = False
+        try:
+            async with (
+                open_transport(_for_era(config, era)) as transport,
+                open_session(
+                    transport,
+                    name=config.name,
+                    handlers=handlers,
+                    request_timeout=_limit(config.timeouts.request),
+                    initialize_timeout=startup,
+                    protocol_version=offer if era == "modern" else protocol_version,
+                    era=era,
+                    probe_timeout=min(PROBE_TIMEOUT, startup or PROBE_TIMEOUT),
+                    fallback_in_place=stdio,
+                    max_input_rounds=config.max_input_rounds,
+                    learned=learned,
+                ) as session,
+            ):
+                if mode == "auto" and session.revision is not None:
+                    cache.put(config, session.revision)
+                yielded = True
+                yield session
+            return
+        except NotModern as exc:
+            if yielded or era != "auto":
+                raise
+            reason = str(exc).removeprefix(f"{config.name}: ")
+            plan = ("legacy", f"probe: {reason}; initialize")
+        except TransportClosed:
+            if yielded or era != "auto" or not stdio:
+                raise
+            log.info(
+                "%s: the server exited on the server/discover probe; restarting it", config.name
+            )
+            plan = ("legacy", "probe: the server exited on server/discover; restarted; initialize")
+        except (JSONRPCError, UnsupportedRevision, AgentHostTimeout):
+            if yielded or learned != "cached":
+                raise
+            log.info("%s: the cached protocol era failed; probing again", config.name)
+            cache.forget(config)
+            plan = ("auto", None)
+    raise AssertionError("unreachable: at most one fallback and one re-probe")
+
+
+def _for_era(config: ServerConfig, era: str) -> ServerConfig:
+    """The config to open for ``era``: a modern (or probing) HTTP session goes to the URL
+    as Streamable HTTP only (legacy SSE has no modern binding, and the legacy fallback
+    opens a transport of its own)."""
+    if era != "legacy" and config.transport == "http":
+        return attrs.evolve(config, transport="streamable-http")
+    return config
 
 
 class _ConnectModule(types.ModuleType):
@@ -98,8 +198,105 @@ class _ConnectModule(types.ModuleType):
         *,
         handlers: ClientHandlers | None = None,
         protocol_version: str = LATEST_REVISION,
+        era_cache: EraCache | None = None,
     ) -> AbstractAsyncContextManager[ClientSession]:
-        return connect(config, handlers=handlers, protocol_version=protocol_version)
+        return connect(
+            config, handlers=handlers, protocol_version=protocol_version, era_cache=era_cache
+        )
 
 
 sys.modules[__name__].__class__ = _ConnectModule
+
+
+# ---------------------------------------------------------------------------- era cache
+
+#: ``ServerConfig.protocol`` values.
+PROTOCOLS: Final = ("auto", "legacy", LATEST_MODERN)
+_CACHE_MAX_ENTRIES: Final = 256
+#: The first probe of a stdio server waits at most this long for ``server/discover``
+#: (a legacy server that ignores unknown requests costs this much, once: the era is
+#: cached). Never more than the startup timeout.
+PROBE_TIMEOUT: Final = 5.0
+
+
+class EraCache:
+    """What ``auto`` learned about each server, so it probes once, not at every start.
+
+    Kept in memory for the process and, when ``path`` is set, in a small JSON file so the
+    next CLI run does not probe again (default ``$XDG_CACHE_HOME/agenthost/eras.json``,
+    else ``~/.cache/agenthost/eras.json``). A server is keyed by a digest of what
+    identifies it (transport, command, args, cwd or URL; never env or headers, which may
+    hold secrets). The file is bounded (:data:`_CACHE_MAX_ENTRIES`, oldest dropped), a
+    corrupt file is ignored, and a write failure only costs the next run a probe.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def default(cls) -> EraCache:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return cls(Path(base) / "agenthost" / "eras.json")
+
+    @staticmethod
+    def key(config: ServerConfig) -> str:
+        identity = [config.transport, config.command, list(config.args), config.cwd, config.url]
+        return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._entries is None:
+            self._entries = {}
+            if self.path is not None:
+                with suppress(OSError, orjson.JSONDecodeError, ValueError):
+                    data = orjson.loads(self.path.read_bytes())
+                    if isinstance(data, dict):
+                        self._entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+        return self._entries
+
+    def get(self, config: ServerConfig) -> tuple[Era, str] | None:
+        """The era and revision learned for ``config``, if any."""
+        entry = self._load().get(self.key(config))
+        if entry is None:
+            return None
+        revision = entry.get("revision")
+        if not isinstance(revision, str) or not is_known(revision):
+            return None
+        return era_of(revision), revision
+
+    def put(self, config: ServerConfig, revision: str) -> None:
+        entries = self._load()
+        key = self.key(config)
+        if entries.get(key, {}).get("revision") == revision:
+            return
+        entries.pop(key, None)
+        entries[key] = {"revision": revision, "at": int(time.time())}
+        while len(entries) > _CACHE_MAX_ENTRIES:
+            entries.pop(next(iter(entries)))
+        self._save(entries)
+
+    def forget(self, config: ServerConfig) -> None:
+        if self._load().pop(self.key(config), None) is not None:
+            self._save(self._load())
+
+    def _save(self, entries: dict[str, dict[str, Any]]) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(entries))
+            tmp.replace(self.path)
+        except OSError as exc:
+            log.debug("era cache not saved to %s: %s", self.path, exc)
+
+
+_default_cache: EraCache | None = None
+
+
+def default_era_cache() -> EraCache:
+    """The process-wide cache (the file is read once)."""
+    global _default_cache
+    if _default_cache is None:
+        _default_cache = EraCache.default()
+    return _default_cache

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from agenthost.session import (
     ProgressCallback,
     RequestContext,
 )
+from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
 from agenthost.tasks import call_tool_as_task, wants_task
 from agenthost.types import (
@@ -53,7 +55,9 @@ from policies import (
     PromptGet,
     ResourceRead,
     RootsExposure,
+    SkillLoad,
     ToolCall,
+    ToolDefinition,
     parse_policy,
 )
 from policies.prompters import Prompter
@@ -170,7 +174,10 @@ class Host:
                     "%s: root %s withheld: %s", server.name, item["workspace"], item["problem"]
                 )
             action = RootsExposure(
-                server=server.name, roots=tuple(r.uri for r in offered), trusted=server.trusted
+                server=server.name,
+                roots=tuple(r.uri for r in offered),
+                trusted=server.trusted,
+                via=ctx.via(),
             )
             decision = await self.policy.check(action)
             if not decision.allowed:
@@ -186,7 +193,7 @@ class Host:
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
             return await self.sampling.create_message(
-                server.name, params, revision=ctx.revision, trusted=server.trusted
+                server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
             )
 
         async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
@@ -199,6 +206,7 @@ class Host:
                     url=params.url,
                     elicitation_id=params.elicitation_id,
                     trusted=server.trusted,
+                    via=ctx.via(),
                 )
             )
             return ElicitResult(
@@ -324,13 +332,24 @@ class Host:
         entry = self.resolve_tool(name)
         session = self.session(entry.server)
         config = self._servers[entry.server]
-        annotations = entry.tool.annotations
+        tool = entry.tool
+        hints = _annotation_dict(tool.annotations)
         action = ToolCall(
             server=entry.server,
-            tool=entry.tool.name,
+            tool=tool.name,
             arguments=dict(arguments or {}),
-            annotations=_annotation_dict(annotations),
+            annotations=hints,
             trusted=config.trusted,
+            # A remembered "always" holds only while all of this is what the user saw.
+            definition=ToolDefinition(
+                name=tool.name,
+                title=tool.title,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
+                annotations=_with_title(hints, tool.annotations),
+                server=_origin(config),
+            ),
         )
         async with self.policy.guard(action) as outcome:
             if wants_task(entry.tool, session.server_capabilities):
@@ -347,6 +366,19 @@ class Host:
                 )
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
+
+    def always_denied(self, entry: CatalogTool) -> str | None:
+        """Why the policy denies every call of ``entry``, or None (see
+        :meth:`PolicyEngine.always_denies`); such tools are not offered to a model."""
+        return self.policy.always_denies(
+            ToolCall(
+                server=entry.server,
+                tool=entry.tool.name,
+                arguments={},
+                annotations=_annotation_dict(entry.tool.annotations),
+                trusted=self._servers[entry.server].trusted,
+            )
+        )
 
     # ------------------------------------------------------------------ prompts, resources
 
@@ -386,6 +418,58 @@ class Host:
             result = await session.read_resource(uri)
             outcome.result = {"contents": len(result.contents)}
         return result
+
+    # ------------------------------------------------------------------ skills
+
+    async def list_skills(self, server: str | None = None) -> list[tuple[str, SkillEntry]]:
+        """Every skill of every ready server that offers the skills extension (or of one).
+
+        Listing reads names and descriptions only: no skill content is fetched here
+        (SEP-2640: never ahead of need). A server whose listing fails is logged and left
+        out, so one broken server does not hide the others' skills.
+        """
+        names = [server] if server is not None else [s.name for s in self.status()]
+        found: list[tuple[str, SkillEntry]] = []
+        for name in names:
+            sup = self.supervisor(name)
+            if server is None and sup.state is not ServerState.READY:
+                continue
+            session = self.session(name)
+            if not offers_skills(session.server_capabilities):
+                if server is not None:
+                    raise NotFound(f"server {name!r} does not offer skills")
+                continue
+            try:
+                found.extend((name, entry) for entry in await list_skills(session))
+            except AgentHostError as exc:
+                if server is not None:
+                    raise
+                log.warning("%s: cannot list skills: %s", name, exc)
+        return found
+
+    async def load_skill(self, server: str, name: str) -> LoadedSkill:
+        """Load one skill for use, with consent (kind ``skill``), verified against its listing.
+
+        Raises:
+            NotFound: no such skill. ConsentDenied: the policy or the user said no.
+            SkillVerificationError: the content is not what the server listed.
+        """
+        entries = [entry for _, entry in await self.list_skills(server) if entry.name == name]
+        if not entries:
+            raise NotFound(f"server {server!r} has no skill {name!r}")
+        entry = entries[0]
+        session = self.session(server)
+        action = SkillLoad(
+            server=server,
+            skill=entry.name,
+            uri=entry.uri,
+            description=entry.description,
+            trusted=self._servers[server].trusted,
+        )
+        async with self.policy.guard(action) as outcome:
+            loaded = await load_skill(session, entry)
+            outcome.result = {"bytes": len(loaded.text)}
+        return loaded
 
     # ------------------------------------------------------------------ agent
 
@@ -475,6 +559,23 @@ def _annotation_dict(annotations: Any) -> dict[str, Any] | None:
         )
         if value is not None
     }
+
+
+def _with_title(hints: dict[str, Any] | None, annotations: Any) -> dict[str, Any] | None:
+    title = getattr(annotations, "title", None)
+    if title is None:
+        return hints
+    return {**(hints or {}), "title": title}
+
+
+def _origin(config: ServerConfig) -> str:
+    """How the server is reached, as part of a tool's definition: a remembered answer does
+    not carry over to another program or site under the same server name. A URL's query
+    and credentials are left out (they may hold secrets, and rotate)."""
+    if config.url is not None:
+        parts = urllib.parse.urlsplit(config.url)
+        return f"{config.transport} {parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+    return " ".join([config.transport, config.command or "", *config.args])
 
 
 def _source(config: HostConfig) -> tuple[str, str | None]:

@@ -8,6 +8,11 @@ a client must never answer a method that only clients send.
 ``params is None`` means the method takes no params (or only ``_meta``). The specs are
 generic in their params and result types, so ``request(spec: RequestSpec[P, R], params: P)
 -> R`` type-checks each call (one ``*_SPEC`` constant per request method).
+
+Each spec also says which revisions have the method (``since`` .. ``until``, compared by
+position in :data:`agenthost.revisions.REVISIONS`), which param names it on the wire in
+2026-07-28 (``name_param``, mirrored into the ``Mcp-Name`` HTTP header) and whether the
+server may answer it with an ``InputRequiredResult`` (``mrtr``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from agenthost import types as t
+from agenthost.revisions import at_least
 
 __all__ = [
     "CLIENT_NOTIFICATIONS",
@@ -40,6 +46,7 @@ __all__ = [
     "NOTIFICATION_RESOURCES_LIST_CHANGED",
     "NOTIFICATION_RESOURCES_UPDATED",
     "NOTIFICATION_ROOTS_LIST_CHANGED",
+    "NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED",
     "NOTIFICATION_TASKS_STATUS",
     "NOTIFICATION_TOOLS_LIST_CHANGED",
     "PING",
@@ -62,14 +69,19 @@ __all__ = [
     "ROOTS_LIST_SPEC",
     "SAMPLING_CREATE_MESSAGE",
     "SAMPLING_CREATE_MESSAGE_SPEC",
+    "SERVER_DISCOVER",
+    "SERVER_DISCOVER_SPEC",
     "SERVER_NOTIFICATIONS",
     "SERVER_REQUESTS",
+    "SUBSCRIPTIONS_LISTEN",
+    "SUBSCRIPTIONS_LISTEN_SPEC",
     "TOOLS_CALL",
     "TOOLS_CALL_SPEC",
     "TOOLS_LIST",
     "TOOLS_LIST_SPEC",
     "NotificationSpec",
     "RequestSpec",
+    "available",
     "notification_spec",
     "request_spec",
 ]
@@ -92,6 +104,9 @@ LOGGING_SET_LEVEL: Final = "logging/setLevel"
 ROOTS_LIST: Final = "roots/list"
 SAMPLING_CREATE_MESSAGE: Final = "sampling/createMessage"
 ELICITATION_CREATE: Final = "elicitation/create"
+SERVER_DISCOVER: Final = "server/discover"
+SUBSCRIPTIONS_LISTEN: Final = "subscriptions/listen"
+NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 
 NOTIFICATION_INITIALIZED: Final = "notifications/initialized"
 NOTIFICATION_CANCELLED: Final = "notifications/cancelled"
@@ -106,6 +121,9 @@ NOTIFICATION_ELICITATION_COMPLETE: Final = "notifications/elicitation/complete"
 NOTIFICATION_TASKS_STATUS: Final = "notifications/tasks/status"
 
 _FIRST: Final = "2024-11-05"
+#: The last legacy revision: methods the 2026-07-28 revision removed end here.
+_LAST_LEGACY: Final = "2025-11-25"
+_MODERN: Final = "2026-07-28"
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -121,6 +139,12 @@ class RequestSpec(Generic[P, R]):
     result: type[R]
     #: The first revision that has this method.
     since: str = _FIRST
+    #: The last revision that has it (None: still there).
+    until: str | None = None
+    #: The param that names the target (``Mcp-Name`` on 2026-07-28 HTTP), if any.
+    name_param: str | None = None
+    #: The server may answer with an ``InputRequiredResult`` (2026-07-28).
+    mrtr: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -130,27 +154,50 @@ class NotificationSpec(Generic[P]):
     method: str
     params: type[P] | None
     since: str = _FIRST
+    until: str | None = None
 
 
 # --- request specs (typed) ----------------------------------------------------------------
 
 INITIALIZE_SPEC: Final[RequestSpec[t.InitializeRequestParams, t.InitializeResult]] = RequestSpec(
-    method=INITIALIZE, params=t.InitializeRequestParams, result=t.InitializeResult
+    method=INITIALIZE,
+    params=t.InitializeRequestParams,
+    result=t.InitializeResult,
+    until=_LAST_LEGACY,
 )
 PING_SPEC: Final[RequestSpec[None, t.EmptyResult]] = RequestSpec(
-    method=PING, params=None, result=t.EmptyResult
+    method=PING, params=None, result=t.EmptyResult, until=_LAST_LEGACY
+)
+SERVER_DISCOVER_SPEC: Final[RequestSpec[None, t.DiscoverResult]] = RequestSpec(
+    method=SERVER_DISCOVER, params=None, result=t.DiscoverResult, since=_MODERN
+)
+SUBSCRIPTIONS_LISTEN_SPEC: Final[RequestSpec[t.SubscriptionsListenRequestParams, t.EmptyResult]] = (
+    RequestSpec(
+        method=SUBSCRIPTIONS_LISTEN,
+        params=t.SubscriptionsListenRequestParams,
+        result=t.EmptyResult,
+        since=_MODERN,
+    )
 )
 TOOLS_LIST_SPEC: Final[RequestSpec[t.PaginatedRequestParams, t.ListToolsResult]] = RequestSpec(
     method=TOOLS_LIST, params=t.PaginatedRequestParams, result=t.ListToolsResult
 )
 TOOLS_CALL_SPEC: Final[RequestSpec[t.CallToolRequestParams, t.CallToolResult]] = RequestSpec(
-    method=TOOLS_CALL, params=t.CallToolRequestParams, result=t.CallToolResult
+    method=TOOLS_CALL,
+    params=t.CallToolRequestParams,
+    result=t.CallToolResult,
+    name_param="name",
+    mrtr=True,
 )
 PROMPTS_LIST_SPEC: Final[RequestSpec[t.PaginatedRequestParams, t.ListPromptsResult]] = RequestSpec(
     method=PROMPTS_LIST, params=t.PaginatedRequestParams, result=t.ListPromptsResult
 )
 PROMPTS_GET_SPEC: Final[RequestSpec[t.GetPromptRequestParams, t.GetPromptResult]] = RequestSpec(
-    method=PROMPTS_GET, params=t.GetPromptRequestParams, result=t.GetPromptResult
+    method=PROMPTS_GET,
+    params=t.GetPromptRequestParams,
+    result=t.GetPromptResult,
+    name_param="name",
+    mrtr=True,
 )
 RESOURCES_LIST_SPEC: Final[RequestSpec[t.PaginatedRequestParams, t.ListResourcesResult]] = (
     RequestSpec(
@@ -166,22 +213,35 @@ RESOURCES_TEMPLATES_LIST_SPEC: Final[
 )
 RESOURCES_READ_SPEC: Final[RequestSpec[t.ReadResourceRequestParams, t.ReadResourceResult]] = (
     RequestSpec(
-        method=RESOURCES_READ, params=t.ReadResourceRequestParams, result=t.ReadResourceResult
+        method=RESOURCES_READ,
+        params=t.ReadResourceRequestParams,
+        result=t.ReadResourceResult,
+        name_param="uri",
+        mrtr=True,
     )
 )
 RESOURCES_SUBSCRIBE_SPEC: Final[RequestSpec[t.SubscribeRequestParams, t.EmptyResult]] = RequestSpec(
-    method=RESOURCES_SUBSCRIBE, params=t.SubscribeRequestParams, result=t.EmptyResult
+    method=RESOURCES_SUBSCRIBE,
+    params=t.SubscribeRequestParams,
+    result=t.EmptyResult,
+    until=_LAST_LEGACY,
 )
 RESOURCES_UNSUBSCRIBE_SPEC: Final[RequestSpec[t.UnsubscribeRequestParams, t.EmptyResult]] = (
     RequestSpec(
-        method=RESOURCES_UNSUBSCRIBE, params=t.UnsubscribeRequestParams, result=t.EmptyResult
+        method=RESOURCES_UNSUBSCRIBE,
+        params=t.UnsubscribeRequestParams,
+        result=t.EmptyResult,
+        until=_LAST_LEGACY,
     )
 )
 COMPLETION_COMPLETE_SPEC: Final[RequestSpec[t.CompleteRequestParams, t.CompleteResult]] = (
     RequestSpec(method=COMPLETION_COMPLETE, params=t.CompleteRequestParams, result=t.CompleteResult)
 )
 LOGGING_SET_LEVEL_SPEC: Final[RequestSpec[t.SetLevelRequestParams, t.EmptyResult]] = RequestSpec(
-    method=LOGGING_SET_LEVEL, params=t.SetLevelRequestParams, result=t.EmptyResult
+    method=LOGGING_SET_LEVEL,
+    params=t.SetLevelRequestParams,
+    result=t.EmptyResult,
+    until=_LAST_LEGACY,
 )
 ROOTS_LIST_SPEC: Final[RequestSpec[None, t.ListRootsResult]] = RequestSpec(
     method=ROOTS_LIST, params=None, result=t.ListRootsResult
@@ -220,6 +280,8 @@ CLIENT_REQUESTS: Final[Mapping[str, RequestSpec[Any, Any]]] = _table(
     RESOURCES_UNSUBSCRIBE_SPEC,
     COMPLETION_COMPLETE_SPEC,
     LOGGING_SET_LEVEL_SPEC,
+    SERVER_DISCOVER_SPEC,
+    SUBSCRIPTIONS_LISTEN_SPEC,
 )
 
 #: Requests a server sends and the client (agenthost) answers.
@@ -232,10 +294,10 @@ SERVER_REQUESTS: Final[Mapping[str, RequestSpec[Any, Any]]] = _table(
 
 #: Notifications a client sends.
 CLIENT_NOTIFICATIONS: Final[Mapping[str, NotificationSpec[Any]]] = _table(
-    NotificationSpec(method=NOTIFICATION_INITIALIZED, params=None),
+    NotificationSpec(method=NOTIFICATION_INITIALIZED, params=None, until=_LAST_LEGACY),
     NotificationSpec(method=NOTIFICATION_CANCELLED, params=t.CancelledNotificationParams),
     NotificationSpec(method=NOTIFICATION_PROGRESS, params=t.ProgressNotificationParams),
-    NotificationSpec(method=NOTIFICATION_ROOTS_LIST_CHANGED, params=None),
+    NotificationSpec(method=NOTIFICATION_ROOTS_LIST_CHANGED, params=None, until=_LAST_LEGACY),
 )
 
 #: Notifications a server sends.
@@ -260,6 +322,13 @@ SERVER_NOTIFICATIONS: Final[Mapping[str, NotificationSpec[Any]]] = _table(
         since="2025-11-25",
     ),
 )
+
+
+def available(spec: RequestSpec[Any, Any] | NotificationSpec[Any], revision: str) -> bool:
+    """Return whether ``revision`` has the method of ``spec`` (by position, not by text)."""
+    if not at_least(revision, spec.since):
+        return False
+    return spec.until is None or at_least(spec.until, revision)
 
 
 def request_spec(method: str, *, from_server: bool = False) -> RequestSpec[Any, Any] | None:

@@ -11,11 +11,12 @@ Concurrency model (STYLE.md 2): one reader task takes every message off the tran
 dispatches it by type. A response wakes the task that sent the request (no channel hop:
 the waiting task is rescheduled directly). A peer's request runs in a task of its own, so
 a slow sampling request never blocks the reader; at most ``max_peer_requests`` at once,
-the excess (and every ``ping``) answered by the reader itself, so a peer that floods us
-and stops reading gets backpressure. Notifications go through a bounded channel to one
-dispatcher task, which keeps their order (progress arrives in order) and applies
-backpressure instead of buffering without limit; a call can wait until the notifications
-that preceded its response were delivered (:meth:`RPC.notifications_delivered`).
+the excess answered by the reader itself (a ping with its result, others with an error),
+so a peer that floods us and stops reading gets backpressure. Notifications go through
+a bounded channel to one dispatcher task, which keeps their order (progress arrives in
+order) and applies backpressure instead of buffering without limit; a call can wait
+until the notifications that preceded its response were delivered
+(:meth:`RPC.notifications_delivered`).
 
 Performance: deadlines are kept by one watchdog task, not a cancel scope per request:
 entering a scope was the largest single cost of a call under load (bench/RESULTS.md,
@@ -54,11 +55,13 @@ from agenthost.jsonrpc import (
     ErrorObject,
     ErrorResponse,
     InvalidResponse,
+    Message,
     Notification,
     Request,
     RequestId,
     Response,
 )
+from agenthost.redaction import redact, redact_json
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["DEFAULT_MAX_PEER_REQUESTS", "RPC", "RequestHandler", "closed_error"]
@@ -187,6 +190,14 @@ class RPC:
         assert self._closed is not None
         return self._closed
 
+    def spawn(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``fn`` in the endpoint's nursery (it stops when the endpoint does);
+        False when the endpoint is not running."""
+        if self._nursery is None or self._closed is not None:
+            return False
+        self._nursery.start_soon(fn)
+        return True
+
     def next_id(self) -> int:
         """A fresh number from the id sequence (also used for progress tokens)."""
         return next(self._ids)
@@ -211,8 +222,13 @@ class RPC:
         transport = self.transport
         pending = self._pending
         count = 0
+        message: Message | None = None
         try:
             while True:
+                # Drop the last message before waiting for the next: a large result must
+                # not outlive its caller (peak RSS of the large-result benchmark: 4x the
+                # payload with it held, 3x without).
+                message = None
                 message = await transport.receive()
                 count += 1
                 if count % _YIELD_EVERY == 0:
@@ -235,7 +251,7 @@ class RPC:
                 elif kind is Request:
                     assert isinstance(message, Request)
                     assert self._nursery is not None
-                    if message.method == "ping" or self._asks >= self._max_asks:
+                    if self._asks >= self._max_asks:
                         await self._answer_inline(message)
                         continue
                     self._asks += 1
@@ -276,10 +292,12 @@ class RPC:
             waiter.outcome = error
 
     async def _answer_inline(self, request: Request) -> None:
-        """Answer a ping, or refuse a request past the cap, from the reader itself.
+        """Answer a request past the cap from the reader itself: a ping (cheap) with its
+        empty result, anything else with an error.
 
         Awaiting the write here is the backpressure: while the peer does not read our
-        answers, we do not read its next message.
+        answers, we do not read its next message. (Only past the cap: over HTTP a write
+        is a POST, which the reader should not wait for in the normal case.)
         """
         if request.method == "ping":
             reply: Response | ErrorResponse = Response(request.id, {})
@@ -304,17 +322,19 @@ class RPC:
     def _unmatched(self, message: Response | ErrorResponse) -> None:
         if message.id in self._abandoned:
             self._abandoned.discard(message.id)
-            log.debug("%s: late response to abandoned request %r", self.name, message.id)
+            log.debug("%s: late response to abandoned request %s", self.name, _short_id(message.id))
             return
         if isinstance(message, ErrorResponse):
             log.warning(
-                "%s: error response for unknown request id %r: %s",
+                "%s: error response for unknown request id %s: %s",
                 self.name,
-                message.id,
-                message.error.message,
+                _short_id(message.id),
+                _clip(message.error.message, 500),
             )
         else:
-            log.warning("%s: ignoring response to unknown request id %r", self.name, message.id)
+            log.warning(
+                "%s: ignoring response to unknown request id %s", self.name, _short_id(message.id)
+            )
 
     def close(self, exc: AgentHostError) -> None:
         """Fail every pending request; later requests fail at once with the same reason."""
@@ -421,7 +441,10 @@ class RPC:
             return message.result
         assert isinstance(message, ErrorResponse)
         error = message.error
-        raise JSONRPCError(error.code, error.message, error.data, server=self.name)
+        # Server text: it may quote our secrets back (a header it rejected).
+        raise JSONRPCError(
+            error.code, redact(error.message), redact_json(error.data), server=self.name
+        )
 
     async def _exchange(self, request: Request, waiter: _Waiter, options: SendOptions) -> Any:
         """Write ``request``, then wait for its answer (or take it if it came first).
@@ -483,7 +506,10 @@ class RPC:
             self._watch_at = earliest
 
     def _forget(self, request_id: RequestId) -> None:
-        """Remember an abandoned id so its late response is not reported as a mystery."""
+        """Give up on a request (timed out, cancelled): the transport drops its exchange
+        (an HTTP POST holds a pooled connection until answered), and its id is kept so a
+        late response is not reported as a mystery."""
+        self.transport.abort(request_id)
         if len(self._abandoned) > 4096:
             self._abandoned.clear()
         self._abandoned.add(request_id)
@@ -522,7 +548,7 @@ class RPC:
                 return
             scope = self._incoming.get(target)
             if scope is not None:
-                log.debug("%s: server cancelled its request %r", self.name, target)
+                log.debug("%s: server cancelled its request %s", self.name, _short_id(target))
                 scope.cancel()
             return
         self._notes_queued += 1
@@ -592,7 +618,7 @@ class RPC:
             except ProtocolError as exc:
                 reply = ErrorResponse(request.id, ErrorObject(exc.code, str(exc)))
             except Exception as exc:
-                log.exception("%s: handler for %s failed", self.name, request.method)
+                log.exception("%s: handler for %s failed", self.name, _clip(request.method))
                 reply = ErrorResponse(
                     request.id,
                     ErrorObject(
@@ -615,6 +641,11 @@ def closed_error(cause: AgentHostError, reason: str, server: str) -> AgentHostEr
         message = reason.removeprefix(f"{server}: ")
         return type(cause)(message, server=server)
     return TransportClosed(reason, server=server)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Server text for a log line, cut: a 1 MB method or message must not fill the log."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
 def _short_id(request_id: RequestId | None) -> str:

@@ -127,8 +127,13 @@ class SamplingService:
         *,
         revision: str,
         trusted: bool = False,
+        via: Mapping[str, Any] | None = None,
     ) -> CreateMessageResult:
-        """Answer one sampling request (see the module docstring for the errors)."""
+        """Answer one sampling request (see the module docstring for the errors).
+
+        ``via``: for an MRTR ask (2026-07-28), the request and round it belongs to; the
+        audit records it.
+        """
         messages = sampling_messages_to_llm(params.messages)
         tools = tuple(
             llm.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
@@ -155,7 +160,7 @@ class SamplingService:
                 model=selection.model,
             )
         )
-        action = _action(server, params, selection, trusted=trusted)
+        action = _action(server, params, selection, trusted=trusted, via=via)
         decision = await self._engine.check(action)
         if not decision.allowed:
             self._emit(SamplingEvent(server=server, stage="denied", message=decision.reason))
@@ -177,19 +182,24 @@ class SamplingService:
             try:
                 result = await self._providers[selection.provider].complete(request)
             except UnsupportedContent as exc:
+                self._engine.release_sampling(decision)
                 raise JSONRPCError(INVALID_PARAMS, str(exc)) from None
             except ProviderError as exc:
+                self._engine.release_sampling(decision)
                 raise JSONRPCError(
                     INTERNAL_ERROR, f"Provider {selection.provider} failed: {exc}"
                 ) from None
             tokens = result.usage.input_tokens + result.usage.output_tokens
-            self._engine.record_sampling_usage(server, tokens)
+            self._engine.settle_sampling(decision, tokens)
             # The reviewer sees everything that would go back: text *and* tool calls.
             if not await self._engine.review_sampling(
                 action, _reviewable(result), decision=decision
             ):
                 raise JSONRPCError(USER_REJECTED, "User rejected sampling response")
         except BaseException as exc:
+            # Cancelled while the provider may have been working: the whole reservation
+            # counts (a no-op when already settled or released above).
+            self._engine.settle_sampling(decision, None)
             # Every allowed request gets its outcome line, cancellation included.
             self._emit(
                 SamplingEvent(server=server, stage="failed", message=str(exc) or "cancelled")
@@ -222,6 +232,7 @@ def _action(
     selection: Selection | None,
     *,
     trusted: bool,
+    via: Mapping[str, Any] | None = None,
 ) -> Sampling:
     wire = unstructure(params, "2025-11-25")
     return Sampling(
@@ -235,6 +246,7 @@ def _action(
         model=selection.model if selection else None,
         model_reason=selection.reason if selection else None,
         trusted=trusted,
+        via=via,
     )
 
 

@@ -8,6 +8,15 @@ revision, results are structured into the spec's result type. Server asks (roots
 sampling, elicitation) go through :func:`agenthost.asks.answer_ask`, the one path both
 eras share.
 
+Two eras (:mod:`agenthost.revisions`): a legacy session is opened with ``initialize``;
+a modern one (2026-07-28) with ``server/discover``, after which every request carries the
+protocol version, client capabilities and client info in ``_meta`` (and, over HTTP, the
+``Mcp-Method`` / ``Mcp-Name`` / ``Mcp-Param-*`` headers, handed to the transport as
+:class:`~agenthost.transports.base.SendOptions`). A modern ``tools/call``, ``prompts/get``
+or ``resources/read`` may come back ``input_required``: :mod:`agenthost.mrtr` answers the
+asks through the same handlers and retries. :meth:`ClientSession.negotiate` picks the era
+(``auto`` probes with ``server/discover`` and falls back to ``initialize``).
+
 Error handling: when the transport ends, every pending request fails at once with
 :class:`~agenthost.errors.TransportClosed` naming the server, and every later request
 fails the same way. A server request for a method we do not handle gets -32601; a handler
@@ -33,14 +42,25 @@ from agenthost.asks import answer_ask
 from agenthost.converter import structure, unstructure
 from agenthost.errors import (
     AgentHostError,
+    AgentHostTimeout,
     JSONRPCError,
     OutputValidationError,
     ProtocolError,
     TransportClosed,
     UnsupportedRevision,
 )
+from agenthost.headers import param_header_paths, request_headers, tool_param_headers
 from agenthost.jsonrpc import Request, RequestId
-from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS, run_exchange
+from agenthost.revisions import (
+    LATEST_MODERN,
+    LATEST_REVISION,
+    MODERN_REVISIONS,
+    SUPPORTED_REVISIONS,
+    Era,
+    is_known,
+    is_modern,
+)
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.types import (
@@ -51,6 +71,7 @@ from agenthost.types import (
     CompleteResult,
     CreateMessageRequestParams,
     CreateMessageResult,
+    DiscoverResult,
     ElicitationCapability,
     ElicitRequestParams,
     ElicitResult,
@@ -71,11 +92,14 @@ from agenthost.types import (
     SamplingCapability,
     SetLevelRequestParams,
     SubscribeRequestParams,
+    SubscriptionFilter,
+    SubscriptionsListenRequestParams,
     Tool,
     UnsubscribeRequestParams,
 )
 
 __all__ = [
+    "MODERN_ERROR_CODES",
     "ClientHandlers",
     "ClientSession",
     "NotificationListener",
@@ -94,6 +118,35 @@ _LOGGER_NAME_MAX: Final = 200
 
 #: Server requests one session answers at once (see :mod:`agenthost.rpc`).
 DEFAULT_MAX_SERVER_REQUESTS: Final = DEFAULT_MAX_PEER_REQUESTS
+
+#: 2026-07-28 error codes (``basic/index.mdx``, "Error Codes"): a server that answers with
+#: one of these speaks the modern era, whatever else it refused.
+HEADER_MISMATCH: Final = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+MODERN_ERROR_CODES: Final = frozenset(
+    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+)
+#: ``_meta`` keys of the per-request protocol fields (2026-07-28).
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+_NO_OPTIONS: Final = SendOptions()
+#: The longest a list result is cached, whatever ``ttlMs`` the server asks for.
+_MAX_LIST_TTL: Final = 24 * 3600.0
+#: The list each change notification makes stale.
+_STALE_BY: Final = {
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/prompts/list_changed": ("prompts/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+}
+_ASK_CAPABILITY: Final = {
+    "roots/list": "roots",
+    "sampling/createMessage": "sampling",
+    "elicitation/create": "elicitation",
+}
 
 #: ``notifications/message`` levels (RFC 5424 names) -> Python logging levels.
 _LOG_LEVELS: Final = {
@@ -116,9 +169,27 @@ class RequestContext:
     server: str
     revision: str
     method: str
-    #: The id of the server's request; None for notifications.
+    #: The id of the server's request; None for notifications and MRTR asks.
     request_id: RequestId | None = None
     meta: Mapping[str, Any] | None = None
+    #: MRTR (2026-07-28): the request the ask belongs to (``tools/call``...), its target
+    #: (tool or prompt name, resource URI), the round (1 = the first answer) and the
+    #: server's key for the ask. None for a legacy server's own request.
+    origin: str | None = None
+    origin_name: str | None = None
+    round: int | None = None
+    input_key: str | None = None
+
+    def via(self) -> dict[str, Any] | None:
+        """What an audit line records about an MRTR ask (None for a legacy request)."""
+        if self.round is None:
+            return None
+        return {
+            "request": self.origin,
+            "name": self.origin_name,
+            "round": self.round,
+            "input": self.input_key,
+        }
 
 
 #: ``async (progress, total, message) -> None`` for one call's progress notifications.
@@ -177,11 +248,12 @@ class ClientSession:
         protocol_version: str = LATEST_REVISION,
         notification_buffer: int = 1024,
         max_server_requests: int = DEFAULT_MAX_PEER_REQUESTS,
+        max_input_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> None:
-        if protocol_version not in SUPPORTED_REVISIONS:
+        if not is_known(protocol_version):
             raise UnsupportedRevision(
                 f"cannot offer protocol version {protocol_version!r}; agenthost speaks "
-                + ", ".join(SUPPORTED_REVISIONS)
+                + ", ".join((*MODERN_REVISIONS, *SUPPORTED_REVISIONS))
             )
         self.name = name
         self.handlers = handlers or ClientHandlers()
@@ -194,7 +266,20 @@ class ClientSession:
             notification_buffer=notification_buffer,
             max_peer_requests=max_server_requests,
         )
-        self._offer = protocol_version
+        #: What ``initialize`` offers (legacy) and ``server/discover`` asks for (modern).
+        self._offer = protocol_version if not is_modern(protocol_version) else LATEST_REVISION
+        self._modern_offer = protocol_version if is_modern(protocol_version) else LATEST_MODERN
+        self.max_input_rounds = max_input_rounds
+        #: The per-request ``_meta`` of the modern revision in use (None: legacy).
+        self._stamp: dict[str, Any] | None = None
+        self._log_level: str | None = None
+        #: Cached list results (2026-07-28 ``ttlMs``): method -> (expires, items).
+        self._list_cache: dict[str, tuple[float, list[Any]]] = {}
+        #: ``x-mcp-header`` mirrors of each tool (HTTP, 2026-07-28).
+        self._param_headers: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {}
+        self._listen_uris: set[str] = set()
+        self._listen_scope: trio.CancelScope | None = None
+        self._listening = False
         self._client_info = dict(
             client_info or {"name": "agenthost", "title": "agenthost", "version": __version__}
         )
@@ -207,9 +292,14 @@ class ClientSession:
             self._listeners.setdefault(method, []).append(listener)
         self._output_validators: dict[str, Any] = {}
         self._tools_by_name: dict[str, Tool] = {}
-        #: Set by :meth:`initialize`.
+        #: Set by :meth:`initialize` or :meth:`discover`.
         self.revision: str | None = None
+        self.era: Era | None = None
+        #: How the era and revision were learned (for ``agenthost servers`` / ``check``).
+        self.learned: str | None = None
         self.initialize_result: InitializeResult | None = None
+        self.discover_result: DiscoverResult | None = None
+        self._server_info: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -237,7 +327,28 @@ class ClientSession:
 
     @property
     def server_capabilities(self) -> Any:
+        if self.discover_result is not None:
+            return self.discover_result.capabilities
         return self.initialize_result.capabilities if self.initialize_result else None
+
+    @property
+    def server_info(self) -> dict[str, Any] | None:
+        """The server's self-reported identity (``serverInfo``; modern: the latest
+        result's ``_meta``). For display only: it is not verified."""
+        if self._server_info is not None:
+            return self._server_info
+        if self.initialize_result is not None:
+            info: dict[str, Any] = unstructure(
+                self.initialize_result.server_info, self.revision or self._offer
+            )
+            return info
+        return None
+
+    @property
+    def instructions(self) -> str | None:
+        if self.discover_result is not None:
+            return self.discover_result.instructions
+        return self.initialize_result.instructions if self.initialize_result else None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the reader and the notification dispatcher until the transport ends.
@@ -300,16 +411,268 @@ class ClientSession:
         refused when dropping them would change the meaning).
         """
         raw_params = self._params(params)
-        raw = await self.send_request(
-            spec.method, raw_params, timeout=timeout, cancellable=cancellable
-        )
+        if self._stamp is None:
+            raw = await self.send_request(
+                spec.method, raw_params, timeout=timeout, cancellable=cancellable
+            )
+        elif spec.mrtr:
+            raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
+        else:
+            raw = await self._modern_call(
+                spec.method, raw_params, self._limit(timeout), cancellable=cancellable
+            )
         return structure(raw, spec.result)
 
     def _params(self, params: Any) -> dict[str, Any] | None:
         if params is None:
             return None
-        out: dict[str, Any] = unstructure(params, self.revision or self._offer)
+        revision = self.revision or (self._modern_offer if self._stamp else self._offer)
+        out: dict[str, Any] = unstructure(params, revision)
         return out
+
+    # ------------------------------------------------------------------ the modern era
+
+    def _enter_modern(self, revision: str) -> None:
+        """Speak ``revision`` (2026-07-28) from now on: precompute the per-request stamp."""
+        stamp: dict[str, Any] = {
+            META_PROTOCOL_VERSION: revision,
+            META_CLIENT_CAPABILITIES: self.client_capabilities(revision),
+            META_CLIENT_INFO: unstructure(self._implementation(), revision),
+        }
+        if self._log_level is not None:
+            stamp[META_LOG_LEVEL] = self._log_level
+        self._stamp = stamp
+        self._transport.set_protocol_version(revision)
+
+    def _stamped(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        assert self._stamp is not None
+        out = dict(params) if params else {}
+        meta = out.get("_meta")
+        out["_meta"] = {**meta, **self._stamp} if meta else self._stamp
+        return out
+
+    def _options(self, method: str, params: Mapping[str, Any]) -> SendOptions:
+        """HTTP headers and cancel-by-abort for one modern request (nothing on stdio)."""
+        transport = self._transport
+        if not transport.exchanges_per_request:
+            return _NO_OPTIONS
+        assert self._stamp is not None
+        spec = m.request_spec(method)
+        name_param = spec.name_param if spec is not None else None
+        headers = request_headers(
+            self._stamp[META_PROTOCOL_VERSION],
+            method,
+            params.get(name_param) if name_param else None,
+        )
+        if method == m.TOOLS_CALL:
+            mirrors = self._param_headers.get(params.get("name", ""))
+            if mirrors:
+                headers.update(tool_param_headers(mirrors, params.get("arguments") or {}))
+        return SendOptions(headers=headers, abort_on_cancel=True)
+
+    async def _modern_call(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        *,
+        cancellable: bool = True,
+        final: bool = True,
+    ) -> dict[str, Any]:
+        """One 2026-07-28 request: stamped, with its headers; the raw result.
+
+        ``final``: the result must be complete (``input_required`` only where MRTR is).
+        """
+        stamped = self._stamped(params)
+        try:
+            raw = await self._rpc.call(
+                method,
+                stamped,
+                timeout=timeout,
+                cancellable=cancellable,
+                options=self._options(method, stamped),
+            )
+        except JSONRPCError as exc:
+            if exc.code == UNSUPPORTED_PROTOCOL_VERSION:
+                raise _unsupported(exc, self._stamp, self.name) from None
+            raise
+        meta = raw.get("_meta")
+        if isinstance(meta, dict):
+            info = meta.get(META_SERVER_INFO)
+            if isinstance(info, dict) and isinstance(info.get("name"), str):
+                self._server_info = info
+        if final and raw.get("resultType", "complete") != "complete":
+            raise ProtocolError(
+                f"{method}: unexpected resultType {str(raw.get('resultType'))[:64]!r}",
+                server=self.name,
+            )
+        return raw
+
+    async def _exchange(
+        self, method: str, params: dict[str, Any] | None, timeout: float | None
+    ) -> dict[str, Any]:
+        """A request that may need input: the MRTR loop over :meth:`_modern_call`."""
+        base = params or {}
+        origin_name = base.get("uri") if method == m.RESOURCES_READ else base.get("name")
+        revision = self.revision or self._modern_offer
+        declared = frozenset(
+            ask for ask, cap in _ASK_CAPABILITY.items() if getattr(self.handlers, cap) is not None
+        )
+
+        async def send(round_params: dict[str, Any], left: float | None) -> dict[str, Any]:
+            return await self._modern_call(method, round_params, left, final=False)
+
+        def context(ask: str, round_no: int, key: str) -> RequestContext:
+            return RequestContext(
+                session=self,
+                server=self.name,
+                revision=revision,
+                method=ask,
+                origin=method,
+                origin_name=str(origin_name)[:200] if origin_name is not None else None,
+                round=round_no,
+                input_key=key[:200],
+            )
+
+        return await run_exchange(
+            send,
+            base,
+            method=method,
+            handlers=self.handlers,
+            context=context,
+            declared=declared,
+            timeout=timeout,
+            max_rounds=self.max_input_rounds,
+            server=self.name,
+        )
+
+    async def discover(self, *, timeout: float | None = 30.0) -> DiscoverResult:
+        """``server/discover``: speak 2026-07-28 with this server.
+
+        Raises:
+            NotModern: the server answered but offers no modern revision we speak.
+            UnsupportedRevision: the server is modern but shares no revision with us.
+            JSONRPCError, AgentHostTimeout, TransportClosed: as any request.
+        """
+        self._enter_modern(self._modern_offer)
+        raw = await self._modern_call(m.SERVER_DISCOVER, None, timeout, cancellable=False)
+        try:
+            result = structure(raw, m.SERVER_DISCOVER_SPEC.result)
+        except ProtocolError as exc:
+            # A legacy server may answer any unknown method with a generic result (the
+            # conformance suite's 0.1.16 servers do): an answer that is not a
+            # DiscoverResult is evidence of a legacy server, not a broken modern one.
+            self._stamp = None
+            raise NotModern(
+                "server/discover answered with something that is not a DiscoverResult"
+                f" ({str(exc).removeprefix(f'{self.name}: ')})",
+                server=self.name,
+            ) from None
+        common = [v for v in MODERN_REVISIONS if v in result.supported_versions]
+        if not common:
+            self._stamp = None
+            raise NotModern(
+                "server/discover offers only " + ", ".join(map(str, result.supported_versions[:8])),
+                server=self.name,
+            )
+        if common[0] != self._modern_offer:
+            self._enter_modern(common[0])
+        self.revision = common[0]
+        self.era = Era.MODERN
+        self.discover_result = result
+        return result
+
+    async def negotiate(
+        self,
+        mode: str = "auto",
+        *,
+        timeout: float | None = 30.0,
+        probe_timeout: float | None = 10.0,
+        fallback_in_place: bool = True,
+    ) -> None:
+        """Settle the era: ``"legacy"`` (initialize), ``"modern"`` (discover) or ``"auto"``.
+
+        ``auto`` follows ``basic/versioning.mdx``: probe with ``server/discover``; a
+        result or a recognised modern error means modern; any other error, or no answer
+        within ``probe_timeout``, means legacy: ``initialize`` on the same connection
+        (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
+        falls back on a fresh one, as HTTP does). Never keyed to one error code.
+
+        Raises:
+            NotModern: auto found a legacy server and ``fallback_in_place`` is False.
+            TransportClosed: the server went away (some exit on an unexpected first
+                message; the caller may restart it and use ``"legacy"``).
+            UnsupportedRevision, AgentHostTimeout, JSONRPCError: as initialize/discover.
+        """
+        if mode == "legacy":
+            await self.initialize(timeout=timeout)
+            self.learned = self.learned or "initialize"
+            return
+        if mode != "auto":
+            await self.discover(timeout=timeout)
+            self.learned = self.learned or "server/discover"
+            return
+        try:
+            await self.discover(timeout=probe_timeout)
+        except JSONRPCError as exc:
+            if exc.code in MODERN_ERROR_CODES:
+                raise
+            status = exc.data.get("httpStatus") if isinstance(exc.data, dict) else None
+            if status in (401, 403):
+                raise  # authentication, never era evidence
+            reason = f"server/discover refused ({exc.code})"
+        except AgentHostTimeout:
+            reason = "server/discover unanswered"
+        except NotModern as exc:
+            reason = str(exc).removeprefix(f"{self.name}: ")
+        else:
+            self.learned = "probe: server/discover answered"
+            return
+        self._stamp = None
+        if not fallback_in_place:
+            raise NotModern(reason, server=self.name)
+        await self.initialize(timeout=timeout)
+        self.learned = f"probe: {reason}; initialize"
+
+    async def _listen(self) -> None:
+        """Keep a ``subscriptions/listen`` open for the change notifications we handle.
+
+        Re-sent (with the new filter) when :meth:`subscribe_resource` changes the URIs,
+        and after a pause when the server ends it. A server that refuses it, or a session
+        that ends, ends the loop.
+        """
+        caps = self.server_capabilities
+        try:
+            await self._listen_loop(caps)
+        finally:
+            self._listening = False
+            self._listen_scope = None
+
+    def _ensure_listening(self) -> None:
+        if not self._listening and self._stamp is not None:
+            self._listening = self._rpc.spawn(self._listen)
+
+    async def _listen_loop(self, caps: Any) -> None:
+        while not self.closed:
+            notifications = SubscriptionFilter(
+                tools_list_changed=_wants(self, caps, "tools"),
+                prompts_list_changed=_wants(self, caps, "prompts"),
+                resources_list_changed=_wants(self, caps, "resources"),
+                resource_subscriptions=sorted(self._listen_uris) or None,
+            )
+            params = self._params(SubscriptionsListenRequestParams(notifications=notifications))
+            with trio.CancelScope() as scope:
+                self._listen_scope = scope
+                try:
+                    await self._modern_call(m.SUBSCRIPTIONS_LISTEN, params, None, final=False)
+                except JSONRPCError as exc:
+                    log.info("%s: subscriptions/listen refused: %s", self.name, exc.message)
+                    return
+                except AgentHostError as exc:
+                    log.debug("%s: subscriptions/listen ended: %s", self.name, exc)
+                    return
+            if not scope.cancelled_caught:
+                await trio.sleep(1.0)  # the server ended it: listen again, gently
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification."""
@@ -321,7 +684,9 @@ class ClientSession:
         """What we declare: only what has a handler (the revision trims the rest)."""
         handlers = self.handlers
         return ClientCapabilities(
-            roots=RootsCapability(list_changed=True) if handlers.roots is not None else None,
+            roots=RootsCapability(list_changed=None if is_modern(revision) else True)
+            if handlers.roots is not None
+            else None,
             sampling=SamplingCapability(
                 tools={} if handlers.sampling_tools else None,
                 context={} if handlers.sampling_context else None,
@@ -382,19 +747,36 @@ class ClientSession:
                 server=self.name,
             )
         self.revision = version
+        self.era = Era.LEGACY
         self.initialize_result = result
         self._transport.set_protocol_version(version)
         await self.notify(m.NOTIFICATION_INITIALIZED)
         return result
 
     async def ping(self, *, timeout: float | None | EllipsisType = ...) -> None:
+        """Check the server answers. 2026-07-28 has no ``ping``: ``server/discover`` then."""
+        if self._stamp is not None:
+            await self._modern_call(m.SERVER_DISCOVER, None, self._limit(timeout))
+            return
         await self.request(m.PING_SPEC, None, timeout=timeout)
 
     async def set_logging_level(self, level: str) -> None:
-        """Ask the server to send ``notifications/message`` at ``level`` and above."""
+        """Ask the server to send ``notifications/message`` at ``level`` and above.
+
+        2026-07-28 has no ``logging/setLevel``: the level rides on every request's
+        ``_meta`` instead.
+        """
+        if self._stamp is not None:
+            self._log_level = level
+            self._stamp = {**self._stamp, META_LOG_LEVEL: level}
+            return
         await self.request(m.LOGGING_SET_LEVEL_SPEC, SetLevelRequestParams(level=level))  # type: ignore[arg-type]
 
     async def notify_roots_list_changed(self) -> None:
+        """Tell the server the roots changed (2026-07-28 has no such notification: the
+        server asks for roots in each request that needs them)."""
+        if self._stamp is not None:
+            return
         await self.notify(m.NOTIFICATION_ROOTS_LIST_CHANGED)
 
     # ------------------------------------------------------------------ server features
@@ -405,15 +787,34 @@ class ClientSession:
         key: str,
         timeout: float | None | EllipsisType,
     ) -> list[Any]:
+        if self._stamp is not None:
+            cached = self._list_cache.get(spec.method)
+            if cached is not None and cached[0] > trio.current_time():
+                return list(cached[1])
         items: list[Any] = []
         cursor: str | None = None
         seen: set[str] = set()
+        ttl: float | None = None
         while True:
             params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = await self.request(spec, params, timeout=timeout)
+            if self._stamp is None:
+                page = await self.request(spec, params, timeout=timeout)
+            else:
+                raw = await self._modern_call(
+                    spec.method, self._params(params), self._limit(timeout)
+                )
+                page = structure(raw, spec.result)
+                ttl_ms = raw.get("ttlMs")
+                if type(ttl_ms) is int and ttl_ms > 0:
+                    page_ttl = min(ttl_ms / 1000, _MAX_LIST_TTL)
+                    ttl = page_ttl if ttl is None else min(ttl, page_ttl)
+                else:
+                    ttl = 0.0
             items.extend(getattr(page, key))
             cursor = page.next_cursor
             if not cursor:
+                if ttl:
+                    self._list_cache[spec.method] = (trio.current_time() + ttl, list(items))
                 return items
             if cursor in seen:  # a server that loops its cursors must not loop us
                 raise ProtocolError(
@@ -424,9 +825,27 @@ class ClientSession:
     async def list_tools(self, *, timeout: float | None | EllipsisType = ...) -> list[Tool]:
         """All tools, across every page. Remembers output schemas for :meth:`call_tool`."""
         tools: list[Tool] = await self._all_pages(m.TOOLS_LIST_SPEC, "tools", timeout)
+        if self._stamp is not None and self._transport.exchanges_per_request:
+            tools = self._mirror_headers(tools)
         self._tools_by_name = {tool.name: tool for tool in tools}
         self._output_validators.clear()
         return tools
+
+    def _mirror_headers(self, tools: list[Tool]) -> list[Tool]:
+        """Record each tool's ``x-mcp-header`` mirrors; drop tools whose are invalid
+        (the spec: a client on HTTP MUST exclude them, and SHOULD say why)."""
+        kept: list[Tool] = []
+        self._param_headers = {}
+        for tool in tools:
+            try:
+                mirrors = param_header_paths(tool.input_schema)
+            except ValueError as exc:
+                log.warning("%s: ignoring tool %r: %s", self.name, tool.name[:100], exc)
+                continue
+            if mirrors:
+                self._param_headers[tool.name] = mirrors
+            kept.append(tool)
+        return kept
 
     async def list_tools_page(self, cursor: str | None = None) -> ListToolsResult:
         return await self.request(
@@ -463,7 +882,14 @@ class ClientSession:
             self._progress[token] = progress
         params = CallToolRequestParams(name=name, arguments=dict(arguments or {}), meta=call_meta)
         try:
-            result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
+            try:
+                result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
+            except JSONRPCError as exc:
+                if exc.code != HEADER_MISMATCH or self._stamp is None:
+                    raise
+                # The spec: re-read the tool's inputSchema (its x-mcp-header) and retry once.
+                await self.list_tools(timeout=timeout)
+                result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
             if token is not None:
                 # The response wakes us directly, while the progress the server sent
                 # before it may still be queued for the dispatcher: deliver those first.
@@ -534,11 +960,23 @@ class ClientSession:
     async def subscribe_resource(self, uri: str) -> None:
         """Ask for ``notifications/resources/updated`` about ``uri``.
 
-        Listen with ``add_listener("notifications/resources/updated", ...)``.
+        Listen with ``add_listener("notifications/resources/updated", ...)``. On 2026-07-28
+        the URI joins the session's ``subscriptions/listen`` filter instead.
         """
+        if self._stamp is not None:
+            self._listen_uris.add(uri)
+            if self._listen_scope is not None:
+                self._listen_scope.cancel()  # re-listen with the new filter
+            self._ensure_listening()
+            return
         await self.request(m.RESOURCES_SUBSCRIBE_SPEC, SubscribeRequestParams(uri=uri))
 
     async def unsubscribe_resource(self, uri: str) -> None:
+        if self._stamp is not None:
+            self._listen_uris.discard(uri)
+            if self._listen_scope is not None:
+                self._listen_scope.cancel()
+            return
         await self.request(m.RESOURCES_UNSUBSCRIBE_SPEC, UnsubscribeRequestParams(uri=uri))
 
     async def complete(
@@ -575,6 +1013,8 @@ class ClientSession:
         return remove
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
+        for stale in _STALE_BY.get(method, ()):
+            self._list_cache.pop(stale, None)
         if method == "notifications/progress":
             token = params.get("progressToken")
             hashable = type(token) is str or type(token) is int
@@ -587,13 +1027,12 @@ class ClientSession:
             level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
             logger = params.get("logger")
             if self._server_log.isEnabledFor(level):
-                # The server's own logger name goes in the record and the text, never into
-                # the logger hierarchy (issue 14: 200k names = 200k loggers, 153 MiB).
+                # The server's own logger name goes in the record (``mcp_logger``), never
+                # into the logger hierarchy (issue 14: 200k names = 200k loggers, 153 MiB).
                 name = str(logger)[:_LOGGER_NAME_MAX] if logger is not None else None
                 self._server_log.log(
                     level,
-                    "%s%s",
-                    f"[{name}] " if name else "",
+                    "%s",
                     _render_log_data(params.get("data")),
                     extra={"mcp_logger": name},
                 )
@@ -616,6 +1055,9 @@ class ClientSession:
         """A legacy server's own request: ``ping`` here, asks through :mod:`agenthost.asks`."""
         method = request.method
         params = request.params or {}
+        if self._stamp is not None:
+            # 2026-07-28: a server MUST NOT send requests (asks come back as MRTR).
+            raise JSONRPCError(-32601, f"Method not found: {method} (this is a 2026-07-28 session)")
         if method == m.PING:
             return {}
         ctx = RequestContext(
@@ -627,6 +1069,32 @@ class ClientSession:
             meta=params.get("_meta"),
         )
         return await answer_ask(self.handlers, ctx, params)
+
+
+class NotModern(ProtocolError):
+    """``auto`` found a legacy server (its answer to ``server/discover`` is no modern one)."""
+
+
+def _unsupported(exc: JSONRPCError, stamp: Mapping[str, Any] | None, server: str) -> AgentHostError:
+    """-32022 from a modern server: name both sides (the server's list is kept in data)."""
+    supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+    ours = stamp.get(META_PROTOCOL_VERSION) if stamp else None
+    theirs = ", ".join(map(str, supported[:8])) if isinstance(supported, list) else "(not said)"
+    return UnsupportedRevision(
+        f"server does not support protocol version {ours} ({exc.message}); it supports {theirs}",
+        server=server,
+        code=exc.code,
+    )
+
+
+def _wants(session: ClientSession, caps: Any, kind: str) -> bool | None:
+    """Whether to ask for ``<kind>/list_changed`` on the listen stream: the server has
+    the capability with ``listChanged`` and someone listens."""
+    cap = getattr(caps, kind, None) if caps is not None else None
+    if cap is None or not getattr(cap, "list_changed", None):
+        return None
+    method = f"notifications/{kind}/list_changed"
+    return True if session._listeners.get(method) else None
 
 
 def _render_log_data(data: Any) -> str:
@@ -648,8 +1116,17 @@ async def open_session(
     initialize_timeout: float | None = 30.0,
     protocol_version: str = LATEST_REVISION,
     client_info: Mapping[str, Any] | None = None,
+    era: str = "legacy",
+    probe_timeout: float | None = 10.0,
+    fallback_in_place: bool = True,
+    max_input_rounds: int = DEFAULT_MAX_ROUNDS,
+    learned: str | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """Run a session over ``transport`` and initialize it.
+    """Run a session over ``transport`` and settle its era (:meth:`ClientSession.negotiate`).
+
+    ``era``: ``"legacy"`` (``initialize``, the default here), ``"modern"``
+    (``server/discover``) or ``"auto"``. A modern session also keeps a
+    ``subscriptions/listen`` open for the change notifications its handlers listen to.
 
     Resource handling: the session's tasks stop when the block exits; the transport is
     closed too (it belongs to the caller's ``async with``, which still tears it down).
@@ -665,12 +1142,24 @@ async def open_session(
         request_timeout=request_timeout,
         protocol_version=protocol_version,
         client_info=client_info,
+        max_input_rounds=max_input_rounds,
     )
+    session.learned = learned
     with collapse_single_group():
         async with trio.open_nursery() as nursery:
             await nursery.start(session.run)
             try:
-                await session.initialize(timeout=initialize_timeout)
+                await session.negotiate(
+                    era,
+                    timeout=initialize_timeout,
+                    probe_timeout=probe_timeout,
+                    fallback_in_place=fallback_in_place,
+                )
+                if session.era is Era.MODERN and any(
+                    method in session._listeners
+                    for method in (*_STALE_BY, "notifications/resources/updated")
+                ):
+                    session._ensure_listening()
                 yield session
             finally:
                 nursery.cancel_scope.cancel()

@@ -33,6 +33,7 @@ from agenthost.errors import (
     ServerUnavailable,
     SessionExpired,
 )
+from agenthost.redaction import redact
 from agenthost.session import ClientHandlers, ClientSession
 
 __all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
@@ -69,6 +70,10 @@ class ServerStatus:
     server_info: dict[str, str] | None = None
     #: OS process id of a stdio server while it runs.
     pid: int | None = None
+    #: ``"legacy"`` (initialize) or ``"modern"`` (2026-07-28), and how it was learned
+    #: (``"probe: ..."``, ``"cached"``, ``"config: protocol = ..."``).
+    era: str | None = None
+    learned: str | None = None
 
 
 def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
@@ -132,9 +137,9 @@ class Supervisor:
     def status(self) -> ServerStatus:
         session = self.session
         info = None
-        if session is not None and session.initialize_result is not None:
-            server_info = session.initialize_result.server_info
-            info = {"name": server_info.name, "version": server_info.version}
+        reported = session.server_info if session is not None else None
+        if reported is not None:
+            info = {"name": str(reported.get("name")), "version": str(reported.get("version"))}
         pid = getattr(getattr(session, "_transport", None), "pid", None) if session else None
         return ServerStatus(
             name=self.name,
@@ -144,6 +149,8 @@ class Supervisor:
             restarts=self.restarts,
             server_info=info,
             pid=pid if self.state is ServerState.READY else None,
+            era=session.era.value if session is not None and session.era is not None else None,
+            learned=session.learned if session is not None else None,
         )
 
     async def wait_first_attempt(self) -> None:
@@ -292,4 +299,4 @@ class Supervisor:
             finally:
                 self.session = None
         self._life = None
-        return str(reason)
+        return redact(str(reason))

@@ -4,7 +4,8 @@ Scheduling: every measurement runs in a fresh subprocess (:mod:`bench.workers`, 
 real ``agenthost`` CLI and :mod:`bench.sdk_call` for the whole-process figures), and
 the variants of one measurement are interleaved round by round (A B C D, B C D A, ...),
 so a slow spell of the machine hits every variant alike. Figures are medians over rounds;
-ratios are ratios of medians from the same run.
+ratios are medians of per-round paired ratios, shown with their range (the spread), and
+the table's header says which machine ran it and its load average before and after.
 
 Before measuring, the project's own packages are byte-compiled (``compileall``): an
 installed package ships its ``.pyc`` files, like the SDK in site-packages does, and a
@@ -21,89 +22,32 @@ import argparse
 import compileall
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.clients import BLOCKING, CLIENTS
+from bench.clients import BLOCKING, CLIENTS, TS
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
+from bench.runner import (
+    REPO,
+    MiB,
+    WorkerFailed,
+    http_server,
+    interleave,
+    machine,
+    med,
+    paired,
+    run_child,
+    run_worker,
+)
 
 __all__ = ["main"]
 
-REPO = BENCH_DIR.parent
 INFLIGHT = 64
-MiB = 1024 * 1024
-
-
-class WorkerFailed(Exception):
-    """A benchmark subprocess failed; the message carries its stderr's tail."""
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
-
-
-def run_child(argv: Sequence[str], *, timeout: float) -> tuple[float, int, str]:
-    """Run ``argv`` to completion; return (wall seconds, peak RSS bytes, stdout).
-
-    The peak RSS is ``wait4``'s: the child's, or a descendant's it waited for if larger.
-
-    Raises:
-        WorkerFailed: non-zero exit, or still running after ``timeout`` (then killed).
-    """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=REPO, env=_child_env()
-        )
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        if proc.returncode != 0:
-            tail = err.read().decode("utf-8", "replace")[-3000:]
-            raise WorkerFailed(f"{' '.join(argv[:4])} ... exited {proc.returncode}:\n{tail}")
-    return wall, usage.ru_maxrss * 1024, stdout
-
-
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    spec = {"deadline": 240, **spec}
-    argv = [sys.executable, "-m", "bench.workers", json.dumps(spec)]
-    _, _, stdout = run_child(argv, timeout=spec["deadline"] + 30)
-    result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
-    return result
-
-
-def interleave(
-    variants: Sequence[str], rounds: int, measure: Callable[[str], dict[str, Any]]
-) -> dict[str, list[dict[str, Any]]]:
-    """Run ``measure(variant)`` for every variant, ``rounds`` times, rotating the order."""
-    results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    for r in range(rounds):
-        order = [*variants[r % len(variants) :], *variants[: r % len(variants)]]
-        for variant in order:
-            results[variant].append(measure(variant))
-    return results
-
-
-def med(samples: Sequence[dict[str, Any]], key: str) -> float:
-    return median([s[key] for s in samples])
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -133,7 +77,8 @@ def _x(value: float) -> str:
 
 
 def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    log(f"tool calls over stdio: {args.rounds} rounds x {', '.join(CLIENTS)}")
+    clients = [*CLIENTS, TS, BLOCKING]
+    log(f"tool calls over stdio: {args.rounds} rounds x {', '.join(clients)}")
     spec = {"task": "throughput", "seq": args.seq, "conc": args.conc, "inflight": INFLIGHT}
     spec["warmup"] = args.warmup
 
@@ -141,12 +86,8 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
         # The blocking client cannot overlap calls: sequential only.
         return run_worker({**spec, "client": client, **({"conc": 0} if client == BLOCKING else {})})
 
-    res = interleave([*CLIENTS, BLOCKING], args.rounds, one)
-    ah, trio_sdk, aio_sdk, floor = (res[c] for c in CLIENTS)
-    seq, conc = med(ah, "seq_calls_s"), med(ah, "conc_calls_s")
-    sdk_seq, sdk_conc = med(trio_sdk, "seq_calls_s"), med(trio_sdk, "conc_calls_s")
-    aio_seq, aio_conc = med(aio_sdk, "seq_calls_s"), med(aio_sdk, "conc_calls_s")
-    ceiling = med(res[BLOCKING], "seq_calls_s")
+    res = interleave(clients, args.rounds, one)
+    ah, trio_sdk, aio_sdk, floor, ts = (res[c] for c in (*CLIENTS, TS))
     # The same sequential loop with client and server sharing one CPU: no cross-CPU
     # wake-ups (the larger part of a round trip on a 2-vCPU VM), so it weighs what the
     # clients themselves cost.
@@ -158,80 +99,98 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
         args.rounds,
         lambda c: run_worker({**spec, "client": c, "conc": 0, "cpu": cpu}),
     )
-    one_seq, one_sdk = (
-        med(pinned["agenthost"], "seq_calls_s"),
-        med(pinned["sdk-trio"], "seq_calls_s"),
-    )
-    rows = [
-        Row(
-            name="calls/s sequential",
-            ours=_rate(seq),
-            reference=(
-                f"SDK trio {_rate(sdk_seq)}; blocking I/O {_rate(ceiling)}"
-                f" = {_x(ceiling / sdk_seq)}, the ceiling here"
-            ),
-            ratio=_x(seq / sdk_seq),
-            target="SDK trio x >= 3.5",
-            passed=seq / sdk_seq >= 3.5,
-        ),
-        Row(
-            name="calls/s sequential, one CPU",
-            ours=_rate(one_seq),
-            reference=(
-                f"SDK trio {_rate(one_sdk)}; floor {_rate(med(pinned['floor'], 'seq_calls_s'))}"
-            ),
-            ratio=_x(one_seq / one_sdk),
-            target="SDK trio x >= 3.5",
-            passed=one_seq / one_sdk >= 3.5,
-        ),
-        Row(
-            name="calls/s 64 in flight",
-            ours=_rate(conc),
-            reference=f"SDK trio {_rate(sdk_conc)}",
-            ratio=_x(conc / sdk_conc),
-            target="SDK trio x >= 8",
-            passed=conc / sdk_conc >= 8,
-        ),
-    ]
-    for q in ("p50", "p99"):
-        ours, ref = med(ah, f"seq_{q}_us"), med(trio_sdk, f"seq_{q}_us")
+    rows = []
+    for mode, key in (("sequential", "seq_calls_s"), ("64 in flight", "conc_calls_s")):
+        vs_ts = paired(ah, ts, key)
         rows.append(
             Row(
-                name=f"latency {q} sequential",
-                ours=_us(ours),
-                reference=(
-                    f"SDK trio {_us(ref)}; floor {_us(med(floor, f'seq_{q}_us'))};"
-                    f" blocking {_us(med(res[BLOCKING], f'seq_{q}_us'))}"
+                name=f"stdio calls/s {mode}",
+                ours=_rate(med(ah, key)),
+                reference=f"TypeScript SDK {_rate(med(ts, key))}; floor {_rate(med(floor, key))}"
+                + (
+                    f"; blocking I/O {_rate(med(res[BLOCKING], key))}"
+                    if key.startswith("seq")
+                    else ""
                 ),
-                ratio=_x(ours / ref),
+                ratio=str(vs_ts),
+                target="TS x >= 1.2",
+                passed=vs_ts.ratio >= 1.2,
             )
         )
-    rows += [
-        Row(
-            name="calls/s sequential, SDK asyncio",
-            ours=_rate(seq),
-            reference=f"SDK asyncio {_rate(aio_seq)}",
-            ratio=_x(seq / aio_seq),
-        ),
-        Row(
-            name="calls/s 64 in flight, SDK asyncio",
-            ours=_rate(conc),
-            reference=f"SDK asyncio {_rate(aio_conc)}",
-            ratio=_x(conc / aio_conc),
-        ),
-    ]
-    for mode, key in (("sequential", "seq_cpu_us"), ("64 in flight", "conc_cpu_us")):
-        ours, ref = med(ah, key), med(floor, key)
+    for mode, key, goal in (
+        ("sequential", "seq_calls_s", 3.5),
+        ("64 in flight", "conc_calls_s", 8),
+    ):
+        vs_sdk = paired(ah, trio_sdk, key)
         rows.append(
             Row(
-                name=f"client CPU/call {mode}",
-                ours=_us(ours),
-                reference=f"floor {_us(ref)}; SDK trio {_us(med(trio_sdk, key))}",
-                ratio=_x(ours / ref),
-                target="floor x <= 2.5",
-                passed=ours / ref <= 2.5,
+                name=f"stdio calls/s {mode}, SDK",
+                ours=_rate(med(ah, key)),
+                reference=(
+                    f"SDK trio {_rate(med(trio_sdk, key))}; asyncio {_rate(med(aio_sdk, key))}"
+                ),
+                ratio=str(vs_sdk),
+                target=f"SDK trio x >= {goal}",
+                passed=vs_sdk.ratio >= goal,
             )
         )
+    one_cpu = paired(pinned["agenthost"], pinned["sdk-trio"], "seq_calls_s")
+    rows.append(
+        Row(
+            name="stdio calls/s sequential, one CPU",
+            ours=_rate(med(pinned["agenthost"], "seq_calls_s")),
+            reference=(
+                f"SDK trio {_rate(med(pinned['sdk-trio'], 'seq_calls_s'))};"
+                f" floor {_rate(med(pinned['floor'], 'seq_calls_s'))}"
+            ),
+            ratio=str(one_cpu),
+            target="SDK trio x >= 3.5",
+            passed=one_cpu.ratio >= 3.5,
+        )
+    )
+    for q in ("p50", "p99"):
+        key = f"seq_{q}_us"
+        rows.append(
+            Row(
+                name=f"stdio latency {q} sequential",
+                ours=_us(med(ah, key)),
+                reference=(
+                    f"TS {_us(med(ts, key))}; SDK trio {_us(med(trio_sdk, key))};"
+                    f" floor {_us(med(floor, key))}; blocking {_us(med(res[BLOCKING], key))}"
+                ),
+                ratio=str(paired(ah, ts, key)),
+            )
+        )
+    for mode, key in (("sequential", "seq_cpu_us"), ("64 in flight", "conc_cpu_us")):
+        vs_floor = paired(ah, floor, key)
+        goal = key.startswith("conc")
+        rows.append(
+            Row(
+                name=f"stdio client CPU/call {mode}",
+                ours=_us(med(ah, key)),
+                reference=(
+                    f"floor {_us(med(floor, key))}; TS {_us(med(ts, key))};"
+                    f" SDK trio {_us(med(trio_sdk, key))}"
+                ),
+                ratio=str(vs_floor),
+                target="floor x <= 1.3" if goal else "",
+                passed=vs_floor.ratio <= 1.3 if goal else None,
+            )
+        )
+
+    def wakeups(samples: list[dict[str, Any]]) -> str:
+        return (
+            f"{med(samples, 'conc_client_wakeups'):.3f} / {med(samples, 'conc_server_wakeups'):.3f}"
+            f" ({_us(med(samples, 'conc_server_cpu_us'))})"
+        )
+
+    rows.append(
+        Row(
+            name="stdio wake-ups/call client/server (server CPU), 64 in flight",
+            ours=wakeups(ah),
+            reference=f"floor {wakeups(floor)}; TS {wakeups(ts)}",
+        )
+    )
     return rows
 
 
@@ -269,20 +228,21 @@ def whole_process(args: argparse.Namespace, log: Callable[[str], None]) -> list[
         res = interleave(list(commands), args.process_rounds, measure)
     wall, sdk_wall = med(res["agenthost"], "wall"), med(res["sdk"], "wall")
     rss, sdk_rss = med(res["agenthost"], "rss"), med(res["sdk"], "rss")
+    vs_sdk = paired(res["agenthost"], res["sdk"], "wall")
     return [
         Row(
             name="one-call process wall time",
             ours=_ms(wall),
             reference=f"SDK script {_ms(sdk_wall)}",
-            ratio=_x(wall / sdk_wall),
+            ratio=str(vs_sdk),
             target="SDK x <= 0.4",
-            passed=wall / sdk_wall <= 0.4,
+            passed=vs_sdk.ratio <= 0.4,
         ),
         Row(
             name="one-call process peak RSS",
             ours=_mib(rss),
             reference=f"SDK script {_mib(sdk_rss)}",
-            ratio=_x(rss / sdk_rss),
+            ratio=str(paired(res["agenthost"], res["sdk"], "rss")),
             target="<= 45 MiB",
             passed=rss <= 45 * MiB,
         ),
@@ -360,46 +320,262 @@ def sampling(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
     return rows
 
 
-def payloads(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    log(f"large payloads: {args.payload_rounds} rounds")
+def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """Streamable HTTP, JSON and SSE responses: one server shared by every client."""
+    clients = ["agenthost", "sdk-trio", "sdk-asyncio", TS]
     rows = []
-    cases = (
-        ("10 MiB result", {"result_bytes": 10 * MiB}, 10 * MiB),
-        ("1 MiB argument", {"arg_bytes": MiB}, MiB),
-    )
-    for label, extra, size in cases:
-        spec = {"task": "payload", "repeats": args.payload_repeats, **extra}
-        res = interleave(
-            ["agenthost", "sdk-trio"],
-            args.payload_rounds,
-            lambda c, spec=spec: run_worker({**spec, "client": c}),  # type: ignore[misc]
-        )
-        ours, ref = med(res["agenthost"], "time_s"), med(res["sdk-trio"], "time_s")
-        rows.append(
-            Row(
-                name=f"{label}: time",
-                ours=_ms(ours),
-                reference=f"SDK trio {_ms(ref)}",
-                ratio=_x(ours / ref),
+    with http_server() as base:
+        for mode in ("json", "sse"):
+            log(f"tool calls over HTTP ({mode}): {args.http_rounds} rounds x {', '.join(clients)}")
+            spec = {
+                "task": "throughput",
+                "url": f"{base}/{mode}",
+                "seq": args.http_seq,
+                "conc": args.http_conc,
+                "inflight": INFLIGHT,
+                "warmup": args.warmup,
+            }
+            res = interleave(
+                clients, args.http_rounds, lambda c, spec=spec: run_worker({**spec, "client": c})
             )
-        )
-
-        def growth(samples: list[dict[str, Any]]) -> float:
-            return median([s["rss_peak"] - s["rss_base"] for s in samples])
-
-        ours_rss, ref_rss = growth(res["agenthost"]), growth(res["sdk-trio"])
-        big = size >= 10 * MiB
-        rows.append(
-            Row(
-                name=f"{label}: peak RSS",
-                ours=f"+{_mib(ours_rss)} ({ours_rss / size:.1f}x payload)",
-                reference=f"SDK trio +{_mib(ref_rss)} ({ref_rss / size:.1f}x)",
-                ratio=_x(ours_rss / ref_rss) if ref_rss > 0 else "",
-                target="payload x <= 4" if big else "",
-                passed=ours_rss <= 4 * size if big else None,
-            )
-        )
+            ah, ts = res["agenthost"], res[TS]
+            for inflight, key in (("1", "seq_calls_s"), ("64", "conc_calls_s")):
+                # The better of the SDK's two backends, round by round.
+                sdk = [
+                    {key: max(t[key], a[key])}
+                    for t, a in zip(res["sdk-trio"], res["sdk-asyncio"], strict=True)
+                ]
+                name = f"HTTP {mode.upper()} calls/s, {inflight} in flight"
+                vs_sdk, vs_ts = paired(ah, sdk, key), paired(ah, ts, key)
+                reference = (
+                    f"SDK trio {_rate(med(res['sdk-trio'], key))},"
+                    f" asyncio {_rate(med(res['sdk-asyncio'], key))}"
+                )
+                rows += [
+                    Row(
+                        name=f"{name}, SDK",
+                        ours=_rate(med(ah, key)),
+                        reference=reference,
+                        ratio=str(vs_sdk),
+                        target="best SDK x >= 5",
+                        passed=vs_sdk.ratio >= 5,
+                    ),
+                    Row(
+                        name=f"{name}, TS",
+                        ours=_rate(med(ah, key)),
+                        reference=f"TypeScript SDK {_rate(med(ts, key))}",
+                        ratio=str(vs_ts),
+                        target="TS x >= 1.0",
+                        passed=vs_ts.ratio >= 1.0,
+                    ),
+                ]
     return rows
+
+
+def _mb(size: int) -> str:
+    return f"{size / MiB:g}"
+
+
+def large(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """Large tool results over stdio and SSE: time, client CPU and peak RSS per size."""
+    sizes = [round(mb * MiB) for mb in args.large]
+    clients = ["agenthost", "sdk-asyncio", TS]
+    rows = []
+    with http_server() as base:
+        for transport, url in (("stdio", None), ("SSE", f"{base}/sse")):
+            log(
+                f"large results over {transport}: {', '.join(map(_mb, sizes))} MiB,"
+                f" {args.large_rounds} rounds x {', '.join(clients)}"
+            )
+            res: dict[int, dict[str, list[dict[str, Any]]]] = {}
+            for size in sizes:
+                spec: dict[str, Any] = {
+                    "task": "payload",
+                    "result_bytes": size,
+                    "repeats": args.large_repeats,
+                    "budget": args.large_budget,
+                }
+                if url is not None:
+                    spec["url"] = url
+                res[size] = interleave(
+                    clients,
+                    args.large_rounds,
+                    lambda c, spec=spec: run_worker({**spec, "client": c}),  # type: ignore[misc]
+                )
+            rows += _large_rows(transport, sizes, res)
+    return rows
+
+
+def _growth(sample: dict[str, Any]) -> float:
+    return float(sample["rss_peak"] - sample["rss_base"])
+
+
+def _large_rows(
+    transport: str, sizes: list[int], res: dict[int, dict[str, list[dict[str, Any]]]]
+) -> list[Row]:
+    label = f"{transport} result {'/'.join(map(_mb, sizes))} MiB"
+    small, mid, big = sizes[0], sizes[len(sizes) // 2], sizes[-1]
+
+    def per_size(client: str, key: str | Callable[[dict[str, Any]], float], fmt: Any) -> str:
+        get = (lambda s: s[key]) if isinstance(key, str) else key
+        return " / ".join(fmt(median([get(s) for s in res[size][client]])) for size in sizes)
+
+    def slope(client: str, key: str | Callable[[dict[str, Any]], float]) -> float:
+        """Cost per byte at the largest size over cost per byte at the middle one."""
+        get = (lambda s: s[key]) if isinstance(key, str) else key
+        at = {size: median([get(s) for s in res[size][client]]) for size in (mid, big)}
+        return (at[big] / big) / (at[mid] / mid) if at[mid] > 0 else float("inf")
+
+    time_slope = slope("agenthost", "time_s")
+    rss_slope = slope("agenthost", _growth)
+    worst = median([_growth(s) for s in res[big]["agenthost"]]) / big
+    cpu = paired(res[mid]["agenthost"], res[mid]["sdk-asyncio"], "cpu_s")
+    return [
+        Row(
+            name=f"{label}: time",
+            ours=per_size("agenthost", "time_s", _ms),
+            reference=(
+                f"SDK {per_size('sdk-asyncio', 'time_s', _ms)};"
+                f" TS {per_size(TS, 'time_s', _ms)}; per byte {_mb(big)} vs {_mb(mid)} MiB"
+            ),
+            ratio=_x(time_slope),
+            target="linear: x <= 1.5",
+            passed=time_slope <= 1.5,
+        ),
+        Row(
+            name=f"{label}: peak RSS",
+            ours=per_size("agenthost", _growth, lambda b: f"+{_mib(b)}"),
+            reference=(
+                f"SDK {per_size('sdk-asyncio', _growth, _mib)};"
+                f" TS {per_size(TS, _growth, _mib)}; linear {_x(rss_slope)}"
+            ),
+            ratio=f"{worst:.2f}x payload",
+            target=f"payload x <= 3 at {_mb(big)} MiB, linear",
+            passed=worst <= 3 and rss_slope <= 1.5,
+        ),
+        Row(
+            name=f"{transport} result {_mb(mid)} MiB: client CPU",
+            ours=_ms(med(res[mid]["agenthost"], "cpu_s")),
+            reference=(
+                f"SDK {_ms(med(res[mid]['sdk-asyncio'], 'cpu_s'))};"
+                f" TS {_ms(med(res[mid][TS], 'cpu_s'))}; {_mb(small)} MiB:"
+                f" {_ms(med(res[small]['agenthost'], 'cpu_s'))}"
+            ),
+            ratio=str(cpu),
+            target="SDK x <= 1",
+            passed=cpu.ratio <= 1,
+        ),
+    ]
+
+
+def argument(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    log(f"1 MiB argument: {args.large_rounds} rounds")
+    spec = {"task": "payload", "arg_bytes": MiB, "repeats": args.large_repeats, "budget": 60}
+    res = interleave(
+        ["agenthost", "sdk-trio"],
+        args.large_rounds,
+        lambda c: run_worker({**spec, "client": c}),
+    )
+    ours, ref = res["agenthost"], res["sdk-trio"]
+    return [
+        Row(
+            name="1 MiB argument: time",
+            ours=_ms(med(ours, "time_s")),
+            reference=f"SDK trio {_ms(med(ref, 'time_s'))}",
+            ratio=str(paired(ours, ref, "time_s")),
+        ),
+        Row(
+            name="1 MiB argument: peak RSS",
+            ours=f"+{_mib(median([_growth(s) for s in ours]))}",
+            reference=f"SDK trio +{_mib(median([_growth(s) for s in ref]))}",
+            ratio=str(paired(ours, ref, lambda s: max(_growth(s), 1.0))),
+        ),
+    ]
+
+
+def close(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """Leaving a session's block, the server exiting on stdin EOF (issue 12: < 50 ms)."""
+    clients = ["agenthost", "sdk-asyncio", "floor", TS]
+    log(f"closing a stdio session: {args.close_rounds} rounds x {', '.join(clients)}")
+    res = interleave(
+        clients, args.close_rounds, lambda c: run_worker({"task": "close", "client": c})
+    )
+    ours = med(res["agenthost"], "close_s")
+    return [
+        Row(
+            name="stdio session close",
+            ours=_ms(ours),
+            reference=(
+                f"SDK asyncio {_ms(med(res['sdk-asyncio'], 'close_s'))};"
+                f" TS {_ms(med(res[TS], 'close_s'))}; floor {_ms(med(res['floor'], 'close_s'))}"
+            ),
+            ratio=str(paired(res["agenthost"], res["floor"], "close_s")) + " floor",
+            target="<= 50 ms",
+            passed=ours <= 0.05,
+        )
+    ]
+
+
+def era_probe(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """What ``protocol = "auto"`` (probe for 2026-07-28 first) costs on a legacy server."""
+    import attrs
+
+    from agenthost.config import ServerConfig
+
+    name = 'era probe on a legacy server: connect, "auto" vs "legacy"'
+    if "protocol" not in attrs.fields_dict(ServerConfig):
+        return [Row(name=name, ours="n/a", reference="no ServerConfig.protocol in this tree")]
+    log(f"era probe: {args.close_rounds} rounds x auto, legacy")
+    res = interleave(
+        ["auto", "legacy"],
+        args.close_rounds,
+        lambda p: run_worker({"task": "connect", "client": "agenthost", "protocol": p}),
+    )
+    diffs = sorted(
+        a["ready_s"] - b["ready_s"] for a, b in zip(res["auto"], res["legacy"], strict=True)
+    )
+    return [
+        Row(
+            name=name,
+            ours=_ms(med(res["auto"], "ready_s")),
+            reference=(
+                f"legacy {_ms(med(res['legacy'], 'ready_s'))}; the probe costs"
+                f" {median(diffs) * 1e3:+.1f} ms per connect"
+                f" ({diffs[0] * 1e3:+.1f}..{diffs[-1] * 1e3:+.1f})"
+            ),
+            ratio=str(paired(res["auto"], res["legacy"], "ready_s")),
+        )
+    ]
+
+
+def soak(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """One session, many calls: RSS after warm-up must stay flat, pending state empty."""
+    every = max(1, args.soak // 10)
+    log(f"soak: {args.soak:,} calls, {INFLIGHT} in flight, sampled every {every:,}")
+    result = run_worker(
+        {
+            "task": "soak",
+            "client": "agenthost",
+            "calls": args.soak,
+            "every": every,
+            "inflight": INFLIGHT,
+            "deadline": 3600,
+        }
+    )
+    samples = result["samples"]
+    warm = samples[0]  # after the first tenth: caches and free lists are filled by then
+    growth = max(s["rss"] for s in samples) - warm["rss"]
+    pending = max(s["pending"] for s in samples)
+    rate = samples[-1]["calls"] / samples[-1]["wall_s"]
+    return [
+        Row(
+            name=f"soak {args.soak:,} calls: RSS after warm-up",
+            ours=f"+{_mib(growth)}, pending {pending}",
+            reference=f"RSS {_mib(warm['rss'])} at {warm['calls']:,} calls; {_rate(rate)}",
+            target="<= +1 MiB, pending 0",
+            passed=growth <= MiB and pending == 0,
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------- main
@@ -415,31 +591,102 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _mib_sizes(text: str) -> list[float]:
+    try:
+        sizes = sorted({float(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if len(sizes) < 2 or sizes[0] <= 0:
+        raise argparse.ArgumentTypeError("give at least two positive sizes in MiB")
+    return sizes
+
+
+#: Every section, in table order, by the name ``--only`` takes.
+SECTIONS: dict[str, Callable[[argparse.Namespace, Callable[[str], None]], list[Row]]] = {
+    "stdio": throughput,
+    "http": http,
+    "large": large,
+    "argument": argument,
+    "close": close,
+    "era": era_probe,
+    "process": whole_process,
+    "fanout": fan_out,
+    "sampling": sampling,
+    "soak": soak,
+}
+
+
+def _sections(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown section {', '.join(unknown) or text!r}; known: {', '.join(SECTIONS)}"
+        )
+    return names
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke test")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of the call benchmark")
+    parser.add_argument("--only", type=_sections, default=list(SECTIONS), help="e.g. stdio,http")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the stdio calls")
     parser.add_argument("--seq", type=int, default=3000, help="sequential calls per round")
     parser.add_argument("--conc", type=int, default=20000, help="calls per round, 64 in flight")
-    parser.add_argument("--warmup", type=int, default=300, help="untimed calls first")
+    parser.add_argument("--warmup", type=int, default=3000, help="untimed calls first (V8)")
+    parser.add_argument("--http-rounds", type=int, default=3)
+    parser.add_argument("--http-seq", type=int, default=1000, help="sequential HTTP calls")
+    parser.add_argument("--http-conc", type=int, default=5000, help="HTTP calls, 64 in flight")
+    parser.add_argument("--large", type=_mib_sizes, default=[1, 8, 32], help="MiB, e.g. 1,8,32")
+    parser.add_argument("--large-rounds", type=int, default=3)
+    parser.add_argument("--large-repeats", type=int, default=3, help="calls per round and size")
+    parser.add_argument(
+        "--large-budget", type=float, default=60, help="seconds of calls per worker, at most"
+    )
+    parser.add_argument("--close-rounds", type=int, default=7)
     parser.add_argument("--process-rounds", type=int, default=7)
     parser.add_argument("--fanout", type=_sizes, default=[1, 10, 50], help="e.g. 1,10,50")
     parser.add_argument("--fanout-rounds", type=int, default=3)
     parser.add_argument("--sampling", type=int, default=500, help="sampling requests per round")
     parser.add_argument("--sampling-rounds", type=int, default=3)
-    parser.add_argument("--payload-rounds", type=int, default=3)
-    parser.add_argument("--payload-repeats", type=int, default=5, help="calls per round")
+    parser.add_argument("--soak", type=int, default=1_000_000, help="calls in the soak run")
     parser.add_argument(
         "--output", default=str(BENCH_DIR / "RESULTS.md"), help="markdown file ('' for none)"
     )
+    parser.add_argument("--readme", action="store_true", help="also replace the table in README.md")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.seq, args.conc, args.warmup = 1, 50, 256, 10
-        args.process_rounds = args.fanout_rounds = args.sampling_rounds = 1
-        args.payload_rounds, args.payload_repeats, args.sampling = 1, 1, 20
+        args.http_rounds, args.http_seq, args.http_conc = 1, 20, 128
+        args.large_rounds, args.large_repeats = 1, 1
+        if args.large == [1, 8, 32]:
+            args.large = [0.0625, 0.25]
+        args.close_rounds = args.process_rounds = args.fanout_rounds = args.sampling_rounds = 1
+        args.sampling = 20
+        if args.soak == 1_000_000:
+            args.soak = 2000
         if args.fanout == [1, 10, 50]:
             args.fanout = [1, 3]
     return args
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f} (5 min {five:.2f})"
+
+
+README_START = "<!-- bench:table -->"
+README_END = "<!-- /bench:table -->"
+
+
+def _update_readme(text: str) -> None:
+    readme = REPO / "README.md"
+    content = readme.read_text(encoding="utf-8")
+    head, sep, rest = content.partition(README_START)
+    _, sep2, tail = rest.partition(README_END)
+    if not sep or not sep2:
+        raise WorkerFailed(f"README.md has no {README_START} ... {README_END} block")
+    readme.write_text(f"{head}{README_START}\n{text}\n{README_END}{tail}", encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -450,29 +697,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for package in ("agenthost", "providers", "policies", "bench"):
         compileall.compile_dir(REPO / package, quiet=1)
+    load_before = _load()
     started = time.perf_counter()
     rows: list[Row] = []
     try:
-        for section in (throughput, whole_process, fan_out, sampling, payloads):
-            rows += section(args, log)
+        where = machine()
+        for name in args.only:
+            rows += SECTIONS[name](args, log)
     except WorkerFailed as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
     elapsed = time.perf_counter() - started
-    cores = os.cpu_count() or 0
     note = (
-        f"{time.strftime('%Y-%m-%d')}, {cores} cores, Python {sys.version.split()[0]},"
-        f" {'quick' if args.quick else 'full'} run in {elapsed:.0f} s; medians of"
-        f" {args.rounds} interleaved rounds (calls), {args.process_rounds} (process)."
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')} on {where}; load average {load_before}"
+        f" before, {_load()} after; {'quick' if args.quick else 'full'} run in"
+        f" {elapsed:.0f} s; {args.rounds} interleaved rounds (stdio calls),"
+        f" {args.http_rounds} (HTTP), {args.large_rounds} (large results),"
+        f" {args.process_rounds} (process). Ratios are medians of per-round ratios, with"
+        " their range in brackets."
     )
-    print(f"\n{TITLE} ({note})\n")
+    print(f"\n{TITLE}\n{note}\n")
     print(render_text(rows))
     misses = sum(row.passed is False for row in rows)
     print(f"\n{sum(row.passed is True for row in rows)} PASS, {misses} MISS")
+    table = f"{note}\n\n{render_markdown(rows)}"
     if args.output:
-        Path(args.output).write_text(
-            f"# {TITLE}\n\n{note}\n\n{render_markdown(rows)}\n", encoding="utf-8"
-        )
+        Path(args.output).write_text(f"# {TITLE}\n\n{table}\n", encoding="utf-8")
+    if args.readme:
+        try:
+            _update_readme(table)
+        except WorkerFailed as exc:
+            print(f"benchmark failed: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

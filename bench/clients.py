@@ -2,16 +2,19 @@
 
 Why an adapter layer: the measuring loops in :mod:`bench.workers` must be the same code
 for every client, or the comparison measures the loops. Each adapter is an async context
-manager that starts ``bench/minimal_server.py`` (plus ``server_args``), initializes,
-lists the tools once (as a host does before it calls any), and yields an ``Echo``:
-``await echo(arguments) -> text of the first content block``. Imports of agenthost or
-mcp happen inside the adapter, so a worker pays only for the client it runs.
+manager that starts ``bench/minimal_server.py`` (or reaches the Streamable HTTP server
+of :file:`bench/http_server.mjs` at ``url``), initializes, lists the tools once (as a
+host does before it calls any), and yields a ``Call``:
+``await call(tool, arguments) -> text of the first content block``. Imports of
+agenthost or mcp happen inside the adapter, so a worker pays only for the client it runs.
 
 Clients: ``agenthost`` and ``floor`` run under Trio; ``sdk-trio`` and ``sdk-asyncio`` are
 the official ``mcp`` client under anyio's Trio and asyncio backends. ``blocking`` is no
 async client at all: plain blocking ``write``/``read`` on the pipes, one call at a time.
 It is the fastest any client can go on this machine's pipes, and so the ceiling of any
-sequential ratio (its ``echo`` blocks the event loop: sequential use only).
+sequential ratio (its ``call`` blocks the event loop: sequential use only). The official
+TypeScript client (``ts``) runs in Node under the same contract: see
+:file:`bench/ts_client.mjs`.
 """
 
 from __future__ import annotations
@@ -23,15 +26,28 @@ from typing import Any, Final
 
 from bench.measure import SERVER
 
-__all__ = ["BLOCKING", "CLIENTS", "TRIO_CLIENTS", "Echo", "open_client", "server_argv"]
+__all__ = [
+    "BLOCKING",
+    "CLIENTS",
+    "MAX_MESSAGE",
+    "TRIO_CLIENTS",
+    "TS",
+    "Call",
+    "open_client",
+    "server_argv",
+]
 
-#: ``await echo(arguments)`` -> the text of the tool result's first content block.
-Echo = Callable[[dict[str, Any]], Awaitable[str]]
+#: ``await call(tool, arguments)`` -> the text of the tool result's first content block.
+Call = Callable[[str, dict[str, Any]], Awaitable[str]]
 
 CLIENTS: Final = ("agenthost", "sdk-trio", "sdk-asyncio", "floor")
 #: Sequential only (see the module docstring).
 BLOCKING: Final = "blocking"
+#: The official TypeScript SDK client, run by bench/ts_client.mjs under Node.
+TS: Final = "ts"
 TRIO_CLIENTS: Final = frozenset({"agenthost", "floor", BLOCKING})
+#: The largest message any client accepts here: above the largest result benchmarked.
+MAX_MESSAGE: Final = 64 * 1024 * 1024
 
 
 def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> list[str]:
@@ -39,54 +55,71 @@ def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> l
 
 
 @asynccontextmanager
-async def _agenthost(argv: list[str]) -> AsyncIterator[Echo]:
-    from agenthost.client import connect
+async def _agenthost(argv: list[str], url: str | None) -> AsyncIterator[Call]:
     from agenthost.config import ServerConfig
+    from agenthost.connect import connect
 
-    config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])
+    if url is not None:
+        config = ServerConfig(
+            name="minimal", transport="http", url=url, max_message_size=MAX_MESSAGE
+        )
+    else:
+        config = ServerConfig(
+            name="minimal",
+            transport="stdio",
+            command=argv[0],
+            args=argv[1:],
+            max_message_size=MAX_MESSAGE,
+        )
     async with connect(config) as session:
         await session.list_tools()
 
-        async def echo(arguments: dict[str, Any]) -> str:
-            result = await session.call_tool("echo", arguments)
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await session.call_tool(tool, arguments)
             return result.content[0].text  # type: ignore[union-attr]
 
-        yield echo
+        yield call
 
 
 @asynccontextmanager
-async def _sdk(argv: list[str]) -> AsyncIterator[Echo]:
+async def _sdk(argv: list[str], url: str | None) -> AsyncIterator[Call]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
 
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    if url is not None:
+        transport = streamable_http_client(url, max_sse_event_size=MAX_MESSAGE)
+    else:
+        transport = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:]))
+    async with transport as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         await session.list_tools()
 
-        async def echo(arguments: dict[str, Any]) -> str:
-            result = await session.call_tool("echo", arguments)
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await session.call_tool(tool, arguments)
             return result.content[0].text  # type: ignore[union-attr]
 
-        yield echo
+        yield call
 
 
 @asynccontextmanager
-async def _floor(argv: list[str]) -> AsyncIterator[Echo]:
+async def _floor(argv: list[str], url: str | None) -> AsyncIterator[Call]:
     from bench.floor import open_floor_client
 
+    if url is not None:
+        raise ValueError("the floor client speaks stdio only")
     async with open_floor_client(argv) as client:
         await client.request("tools/list", {})
 
-        async def echo(arguments: dict[str, Any]) -> str:
-            result = await client.call_tool("echo", arguments)
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await client.call_tool(tool, arguments)
             return result["content"][0]["text"]  # type: ignore[no-any-return]
 
-        yield echo
+        yield call
 
 
 @asynccontextmanager
-async def _blocking(argv: list[str]) -> AsyncIterator[Echo]:
+async def _blocking(argv: list[str], url: str | None) -> AsyncIterator[Call]:
     import os
     import subprocess
 
@@ -112,6 +145,8 @@ async def _blocking(argv: list[str]) -> AsyncIterator[Echo]:
         result: dict[str, Any] = orjson.loads(line)["result"]
         return result
 
+    if url is not None:
+        raise ValueError("the blocking client speaks stdio only")
     try:
         info = {"name": "blocking", "version": "0"}
         request(
@@ -120,25 +155,28 @@ async def _blocking(argv: list[str]) -> AsyncIterator[Echo]:
         os.write(out, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         request("tools/list", {})
 
-        async def echo(arguments: dict[str, Any]) -> str:
-            result = request("tools/call", {"name": "echo", "arguments": arguments})
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = request("tools/call", {"name": tool, "arguments": arguments})
             return result["content"][0]["text"]  # type: ignore[no-any-return]
 
-        yield echo
+        yield call
     finally:
         process.stdin.close()
         process.wait(5)
         process.stdout.close()
 
 
-def open_client(client: str, argv: list[str]) -> AbstractAsyncContextManager[Echo]:
-    """The adapter for ``client`` (one of :data:`CLIENTS`) over the server ``argv``."""
+def open_client(
+    client: str, argv: list[str], url: str | None = None
+) -> AbstractAsyncContextManager[Call]:
+    """The adapter for ``client`` (one of :data:`CLIENTS`) over the stdio server ``argv``,
+    or over Streamable HTTP to ``url`` when it is given."""
     if client == "agenthost":
-        return _agenthost(argv)
+        return _agenthost(argv, url)
     if client in ("sdk-trio", "sdk-asyncio"):
-        return _sdk(argv)
+        return _sdk(argv, url)
     if client == "floor":
-        return _floor(argv)
+        return _floor(argv, url)
     if client == BLOCKING:
-        return _blocking(argv)
+        return _blocking(argv, url)
     raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")

@@ -18,6 +18,7 @@ from typing import Final
 __all__ = [
     "BENCH_DIR",
     "SERVER",
+    "Wakeups",
     "cpu_seconds",
     "current_rss",
     "median",
@@ -49,6 +50,59 @@ def median(values: Sequence[float]) -> float:
 def cpu_seconds() -> float:
     """CPU time (user + system) of this process alone, not of its children (the server)."""
     return time.process_time()
+
+
+class Wakeups:
+    """Context switches of this process and CPU time and switches of its children (the
+    server), so far: counts that load on the machine hardly moves.
+
+    Why: on a busy machine calls/s and even CPU time swing by half from one round to the
+    next, but how often the client and the server had to be woken per call is what the
+    client's batching decides, and it changes only with the code. Linux only (zeros
+    elsewhere).
+    """
+
+    def __init__(self) -> None:
+        self.client_switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+        self.server_cpu, self.server_switches = _children()
+
+    def per_call(self, calls: int) -> dict[str, float]:
+        """The counts since ``self`` was taken, per call, as result keys."""
+        now = Wakeups()
+        return {
+            "client_wakeups": (now.client_switches - self.client_switches) / calls,
+            "server_wakeups": (now.server_switches - self.server_switches) / calls,
+            "server_cpu_us": (now.server_cpu - self.server_cpu) / calls * 1e6,
+        }
+
+
+def _children() -> tuple[float, int]:
+    """CPU seconds and voluntary context switches of this process's live children."""
+    cpu, switches = 0.0, 0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return cpu, switches
+    pids: set[str] = set()
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as children:
+                pids.update(children.read().split())
+        except OSError:
+            continue
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / tick
+            with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        switches += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return cpu, switches
 
 
 def _status_kib(field: str) -> int | None:

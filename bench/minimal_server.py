@@ -10,13 +10,18 @@ and fan-out figures include, costs little more than the interpreter itself.
 
 Usage::
 
-    python bench/minimal_server.py [--payload-bytes N]
+    python bench/minimal_server.py [--payload-bytes N | --stale-echo]
 
 It answers ``initialize`` (echoing a known requested revision, else ``2025-11-25``),
-``ping``, ``tools/list`` (one tool, ``echo``) and ``tools/call`` of ``echo`` (returns the
-``message`` argument as text). With ``--payload-bytes N`` every ``tools/call`` returns a
-text of exactly N ASCII bytes instead, for the large-payload benchmark. Notifications
-and responses are ignored; other requests get ``-32601``. EOF on stdin ends it.
+``ping``, ``tools/list`` (``echo`` and ``blob``) and ``tools/call``: ``echo`` returns the
+``message`` argument as text; ``blob`` returns a text of exactly ``bytes`` ASCII bytes
+that starts with ``message`` (so every large result is distinct and checkable), for the
+large-payload benchmark; its padding is encoded once per size. With ``--payload-bytes
+N`` every ``tools/call`` returns a constant text of exactly N ASCII bytes instead (for
+tests that need a large result from any call). With ``--stale-echo``, ``echo`` answers
+each call with the previous call's message: a reply meant for another caller, which the
+benchmark must catch (its smoke test checks that it does). Notifications and responses
+are ignored; other requests get ``-32601``. EOF on stdin ends it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ ECHO_TOOL = {
         "required": ["message"],
     },
 }
+BLOB_TOOL = {
+    "name": "blob",
+    "description": "A text of exactly `bytes` bytes starting with the message.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"message": {"type": "string"}, "bytes": {"type": "integer"}},
+        "required": ["message", "bytes"],
+    },
+}
 
 
 def dumps(obj: object) -> bytes:
@@ -54,20 +68,21 @@ def _result_tail(result: object) -> bytes:
 def main(argv: list[str] | None = None) -> None:
     """Serve stdin/stdout until EOF."""
     args = sys.argv[1:] if argv is None else argv
-    payload_bytes: int | None = None
-    if args:
+    payload_tail: bytes | None = None
+    stale = args == ["--stale-echo"]
+    if args and not stale:
         if len(args) != 2 or args[0] != "--payload-bytes" or not args[1].isdigit():
-            sys.exit("usage: minimal_server.py [--payload-bytes N]")
-        payload_bytes = int(args[1])
+            sys.exit("usage: minimal_server.py [--payload-bytes N | --stale-echo]")
+        payload_tail = _result_tail({"content": [{"type": "text", "text": "x" * int(args[1])}]})
+    previous: str | None = None
 
     head = b'{"jsonrpc":"2.0","id":'
-    tools_tail = _result_tail({"tools": [ECHO_TOOL]})
+    tools_tail = _result_tail({"tools": [ECHO_TOOL, BLOB_TOOL]})
     empty_tail = _result_tail({})
-    payload_tail = (
-        None
-        if payload_bytes is None
-        else _result_tail({"content": [{"type": "text", "text": "x" * payload_bytes}]})
-    )
+    blob_head = b',"result":{"content":[{"type":"text","text":'
+    #: The padding after a message of one length for one size, and the rest of the line
+    #: (one entry at a time: a 32 MiB result is encoded once, not once per call).
+    padding: tuple[tuple[int, int], bytes] = ((-1, -1), b"")
     capabilities: dict[str, object] = {"tools": {}}
     info = {"name": "minimal", "version": "1.0.0"}
 
@@ -81,14 +96,25 @@ def main(argv: list[str] | None = None) -> None:
             request_id = msg["id"]
         except (ValueError, KeyError, TypeError):
             continue  # blank or junk line, a notification, or a response: nothing to answer
-        if method == "tools/call":
-            if payload_tail is not None:
-                data = head + dumps(request_id) + payload_tail
-            else:
-                arguments = (msg.get("params") or {}).get("arguments") or {}
-                text = arguments.get("message", "")
-                result = {"content": [{"type": "text", "text": text}]}
-                data = head + dumps(request_id) + _result_tail(result)
+        if method == "tools/call" and payload_tail is not None:
+            data = head + dumps(request_id) + payload_tail
+        elif method == "tools/call":
+            params = msg.get("params") or {}
+            arguments = params.get("arguments") or {}
+            text = arguments.get("message", "")
+            if params.get("name") == "blob":
+                key = (arguments["bytes"], len(text))
+                if padding[0] != key:
+                    padding = (key, b"x" * (key[0] - key[1]) + b'"}]}}\n')
+                quoted = dumps(text)[:-1]  # the closing quote comes after the padding
+                write(head + dumps(request_id) + blob_head + quoted)
+                write(padding[1])
+                flush()
+                continue
+            if stale:
+                text, previous = (text if previous is None else previous), text
+            result = {"content": [{"type": "text", "text": text}]}
+            data = head + dumps(request_id) + _result_tail(result)
         elif method == "tools/list":
             data = head + dumps(request_id) + tools_tail
         elif method == "ping":

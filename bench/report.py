@@ -16,29 +16,52 @@ __all__ = ["TITLE", "Row", "render_markdown", "render_text", "row_names"]
 TITLE = "agenthost benchmark"
 
 
-def row_names(fanout: Sequence[int] = (1, 10, 50)) -> list[str]:
-    """Every row's name, in table order, for the given fan-out sizes (the smoke test
-    checks that each is printed)."""
+def row_names(
+    fanout: Sequence[int] = (1, 10, 50),
+    large: Sequence[float] = (1, 8, 32),
+    soak: int = 1_000_000,
+) -> list[str]:
+    """Every row's name, in table order, for the given fan-out sizes, large-result sizes
+    (MiB) and soak length (the smoke test checks that each is printed)."""
+    sizes = "/".join(f"{mb:g}" for mb in large)
+    mid = f"{sorted(large)[len(large) // 2]:g}"
     return [
-        "calls/s sequential",
-        "calls/s sequential, one CPU",
-        "calls/s 64 in flight",
-        "latency p50 sequential",
-        "latency p99 sequential",
-        "calls/s sequential, SDK asyncio",
-        "calls/s 64 in flight, SDK asyncio",
-        "client CPU/call sequential",
-        "client CPU/call 64 in flight",
+        "stdio calls/s sequential",
+        "stdio calls/s 64 in flight",
+        "stdio calls/s sequential, SDK",
+        "stdio calls/s 64 in flight, SDK",
+        "stdio calls/s sequential, one CPU",
+        "stdio latency p50 sequential",
+        "stdio latency p99 sequential",
+        "stdio client CPU/call sequential",
+        "stdio client CPU/call 64 in flight",
+        "stdio wake-ups/call client/server (server CPU), 64 in flight",
+        *(
+            f"HTTP {mode} calls/s, {n} in flight, {ref}"
+            for mode in ("JSON", "SSE")
+            for n in (1, 64)
+            for ref in ("SDK", "TS")
+        ),
+        *(
+            name
+            for transport in ("stdio", "SSE")
+            for name in (
+                f"{transport} result {sizes} MiB: time",
+                f"{transport} result {sizes} MiB: peak RSS",
+                f"{transport} result {mid} MiB: client CPU",
+            )
+        ),
+        "1 MiB argument: time",
+        "1 MiB argument: peak RSS",
+        "stdio session close",
+        'era probe on a legacy server: connect, "auto" vs "legacy"',
         "one-call process wall time",
         "one-call process peak RSS",
         *(f"fan-out ready, {n} server{'s' if n > 1 else ''}" for n in fanout),
         f"fan-out client RSS per session, {max(fanout)}",
         "sampling overhead in (p50/p99)",
         "sampling overhead out (p50/p99)",
-        "10 MiB result: time",
-        "10 MiB result: peak RSS",
-        "1 MiB argument: time",
-        "1 MiB argument: peak RSS",
+        f"soak {soak:,} calls: RSS after warm-up",
     ]
 
 

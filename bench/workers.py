@@ -6,14 +6,29 @@ per round, so imports, CPU time and RSS are attributable. CPU time is
 :func:`time.process_time` of the worker alone (the server is another process), taken
 around the measured loop only.
 
+Every timed call is checked: each carries a message no other call carries, and the text
+that comes back must be that message (for large results: start with it and have the
+right length), so a reply delivered to the wrong caller fails the run instead of counting
+as a fast call. The same contract is kept by :file:`bench/ts_client.mjs`.
+
+The server is the stdio ``bench/minimal_server.py``, or the Streamable HTTP server at
+``spec["url"]`` when given (the parent runs :file:`bench/http_server.mjs`).
+
 Tasks (``spec["task"]``):
 
-* ``throughput``: ``seq`` sequential calls (latency of each), then ``conc`` calls with
-  ``inflight`` tasks calling at once (none when ``conc`` is 0).
+* ``throughput``: ``warmup`` untimed calls, ``seq`` sequential calls (latency of each),
+  then ``conc`` calls with ``inflight`` tasks calling at once (none when ``conc`` is 0).
 * ``fanout``: start and initialize ``servers`` servers concurrently; time until all are
   ready, client RSS before and at the peak (``agenthost``, the SDK, or the floor).
-* ``payload``: ``repeats`` calls with a ``result_bytes`` result or an ``arg_bytes``
-  argument; time per call and the peak RSS above the level before the first call.
+* ``payload``: ``repeats`` calls with a ``result_bytes`` result (the ``blob`` tool) or an
+  ``arg_bytes`` argument; time and client CPU per call, and the peak RSS above the level
+  before the first call.
+* ``close``: open a session, call once, time leaving the session's block (the server
+  exits on stdin EOF).
+* ``connect``: time from ``connect()`` to a ready session (agenthost only), with
+  ``ServerConfig.protocol`` set to ``spec["protocol"]`` when given.
+* ``soak``: ``calls`` calls with ``inflight`` in flight (agenthost only); RSS and the
+  session's pending state after every ``every`` calls.
 * ``sampling``: see :mod:`bench.sampling`.
 
 Every worker has a deadline (``spec["deadline"]`` seconds) so a wedged client fails the
@@ -22,19 +37,36 @@ round instead of hanging the benchmark.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from bench.clients import TRIO_CLIENTS, open_client, server_argv
-from bench.measure import cpu_seconds, current_rss, peak_rss, percentile, reset_peak_rss
+from bench.clients import TRIO_CLIENTS, Call, open_client, server_argv
+from bench.measure import (
+    Wakeups,
+    cpu_seconds,
+    current_rss,
+    peak_rss,
+    percentile,
+    reset_peak_rss,
+)
 
 __all__ = ["main", "run_spec"]
 
-_MESSAGE = {"message": "hello"}
+_counter = itertools.count(1)
+
+
+async def checked_echo(call: Call) -> None:
+    """One call with a message no other call carries; its echo must come back."""
+    message = f"m{next(_counter)}"
+    text = await call("echo", {"message": message})
+    if text != message:
+        raise AssertionError(f"echo of {message!r} returned {text[:40]!r}")
 
 
 async def _spawn_all(client: str, count: int, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -56,17 +88,17 @@ async def _spawn_all(client: str, count: int, fn: Callable[[], Coroutine[Any, An
 async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
     client = spec["client"]
     seq, conc, inflight = spec["seq"], spec["conc"], spec["inflight"]
-    async with open_client(client, server_argv()) as echo:
+    argv = server_argv(spec.get("server_args"))
+    async with open_client(client, argv, spec.get("url")) as call:
         for _ in range(spec["warmup"]):
-            if await echo(_MESSAGE) != "hello":
-                raise AssertionError(f"{client}: echo returned the wrong text")
+            await checked_echo(call)
 
         latencies: list[float] = []
         clock = time.perf_counter
         cpu0, wall0 = cpu_seconds(), clock()
         for _ in range(seq):
             start = clock()
-            await echo(_MESSAGE)
+            await checked_echo(call)
             latencies.append(clock() - start)
         seq_wall, seq_cpu = clock() - wall0, cpu_seconds() - cpu0
 
@@ -79,17 +111,18 @@ async def _throughput(spec: dict[str, Any]) -> dict[str, Any]:
             nonlocal remaining
             while remaining > 0:
                 remaining -= 1
-                await echo(_MESSAGE)
+                await checked_echo(call)
 
+        wakeups = Wakeups()
         cpu0, wall0 = cpu_seconds(), clock()
         await _spawn_all(client, inflight, caller)
         conc_wall, conc_cpu = clock() - wall0, cpu_seconds() - cpu0
-        if await echo({"message": "bye"}) != "bye":
-            raise AssertionError(f"{client}: echo returned the wrong text after the run")
+        counts = wakeups.per_call(conc)
     return {
         **_seq_figures(seq, latencies, seq_wall, seq_cpu),
         "conc_calls_s": conc / conc_wall,
         "conc_cpu_us": conc_cpu / conc * 1e6,
+        **{f"conc_{key}": value for key, value in counts.items()},
     }
 
 
@@ -125,8 +158,8 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
             if states.count(ServerState.READY) != count:
                 raise AssertionError(f"only {states.count(ServerState.READY)}/{count} ready")
             tools = await host.list_tools()
-            if len(tools) != count:
-                raise AssertionError(f"catalog has {len(tools)} tools, expected {count}")
+            if len(tools) != 2 * count:  # echo and blob
+                raise AssertionError(f"catalog has {len(tools)} tools, expected {2 * count}")
             peak = peak_rss()
         return {"ready_s": ready_s, "rss_base": base, "rss_peak": peak}
 
@@ -199,29 +232,147 @@ async def _payload(spec: dict[str, Any]) -> dict[str, Any]:
     client = spec["client"]
     result_bytes: int = spec.get("result_bytes", 0)
     arg_bytes: int = spec.get("arg_bytes", 0)
-    server_args = ["--payload-bytes", str(result_bytes)] if result_bytes else []
-    arguments = {"message": "x" * arg_bytes} if arg_bytes else _MESSAGE
-    expected = result_bytes or arg_bytes or len("hello")
-    async with open_client(client, server_argv(server_args)) as echo:
-        await echo(_MESSAGE if not result_bytes else {})  # warm the path with a first call
+    size = result_bytes or arg_bytes
+    async with open_client(client, server_argv(), spec.get("url")) as call:
+
+        async def one(i: int, size: int) -> None:
+            message = f"m{i}:"
+            if result_bytes:
+                text = await call("blob", {"message": message, "bytes": size})
+            else:
+                text = await call("echo", {"message": message.ljust(size, "x")})
+            if len(text) != size or not text.startswith(message):
+                raise AssertionError(f"{client}: call {i}: {len(text)} bytes {text[:20]!r}")
+
+        await one(0, 1024)  # warm the path with a small call first
         times: list[float] = []
         base = current_rss()
         reset_peak_rss()
-        for _ in range(spec["repeats"]):
+        cpu0 = cpu_seconds()
+        budget_end = time.perf_counter() + spec.get("budget", math.inf)
+        for i in range(1, spec["repeats"] + 1):
             start = time.perf_counter()
-            text = await echo(arguments)
+            await one(i, size)
             times.append(time.perf_counter() - start)
-            if len(text) != expected:
-                raise AssertionError(f"{client}: got {len(text)} bytes, expected {expected}")
-            del text
+            if time.perf_counter() > budget_end:
+                break  # a slow client (a quadratic parser) gets fewer calls, not a timeout
+        cpu = (cpu_seconds() - cpu0) / len(times)
         peak = peak_rss()
-    return {"time_s": sorted(times)[len(times) // 2], "rss_base": base, "rss_peak": peak}
+    return {
+        "time_s": sorted(times)[len(times) // 2],
+        "cpu_s": cpu,
+        "rss_base": base,
+        "rss_peak": peak,
+    }
+
+
+async def _close(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time leaving an open session's block: what a one-shot command pays at its end."""
+    client = spec["client"]
+    manager = open_client(client, server_argv())
+    call = await manager.__aenter__()
+    try:
+        await checked_echo(call)
+    except BaseException:
+        await manager.__aexit__(*sys.exc_info())
+        raise
+    start = time.perf_counter()
+    await manager.__aexit__(None, None, None)
+    return {"close_s": time.perf_counter() - start}
+
+
+async def _connect(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time until agenthost's session to the stdio server is ready, then one checked call."""
+    from agenthost.config import ServerConfig
+    from agenthost.connect import connect
+
+    argv = server_argv()
+    extra = {"protocol": spec["protocol"]} if "protocol" in spec else {}
+    config = ServerConfig(
+        name="minimal", transport="stdio", command=argv[0], args=argv[1:], **extra
+    )
+    start = time.perf_counter()
+    async with connect(config) as session:
+        ready = time.perf_counter() - start
+
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await session.call_tool(tool, arguments)
+            return result.content[0].text  # type: ignore[union-attr]
+
+        await checked_echo(call)
+    return {"ready_s": ready}
+
+
+def pending_state(session: object) -> int:
+    """Entries in the session's per-request tables: they must not grow over a soak.
+
+    Private attributes, read defensively (the request machinery may move to an ``rpc``
+    object): every dict/set/deque found under the known names, on the session or on its
+    ``_rpc``, counted; the deadline queues are a dict of deques.
+    """
+    total = found = 0
+    for owner in (session, getattr(session, "_rpc", None)):
+        for name in ("_pending", "_abandoned", "_incoming", "_progress", "_deadlines"):
+            table = getattr(owner, name, None)
+            if table is None:
+                continue
+            found += 1
+            if name == "_deadlines":
+                total += sum(len(queue) for queue in table.values())
+            else:
+                total += len(table)
+    if found < 3:  # renamed: fail loudly rather than report an empty state that isn't
+        raise AssertionError(f"found {found} of the session's request tables; update me")
+    return total
+
+
+async def _soak(spec: dict[str, Any]) -> dict[str, Any]:
+    """Many calls in one agenthost session: RSS and pending state along the way."""
+    from agenthost.config import ServerConfig
+    from agenthost.connect import connect
+
+    argv = server_argv()
+    config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])
+    calls, every, inflight = spec["calls"], spec["every"], spec["inflight"]
+    samples: list[dict[str, float]] = []
+    async with connect(config) as session:
+
+        async def call(tool: str, arguments: dict[str, Any]) -> str:
+            result = await session.call_tool(tool, arguments)
+            return result.content[0].text  # type: ignore[union-attr]
+
+        done = 0
+        start = time.perf_counter()
+        while done < calls:
+            batch = min(every, calls - done)
+            remaining = batch
+
+            async def caller() -> None:
+                nonlocal remaining
+                while remaining > 0:
+                    remaining -= 1
+                    await checked_echo(call)
+
+            await _spawn_all("agenthost", inflight, caller)
+            done += batch
+            samples.append(
+                {
+                    "calls": done,
+                    "rss": current_rss(),
+                    "pending": pending_state(session),
+                    "wall_s": time.perf_counter() - start,
+                }
+            )
+    return {"samples": samples}
 
 
 _TASKS: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
     "throughput": _throughput,
     "fanout": _fanout,
     "payload": _payload,
+    "close": _close,
+    "connect": _connect,
+    "soak": _soak,
 }
 
 

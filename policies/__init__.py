@@ -10,6 +10,7 @@ host. Rule syntax, evaluation order and presets: ``POLICY.md``.
 
 from __future__ import annotations
 
+from policies.approvals import Approval, ApprovalStore, ToolDefinition, default_approvals_path
 from policies.audit import AuditLog, read_audit, redact
 from policies.config import (
     AuditConfig,
@@ -33,6 +34,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
     Verdict,
 )
@@ -60,6 +62,8 @@ __all__ = [
     "Action",
     "ActionKind",
     "Answer",
+    "Approval",
+    "ApprovalStore",
     "AuditConfig",
     "AuditLog",
     "CallbackPrompter",
@@ -84,10 +88,13 @@ __all__ = [
     "SamplingGrant",
     "SamplingLimiter",
     "SamplingLimits",
+    "SkillLoad",
     "TerminalPrompter",
     "ToolCall",
+    "ToolDefinition",
     "UrlInfo",
     "Verdict",
+    "default_approvals_path",
     "effective_annotations",
     "inspect_url",
     "load_policy_file",

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from agenthost.errors import ConfigError
+from policies.approvals import default_approvals_path
 from policies.rules import Rule, parse_rule
 
 __all__ = [
@@ -43,7 +44,7 @@ DEFAULT_PRESETS: Mapping[Mode, str] = {
     "headless": "headless-readonly",
     "programmatic": "interactive",
 }
-_KEYS = frozenset({"mode", "preset", "rules", "audit", "prompt_timeout", "file"})
+_KEYS = frozenset({"mode", "preset", "rules", "audit", "prompt_timeout", "file", "approvals"})
 #: Only a preset whose name starts with this may hold an unconditional allow rule.
 _UNSAFE_PREFIX = "unsafe-"
 
@@ -71,6 +72,9 @@ class PolicyConfig:
     audit: AuditConfig | None = None
     #: Seconds the terminal prompter waits for each answer.
     prompt_timeout: float = 300.0
+    #: Where "always"/"never" answers for tools are kept across sessions, or ``None``
+    #: (this session only). Default: the XDG state file in interactive mode, else none.
+    approvals: Path | None = None
     #: The file the section came from, for messages.
     source: str = "<policy>"
 
@@ -210,8 +214,23 @@ def parse_policy(
         preset_rules=preset_rules,
         audit=_parse_audit(raw.get("audit"), source=source, base=base),
         prompt_timeout=float(timeout),
+        approvals=_parse_approvals(raw.get("approvals"), mode=mode, source=source, base=base),
         source=source,
     )
+
+
+def _parse_approvals(raw: Any, *, mode: Mode, source: str, base: Path) -> Path | None:
+    if raw is None:
+        # A person at a terminal expects "always" to last; an application or a headless
+        # run decides with its own rules and writes nothing to the user's state unasked.
+        return default_approvals_path() if mode == "interactive" else None
+    if raw is True:
+        return default_approvals_path()
+    if raw is False:
+        return None
+    if isinstance(raw, str) and raw:
+        return base / Path(raw).expanduser()
+    raise ConfigError("must be true, false or a file path", path=source, key="policy.approvals")
 
 
 def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:

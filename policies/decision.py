@@ -27,6 +27,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
+from policies.approvals import ToolDefinition
+
 __all__ = [
     "Action",
     "ActionKind",
@@ -40,6 +42,7 @@ __all__ = [
     "RootsExposure",
     "Sampling",
     "SamplingGrant",
+    "SkillLoad",
     "ToolCall",
     "Verdict",
 ]
@@ -54,6 +57,7 @@ class ActionKind(enum.Enum):
     ELICITATION = "elicitation"
     RESOURCE = "resource"
     ROOTS = "roots"
+    SKILL = "skill"
 
 
 class Verdict(enum.Enum):
@@ -67,9 +71,10 @@ class Verdict(enum.Enum):
 class Answer(enum.Enum):
     """A human's (or callback's) answer to an "ask".
 
-    ``ALWAYS`` and ``NEVER`` are remembered for the rest of the engine's life (one host
-    session) for the same kind, server and name; they only ever replace an "ask", never
-    a rule's allow or deny.
+    ``ALWAYS`` and ``NEVER`` are remembered for the same kind, server and name (for the
+    engine's life; tool answers also in the approvals file when one is configured). They
+    only ever replace an "ask", never a rule's allow or deny, and an "always" for a tool
+    holds only while the tool's definition is unchanged.
     """
 
     ALLOW = "allow"
@@ -79,10 +84,11 @@ class Answer(enum.Enum):
 
 
 #: Who settled a decision: the first matching rule, the mode's default, a remembered
-#: "always"/"never", a human, the embedding application's callback, the headless stand-in
-#: that turns "ask" into deny, or a sampling limit (rate, budget, context, model).
+#: "always"/"never" of this session or from the approvals file ("stored"), a human, the
+#: embedding application's callback, the headless stand-in that turns "ask" into deny,
+#: or a sampling limit (rate, budget, context, model).
 DecidedBy: TypeAlias = Literal[
-    "rule", "default", "session", "user", "callback", "headless", "limit"
+    "rule", "default", "session", "stored", "user", "callback", "headless", "limit"
 ]
 
 
@@ -98,6 +104,9 @@ class ToolCall:
     #: Whether the host config marks this server trusted. Only then are annotations
     #: believed (spec: tools, "annotations ... untrusted unless from trusted servers").
     trusted: bool = False
+    #: What the server says the tool is, as listed. A remembered "always" is bound to it:
+    #: when it changed, the user is asked again. ``None``: answers bind to the name only.
+    definition: ToolDefinition | None = attrs.field(default=None, eq=False, repr=False)
 
     kind: ClassVar[ActionKind] = ActionKind.TOOL
 
@@ -145,6 +154,9 @@ class Sampling:
     model: str | None = None
     model_reason: str | None = None
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.SAMPLING
 
@@ -166,6 +178,9 @@ class Elicitation:
     url: str | None = None
     elicitation_id: str | None = None
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.ELICITATION
 
@@ -197,6 +212,9 @@ class RootsExposure:
     #: The root URIs (``file://...``) the server would see.
     roots: tuple[str, ...] = ()
     trusted: bool = False
+    #: MRTR (2026-07-28): the request and round this ask belongs to, for the audit
+    #: (``{"request", "name", "round", "input"}``); None for a legacy server request.
+    via: Mapping[str, Any] | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.ROOTS
 
@@ -205,7 +223,31 @@ class RootsExposure:
         return ""
 
 
-Action: TypeAlias = ToolCall | PromptGet | Sampling | Elicitation | ResourceRead | RootsExposure
+@attrs.frozen(kw_only=True)
+class SkillLoad:
+    """The host is about to load a server's skill (SEP-2640) for the model to follow.
+
+    A kind of its own because a skill is instructions, not data: what the model then does
+    is steered by a server's text, so loading one deserves its own rule and audit line.
+    """
+
+    server: str
+    #: The skill's name (its frontmatter ``name``).
+    skill: str
+    uri: str
+    description: str = ""
+    trusted: bool = False
+
+    kind: ClassVar[ActionKind] = ActionKind.SKILL
+
+    @property
+    def name(self) -> str:
+        return self.skill
+
+
+Action: TypeAlias = (
+    ToolCall | PromptGet | Sampling | Elicitation | ResourceRead | RootsExposure | SkillLoad
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -224,6 +266,11 @@ class SamplingGrant:
     models: tuple[str, ...] = ()
     #: Whether the generated answer may go back without a human review.
     auto_review: bool = False
+    #: Tokens held against the server's budget until the call is settled: ``max_tokens``
+    #: plus an estimate of the input (see :class:`~policies.limits.SamplingLimiter`).
+    reserved_tokens: int = 0
+    #: The limiter's handle on the reservation (``None``: nothing reserved).
+    ticket: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -38,7 +38,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import attrs
-import re2
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
 from policies._text import printable
@@ -279,8 +278,26 @@ def _bad_schema(problem: str) -> JSONRPCError:
     return JSONRPCError(_INVALID_PARAMS, f"requestedSchema: {problem}")
 
 
+@functools.lru_cache(maxsize=64)
+def _linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers).
+
+    Raises:
+        re2.error: the pattern is invalid or needs backtracking.
+    """
+    return _re2().compile(pattern, _re2_options())
+
+
+@functools.cache
+def _re2() -> Any:
+    import re2  # deferred: a command that never sees a form pays nothing for it
+
+    return re2
+
+
+@functools.cache
 def _re2_options() -> Any:
-    options = re2.Options()
+    options = _re2().Options()
     # Errors are reported to the server as -32602; RE2 must not also print them to stderr.
     options.log_errors = False
     # Each compiled pattern may use this much for its automata (RE2's default is 8 MiB); a
@@ -289,23 +306,10 @@ def _re2_options() -> Any:
     return options
 
 
-_RE2_OPTIONS = _re2_options()
-
-
-@functools.lru_cache(maxsize=64)
-def _linear_regex(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers).
-
-    Raises:
-        re2.error: the pattern is invalid or needs backtracking.
-    """
-    return re2.compile(pattern, _RE2_OPTIONS)
-
-
 def _check_pattern(pattern: str, where: str) -> None:
     try:
         _linear_regex(pattern)
-    except re2.error as exc:
+    except _re2().error as exc:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")

@@ -6,15 +6,19 @@ Evaluation of :meth:`PolicyEngine.check` (also in ``POLICY.md``):
 2. No rule matches: the mode's default - ``ask`` (interactive, programmatic) or ``deny``
    (headless).
 3. Sampling that is not denied: the matched rule's limits (includeContext, providers,
-   models, requests per minute, token budget) are checked *before* anyone is asked, so
-   nobody approves what a limit would refuse anyway; a hit is a deny (``by="limit"``).
-4. ``ask``: a choice remembered for this session ("always"/"never" for the same kind,
-   server and name) answers it; otherwise the prompter does - a human at the terminal,
-   the application's callback, or, in headless mode, the stand-in that says no.
-   Remembered choices only ever answer an "ask": they never override a rule's allow or
-   deny.
-5. Sampling that is allowed: the limits again, atomically, now counting the request
-   against the server's rate.
+   models, requests per minute, token budget) are checked *before* anyone is asked, and
+   the request is counted against the rate and its tokens held right then, so concurrent
+   requests see each other and nobody approves what a limit would refuse anyway; a hit is
+   a deny (``by="limit"``).
+4. ``ask``: a remembered choice ("always"/"never" for the same kind, server and name, from
+   this session or, for tools, the approvals file) answers it; otherwise the prompter
+   does - a human at the terminal, the application's callback, or, in headless mode, the
+   stand-in that says no. An "always" for a tool is bound to the tool's definition: when
+   the server changed it, the prompter is asked again and told what changed. Remembered
+   choices only ever answer an "ask": they never override a rule's allow or deny.
+5. Sampling that is not allowed in the end gives its rate slot and tokens back; an
+   allowed one keeps them until the sampling service settles it with the provider's
+   reported usage (:meth:`PolicyEngine.settle_sampling`).
 
 The result is always allow or deny, never ask, and each one is written to the audit log
 (one ``decision`` line) before it is returned. Allowed actions get one ``outcome`` line
@@ -29,6 +33,7 @@ interaction), and the generated answer of a sampling request is reviewed by
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Hashable, Sequence
@@ -36,8 +41,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import trio
 
 from agenthost.errors import ConsentDenied, InvalidAnswer, JSONRPCError
+from policies.approvals import Approval, ApprovalStore
 from policies.audit import AuditLog, redact
 from policies.config import Mode, PolicyConfig
 from policies.decision import (
@@ -52,6 +59,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
     Verdict,
 )
@@ -66,6 +74,8 @@ from policies.prompters import (
 from policies.rules import Rule, SamplingLimits, first_match
 
 __all__ = ["Outcome", "PolicyEngine"]
+
+log = logging.getLogger("policies.engine")
 
 _NO_LIMITS = SamplingLimits()
 
@@ -83,7 +93,7 @@ def _arguments(action: Action) -> Any:
     """The part of an action the audit line summarises under ``args``."""
     if isinstance(action, ToolCall | PromptGet):
         return dict(action.arguments)
-    if isinstance(action, ResourceRead):
+    if isinstance(action, ResourceRead | SkillLoad):
         return {"uri": action.uri}
     if isinstance(action, RootsExposure):
         return {"roots": list(action.roots)}
@@ -129,6 +139,8 @@ class PolicyEngine:
         audit: the audit log, or ``None`` for none. The engine does not close a log it
             was given; :meth:`from_config` opens one the engine owns.
         clock: monotonic seconds, for rate windows and durations (inject for tests).
+        approvals: where "always"/"never" answers for tools are kept across sessions;
+            ``None``: for this engine's life only.
 
     **Concurrency:** safe for many Trio tasks at once; prompts are serialised by the
     prompter, limit checks are synchronous.
@@ -142,6 +154,7 @@ class PolicyEngine:
         prompter: Prompter | None = None,
         audit: AuditLog | None = None,
         clock: Clock = time.monotonic,
+        approvals: ApprovalStore | None = None,
     ) -> None:
         if mode == "headless":
             if prompter is not None and not isinstance(prompter, HeadlessPrompter):
@@ -159,7 +172,8 @@ class PolicyEngine:
         self._owns_audit = False
         self._clock = clock
         self._default = Verdict.DENY if mode == "headless" else Verdict.ASK
-        self._memory: dict[Hashable, Verdict] = {}
+        self._memory: dict[Hashable, Approval] = {}
+        self._approvals = approvals
         self._pending: dict[str, Action] = {}
         self._ids = itertools.count(1)
         self._prefix = os.urandom(4).hex()
@@ -181,8 +195,14 @@ class PolicyEngine:
         audit = None
         if config.audit is not None:
             audit = AuditLog(config.audit.path, fsync=config.audit.fsync)
+        approvals = ApprovalStore(config.approvals) if config.approvals is not None else None
         engine = cls(
-            rules=config.all_rules, mode=config.mode, prompter=prompter, audit=audit, clock=clock
+            rules=config.all_rules,
+            mode=config.mode,
+            prompter=prompter,
+            audit=audit,
+            clock=clock,
+            approvals=approvals,
         )
         engine._owns_audit = audit is not None
         return engine
@@ -204,6 +224,29 @@ class PolicyEngine:
         """The rule that decides ``action`` (first match), without asking or recording."""
         return first_match(self.rules, action)
 
+    def always_denies(self, action: Action) -> str | None:
+        """Why ``action`` can only end denied, or None when it may be allowed.
+
+        Rules match on kind, server, name, trust and annotations, never on arguments, so
+        this holds for every call of a tool: a deny rule, a remembered "never", or an "ask"
+        that nobody can answer (headless). The agent uses it to leave such tools out of
+        what the model is offered. Nothing is asked or recorded.
+        """
+        _, verdict, label, reason, _ = self._rule_view(action)
+        if verdict is Verdict.DENY:
+            return f"{label}: {reason}"
+        if verdict is Verdict.ASK:
+            remembered = self._memory.get(_memory_key(action))
+            if remembered is None and self._approvals is not None and isinstance(action, ToolCall):
+                # What the file held at its last reading: no I/O here (a "never" not yet
+                # seen is still refused when the call is decided).
+                remembered = self._approvals.cached(action.kind.value, action.server, action.tool)
+            if remembered is not None and remembered.decision == "deny":
+                return f"you answered 'never' ({reason})"
+            if self.prompter.decided_by == "headless":
+                return f"{label} says ask and nobody can answer (headless): {reason}"
+        return None
+
     def _new_id(self) -> str:
         return f"{self._prefix}-{next(self._ids)}"
 
@@ -221,7 +264,9 @@ class PolicyEngine:
         """Decide one action: allow or deny (an "ask" is resolved here), and record it.
 
         Returns:
-            The decision. Allowed decisions wait for :meth:`record_outcome`.
+            The decision. Allowed decisions wait for :meth:`record_outcome`; an allowed
+            sampling decision also holds rate and budget until :meth:`settle_sampling`
+            (or :meth:`release_sampling`).
 
         **Cancellation:** cancelling while a human is being asked records a deny
         ("cancelled before an answer") and propagates the cancellation.
@@ -243,33 +288,40 @@ class PolicyEngine:
                 ),
             )
             raise
-        await self._write_decision(action, decision)
+        try:
+            await self._write_decision(action, decision)
+        except BaseException:
+            if decision.sampling is not None:
+                self.limiter.release(decision.sampling)
+            raise
         if decision.allowed:
             self._pending[decision.id] = action
         return decision
 
     async def _decide(self, action: Action, decision_id: str) -> Decision:
         rule, verdict, label, reason, by = self._rule_view(action)
-        limits = _NO_LIMITS
         grant: SamplingGrant | None = None
         if isinstance(action, Sampling) and verdict is not Verdict.DENY:
+            limits = _NO_LIMITS
             if rule is not None and rule.sampling is not None:
                 limits = rule.sampling
             try:
-                grant = self.limiter.check(action, limits, rule=label)
+                # Counted and held now, before anyone is asked: concurrent requests each
+                # see the others, so no human approves what a limit must refuse.
+                grant = self.limiter.reserve(action, limits, rule=label)
             except ConsentDenied as exc:
                 return Decision(
                     id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
                 )
         if verdict is Verdict.ASK:
-            verdict, reason, by = await self._ask(action, label, reason, grant)
-        if isinstance(action, Sampling) and verdict is Verdict.ALLOW:
             try:
-                grant = self.limiter.check(action, limits, rule=label, commit=True)
-            except ConsentDenied as exc:
-                return Decision(
-                    id=decision_id, verdict=Verdict.DENY, rule=label, reason=str(exc), by="limit"
-                )
+                verdict, reason, by = await self._ask(action, label, reason, grant)
+            except BaseException:
+                if grant is not None:
+                    self.limiter.release(grant)
+                raise
+        if grant is not None and verdict is not Verdict.ALLOW:
+            self.limiter.release(grant)  # refused: the request costs no rate or budget
         return Decision(
             id=decision_id,
             verdict=verdict,
@@ -279,23 +331,64 @@ class PolicyEngine:
             sampling=grant if verdict is Verdict.ALLOW else None,
         )
 
+    async def _recall(self, action: Action) -> tuple[Approval | None, DecidedBy]:
+        """The remembered answer for ``action``: the approvals file first (tools), then
+        this session's memory."""
+        if self._approvals is not None and isinstance(action, ToolCall):
+            store = self._approvals
+            try:
+                stored = await trio.to_thread.run_sync(
+                    store.get, action.kind.value, action.server, action.tool
+                )
+            except OSError as exc:
+                log.warning("approvals file %s: %s", store.path, exc)
+            else:
+                if stored is not None:
+                    return stored, "stored"
+        return self._memory.get(_memory_key(action)), "session"
+
+    async def _remember(self, action: Action, answer: Answer) -> None:
+        approval = Approval.answer(
+            kind=action.kind.value,
+            server=action.server,
+            name=action.name,
+            allow=answer is Answer.ALWAYS,
+            definition=action.definition if isinstance(action, ToolCall) else None,
+        )
+        if self._approvals is not None and isinstance(action, ToolCall):
+            store = self._approvals
+            try:
+                await trio.to_thread.run_sync(store.put, approval)
+            except OSError as exc:
+                log.warning("approvals file %s: %s; kept for this session only", store.path, exc)
+            else:
+                self._memory.pop(_memory_key(action), None)
+                return
+        self._memory[_memory_key(action)] = approval
+
     async def _ask(
         self, action: Action, label: str, reason: str, grant: SamplingGrant | None
     ) -> tuple[Verdict, str, DecidedBy]:
-        key = _memory_key(action)
-        remembered = self._memory.get(key)
+        remembered, where = await self._recall(action)
+        changes: tuple[str, ...] = ()
         if remembered is not None:
-            word = "always" if remembered is Verdict.ALLOW else "never"
-            return remembered, f"remembered '{word}' for this session ({reason})", "session"
+            definition = action.definition if isinstance(action, ToolCall) else None
+            if remembered.decision == "allow" and definition is not None:
+                changes = definition.changes_since(remembered)
+            if not changes:
+                verdict = Verdict.ALLOW if remembered.decision == "allow" else Verdict.DENY
+                word = "always" if verdict is Verdict.ALLOW else "never"
+                since = "for this session" if where == "session" else f"on {remembered.at}"
+                return verdict, f"remembered '{word}' {since} ({reason})", where
         answer = await self.prompter.confirm(
-            ConsentRequest(action=action, rule=label, reason=reason, grant=grant)
+            ConsentRequest(action=action, rule=label, reason=reason, grant=grant, changes=changes)
         )
         who = self.prompter.decided_by
-        if answer is Answer.ALWAYS:
-            self._memory[key] = Verdict.ALLOW
-        elif answer is Answer.NEVER:
-            self._memory[key] = Verdict.DENY
+        if answer in (Answer.ALWAYS, Answer.NEVER):
+            await self._remember(action, answer)
         verdict = Verdict.ALLOW if answer in (Answer.ALLOW, Answer.ALWAYS) else Verdict.DENY
+        if changes:
+            reason = f"the tool changed since 'always' ({'; '.join(changes)}); {reason}"
         if who == "headless":
             return (
                 verdict,
@@ -445,8 +538,27 @@ class PolicyEngine:
             )
         return approved
 
+    def settle_sampling(self, decision: Decision, tokens: int | None) -> None:
+        """End an allowed sampling request's reservation with the tokens it used.
+
+        Args:
+            decision: the allow decision from :meth:`check`.
+            tokens: input + output tokens the provider reported; ``None`` when unknown
+                (cancelled mid-call): the whole reservation counts.
+
+        Idempotent; a no-op for decisions without a reservation.
+        """
+        if decision.sampling is not None:
+            self.limiter.settle(decision.sampling, tokens)
+
+    def release_sampling(self, decision: Decision) -> None:
+        """Give back an allowed sampling request's rate slot and tokens: it was never sent
+        (the provider refused it before any work). Idempotent."""
+        if decision.sampling is not None:
+            self.limiter.release(decision.sampling)
+
     def record_sampling_usage(self, server: str, tokens: int) -> None:
-        """Count the tokens (input + output) a sampling call used against the budget."""
+        """Count tokens (input + output) against the budget outside any reservation."""
         self.limiter.record_usage(server, tokens)
 
     # -- elicitation --------------------------------------------------------------------
@@ -552,6 +664,9 @@ class PolicyEngine:
         }
         if decision.sampling is not None:
             record["max_tokens"] = decision.sampling.max_tokens
+        via = getattr(action, "via", None)
+        if via:
+            record["via"] = dict(via)
         return record
 
     async def _write_decision(self, action: Action, decision: Decision) -> None:

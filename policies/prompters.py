@@ -35,6 +35,7 @@ from policies.decision import (
     RootsExposure,
     Sampling,
     SamplingGrant,
+    SkillLoad,
     ToolCall,
 )
 from policies.elicitation import FormField, inspect_url, parse_form, validate_content
@@ -59,6 +60,10 @@ class ConsentRequest:
     reason: str
     #: Sampling only: the maxTokens and model limits that will apply if allowed.
     grant: SamplingGrant | None = None
+    #: Tools only: what changed in the tool's definition since the user answered "always"
+    #: (e.g. ``description``, ``annotations (readOnlyHint true -> false)``); empty when
+    #: there is no such earlier answer.
+    changes: tuple[str, ...] = ()
 
 
 class Prompter(Protocol):
@@ -191,6 +196,14 @@ def render_action(request: ConsentRequest) -> str:
     lines = [f"Server:      {printable(action.server)} ({trust})"]
     if isinstance(action, ToolCall):
         lines.append(f"Tool:        {printable(action.tool)}")
+        if request.changes:
+            lines.append(
+                "CHANGED:     the server redefined this tool since you answered 'always': "
+                + printable("; ".join(request.changes))
+            )
+            if action.definition is not None and action.definition.description is not None:
+                shown = action.definition.description[:1000]
+                lines.append(f"Description now: {printable(shown)}")
         if action.annotations:
             note = "" if action.trusted else " (untrusted hints, not used for decisions)"
             lines.append(f"Annotations{note}: {pretty_json(action.annotations)}")
@@ -205,6 +218,10 @@ def render_action(request: ConsentRequest) -> str:
         lines.append(pretty_json(dict(action.arguments)))
     elif isinstance(action, ResourceRead):
         lines.append(f"Read:        {printable(action.uri)}")
+    elif isinstance(action, SkillLoad):
+        lines.append(f"Skill:       {printable(action.skill)} ({printable(action.uri)})")
+        lines.append(f"Description: {printable(action.description)}")
+        lines.append("Loading it gives the model this server's instructions to follow.")
     elif isinstance(action, RootsExposure):
         lines.append("Roots the server would see:")
         lines.extend(f"  {printable(uri)}" for uri in action.roots)
@@ -326,7 +343,7 @@ class TerminalPrompter:
             self._say(f"\n== agenthost: consent needed ({request.action.kind.value}) ==\n")
             self._say(render_action(request) + "\n")
             answer: Answer = await self._choose(
-                "Allow? [y]es once / [n]o / [a]lways this session / ne[v]er this session: ",
+                "Allow? [y]es once / [n]o / [a]lways / ne[v]er: ",
                 _CONFIRM_KEYS,
                 Answer.DENY,
             )

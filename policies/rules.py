@@ -64,7 +64,7 @@ _SAMPLING_KEYS = frozenset(
 _ELICITATION_KEYS = frozenset({"mode", "answers"})
 _ALL_KEYS = _COMMON_KEYS | _TOOL_KEYS | _SAMPLING_KEYS | _ELICITATION_KEYS
 _NAMED_KINDS = frozenset(
-    {ActionKind.TOOL, ActionKind.PROMPT, ActionKind.RESOURCE, ActionKind.ROOTS}
+    {ActionKind.TOOL, ActionKind.PROMPT, ActionKind.RESOURCE, ActionKind.ROOTS, ActionKind.SKILL}
 )
 
 

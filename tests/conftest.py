@@ -15,6 +15,7 @@ Facts about the peers (start times, quirks, what they send) are in tests/peers/N
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -193,6 +194,16 @@ def peer_log(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own ``$XDG_STATE_HOME``: an interactive policy keeps "always" answers
+    there (policies/approvals.py), and a test must neither read the developer's answers
+    nor leave its own behind. CLI subprocesses inherit it through ``os.environ``."""
+    state = tmp_path / "xdg-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak",
@@ -216,6 +227,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _era_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own protocol-era cache (agenthost.connect), in memory and on
+    disk: nothing a test learns about a server leaks into another test or into the
+    user's ``~/.cache`` (CLI subprocesses inherit ``XDG_CACHE_HOME``)."""
+    connect_module = importlib.import_module("agenthost.connect")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.setattr(connect_module, "_default_cache", None)
 
 
 @pytest.fixture(autouse=True)

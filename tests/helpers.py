@@ -41,6 +41,10 @@ class RecordingTransport(Transport):
     def abort(self, request_id: jsonrpc.RequestId) -> None:
         self.inner.abort(request_id)
 
+    @property
+    def exchanges_per_request(self) -> bool:
+        return self.inner.exchanges_per_request
+
     async def receive(self) -> jsonrpc.Message:
         message = await self.inner.receive()
         if isinstance(message, jsonrpc.Request):

@@ -16,7 +16,7 @@ from bench.report import row_names
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=580,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -41,13 +41,14 @@ def test_quick_benchmark_prints_every_row(tmp_path: Path) -> None:
         "result",
     ]
     table = lines[header + 2 :]
-    for name in row_names([1, 2]):
+    names = row_names([1, 2], large=[0.0625, 0.25], soak=2000)
+    for name in names:
         row = next((line for line in table if line.startswith(name + " ")), None)
         assert row is not None, f"row {name!r} missing from:\n{proc.stdout}"
         assert row.split()[-1] in {"PASS", "MISS", "-"}, row
     markdown = output.read_text(encoding="utf-8")
     assert markdown.startswith("# agenthost benchmark")
-    for name in row_names([1, 2]):
+    for name in names:
         assert f"| {name} |" in markdown
 
 
@@ -61,3 +62,23 @@ def test_bad_arguments_exit_2() -> None:
     )
     assert proc.returncode == 2
     assert "--fanout" in proc.stderr
+
+
+@pytest.mark.parametrize("client", ["agenthost", "floor", "ts"])
+def test_a_reply_for_another_caller_fails_the_run(client: str) -> None:
+    """The server answers each echo with the previous call's message: the run must fail,
+    not count it as a fast call."""
+    from bench.runner import WorkerFailed, run_worker
+
+    spec = {
+        "task": "throughput",
+        "client": client,
+        "server_args": ["--stale-echo"],
+        "seq": 5,
+        "conc": 0,
+        "inflight": 1,
+        "warmup": 0,
+        "deadline": 60,
+    }
+    with pytest.raises(WorkerFailed, match=r"echo of .?m2.? returned .?m1"):
+        run_worker(spec)

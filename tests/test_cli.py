@@ -120,7 +120,20 @@ def test_servers_and_check(config: Path) -> None:
         "crashy": "ready",
         "everything": "ready",
     }
-    assert all(s["revision"] == "2025-11-25" for s in data)
+    # protocol = "auto": the official SDK server speaks 2026-07-28 (found by the
+    # server/discover probe); the others only the initialize era.
+    revisions = {s["name"]: (s["era"], s["revision"]) for s in data}
+    assert revisions == {
+        "sdk": ("modern", "2026-07-28"),
+        "crashy": ("legacy", "2025-11-25"),
+        "everything": ("legacy", "2025-11-25"),
+    }
+    learned = {s["name"]: s["learned"] for s in data}
+    assert learned["sdk"] == "probe: server/discover answered"
+    assert learned["crashy"] == "probe: server/discover refused (-32601); initialize"
+    # the next run finds the era in the cache: no probe
+    code, data, _ = run(config, "servers")
+    assert {s["name"]: s["learned"] for s in data} == dict.fromkeys(learned, "cached")
     code, data, _ = run(config, "check")
     assert code == 0
 

@@ -325,7 +325,7 @@ async def test_server_log_messages_reach_python_logging(
     # One fixed logger per server; the server's logger name is in the record (issue 14).
     record = next(r for r in caplog.records if r.name == "agenthost.server.scripted")
     assert record.levelno == logging.WARNING
-    assert record.getMessage() == "[db] disk low"
+    assert record.getMessage() == "disk low"
     assert record.mcp_logger == "db"
 
 
@@ -379,3 +379,54 @@ async def test_malformed_result_is_a_protocol_error_naming_the_path() -> None:
         with pytest.raises(ProtocolError, match="content"):
             await session.call_tool("broken", {})
         await session.ping()
+
+
+async def test_server_requests_past_the_cap_are_refused_with_an_error() -> None:
+    """Issue 14: at most max_server_requests run at once; the excess (pings included)
+    is answered by the reader, a ping with its result, anything else with an error."""
+    release = trio.Event()
+    started = 0
+
+    async def roots(ctx: RequestContext, params: Any) -> ListRootsResult:
+        nonlocal started
+        started += 1
+        await release.wait()
+        return ListRootsResult(roots=[Root(uri="file:///tmp/x")])
+
+    server = make_server()
+    answers: list[str] = []
+
+    async def ask(method: str) -> None:
+        try:
+            await server.request(method)
+            answers.append(f"{method} ok")
+        except JSONRPCError as exc:
+            answers.append(f"{method} error: {exc.message}")
+
+    client_end, server_end = memory_transport_pair(name="scripted")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve, server_end)
+        session = ClientSession(
+            client_end, name="scripted", handlers=ClientHandlers(roots=roots), max_server_requests=4
+        )
+        await nursery.start(session.run)
+        await session.initialize()
+        async with trio.open_nursery() as asks:
+            for _ in range(6):
+                asks.start_soon(ask, "roots/list")
+            await trio.testing.wait_all_tasks_blocked()
+            asks.start_soon(ask, "ping")
+            await trio.testing.wait_all_tasks_blocked()
+            assert started == 4
+            assert (
+                sorted(answers)
+                == ["ping ok"]
+                + ["roots/list error: too many concurrent requests from this server (limit 4)"] * 2
+            )
+            release.set()
+        assert answers.count("roots/list ok") == 4
+        # Below the cap again: a new request runs.
+        await ask("roots/list")
+        assert answers[-1] == "roots/list ok"
+        await session.aclose()
+        nursery.cancel_scope.cancel()

@@ -381,3 +381,88 @@ async def test_a_request_cancelled_in_the_same_read_is_never_handled(tmp_path: P
                 await trio.sleep(0.02)
     assert called == []
     assert '"r1"' not in log.read_text()  # no response to the cancelled request
+
+
+# A server that reads `n` requests, then answers all of them with one write, forever.
+_BATCH_ANSWERS = """
+import json, os, sys
+n = int(sys.argv[1])
+lines = iter(sys.stdin.buffer)
+while True:
+    ids = [json.loads(next(lines))["id"] for _ in range(n)]
+    out = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "result": {}}) + "\\n" for i in ids)
+    os.write(1, out.encode())
+"""
+
+
+async def test_callers_woken_by_one_read_share_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every answer in, the callers one read wakes send their next requests in one
+    write: none of them writes alone (one wake-up of the server per burst, not two)."""
+    n = 8
+    writes: list[int] = []
+    real_write = os.write
+    with trio.fail_after(10):
+        async with open_stdio_transport(PY, [*script(_BATCH_ANSWERS), str(n)], name="b") as t:
+            fd = t._stdin.fileno()
+
+            def counting_write(target: int, data: bytes) -> int:
+                if target == fd:
+                    lines = bytes(data).splitlines()
+                    writes.append(sum(orjson.loads(line)["id"] >= n for line in lines))
+                return real_write(target, data)
+
+            monkeypatch.setattr(os, "write", counting_write)
+
+            answers: dict[int, trio.Event] = {}
+
+            async def route() -> None:
+                while True:
+                    message = await t.receive()
+                    assert isinstance(message, Response)
+                    answers.pop(int(message.id)).set()
+
+            async def request(request_id: int) -> None:
+                answers[request_id] = done = trio.Event()
+                await t.send(Request(request_id, "ping"))
+                await done.wait()
+
+            async def caller(i: int) -> None:
+                await request(i)
+                await request(n + i)  # woken with its n-1 peers by one read: one burst
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(route)
+                async with trio.open_nursery() as callers:
+                    for i in range(n):
+                        callers.start_soon(caller, i)
+                nursery.cancel_scope.cancel()
+    # The second round's requests (ids n..2n-1) all went out in one write.
+    assert [count for count in writes if count] == [n], writes
+
+
+async def test_a_large_result_is_not_kept_after_its_caller_drops_it() -> None:
+    """Nothing in the session holds the last result while it waits for the next message:
+    a 8 MiB result costs memory only while its caller keeps it (the peak RSS of the
+    large-result benchmark was 4x the payload with the reader holding one)."""
+    import tracemalloc
+
+    from tests.conftest import MINIMAL_SERVER
+
+    size = 8 * 1024 * 1024
+    with trio.fail_after(30):
+        async with (
+            open_stdio_transport(PY, [str(MINIMAL_SERVER)], name="minimal") as transport,
+            open_session(transport, name="minimal") as session,
+        ):
+            tracemalloc.start()
+            try:
+                result = await session.call_tool("blob", {"message": "m1:", "bytes": size})
+                assert len(result.content[0].text) == size  # type: ignore[union-attr]
+                held = tracemalloc.get_traced_memory()[0]
+                del result
+                await trio.testing.wait_all_tasks_blocked()
+                released = tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+    assert held >= size
+    assert released < size / 4, f"{released} bytes still held after the result was dropped"

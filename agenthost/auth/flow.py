@@ -61,6 +61,7 @@ from agenthost.auth.loopback import URL_OPENER, UrlOpener, open_loopback
 from agenthost.auth.settings import OAuthSettings
 from agenthost.auth.store import TokenStore, default_token_store
 from agenthost.errors import AuthorizationError
+from agenthost.redaction import add_secret
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -134,6 +135,9 @@ class _Redact:
         for value in values:
             if value and len(value) >= 4:
                 self.secrets.add(value)
+                # And the process-wide registry: every log record, the CLI's output and
+                # errors built from server text are scrubbed of it too.
+                add_secret(value)
 
     def __call__(self, text: str) -> str:
         for secret in sorted(self.secrets, key=len, reverse=True):

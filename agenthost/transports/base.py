@@ -14,9 +14,13 @@ Contract, in the shape of ``trio.abc.Channel[Message]``:
   knows about this one message and the wire may need: extra HTTP headers
   (``Mcp-Method`` ...), and whether cancelling the request means aborting its exchange.
   A transport uses them instead of looking inside the message.
-* ``abort(request_id)``: the caller gave up on a request sent with
-  ``abort_on_cancel``; a transport with a per-request exchange (an HTTP POST) drops it,
-  which is how the server learns of the cancellation. Others ignore it.
+* ``abort(request_id)``: the caller gave up on a request (it timed out or was
+  cancelled); a transport with a per-request exchange (an HTTP POST and its response
+  stream, i.e. a pooled connection) drops it. For a request sent with
+  ``abort_on_cancel`` that is how the server learns of the cancellation; for others the
+  session has sent ``notifications/cancelled`` and this releases what the exchange
+  holds (issue 14: without it, ~100 timed-out requests held every pooled connection).
+  Others ignore it.
 * ``receive()`` is called from one task only (the session's reader). It returns the next
   message, skipping (and logging) frames that are not valid JSON-RPC, and raises
   :class:`~agenthost.errors.TransportClosed` once the peer is gone for good.
@@ -67,6 +71,12 @@ class Transport(ABC):
     #: The server's name, used in every error and log line the transport produces.
     name: str = "server"
 
+    @property
+    def exchanges_per_request(self) -> bool:
+        """Each request is its own exchange (an HTTP POST): headers in
+        :class:`SendOptions` apply and :meth:`abort` cancels a request."""
+        return False
+
     @abstractmethod
     async def send(
         self,
@@ -90,7 +100,10 @@ class Transport(ABC):
         """
 
     def abort(self, request_id: jsonrpc.RequestId) -> None:
-        """Drop the exchange of a request sent with ``abort_on_cancel`` (see the module doc)."""
+        """Drop the exchange of a request the caller gave up on (see the module doc).
+
+        Never blocks and never raises; unknown or finished ids are ignored.
+        """
 
 
 def decode_frame(

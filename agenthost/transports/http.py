@@ -26,9 +26,11 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
 * 404 to a request carrying our session id: the server forgot the session. The transport
   ends with :class:`~agenthost.errors.SessionExpired` so the session above fails and a
   supervisor starts a new one (a fresh ``initialize``, which a transport cannot do).
-* Any other HTTP error to a request becomes a JSON-RPC error response (code -32000) for
-  that request id, so no caller waits for an answer that will never come. The HTTP status
-  is never used as a JSON-RPC code.
+* An HTTP error to a request whose body is a JSON-RPC error (a 2026-07-28 server's 400
+  with -32022 and the versions it supports ...) answers that request as is: code, message
+  and data. Any other HTTP error becomes a JSON-RPC error response (code -32000,
+  ``data.httpStatus``) for that request id, so no caller waits for an answer that will
+  never come. The HTTP status is never used as a JSON-RPC code.
 * Closing sends ``DELETE`` with the session id (405 is fine: the server keeps sessions).
 * Redirects are followed only within the endpoint's origin (same scheme, host and port,
   or the https upgrade of the same host) and only when they keep the method (307/308),
@@ -37,8 +39,10 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   ``Authorization`` on the way elsewhere. Any other redirect is not followed: a request
   gets an error response naming where it was sent, other messages a TransportError.
 
-Secrets: the configured header values (``Authorization`` ...) never appear in a log line,
-an exception message or a repr; server text quoted in errors is scrubbed of them too.
+Secrets: the configured header values (``Authorization`` ...), the URL's password and
+query values and the session id are registered with :mod:`agenthost.redaction`: they
+never appear in a log line, an exception message or a repr, and server text quoted in
+errors is scrubbed of them too.
 
 The transport only looks at message *types* and ids (to know which POSTs have a response
 stream, and when a stream has delivered its response); everything else it learns from the
@@ -50,7 +54,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -69,6 +73,7 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.redaction import add_secret, add_secrets_of_url, redact
 from agenthost.revisions import at_least, is_modern
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.sse import ServerSentEvent, SSEParser
@@ -112,27 +117,6 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
-class _Redactor:
-    """Scrubs configured secret values (and their bearer-token parts) out of text."""
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, values: Iterable[str]) -> None:
-        secrets: set[str] = set()
-        for value in values:
-            if len(value) >= 4:
-                secrets.add(value)
-            # "Bearer abc..." -> also "abc..." alone, in case a server quotes the token.
-            secrets.update(part for part in value.split() if len(part) >= 8)
-        self._secrets = sorted(secrets, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
     """Whether httpx's next request for a redirect is one we follow (see the module doc).
 
@@ -163,12 +147,32 @@ def redirect_note(response: httpx.Response) -> str:
     )
 
 
+#: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
+#: protocol version): a 4xx carrying one comes from a modern Streamable HTTP server.
+_MODERN_CODES: Final = frozenset({-32020, -32021, -32022})
+
+
+def _jsonrpc_error(body: bytes) -> ErrorObject | None:
+    """The JSON-RPC error object of an error response body, if that is what it is."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = obj.get("error") if isinstance(obj, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    return ErrorObject(code, message, error.get("data"))
+
+
 def _content_type(response: httpx.Response) -> str:
     value: str = response.headers.get("content-type", "")
     return value.partition(";")[0].strip().lower()
 
 
-def _summary(body: bytes, redact: _Redactor) -> str:
+def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
     """A short, redacted description of an error body (a JSON-RPC error's message if any)."""
     text: str | None = None
     try:
@@ -215,7 +219,12 @@ class HTTPTransportBase(Transport):
         self._client = client
         self._nursery = nursery
         self._headers = dict(headers or {})
-        self._redact = _Redactor(self._headers.values())
+        # Configured header values are secrets wherever text leaves the process (logs,
+        # errors); the URL's password and query values too (agenthost.redaction).
+        for value in self._headers.values():
+            add_secret(value)
+        add_secrets_of_url(url)
+        self._redact = redact
         self._max = max_message_size
         #: Long-lived streams: no read timeout (the session's request timeouts apply).
         self._stream_timeout = httpx.Timeout(
@@ -358,12 +367,33 @@ class HTTPTransportBase(Transport):
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _error_summary(self, response: httpx.Response) -> str:
+    async def _read_quietly(self, response: httpx.Response) -> bytes:
+        """An error response's body, or nothing if it cannot be read (or is too large)."""
         try:
-            body = await self._read_limited(response)
+            return await self._read_limited(response)
         except (httpx.HTTPError, MessageTooLarge):
-            body = b""
-        return _summary(body, self._redact)
+            return b""
+
+    async def _error_summary(self, response: httpx.Response) -> str:
+        return _summary(await self._read_quietly(response), self._redact)
+
+    async def _deliver_jsonrpc_error(
+        self, request_id: RequestId, error: ErrorObject, status: int
+    ) -> None:
+        """An HTTP error whose body is a JSON-RPC error: surfaced as is (code, message,
+        data), the message scrubbed of secrets, for the request it answers."""
+        log.info(
+            "%s: request %r refused with HTTP %d: %s",
+            self.name,
+            request_id,
+            status,
+            self._redact(error.message[:_SUMMARY_CHARS]),
+        )
+        await self._in.send(
+            ErrorResponse(
+                request_id, ErrorObject(error.code, self._redact(error.message), error.data)
+            )
+        )
 
     def _describe(self, exc: BaseException) -> str:
         text = str(exc)
@@ -403,6 +433,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
         self._requests: dict[RequestId, trio.CancelScope] = {}
+
+    @property
+    def exchanges_per_request(self) -> bool:
+        return True
 
     def set_protocol_version(self, version: str) -> None:
         """Told by the session after ``initialize``; opens the GET stream from then on.
@@ -475,10 +509,25 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._post_message(body, options)
 
     def abort(self, request_id: RequestId) -> None:
-        """Drop the POST of ``request_id``: closing its stream is the cancellation."""
+        """Drop the POST of ``request_id``, which the session gave up on.
+
+        On 2026-07-28 closing the stream is the cancellation. On every revision it
+        releases the pooled connection the response stream holds until the server
+        answers, which a server may never do: without it, about 100 timed-out requests
+        (httpx's pool) left every later request waiting for a connection (issue 14).
+        """
         scope = self._requests.get(request_id)
         if scope is not None:
             scope.cancel()
+
+    def _pool_exhausted(self, exc: httpx.PoolTimeout) -> None:
+        """No connection came free in time: every one is held by a request that does not
+        end. The session cannot work any more; end it so a supervisor starts afresh."""
+        self._fail(
+            TransportClosed,
+            "no connection to the server came free in time (every pooled connection is held"
+            f" by a request the server does not answer): {self._describe(exc)}",
+        )
 
     async def probe(self, request: Request, options: SendOptions = NO_OPTIONS) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.
@@ -518,6 +567,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         except httpx.ConnectError as exc:
             reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
             self._fail(TransportClosed, reason)
+            raise self._error() from None
+        except httpx.PoolTimeout as exc:
+            self._pool_exhausted(exc)
             raise self._error() from None
         except httpx.HTTPError as exc:
             raise TransportError(
@@ -569,20 +621,37 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     status = response.status_code
                     log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
                     if probe and status in _PROBE_STATUSES:
-                        task_status.started(status)
+                        body = await self._read_quietly(response)
+                        error = _jsonrpc_error(body)
+                        if error is None or error.code not in _MODERN_CODES:
+                            task_status.started(status)
+                            return
+                        # A modern server's error (basic/transports, "Backward
+                        # Compatibility"): this is Streamable HTTP; answer with it.
+                        task_status.started(None)
+                        started = True
+                        await self._deliver_jsonrpc_error(request_id, error, status)
                         return
                     task_status.started(None)
                     started = True
-                    if self.session_id is None and self._has_sessions():
-                        session_id = response.headers.get("mcp-session-id")
-                        if session_id:
-                            self.session_id = session_id
+                    if (
+                        self.session_id is None
+                        and self._has_sessions()
+                        and not self._take_session_id(response)
+                    ):
+                        return
                     await self._handle_response(response, request_id, had_session)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
                 if not started and probe:
                     raise TransportClosed(reason, server=self.name) from None
                 self._fail(TransportClosed, reason)
+                return
+            except httpx.PoolTimeout as exc:
+                if not started:
+                    task_status.started(None)
+                    started = True
+                self._pool_exhausted(exc)
                 return
             except httpx.HTTPError as exc:
                 if not started:
@@ -606,6 +675,27 @@ class StreamableHTTPTransport(HTTPTransportBase):
             self._initialized = True
             self._start_get_stream()
 
+    def _take_session_id(self, response: httpx.Response) -> bool:
+        """Keep the ``Mcp-Session-Id`` of the response; False (transport failed) if invalid.
+
+        The spec allows only visible ASCII (0x21-0x7E): anything else could not even be
+        sent back in a header (httpx raised UnicodeEncodeError from the next request,
+        which surfaced as an ExceptionGroup). The value is never quoted: it is a secret.
+        """
+        session_id = response.headers.get("mcp-session-id")
+        if not session_id:
+            return True
+        if not all(0x21 <= ord(c) <= 0x7E for c in session_id):
+            self._fail(
+                TransportClosed,
+                "protocol error: the server's Mcp-Session-Id header holds characters other"
+                " than visible ASCII (0x21-0x7E), which the spec requires",
+            )
+            return False
+        add_secret(session_id)  # a bearer of the session: never in a log line
+        self.session_id = session_id
+        return True
+
     async def _handle_response(
         self, response: httpx.Response, request_id: RequestId, had_session: bool
     ) -> None:
@@ -617,7 +707,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._deliver_error(request_id, redirect_note(response), status)
             return
         if status >= 400 or status < 200:
-            summary = await self._error_summary(response)
+            body = await self._read_quietly(response)
+            error = _jsonrpc_error(body)
+            if error is not None:
+                await self._deliver_jsonrpc_error(request_id, error, status)
+                return
+            summary = _summary(body, self._redact)
             await self._deliver_error(
                 request_id,
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}",

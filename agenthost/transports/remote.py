@@ -104,6 +104,11 @@ class ProbingTransport(Transport):
             chosen = self._chosen
         await chosen.send(message, deadline=deadline, options=options)
 
+    @property
+    def exchanges_per_request(self) -> bool:
+        chosen = self._chosen
+        return chosen.exchanges_per_request if chosen is not None else True
+
     def abort(self, request_id: jsonrpc.RequestId) -> None:
         if self._chosen is not None:
             self._chosen.abort(request_id)

@@ -23,6 +23,7 @@ import trio_websocket
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
+from agenthost.redaction import add_secret, add_secrets_of_url
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.http import DEFAULT_MAX_MESSAGE_SIZE, redact_url
 
@@ -134,6 +135,9 @@ async def open_websocket_transport(
 
     Resource handling: the connection is closed when the block exits, however it exits.
     """
+    for value in (headers or {}).values():
+        add_secret(value)
+    add_secrets_of_url(url)
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     safe = redact_url(url)
     # trio-websocket reports a refused handshake from its reader task, i.e. out of the

@@ -61,6 +61,12 @@ from agenthost.types.lifecycle import (
     ProgressNotificationParams,
     SetLevelRequestParams,
 )
+from agenthost.types.modern import (
+    DiscoverResult,
+    InputRequiredResult,
+    SubscriptionFilter,
+    SubscriptionsListenRequestParams,
+)
 from agenthost.types.server import (
     CallToolRequestParams,
     CallToolResult,
@@ -120,6 +126,7 @@ __all__ = [
     "CreateMessageResult",
     "CreateTaskResult",
     "Cursor",
+    "DiscoverResult",
     "ElicitRequestParams",
     "ElicitResult",
     "ElicitationCapability",
@@ -134,6 +141,7 @@ __all__ = [
     "Implementation",
     "InitializeRequestParams",
     "InitializeResult",
+    "InputRequiredResult",
     "ListPromptsResult",
     "ListResourceTemplatesResult",
     "ListResourcesResult",
@@ -172,6 +180,8 @@ __all__ = [
     "ServerCapabilities",
     "SetLevelRequestParams",
     "SubscribeRequestParams",
+    "SubscriptionFilter",
+    "SubscriptionsListenRequestParams",
     "Task",
     "TaskMetadata",
     "TaskStatusNotificationParams",

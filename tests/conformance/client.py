@@ -33,6 +33,7 @@ import httpx
 import trio
 
 import agenthost
+from agenthost import skills
 from agenthost.auth import URL_OPENER, OAuthSettings
 from agenthost.types import (
     CreateMessageRequestParams,
@@ -232,6 +233,36 @@ async def request_state(url: str) -> None:
             "test_mrtr_no_result_type",
         ):
             await session.call_tool(tool, {})
+
+
+@scenario("sep-2640-client-no-prefetch")
+async def skills_listed_not_fetched(url: str) -> None:
+    """List skills as a host does at start; nothing of a skill is read before it is used."""
+    async with agenthost.connect(server_config(url)) as session:
+        if not skills.offers_skills(session.server_capabilities):
+            raise agenthost.ProtocolError("the server does not offer the skills extension")
+        entries = await skills.list_skills(session)
+        log.info("skills: %s", [(entry.name, entry.description) for entry in entries])
+
+
+@scenario(
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+)
+async def skills_loaded_verified(url: str) -> None:
+    """The model asks for the listed skill: load it (verified), then its other files.
+
+    A tampered SKILL.md must be refused, and after a refusal nothing else of the skill is
+    read; the suite checks both.
+    """
+    async with agenthost.connect(server_config(url)) as session:
+        [entry] = await skills.list_skills(session)
+        loaded = await skills.load_skill(session, entry)
+        log.info("loaded %s (%d bytes)", entry.name, len(loaded.text))
+        for listed in entry.files or ():
+            if listed.uri != entry.uri:
+                await skills.load_skill_file(session, entry, listed.uri)
 
 
 #: The Client ID Metadata Document URL the suite's CIMD-capable servers expect.

@@ -8,11 +8,12 @@ every byte on the wire is the test's choice.
 Usage::
 
     python tests/hostile/hostile_http_server.py --port N [--redirect ORIGIN]
-        [--session-id TEXT]
+        [--session-id TEXT] [--reject-init]
 
 Endpoint ``/mcp`` (and ``/old``, which answers every request with a 307 to ``/mcp`` on the
 same origin). ``initialize`` answers JSON with ``Mcp-Session-Id`` (``--session-id``: a
-value of our choice, e.g. non-ASCII). With ``--redirect ORIGIN`` every POST whose ``Host``
+value of our choice, e.g. non-ASCII); with ``--reject-init`` it is a JSON-RPC error that
+quotes the credentials it got instead. With ``--redirect ORIGIN`` every POST whose ``Host``
 is not ORIGIN's is answered with a 307 to ``ORIGIN/mcp``: pointing ORIGIN at
 ``http://localhost:N`` while the client uses ``http://127.0.0.1:N`` makes the same process
 play both origins, and its log shows which headers reached which one.
@@ -63,7 +64,17 @@ def _log(entry: dict[str, Any]) -> None:
             f.write(json.dumps(entry) + "\n")
 
 
-def build_app(redirect: str | None = None, session_id: str | None = None) -> Starlette:
+def _quoted(request: Request) -> dict[str, Any]:
+    return {
+        "authorization": request.headers.get("authorization"),
+        "x-api-key": request.headers.get("x-api-key"),
+        "query": request.url.query,
+    }
+
+
+def build_app(
+    redirect: str | None = None, session_id: str | None = None, reject_init: bool = False
+) -> Starlette:
     target_host = urlsplit(redirect).netloc if redirect else None
 
     async def mcp(request: Request) -> Response:
@@ -86,6 +97,11 @@ def build_app(redirect: str | None = None, session_id: str | None = None) -> Sta
         if target_host is not None and request.headers.get("host") != target_host:
             return RedirectResponse(f"{redirect}/mcp", status_code=307)
         rid = body.get("id")
+        if method == "initialize" and reject_init:
+            quoted = _quoted(request)
+            message = f"who are you? {quoted['authorization']} / {quoted['x-api-key']}"
+            error = {"code": -32001, "message": message, "data": quoted}
+            return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": error})
         if method == "initialize":
             result = {
                 "protocolVersion": body["params"]["protocolVersion"],
@@ -114,11 +130,7 @@ def build_app(redirect: str | None = None, session_id: str | None = None) -> Sta
             result = {"content": [{"type": "text", "text": str(args.get("message", ""))}]}
             return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result})
         if tool == "quote":
-            quoted = {
-                "authorization": request.headers.get("authorization"),
-                "x-api-key": request.headers.get("x-api-key"),
-                "query": request.url.query,
-            }
+            quoted = _quoted(request)
             message = f"rejected credentials {quoted['authorization']} / {quoted['x-api-key']}"
             error = {"code": -32001, "message": message, "data": quoted}
             return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -184,8 +196,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--redirect", help="origin to redirect every POST to (e.g. http://h:p)")
     parser.add_argument("--session-id", help="the Mcp-Session-Id to hand out")
+    parser.add_argument("--reject-init", action="store_true", help="quote credentials back")
     args = parser.parse_args()
-    app = build_app(args.redirect, args.session_id)
+    app = build_app(args.redirect, args.session_id, args.reject_init)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

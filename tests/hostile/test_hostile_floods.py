@@ -96,8 +96,9 @@ async def test_request_flood_from_a_server_that_stops_reading(
         assert len(probe.samples) > 10
 
 
-async def test_request_cap_refuses_the_excess_with_an_error(flood: FloodSize) -> None:
-    """Requests past the per-session cap get an error answer; the server lives on."""
+async def test_every_request_of_a_flood_is_answered(flood: FloodSize) -> None:
+    """A flood from a server that reads: each request is answered (run, or refused past
+    the cap: tests/test_session.py shows the cap exactly); the session lives on."""
     request = {"jsonrpc": "2.0", "id": 0, "method": "roots/list"}
     count = 2_000
     async with _pair() as host:
@@ -110,8 +111,6 @@ async def test_request_cap_refuses_the_excess_with_an_error(flood: FloodSize) ->
                 if stats["responses"] + stats["errors"] == count:
                     break
                 await trio.sleep(0.05)
-        if stats["errors"]:
-            assert "too many concurrent requests" in stats["first_error"]["message"]
         assert _text(await host.call_tool("bad__echo", {"message": "alive"})) == "alive"
 
 
@@ -171,7 +170,7 @@ async def test_server_logger_names_do_not_create_loggers(
         assert added < 5
         record = next(r for r in caplog.records if getattr(r, "mcp_logger", None) == "n7")
         assert record.name == "agenthost.server.bad"
-        assert "[n7]" in record.getMessage()
+        assert record.getMessage() == "x"
 
 
 async def test_oversized_line_is_refused_and_the_other_server_stays_responsive(

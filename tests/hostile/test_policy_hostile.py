@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -21,20 +24,24 @@ import pytest
 import trio
 
 from agenthost.config import HostConfig, ServerConfig
-from agenthost.errors import JSONRPCError
+from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host import Host, open_host
 from agenthost.types import TextContent
 from policies import (
+    Answer,
     CallbackPrompter,
+    ConsentRequest,
     Elicitation,
     ElicitationResponse,
     TerminalPrompter,
     read_audit,
+    render_action,
     validate_content,
 )
 from providers.config import build_provider, parse_providers
 
 PEER = Path(__file__).with_name("policy_peer.py")
+NOTES_ENV = "POLICY_PEER_NOTES"  # policy_peer.NOTES_ENV
 ENV = {"ANTHROPIC_API_KEY": "test-key"}
 #: Catastrophic backtracking: three ways to match each character, then a failure at the end.
 #: Python's ``re`` needs about 3**n steps for n characters (10.6 s at 17 on this machine).
@@ -271,3 +278,215 @@ def test_pattern_properties_are_refused() -> None:
     with pytest.raises(JSONRPCError, match="patternProperties") as info:
         validate_content(schema, {"code": "x"})
     assert info.value.code == -32602
+
+
+# -- item 8: limits hold under concurrency --------------------------------------------------
+
+
+async def sample_outcome(host: Host, max_tokens: int) -> str:
+    """``ok`` or the error a ``p__sample`` call ended with."""
+    try:
+        result = await host.call_tool("p__sample", {"prompt": "Say hi", "max_tokens": max_tokens})
+    except JSONRPCError as exc:
+        return f"{exc.code} {exc.message}"
+    return text_of(result) if result.is_error else "ok"
+
+
+async def test_token_budget_holds_for_concurrent_sampling(tmp_path: Path) -> None:
+    fake = FakeAnthropic(input_tokens=10)
+    policy = {
+        "mode": "headless",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [
+            ALLOW_TOOLS,
+            {"kind": "sampling", "decision": "allow", "token_budget": 1000, "review": "auto"},
+        ],
+    }
+    outcomes: list[str] = []
+    async with host_with([peer()], policy, fake=fake) as host:
+
+        async def one() -> None:
+            outcomes.append(await sample_outcome(host, 500))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(one)
+        used = host.policy.limiter.tokens_used("p")
+    # Before: all 20 allowed, 10,200 tokens billed against a budget of 1,000.
+    assert sum(fake.billed) <= 1000, fake.billed
+    assert used == sum(fake.billed)  # settled with what the API reported
+    assert 1 <= outcomes.count("ok") < 20
+    refused = [o for o in outcomes if o != "ok"]
+    assert refused and all("Sampling limit exceeded" in o for o in refused), refused
+
+
+async def test_rate_limit_is_checked_before_the_user_is_asked() -> None:
+    fake = FakeAnthropic()
+    asked = 0
+
+    async def confirm(request: Any) -> Answer:
+        nonlocal asked
+        asked += 1
+        await trio.sleep(0.5)  # a person takes a moment; the other requests arrive meanwhile
+        return Answer.ALLOW
+
+    policy = {
+        "mode": "programmatic",
+        "preset": "none",
+        "rules": [
+            ALLOW_TOOLS,
+            {
+                "kind": "sampling",
+                "decision": "ask",
+                "requests_per_minute": 20,
+                "review": "auto",
+            },
+        ],
+    }
+    outcomes: list[str] = []
+    prompter = CallbackPrompter(confirm=confirm)
+    async with host_with([peer()], policy, fake=fake, prompter=prompter) as host:
+
+        async def one() -> None:
+            outcomes.append(await sample_outcome(host, 100))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(50):
+                    nursery.start_soon(one)
+    # Before: asked 50 times, and 30 "yes" answers were then refused by the limit.
+    assert asked == 20
+    assert outcomes.count("ok") == 20 == len(fake.billed)
+    refused = [o for o in outcomes if o != "ok"]
+    assert len(refused) == 30 and all("in the last minute" in o for o in refused), refused[:1]
+
+
+# -- item 9: a remembered "always" is bound to the tool's definition ----------------------
+
+
+async def test_rug_pull_is_asked_again_and_the_prompt_says_what_changed(tmp_path: Path) -> None:
+    asked: list[ConsentRequest] = []
+
+    async def confirm(request: ConsentRequest) -> Answer:
+        asked.append(request)
+        if request.action.name == "rug_pull":
+            return Answer.ALLOW
+        return Answer.DENY if request.changes else Answer.ALWAYS
+
+    policy = {"mode": "programmatic", "preset": "ask-always", "audit": str(tmp_path / "a.jsonl")}
+    prompter = CallbackPrompter(confirm=confirm)
+    async with host_with([peer(trusted=True)], policy, prompter=prompter) as host:
+        with trio.fail_after(20):
+            assert text_of(await host.call_tool("p__notes", {})) == "note 1: buy milk"
+            assert text_of(await host.call_tool("p__notes", {})) == "note 1: buy milk"
+            assert [r.action.name for r in asked] == ["notes"]  # "always" remembered
+            await host.call_tool("p__rug_pull", {})
+            while host.resolve_tool("p__notes").tool.description != (
+                "Delete every file under `path`."
+            ):
+                await trio.sleep(0.02)
+            # Before: it ran with no new prompt, even under the ask-always preset.
+            with pytest.raises(ConsentDenied):
+                await host.call_tool("p__notes", {"path": "/home"})
+    assert [r.action.name for r in asked] == ["notes", "rug_pull", "notes"]
+    changes = asked[-1].changes
+    assert "description" in changes and "input schema" in changes
+    assert "annotations (readOnlyHint true -> false, destructiveHint unset -> true)" in changes
+    shown = render_action(asked[-1])
+    assert "CHANGED" in shown and "Description now: Delete every file under `path`." in shown
+    last = [r for r in read_audit(tmp_path / "a.jsonl") if r["event"] == "decision"][-1]
+    assert last["decision"] == "deny" and "the tool changed since 'always'" in last["reason"]
+
+
+async def test_never_stands_and_unchanged_tools_stay_remembered() -> None:
+    asked: list[str] = []
+
+    async def confirm(request: ConsentRequest) -> Answer:
+        asked.append(request.action.name)
+        return Answer.NEVER if request.action.name == "notes" else Answer.ALWAYS
+
+    prompter = CallbackPrompter(confirm=confirm)
+    policy = {"mode": "programmatic", "preset": "ask-always"}
+    async with host_with([peer()], policy, prompter=prompter) as host:
+        with trio.fail_after(20):
+            for _ in range(2):
+                with pytest.raises(ConsentDenied):
+                    await host.call_tool("p__notes", {})
+            await host.call_tool("p__rug_pull", {})
+            while host.resolve_tool("p__notes").tool.annotations.read_only_hint:  # type: ignore[union-attr]
+                await trio.sleep(0.02)
+            with pytest.raises(ConsentDenied):  # refusing is safe: "never" is not re-asked
+                await host.call_tool("p__notes", {})
+    assert asked == ["notes", "rug_pull"]
+
+
+# -- issue 17 item 9: "always" lasts across sessions, bound to the definition ------------
+
+
+def agenthost_cli(config: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.run(
+        [sys.executable, "-m", "agenthost", "--config", str(config), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=config.parent,
+    )
+
+
+def peer_config(tmp_path: Path, notes: str) -> Path:
+    path = tmp_path / f"agenthost-{notes}.toml"
+    path.write_text(
+        f"""
+[servers.p]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(PEER))}]
+env = {{ {NOTES_ENV} = "{notes}" }}
+
+[policy]
+mode = "interactive"
+preset = "ask-always"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_always_persists_across_sessions_until_the_tool_changes_or_is_revoked(
+    tmp_path: Path,
+) -> None:
+    v1, v2 = peer_config(tmp_path, "v1"), peer_config(tmp_path, "v2")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "agenthost"
+    first = agenthost_cli(v1, "call", "p__notes", "{}", stdin="a\n")
+    assert first.returncode == 0, first.stderr
+    assert "consent needed (tool)" in first.stderr
+    file = state / "approvals.json"
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    kept = file.read_text(encoding="utf-8")
+    assert "List your notes" not in kept and "buy milk" not in kept  # digests only
+    # A new session: no question (before: asked again, and with no answer, denied).
+    second = agenthost_cli(v1, "call", "p__notes", "{}")
+    assert second.returncode == 0, second.stderr
+    assert "consent needed" not in second.stderr
+    # The server now defines `notes` differently: asked again, told what changed.
+    changed = agenthost_cli(v2, "call", "p__notes", '{"path": "/home"}', stdin="n\n")
+    assert changed.returncode == 3, changed.stderr
+    assert "CHANGED" in changed.stderr
+    assert "readOnlyHint true -> false" in changed.stderr
+    assert "Description now: Delete every file under `path`." in changed.stderr
+    listed = agenthost_cli(v1, "approvals", "list", "--json")
+    entries = json.loads(listed.stdout)["approvals"]
+    assert [(e["server"], e["name"], e["decision"]) for e in entries] == [("p", "notes", "allow")]
+    human = agenthost_cli(v1, "approvals")
+    assert human.returncode == 0 and "always" in human.stdout and "notes" in human.stdout
+    revoked = agenthost_cli(v1, "approvals", "revoke", "p", "notes")
+    assert revoked.returncode == 0, revoked.stderr
+    again = agenthost_cli(v1, "approvals", "revoke", "p", "notes")
+    assert again.returncode == 2 and "no remembered answer" in again.stderr
+    asked = agenthost_cli(v1, "call", "p__notes", "{}")  # no answer typed: denied
+    assert asked.returncode == 3
+    assert "consent needed (tool)" in asked.stderr

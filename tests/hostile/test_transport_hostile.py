@@ -13,6 +13,7 @@ fixed code needs and a tenth of what the quadratic parser needed.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -23,12 +24,22 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import ServerConfig, Timeouts
-from agenthost.errors import JSONRPCError, MessageTooLarge
+from agenthost.client import connect
+from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts
+from agenthost.errors import (
+    AgentHostTimeout,
+    JSONRPCError,
+    MessageTooLarge,
+    TransportClosed,
+    TransportError,
+)
+from agenthost.host import open_host
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.remote import open_remote_transport
 from agenthost.transports.sse import SSEParser
 from agenthost.types import TextContent
+from tests.helpers import ALLOW_ALL
+from tests.hostile.conftest import hostile
 from tests.peers.http_launch import PY, free_port, serve
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,3 +213,155 @@ async def test_same_origin_redirect_is_followed(peer_log: Path) -> None:
         assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
     paths = [e["path"] for e in peer_entries(peer_log)]
     assert "/old" in paths and "/mcp" in paths
+
+
+# -- item 11: an abandoned HTTP request releases its connection -------------------------
+
+
+async def test_110_timed_out_requests_release_their_connections() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    timeouts: list[float] = []
+
+    async def one(session: ClientSession) -> None:
+        start = trio.current_time()
+        with pytest.raises(AgentHostTimeout):
+            await session.call_tool("hang", {}, timeout=1.0)
+        timeouts.append(trio.current_time() - start)
+
+    async with serve(hostile_argv(port), port), connected(url) as session:
+        async with trio.open_nursery() as nursery:
+            for _ in range(110):  # more than httpx's pool of 100 connections
+                nursery.start_soon(one, session)
+        # Before the fix every later call waited for a pooled connection until PoolTimeout
+        # (the connect timeout, 5 s, then an error response).
+        with trio.fail_after(10):
+            assert text_of(await session.call_tool("echo", {"message": "after"})) == "after"
+        # Cancelled (not timed out) requests release theirs too.
+        for _ in range(2):
+            async with trio.open_nursery() as nursery:
+                for _ in range(110):
+                    nursery.start_soon(cancel_after, session, 0.5)
+            with trio.fail_after(10):
+                assert text_of(await session.call_tool("echo", {"message": "x"})) == "x"
+        assert not session.closed
+    assert len(timeouts) == 110
+    assert max(timeouts) < 10.0
+
+
+async def cancel_after(session: ClientSession, seconds: float) -> None:
+    with trio.move_on_after(seconds) as scope:
+        await session.call_tool("hang", {}, timeout=None)
+    assert scope.cancelled_caught
+
+
+async def test_a_session_whose_connections_are_all_held_closes() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    config = ServerConfig(
+        name="hostile",
+        transport="streamable-http",
+        url=url,
+        timeouts=Timeouts(request=30.0, connect=1.0, shutdown=1.0),
+    )
+    async with (
+        serve(hostile_argv(port), port),
+        open_remote_transport(config) as transport,
+        open_session(transport, name="hostile", request_timeout=None) as session,
+        trio.open_nursery() as nursery,
+    ):
+        # Requests nobody gives up on hold every connection of the pool: the session
+        # cannot work any more and must end (a supervisor restarts it).
+        for _ in range(101):
+            nursery.start_soon(hold, session)
+        with trio.fail_after(15):
+            reason = await session.wait_closed()
+        nursery.cancel_scope.cancel()
+    assert isinstance(reason, TransportClosed)
+    assert "no connection to the server came free" in str(reason)
+
+
+async def hold(session: ClientSession) -> None:
+    with pytest.raises(TransportClosed):
+        await session.call_tool("hang", {}, timeout=None)
+
+
+# -- item 14: a server that stopped reading; a bad session id; a 1 MB id ----------------
+
+
+async def test_4mib_request_to_a_stdio_server_that_stopped_reading_times_out_on_time() -> None:
+    config = hostile("stuck")
+    async with connect(config) as session:
+        await session.call_tool("act", {"actions": [{"stop_reading": True}]})
+        start = trio.current_time()
+        with trio.fail_after(10), pytest.raises(AgentHostTimeout):
+            await session.call_tool("echo", {"message": "x" * (4 * MiB)}, timeout=1.0)
+        first = trio.current_time() - start
+        # The cancel notice was queued behind the stuck request, not awaited: the next
+        # request (small) meets its own timeout, not the backlog's.
+        start = trio.current_time()
+        with trio.fail_after(10), pytest.raises(AgentHostTimeout):
+            await session.call_tool("echo", {"message": "y"}, timeout=1.0)
+        second = trio.current_time() - start
+    # Before the fix: 2.0 s (1 s timeout + 1 s waiting to queue the cancel notice).
+    assert 0.9 <= first < 1.5, first
+    assert 0.9 <= second < 1.5, second
+
+
+async def test_non_ascii_session_id_is_a_protocol_error_naming_the_header() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serve(hostile_argv(port, "--session-id", "s\u00e9ssion-\u2603"), port):
+        for kind in ("streamable-http", "http"):
+            with trio.fail_after(15), pytest.raises(TransportError) as info:
+                async with connected(url, transport=kind):
+                    pass
+            assert not isinstance(info.value, BaseExceptionGroup)
+            assert "Mcp-Session-Id" in str(info.value)
+            assert "protocol error" in str(info.value)
+
+
+async def test_a_1mb_request_id_is_clipped_in_logs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="agenthost")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serve(hostile_argv(port), port), connected(url) as session:
+        result = await session.call_tool("big_id", {"size": 1 << 20})
+    assert text_of(result) == "ok"
+    unknown = [r for r in caplog.records if "unknown request id" in r.getMessage()]
+    assert unknown, "the stray response was not reported"
+    longest = max(len(r.getMessage()) for r in caplog.records)
+    assert longest < 2000, f"a log line of {longest} characters"
+    assert "iiii..." in unknown[0].getMessage()
+
+
+async def test_the_supervisor_restarts_a_session_whose_connections_are_all_held() -> None:
+    port = free_port()
+    server = ServerConfig(
+        name="hostile",
+        transport="streamable-http",
+        url=f"http://127.0.0.1:{port}/mcp",
+        timeouts=Timeouts(request=60.0, connect=1.0, shutdown=1.0),
+        restart=RestartPolicy(initial_backoff=0.05),
+    )
+    async with (
+        serve(hostile_argv(port), port),
+        open_host(HostConfig(policy=ALLOW_ALL, servers=[server])) as host,
+    ):
+        first = host.session("hostile")
+        async with trio.open_nursery() as nursery:
+            for _ in range(101):
+                nursery.start_soon(hold_via_host, host)
+            with trio.fail_after(20):
+                await first.wait_closed()
+        with trio.fail_after(20):
+            await host.wait_ready("hostile")
+        assert host.session("hostile") is not first
+        assert host.supervisor("hostile").status().restarts >= 1
+        result = await host.call_tool("hostile__echo", {"message": "back"})
+        assert text_of(result) == "back"
+
+
+async def hold_via_host(host: Any) -> None:
+    with pytest.raises((TransportClosed, JSONRPCError)):
+        await host.call_tool("hostile__hang", {})

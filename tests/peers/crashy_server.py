@@ -9,6 +9,7 @@ Usage::
 
     python tests/peers/crashy_server.py [--exit-after N] [--crash-on-start] [--garbage]
                                         [--start-delay S] [--malformed]
+                                        [--exit-on-unknown] [--silent-on-unknown]
 
 Extra flags may also come from ``$AGENTHOST_CRASHY_ARGS`` (shell-split, appended to argv),
 for harnesses that can only set the environment.
@@ -29,6 +30,9 @@ Behaviour:
 - ``--garbage``: before every response, writes a line that is not JSON and a response to
   an id nobody used.
 - ``--start-delay S``: sleeps S seconds before reading stdin.
+- ``--exit-on-unknown``: a request for a method it does not know (``server/discover``...)
+  ends the process with code 5, unanswered (servers that exit on an unexpected first
+  message exist); ``--silent-on-unknown``: such a request is never answered.
 - Every received line is appended to ``$AGENTHOST_PEER_LOG`` (when set) as one JSON value
   per line, so a test can assert what arrived (e.g. ``notifications/cancelled``); a line
   that is not JSON is logged as ``{"unparsable": "<text>"}``.
@@ -52,6 +56,7 @@ STATEFUL_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 FALLBACK_REVISION = "2025-11-25"
 EXIT_CRASH_TOOL = 3
 EXIT_AFTER_CALLS = 4
+EXIT_UNKNOWN_METHOD = 5
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -154,6 +159,10 @@ class Server:
             self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
             self.maybe_exit_after()
             return
+        elif self.args.exit_on_unknown:
+            self.exit(EXIT_UNKNOWN_METHOD)
+        elif self.args.silent_on_unknown:
+            return
         else:
             error = {"code": -32601, "message": f"Method not found: {method}"}
             self.write({"jsonrpc": "2.0", "id": request_id, "error": error})
@@ -174,6 +183,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--garbage", action="store_true")
     parser.add_argument("--malformed", action="store_true")
     parser.add_argument("--start-delay", type=float, default=0.0, metavar="S")
+    parser.add_argument("--exit-on-unknown", action="store_true")
+    parser.add_argument("--silent-on-unknown", action="store_true")
     extra = shlex.split(os.environ.get("AGENTHOST_CRASHY_ARGS", ""))
     return parser.parse_args([*argv, *extra])
 

@@ -33,6 +33,7 @@ from policies import (
     parse_policy,
     read_audit,
 )
+from policies.limits import estimate_input_tokens
 
 
 class FakeClock:
@@ -201,13 +202,26 @@ async def test_sampling_caps_rate_and_budget() -> None:
     # the window slides: 61 s after the first request one slot is free again
     clock.now = 1000.0 + 61
     assert (await engine.check(sample())).allowed
-    # budget: 1000 tokens; 900 used leaves 100, which lowers maxTokens
+    # Allowed requests hold their tokens until settled with what the provider reported.
+    assert engine.limiter.tokens_reserved("s") > 0
+    for decision in (first, third):
+        engine.settle_sampling(decision, 50)  # denied: nothing held, nothing counted
+    assert engine.limiter.tokens_used("s") == 50
+    engine.limiter = SamplingLimiter(clock=clock)
+    # budget: 1000 tokens; 900 used leaves 100 less the input estimate, lowering maxTokens
     engine.record_sampling_usage("s", 900)
-    clock.now += 120
     left = await engine.check(sample())
-    assert left.sampling is not None and left.sampling.max_tokens == 100
-    engine.record_sampling_usage("s", 100)
-    clock.now += 120
+    estimate = estimate_input_tokens(sample())
+    assert left.sampling is not None and left.sampling.max_tokens == 100 - estimate
+    assert left.sampling.reserved_tokens == 100
+    # While it is in flight nothing is left for another request.
+    busy = await engine.check(sample())
+    assert busy.by == "limit" and "100 held by requests in flight" in busy.reason
+    engine.settle_sampling(left, 60)
+    engine.settle_sampling(left, 60)  # idempotent
+    assert engine.limiter.tokens_used("s") == 960
+    assert engine.limiter.tokens_reserved("s") == 0
+    engine.record_sampling_usage("s", 40)
     spent = await engine.check(sample())
     assert spent.by == "limit" and "budget of 1000 tokens" in spent.reason
 
@@ -251,11 +265,14 @@ def test_limiter_alone() -> None:
     clock = FakeClock()
     limiter = SamplingLimiter(clock=clock)
     limits = SamplingLimits(requests_per_minute=1)
-    grant = limiter.check(sample(), limits, rule="r", commit=True)
+    assert limiter.check(sample(), limits, rule="r").ticket is None  # counts nothing
+    grant = limiter.reserve(sample(), limits, rule="r")
     assert grant.max_tokens == 800 and grant.auto_review is False
     with pytest.raises(ConsentDenied, match="retry in 60 s") as info:
         limiter.check(sample(), limits, rule="r")
     assert info.value.rule == "r"
+    limiter.release(grant)  # refused after all: the slot is free again
+    assert limiter.reserve(sample(), limits, rule="r").max_tokens == 800
     with pytest.raises(ConsentDenied, match="no positive maxTokens"):
         limiter.check(sample(max_tokens=0), SamplingLimits(), rule="r")
     with pytest.raises(ValueError, match="negative"):

@@ -230,7 +230,7 @@ async def test_through_a_real_pty(tmp_path: Any) -> None:
 
                     nursery.start_soon(run)
                     if key is not None:
-                        await _read_until(master, b"this session: ", seen)
+                        await _read_until(master, b"ne[v]er: ", seen)
                         seen.clear()
                         os.write(master, key + b"\n")
                 decisions.append(result[0])

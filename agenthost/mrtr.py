@@ -1,0 +1,214 @@
+"""Multi Round-Trip Requests (2026-07-28, ``basic/patterns/mrtr.mdx``): the retry loop.
+
+A modern server that needs sampling, elicitation or roots while handling ``tools/call``,
+``prompts/get`` or ``resources/read`` does not send its own request: it answers
+``resultType: "input_required"`` with ``inputRequests`` (asks, keyed by the server) and/or
+a ``requestState``. The client answers every ask, then retries the *original* request
+with ``inputResponses`` and the ``requestState`` echoed byte for byte, under a new
+request id, until a complete result comes back.
+
+Rules kept here:
+
+* every ask goes through :func:`agenthost.asks.answer_ask`, the same path as a legacy
+  server's own request, so consent, the sampling service and the audit are identical;
+  the :class:`~agenthost.session.RequestContext` carries the round and the ask's key;
+* ``requestState`` is opaque: never parsed, never changed, never sent when absent;
+* a round cap (``max_rounds``, default 10): a server that keeps asking gets a clear
+  :class:`MRTRLimitExceeded` instead of an endless loop;
+* a round with only ``requestState`` (nothing to answer) is retried after a back-off
+  that doubles each such round, so a server polling us cannot spin us;
+* the whole exchange is one call: one deadline covers every round and every ask, and
+  cancelling the caller cancels whichever step is running.
+* bounds on untrusted input: at most ``MAX_ASKS_PER_ROUND`` asks per round, each one a
+  method we declared a capability for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from agenthost.asks import ASK_METHODS, answer_ask
+from agenthost.converter import structure
+from agenthost.errors import AgentHostTimeout, ProtocolError
+from agenthost.types import InputRequiredResult
+
+if TYPE_CHECKING:
+    from agenthost.session import ClientHandlers, RequestContext
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "MAX_ASKS_PER_ROUND",
+    "MRTRLimitExceeded",
+    "run_exchange",
+]
+
+#: Rounds one call may take before it fails (the issue's default; configurable).
+DEFAULT_MAX_ROUNDS: Final = 10
+#: Asks one ``InputRequiredResult`` may carry: a server is untrusted input.
+MAX_ASKS_PER_ROUND: Final = 32
+#: Back-off before retrying a state-only round: first delay and cap, in seconds.
+_BACKOFF_FIRST: Final = 0.05
+_BACKOFF_MAX: Final = 2.0
+
+COMPLETE: Final = "complete"
+INPUT_REQUIRED: Final = "input_required"
+
+
+class MRTRLimitExceeded(ProtocolError):
+    """The server still asked for input after the configured number of rounds."""
+
+
+#: ``async (params, timeout) -> raw result`` for one round (a fresh request id each).
+SendRound = Callable[[dict[str, Any], float | None], Awaitable[dict[str, Any]]]
+#: Builds the context of one ask: ``(method, round, key) -> RequestContext``.
+AskContext = Callable[[str, int, str], "RequestContext"]
+
+
+async def run_exchange(
+    send: SendRound,
+    params: Mapping[str, Any],
+    *,
+    method: str,
+    handlers: ClientHandlers,
+    context: AskContext,
+    declared: frozenset[str],
+    timeout: float | None,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+    server: str = "server",
+) -> dict[str, Any]:
+    """Send ``params`` and follow ``input_required`` answers to a complete result.
+
+    Args:
+        send: sends one round (the caller stamps ``_meta`` and headers).
+        params: the original request's params, as sent in round 1.
+        method: the original method (for messages).
+        handlers: the session's handlers: every ask is answered through them.
+        context: builds each ask's :class:`~agenthost.session.RequestContext`.
+        declared: the ask methods whose capability we declared.
+        timeout: seconds for the whole exchange (None: no limit).
+        max_rounds: requests sent at most (round 1 included).
+
+    Returns:
+        The complete result (raw JSON).
+
+    Raises:
+        MRTRLimitExceeded: still ``input_required`` after ``max_rounds`` rounds.
+        ProtocolError: an unknown ``resultType``, an empty or oversized
+            ``InputRequiredResult``, or an ask we did not declare.
+        AgentHostTimeout: the whole exchange took longer than ``timeout``.
+
+    Cancellation: cancels the running round (the server is told as for any request)
+    or the running asks; nothing is retried.
+    """
+    deadline = math.inf if timeout is None else trio.current_time() + timeout
+    responses: dict[str, Any] | None = None
+    state: str | None = None
+    backoff = _BACKOFF_FIRST
+    for round_no in range(1, max_rounds + 1):
+        current = dict(params)
+        if responses is not None:
+            current["inputResponses"] = responses
+        if state is not None:
+            current["requestState"] = state
+        raw = await send(current, _remaining(deadline, timeout, method, server))
+        kind = raw.get("resultType", COMPLETE)
+        if kind == COMPLETE:
+            return raw
+        if kind != INPUT_REQUIRED:
+            raise ProtocolError(
+                f"{method}: unrecognised resultType {str(kind)[:64]!r}", server=server
+            )
+        if round_no == max_rounds:
+            break
+        asked = structure(raw, InputRequiredResult)
+        if not asked.input_requests and asked.request_state is None:
+            raise ProtocolError(
+                f"{method}: input_required result with neither inputRequests nor requestState",
+                server=server,
+            )
+        state = asked.request_state
+        if asked.input_requests:
+            backoff = _BACKOFF_FIRST
+            with trio.move_on_at(deadline) as scope:
+                responses = await _answer_all(
+                    asked.input_requests, round_no, handlers, context, declared, server, method
+                )
+            if scope.cancelled_caught:
+                raise _timed_out(method, timeout, server)
+        else:
+            responses = None
+            if trio.current_time() + backoff >= deadline:
+                raise _timed_out(method, timeout, server)
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+    raise MRTRLimitExceeded(
+        f"{method}: the server still needs input after {max_rounds} rounds (the limit;"
+        " raise it with max_input_rounds)",
+        server=server,
+    )
+
+
+def _remaining(deadline: float, timeout: float | None, method: str, server: str) -> float | None:
+    if math.isinf(deadline):
+        return None
+    left = deadline - trio.current_time()
+    if left <= 0:
+        raise _timed_out(method, timeout, server)
+    return left
+
+
+def _timed_out(method: str, timeout: float | None, server: str) -> AgentHostTimeout:
+    limit = timeout or 0.0
+    return AgentHostTimeout(f"{method} timed out after {limit:g}s", server=server, timeout=limit)
+
+
+async def _answer_all(
+    requests: Mapping[str, Any],
+    round_no: int,
+    handlers: ClientHandlers,
+    context: AskContext,
+    declared: frozenset[str],
+    server: str,
+    method: str,
+) -> dict[str, Any]:
+    """Answer every ask of one round, concurrently; the ``inputResponses`` map."""
+    if len(requests) > MAX_ASKS_PER_ROUND:
+        raise ProtocolError(
+            f"{method}: {len(requests)} input requests in one round (at most"
+            f" {MAX_ASKS_PER_ROUND} accepted)",
+            server=server,
+        )
+    asks: list[tuple[str, str, Mapping[str, Any]]] = []
+    for key, entry in requests.items():
+        ask_method = entry.get("method") if isinstance(entry, Mapping) else None
+        if not isinstance(ask_method, str) or ask_method not in ASK_METHODS:
+            raise ProtocolError(
+                f"{method}: input request {key[:64]!r} is not an elicitation, sampling or"
+                " roots request",
+                server=server,
+            )
+        if ask_method not in declared:
+            raise ProtocolError(
+                f"{method}: the server asked for {ask_method} (input request {key[:64]!r}),"
+                " a capability this client did not declare",
+                server=server,
+            )
+        ask_params = entry.get("params") or {}
+        if not isinstance(ask_params, Mapping):
+            raise ProtocolError(
+                f"{method}: input request {key[:64]!r} has bad params", server=server
+            )
+        asks.append((key, ask_method, ask_params))
+    answers: dict[str, Any] = {}
+
+    async def one(key: str, ask_method: str, ask_params: Mapping[str, Any]) -> None:
+        answers[key] = await answer_ask(handlers, context(ask_method, round_no, key), ask_params)
+
+    async with trio.open_nursery() as nursery:
+        for key, ask_method, ask_params in asks:
+            nursery.start_soon(one, key, ask_method, ask_params)
+    return {key: answers[key] for key, _, _ in asks}

@@ -1,0 +1,202 @@
+"""One registry of secret values, and one function that scrubs them out of text.
+
+Why one mechanism: a configured secret (a header value, a ``${KEY}`` in a URL query, an
+OAuth token obtained at run time) can reach text that leaves the process by many roads:
+a server quotes it back in a JSON-RPC error, httpx logs a URL at DEBUG, an exception
+message carries it into ``last_error`` and ``--json`` output. Scrubbing at each road
+misses the next one, so values are registered once, where they enter (the config, a
+transport's headers, a token store), and scrubbed at the few places text leaves:
+
+* every log record, whatever logger made it (ours, httpx's, a server's stderr): a
+  :mod:`logging` record factory, installed when the first secret is registered, replaces
+  each value in the formatted message and in the traceback text;
+* error text built from what a server sent (the session's :class:`~agenthost.errors.JSONRPCError`,
+  the HTTP transports' error summaries) goes through :func:`redact` where it is built;
+* the CLI writes its stdout and stderr through :func:`redact`.
+
+Rules: a value shorter than :data:`MIN_LENGTH` characters is not registered (hiding
+``true`` or ``1`` would garble every line, and protects nothing); each value is replaced
+by :data:`REDACTED`, longest first, so a value containing another is hidden whole. The
+registry is bounded (:data:`MAX_SECRETS`, oldest forgotten first): run-time tokens rotate.
+
+Thread-safety: registration swaps in a new tuple; readers (log records may be created in
+worker threads) take one snapshot and never see a half-updated registry.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "MAX_SECRETS",
+    "MIN_LENGTH",
+    "REDACTED",
+    "add_secret",
+    "add_secrets_of_url",
+    "discard_secret",
+    "redact",
+    "redact_json",
+    "secret_count",
+]
+
+#: What a secret value is replaced with.
+REDACTED: Final = "***"
+#: Values shorter than this are not treated as secrets.
+MIN_LENGTH: Final = 6
+#: Parts of a value (``Bearer <token>``: the token) are registered from this length.
+_MIN_PART: Final = 8
+#: At most this many values are kept; registering more forgets the oldest.
+MAX_SECRETS: Final = 4096
+
+_lock = threading.Lock()
+#: Insertion-ordered (for the bound); the sorted snapshot below is what readers use.
+_values: dict[str, None] = {}
+#: Longest first, so a secret that contains another is replaced whole.
+_snapshot: tuple[str, ...] = ()
+_factory_installed = False
+
+
+def add_secret(value: str | None) -> None:
+    """Treat ``value`` (and its whitespace-separated parts) as a secret from now on.
+
+    For values obtained at run time too (an OAuth access token): register it before it
+    is first used, and :func:`discard_secret` it if it must be shown again (rarely).
+    """
+    if not value or not isinstance(value, str):
+        return
+    candidates = [value] if len(value) >= MIN_LENGTH else []
+    parts = value.split()
+    if len(parts) > 1:
+        candidates.extend(part for part in parts if len(part) >= _MIN_PART)
+    if candidates:
+        _add(candidates)
+
+
+def add_secrets_of_url(url: str | None) -> None:
+    """Register the password and every query value of ``url`` (tokens travel in both)."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return
+    values: list[str] = []
+    if password:
+        values += [password, unquote(password)]
+    for pair in parts.query.split("&"):
+        _, _, value = pair.partition("=")
+        if value:
+            values += [value, unquote(value.replace("+", " "))]
+    for value in values:
+        add_secret(value)
+
+
+def discard_secret(value: str) -> None:
+    """Stop treating ``value`` as a secret (a revoked token that no longer matters)."""
+    global _snapshot
+    with _lock:
+        if _values.pop(value, 0) is None:
+            _snapshot = tuple(sorted(_values, key=len, reverse=True))
+
+
+def secret_count() -> int:
+    """How many values are registered."""
+    return len(_snapshot)
+
+
+def _add(candidates: Iterable[str]) -> None:
+    global _snapshot
+    with _lock:
+        changed = False
+        for value in candidates:
+            if value not in _values:
+                _values[value] = None
+                changed = True
+        if not changed:
+            return
+        while len(_values) > MAX_SECRETS:
+            del _values[next(iter(_values))]
+        _snapshot = tuple(sorted(_values, key=len, reverse=True))
+    _install_log_factory()
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret replaced by :data:`REDACTED`.
+
+    Cost: one substring search per registered value (C speed; no copy unless found).
+    """
+    for secret in _snapshot:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON value (as parsed: dicts, lists, strings...) with every secret redacted.
+
+    Strings are redacted wherever they are, keys included; the value is returned as is
+    (not copied) when it holds no secret.
+    """
+    if not _snapshot or value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    import orjson
+
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        return redact(repr(value))
+    clean = redact(text)
+    if clean == text:
+        return value
+    try:
+        return orjson.loads(clean)
+    except orjson.JSONDecodeError:  # a secret spanning JSON syntax: keep the text
+        return clean
+
+
+# -- logging ---------------------------------------------------------------------------
+
+
+def _install_log_factory() -> None:
+    """Wrap the log record factory (once) so every record is scrubbed as it is made.
+
+    A factory rather than a handler filter: a filter sees only the records of the
+    handlers it is attached to, and an application (or httpx's DEBUG logging, or
+    ``logging.lastResort``) has handlers we do not know of.
+    """
+    global _factory_installed
+    with _lock:
+        if _factory_installed:
+            return
+        _factory_installed = True
+        previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if _snapshot:
+            _scrub(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+def _scrub(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format: logging reports it when the record is emitted
+        return
+    clean = redact(message)
+    if clean != message:
+        record.msg = clean
+        record.args = None
+    if record.exc_info and not record.exc_text:
+        text = logging.Formatter().formatException(record.exc_info)
+        # Formatters use exc_text when set: the traceback is rendered (and scrubbed) once.
+        record.exc_text = redact(text)

@@ -1,0 +1,217 @@
+"""The MRTR retry loop's contract (agenthost.mrtr), against an in-process 2026-07-28 peer.
+
+The real-peer runs (the SDK's MCPServer asking for sampling, roots and elicitation) are
+in test_modern_era.py; these cover what a real server cannot be made to do on demand: a
+server that never stops asking, one that only polls with ``requestState``, one that asks
+for a capability we did not declare, or answers with an unknown ``resultType``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from agenthost.errors import AgentHostTimeout, ProtocolError
+from agenthost.jsonrpc import Request, Response
+from agenthost.mrtr import MRTRLimitExceeded
+from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.testing import memory_transport_pair
+from agenthost.transports.memory import MemoryTransport
+from agenthost.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
+
+SERVER_INFO = {"name": "m", "version": "1"}
+#: ``(round, params) -> result`` for each tools/call the peer receives.
+Script = Callable[[int, dict[str, Any]], Any]
+
+ELICIT = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+}
+
+
+class ModernPeer:
+    """A minimal 2026-07-28 server: discover, and tools/call answered by a script."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls: list[Request] = []
+        self.times: list[float] = []
+
+    async def serve(self, transport: MemoryTransport) -> None:
+        with trio.CancelScope() as self.scope:
+            while True:
+                message = await transport.receive()
+                if not isinstance(message, Request):
+                    continue
+                if message.method == "server/discover":
+                    result: Any = {
+                        "resultType": "complete",
+                        "supportedVersions": ["2026-07-28"],
+                        "capabilities": {"tools": {}},
+                        "ttlMs": 0,
+                        "cacheScope": "private",
+                        "_meta": {
+                            "io.modelcontextprotocol/serverInfo": {"name": "m", "version": "1"}
+                        },
+                    }
+                else:
+                    self.calls.append(message)
+                    self.times.append(trio.current_time())
+                    result = self.script(len(self.calls), dict(message.params or {}))
+                await transport.send(Response(message.id, result))
+
+
+def done(text: str) -> dict[str, Any]:
+    return {"resultType": "complete", "content": [{"type": "text", "text": text}]}
+
+
+async def on_elicit(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+    return ElicitResult(action="accept", content={"name": f"round {ctx.round}"})
+
+
+async def on_roots(ctx: RequestContext, params: Any) -> ListRootsResult:
+    return ListRootsResult(roots=[Root(uri="file:///w")])
+
+
+@asynccontextmanager
+async def modern_session(
+    script: Script, *, handlers: ClientHandlers | None = None, **kwargs: Any
+) -> AsyncIterator[tuple[ClientSession, ModernPeer]]:
+    client, server = memory_transport_pair(name="m")
+    peer = ModernPeer(script)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer.serve, server)
+        async with open_session(
+            client,
+            name="m",
+            handlers=handlers or ClientHandlers(elicitation=on_elicit, roots=on_roots),
+            era="auto",
+            **kwargs,
+        ) as session:
+            yield session, peer
+        nursery.cancel_scope.cancel()
+
+
+async def test_request_state_is_echoed_unchanged_with_a_new_id_each_round() -> None:
+    state = "opaque/\u00e9+==  state with spaces"
+
+    def script(n: int, params: dict[str, Any]) -> Any:
+        if n == 1:
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"who": ELICIT, "where": {"method": "roots/list"}},
+                "requestState": state,
+            }
+        if n == 2:
+            # asks again, without state this time: the retry must not carry any
+            return {"resultType": "input_required", "inputRequests": {"again": ELICIT}}
+        return done("ok")
+
+    async with modern_session(script) as (session, peer):
+        result = await session.call_tool("t", {"a": 1})
+    assert result.content[0].text == "ok"  # type: ignore[union-attr]
+    first, second, third = (c.params or {} for c in peer.calls)
+    assert len({c.id for c in peer.calls}) == 3
+    assert "requestState" not in first and "inputResponses" not in first
+    assert second["requestState"] == state
+    assert second["inputResponses"] == {
+        "who": {"action": "accept", "content": {"name": "round 1"}},
+        "where": {"roots": [{"uri": "file:///w"}]},
+    }
+    assert second["arguments"] == {"a": 1} and second["name"] == "t"
+    assert "requestState" not in third
+    assert third["inputResponses"] == {
+        "again": {"action": "accept", "content": {"name": "round 2"}}
+    }
+
+
+async def test_round_cap_is_a_clear_error(autojump_clock: trio.testing.MockClock) -> None:
+    def script(n: int, params: dict[str, Any]) -> Any:
+        return {"resultType": "input_required", "inputRequests": {"k": ELICIT}}
+
+    async with modern_session(script, max_input_rounds=3) as (session, peer):
+        with pytest.raises(MRTRLimitExceeded, match="after 3 rounds"):
+            await session.call_tool("t", {})
+    assert len(peer.calls) == 3
+
+
+async def test_state_only_rounds_back_off(autojump_clock: trio.testing.MockClock) -> None:
+    def script(n: int, params: dict[str, Any]) -> Any:
+        if n < 5:
+            return {"resultType": "input_required", "requestState": f"s{n}"}
+        return done("ready")
+
+    async with modern_session(script) as (session, peer):
+        await session.call_tool("t", {})
+    gaps = [b - a for a, b in zip(peer.times, peer.times[1:], strict=False)]
+    assert gaps == pytest.approx([0.05, 0.1, 0.2, 0.4], abs=1e-6)
+    assert [c.params["requestState"] for c in peer.calls[1:]] == ["s1", "s2", "s3", "s4"]  # type: ignore[index]
+
+
+async def test_one_timeout_covers_the_whole_exchange(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow_elicit(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+        await trio.sleep(4)
+        return ElicitResult(action="decline")
+
+    def script(n: int, params: dict[str, Any]) -> Any:
+        return {"resultType": "input_required", "inputRequests": {"k": ELICIT}}
+
+    handlers = ClientHandlers(elicitation=slow_elicit)
+    async with modern_session(script, handlers=handlers) as (session, peer):
+        start = trio.current_time()
+        with pytest.raises(AgentHostTimeout):
+            await session.call_tool("t", {}, timeout=10)
+        assert trio.current_time() - start == pytest.approx(10, abs=1e-6)
+    assert len(peer.calls) == 3  # rounds at 0, 4 and 8 s; the third ask is cut at 10 s
+
+
+async def test_cancelling_the_call_cancels_the_whole_exchange(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked = trio.Event()
+
+    async def stuck(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+        asked.set()
+        await trio.sleep_forever()
+        raise AssertionError
+
+    def script(n: int, params: dict[str, Any]) -> Any:
+        return {"resultType": "input_required", "inputRequests": {"k": ELICIT}}
+
+    async with modern_session(script, handlers=ClientHandlers(elicitation=stuck)) as (
+        session,
+        peer,
+    ):
+        with trio.move_on_after(5) as scope:
+            await session.call_tool("t", {})
+        assert scope.cancelled_caught and asked.is_set()
+        await trio.sleep(1)
+        assert len(peer.calls) == 1  # nothing retried after the cancel
+
+
+async def test_asks_outside_our_capabilities_and_unknown_result_types_fail() -> None:
+    def script(n: int, params: dict[str, Any]) -> Any:
+        if params["name"] == "sampling":
+            sample = {
+                "method": "sampling/createMessage",
+                "params": {"messages": [], "maxTokens": 1},
+            }
+            return {"resultType": "input_required", "inputRequests": {"s": sample}}
+        return {"resultType": "task_started"}
+
+    async with modern_session(script) as (session, _):
+        with pytest.raises(ProtocolError, match="did not declare"):
+            await session.call_tool("sampling", {})
+        with pytest.raises(ProtocolError, match="unrecognised resultType"):
+            await session.call_tool("other", {})

@@ -1,0 +1,50 @@
+"""Tools a configured policy always denies are not offered to the model (issue 16), and
+only those: "ask" with a human (or a callback) to answer still offers the tool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agenthost.agent import _tools
+from agenthost.config import HostConfig, ServerConfig
+from agenthost.host import open_host
+
+Command = tuple[str, list[str]]
+
+
+def _config(cmd: Command, policy: dict[str, Any]) -> HostConfig:
+    server = ServerConfig(name="c", transport="stdio", command=cmd[0], args=tuple(cmd[1]))
+    return HostConfig(servers=[server], policy=policy)
+
+
+@pytest.mark.parametrize(
+    ("policy", "offered"),
+    [
+        # headless: no rule means "deny", so only the allowed tool is offered
+        (
+            {"mode": "headless", "rules": [{"kind": "tool", "name": "echo", "decision": "allow"}]},
+            {"c__echo"},
+        ),
+        # interactive: a deny rule hides its tool, "ask" keeps the others
+        (
+            {
+                "mode": "interactive",
+                "rules": [{"kind": "tool", "name": "crash", "decision": "deny"}],
+            },
+            {"c__echo", "c__hang"},
+        ),
+        # a rule that asks, in headless mode: nobody can answer, so never offered
+        (
+            {"mode": "headless", "rules": [{"kind": "tool", "decision": "ask"}]},
+            set(),
+        ),
+    ],
+)
+async def test_offered_tools_follow_the_policy(
+    crashy_cmd: Callable[..., Command], policy: dict[str, Any], offered: set[str]
+) -> None:
+    async with open_host(_config(crashy_cmd(), policy)) as host:
+        assert {tool.name for tool in _tools(host)} == offered
