@@ -317,7 +317,7 @@ async def auth_scenario(url: str) -> None:
     Tokens go to a fresh temporary directory (the file store), never the user's keyring.
     """
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    # The login runs inside the first request (the 401 comes to `initialize`): discovery,
+    # The login runs inside the first request (the 401 comes to the first request): discovery,
     # registration, the browser and the token exchange all count against the startup
     # timeout. `--requirements` starts every scenario's client at once, so allow the whole
     # flow the time the harness gives a scenario.
@@ -330,6 +330,9 @@ async def auth_scenario(url: str) -> None:
     with tempfile.TemporaryDirectory(prefix="agenthost-conformance-") as data:
         os.environ["AGENTHOST_TOKEN_STORE"] = "file"
         os.environ["XDG_DATA_HOME"] = data
+        # A fresh era cache too: a --requirements run starts one test server after another
+        # on recycled ports, and an era learnt from an earlier server is wrong for this one.
+        os.environ["XDG_CACHE_HOME"] = data
         async with agenthost.connect(config, handlers=ALL_HANDLERS) as session:
             tools = {tool.name for tool in await session.list_tools()}
             if "test-tool" in tools:
