@@ -1027,12 +1027,14 @@ class ClientSession:
             level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
             logger = params.get("logger")
             if self._server_log.isEnabledFor(level):
-                # The server's own logger name goes in the record (``mcp_logger``), never
-                # into the logger hierarchy (issue 14: 200k names = 200k loggers, 153 MiB).
+                # The server's own logger name goes in the record (``mcp_logger``) and the
+                # text, never into the logger hierarchy (issue 14: 200k names = 200k
+                # loggers, 153 MiB).
                 name = str(logger)[:_LOGGER_NAME_MAX] if logger is not None else None
                 self._server_log.log(
                     level,
-                    "%s",
+                    "%s%s",
+                    f"[{name}] " if name else "",
                     _render_log_data(params.get("data")),
                     extra={"mcp_logger": name},
                 )
