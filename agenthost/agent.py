@@ -22,6 +22,7 @@ import attrs
 import trio
 
 import providers.base as llm
+from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 from agenthost.skills import SkillEntry
@@ -244,6 +245,40 @@ async def _load_skill(
     return content
 
 
+async def _run_calls(
+    host: Host,
+    calls: list[tuple[llm.ToolUseContent, ToolCallRecord]],
+    *,
+    builtin: bool,
+    emit: Callable[[AgentEvent], None],
+) -> list[llm.Content]:
+    """Run one turn's tool calls at once; their results in the order the model asked.
+
+    Why at once: a model that asks for three slow tools (three tasks, say) should wait for
+    the slowest, not for the sum. Each ``tool_result`` event fires as its call finishes.
+    Consent prompts stay one at a time (the prompters serialise their questions).
+
+    **Cancellation:** cancelling the run cancels every call (each records "cancelled").
+    """
+    results: list[llm.Content | None] = [None] * len(calls)
+
+    async def one(index: int, use: llm.ToolUseContent, call: ToolCallRecord) -> None:
+        if use.name == SKILL_TOOL and builtin:
+            results[index] = await _load_skill(host, use, call)
+        else:
+            results[index] = await _call(host, use, call, emit)
+        emit(AgentEvent(kind="tool_result", record=call))
+
+    if len(calls) == 1:
+        await one(0, *calls[0])
+    else:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                for index, (use, call) in enumerate(calls):
+                    nursery.start_soon(one, index, use, call)
+    return [result for result in results if result is not None]
+
+
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
     return llm.ToolResultContent(
         tool_use_id=tool_use_id, content=(llm.TextContent(text=text),), is_error=True
@@ -355,16 +390,13 @@ async def run_agent(
                 record.final_text = result.text
                 record.stop = "end_turn"
                 break
-            results: list[llm.Content] = []
+            calls = []
             for use in uses:
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                if use.name == SKILL_TOOL and builtin:
-                    results.append(await _load_skill(host, use, call))
-                else:
-                    results.append(await _call(host, use, call, emit))
-                emit(AgentEvent(kind="tool_result", record=call))
+                calls.append((use, call))
+            results = await _run_calls(host, calls, builtin=bool(builtin), emit=emit)
             record.messages.append(llm.Message(role="user", content=tuple(results)))
             used = record.input_tokens + record.output_tokens
             if token_budget is not None and used >= token_budget:

@@ -612,6 +612,7 @@ class ClientSession:
             await self.discover(timeout=timeout)
             self.learned = self.learned or "server/discover"
             return
+        late = False
         try:
             await self.discover(timeout=probe_timeout)
         except JSONRPCError as exc:
@@ -623,6 +624,7 @@ class ClientSession:
             reason = f"server/discover refused ({exc.code})"
         except AgentHostTimeout:
             reason = "server/discover unanswered"
+            late = True
         except NotModern as exc:
             reason = str(exc).removeprefix(f"{self.name}: ")
         else:
@@ -631,7 +633,17 @@ class ClientSession:
         self._stamp = None
         if not fallback_in_place:
             raise NotModern(reason, server=self.name)
-        await self.initialize(timeout=timeout)
+        try:
+            await self.initialize(timeout=timeout)
+        except (JSONRPCError, UnsupportedRevision):
+            if not late:
+                raise
+            # The probe was only late (a slow start on a loaded machine): the server read
+            # it and now serves 2026-07-28 on this connection, so it refuses initialize.
+            # Ask again, with the full timeout: the server is up by now.
+            await self.discover(timeout=timeout)
+            self.learned = "probe: server/discover answered late"
+            return
         self.learned = f"probe: {reason}; initialize"
 
     async def _listen(self) -> None:
