@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.asks import ASK_METHODS, answer_ask
 from agenthost.converter import structure
 from agenthost.errors import AgentHostTimeout, ProtocolError
@@ -208,7 +209,10 @@ async def _answer_all(
     async def one(key: str, ask_method: str, ask_params: Mapping[str, Any]) -> None:
         answers[key] = await answer_ask(handlers, context(ask_method, round_no, key), ask_params)
 
-    async with trio.open_nursery() as nursery:
-        for key, ask_method, ask_params in asks:
-            nursery.start_soon(one, key, ask_method, ask_params)
+    # One failed ask fails the call with that ask's own error (a refused sampling request
+    # is the JSONRPCError the handler raised, as on the legacy path), not a group.
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            for key, ask_method, ask_params in asks:
+                nursery.start_soon(one, key, ask_method, ask_params)
     return {key: answers[key] for key, _, _ in asks}

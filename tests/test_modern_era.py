@@ -347,3 +347,18 @@ async def test_consent_and_audit_are_identical_in_both_eras(
         assert record["via"]["request"] == "tools/call"
         assert record["via"]["round"] == 1
         assert record["via"]["name"] in ("sample", "roots", "elicit_form")
+
+
+async def test_a_stale_cached_era_is_dropped_and_probed_again(
+    tmp_path: Path, peer_log: Path
+) -> None:
+    """The cache says legacy (the server was upgraded since): initialize is refused with
+    -32022, the entry is dropped, the probe finds 2026-07-28, and the cache learns it."""
+    config = stdio_config("modern", modern_only_cmd(), env={"AGENTHOST_PEER_LOG": str(peer_log)})
+    cache = EraCache(tmp_path / "eras.json")
+    cache.put(config, "2025-11-25")
+    async with connect(config, era_cache=cache) as session:
+        assert session.era is Era.MODERN
+        assert session.learned == "probe: server/discover answered"
+    assert "refused initialize" in peer_log.read_text()
+    assert EraCache(tmp_path / "eras.json").get(config) == (Era.MODERN, "2026-07-28")
