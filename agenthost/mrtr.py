@@ -80,6 +80,7 @@ async def run_exchange(
     timeout: float | None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     server: str = "server",
+    first: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send ``params`` and follow ``input_required`` answers to a complete result.
 
@@ -92,6 +93,8 @@ async def run_exchange(
         declared: the ask methods whose capability we declared.
         timeout: seconds for the whole exchange (None: no limit).
         max_rounds: requests sent at most (round 1 included).
+        first: round 1's result when the caller already sent it (``timeout`` is then
+            what is left).
 
     Returns:
         The complete result (raw JSON).
@@ -115,7 +118,10 @@ async def run_exchange(
             current["inputResponses"] = responses
         if state is not None:
             current["requestState"] = state
-        raw = await send(current, _remaining(deadline, timeout, method, server))
+        if first is not None and round_no == 1:
+            raw = first
+        else:
+            raw = await send(current, _remaining(deadline, timeout, method, server))
         kind = raw.get("resultType", COMPLETE)
         if kind == COMPLETE:
             return raw
