@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.clients import BLOCKING, CLIENTS, TS
+from bench.clients import BLOCKING, CLIENTS, MODERN, TS
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
 from bench.runner import (
@@ -77,7 +77,7 @@ def _x(value: float) -> str:
 
 
 def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    clients = [*CLIENTS, TS, BLOCKING]
+    clients = [*CLIENTS, TS, BLOCKING, MODERN]
     log(f"tool calls over stdio: {args.rounds} rounds x {', '.join(clients)}")
     spec = {"task": "throughput", "seq": args.seq, "conc": args.conc, "inflight": INFLIGHT}
     spec["warmup"] = args.warmup
@@ -115,6 +115,16 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ratio=str(vs_ts),
                 target="TS x >= 1.2",
                 passed=vs_ts.ratio >= 1.2,
+            )
+        )
+    for mode, key in (("sequential", "seq_calls_s"), ("64 in flight", "conc_calls_s")):
+        # The same calls over MCP 2026-07-28, side by side with the initialize era.
+        rows.append(
+            Row(
+                name=f"stdio calls/s {mode}, MCP 2026-07-28",
+                ours=_rate(med(res[MODERN], key)),
+                reference=f"initialize era {_rate(med(ah, key))}",
+                ratio=str(paired(res[MODERN], ah, key)),
             )
         )
     for mode, key, goal in (
