@@ -245,7 +245,7 @@ def run_scenario(
     scenario: str,
     *,
     spec_version: str | None = None,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> Verdict:
     """Run one client scenario against agenthost's conformance client.
@@ -293,7 +293,7 @@ def run_requirements(
     version: str,
     revision: str,
     *,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> dict[str, Verdict]:
     """Run ``--requirements REVISION``: every scenario the revision requires, at its wire.
