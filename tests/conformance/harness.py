@@ -18,6 +18,7 @@ Run it by hand for the scores (``.venv/bin/python -m tests.conformance.harness``
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -163,13 +164,14 @@ def installed_version(version: str) -> str:
     return found
 
 
+@functools.cache
 def node_for(version: str) -> str:
     """The ``node`` that runs this suite version: npm's pinned one, else PATH's if new enough."""
     candidates = [str(NODE_MODULES / ".bin" / "node"), "node"]
     for node in candidates:
         try:
             out = subprocess.run(
-                [node, "--version"], capture_output=True, text=True, timeout=30, check=True
+                [node, "--version"], capture_output=True, text=True, timeout=120, check=True
             ).stdout
         except (OSError, subprocess.SubprocessError):
             continue
@@ -245,7 +247,7 @@ def run_scenario(
     scenario: str,
     *,
     spec_version: str | None = None,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> Verdict:
     """Run one client scenario against agenthost's conformance client.
@@ -293,7 +295,7 @@ def run_requirements(
     version: str,
     revision: str,
     *,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> dict[str, Verdict]:
     """Run ``--requirements REVISION``: every scenario the revision requires, at its wire.
@@ -342,7 +344,7 @@ def run_requirements(
 
 def list_client_scenarios(version: str) -> list[str]:
     """Every client scenario the suite version ships (``conformance list --client``)."""
-    proc = _run([*_suite_argv(version), "list", "--client"], timeout=60)
+    proc = _run([*_suite_argv(version), "list", "--client"], timeout=120)
     if proc.returncode != 0:
         raise ConformanceError(f"conformance {version} list failed:\n{proc.stderr[-_TAIL:]}")
     return [
@@ -354,7 +356,7 @@ def list_client_scenarios(version: str) -> list[str]:
 
 def list_requirements(version: str, revision: str) -> tuple[list[str], list[str]]:
     """The client scenarios ``revision`` requires (scored), and those it runs unscored."""
-    proc = _run([*_suite_argv(version), "list", "--requirements", revision], timeout=60)
+    proc = _run([*_suite_argv(version), "list", "--requirements", revision], timeout=120)
     if proc.returncode != 0:
         raise ConformanceError(f"conformance {version} list failed:\n{proc.stderr[-_TAIL:]}")
     lines = _plain(proc.stdout).splitlines()
