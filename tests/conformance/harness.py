@@ -196,8 +196,19 @@ def _suite_argv(version: str) -> list[str]:
     return [node_for(version), str(entry)]
 
 
-def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: Sequence[str], timeout: float, *, cache_home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the suite; ``cache_home`` becomes the clients' ``XDG_CACHE_HOME``.
+
+    Every run gets a cache of its own: agenthost remembers each server's protocol era
+    there, keyed by URL, and the suite's test servers reuse ports, so a shared cache
+    (``~/.cache``, which every checkout on the machine shares) would start one scenario
+    with the era another scenario's server taught, and the suite would judge that.
+    """
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
+    if cache_home is not None:
+        env["XDG_CACHE_HOME"] = str(cache_home)
     try:
         return subprocess.run(
             argv,
@@ -269,9 +280,14 @@ def run_scenario(
     if spec_version is not None:
         argv += ["--spec-version", spec_version]
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
-        proc = _run([*argv, "--output-dir", tmp], timeout=client_timeout + 60)
+        results_dir, cache_home = Path(tmp) / "results", Path(tmp) / "cache"
+        proc = _run(
+            [*argv, "--output-dir", str(results_dir)],
+            timeout=client_timeout + 60,
+            cache_home=cache_home,
+        )
         output = _plain(proc.stdout + proc.stderr)
-        results = _read_results(Path(tmp), version)
+        results = _read_results(results_dir, version)
     if scenario not in results:
         raise ConformanceError(
             f"conformance {version} wrote no result for {scenario!r} (exit {proc.returncode})"
@@ -319,9 +335,14 @@ def run_requirements(
         str(int(client_timeout * 1000)),
     ]
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
-        proc = _run([*argv, "--output-dir", tmp], timeout=client_timeout + 120)
+        results_dir, cache_home = Path(tmp) / "results", Path(tmp) / "cache"
+        proc = _run(
+            [*argv, "--output-dir", str(results_dir)],
+            timeout=client_timeout + 120,
+            cache_home=cache_home,
+        )
         stdout = _plain(proc.stdout)
-        results = _read_results(Path(tmp), version)
+        results = _read_results(results_dir, version)
     summary = {
         match["scenario"]: match["mark"] == "✓"
         for match in map(_SUMMARY_LINE.match, stdout.splitlines())
