@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -156,31 +156,47 @@ async def _call(
     emit: Callable[[AgentEvent], None],
 ) -> llm.ToolResultContent:
     """Run one tool call; every failure becomes a tool result the model can read."""
-    started = time.monotonic()
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         emit(AgentEvent(kind="progress", record=record, progress=(value, total, message)))
 
-    try:
+    async def run() -> llm.ToolResultContent:
         entry = host.resolve_tool(use.name)
         record.server = entry.server
         result = await host.call_tool(use.name, dict(use.input), progress=progress)
-        content = tool_result_to_llm(use.id, result)
         record.status = "error" if result.is_error else "ok"
+        return tool_result_to_llm(use.id, result)
+
+    return await _settle(use, record, run, not_found=f"No such tool: {use.name}")
+
+
+async def _settle(
+    use: llm.ToolUseContent,
+    record: ToolCallRecord,
+    run: Callable[[], Awaitable[llm.ToolResultContent]],
+    *,
+    not_found: str,
+) -> llm.ToolResultContent:
+    """Run one tool use and record how it ended; every failure becomes a result.
+
+    Anything the host raises (server errors, timeouts, a server gone, a result that does
+    not parse, a skill that fails verification) is the model's to read, not the run's end;
+    and every tool use must be paired with a result or the conversation is invalid. An
+    interruption is recorded as "cancelled", never "ok", and propagates.
+    """
+    started = time.monotonic()
+    try:
+        content = await run()
     except ConsentDenied as exc:
         record.status, record.reason = "denied", str(exc)
         content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
     except NotFound as exc:
         record.status, record.reason = "error", str(exc)
-        content = _error(use.id, f"No such tool: {use.name}")
+        content = _error(use.id, not_found)
     except AgentHostError as exc:
-        # Anything else the host raises (server errors, timeouts, a server gone, a result
-        # that does not parse or fit its schema) is the model's to read, not the run's end;
-        # and every tool use must be paired with a result or the conversation is invalid.
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
     except BaseException:
-        # Interrupted (Ctrl-C, the run's deadline): the transcript must not call it "ok".
         record.status, record.reason = "cancelled", "interrupted before the tool answered"
         record.duration = time.monotonic() - started
         raise
@@ -221,28 +237,18 @@ async def _load_skill(
     host: Host, use: llm.ToolUseContent, record: ToolCallRecord
 ) -> llm.ToolResultContent:
     """The built-in skill tool: load through the policy (kind ``skill``), verified."""
-    started = time.monotonic()
-    server, _, name = str(use.input.get("skill", "")).partition("/")
+    skill = str(use.input.get("skill", ""))
+    server, _, name = skill.partition("/")
     record.server = server
-    try:
+
+    async def run() -> llm.ToolResultContent:
         loaded = await host.load_skill(server, name)
-        content = llm.ToolResultContent(
+        record.status = "ok"
+        return llm.ToolResultContent(
             tool_use_id=use.id, content=(llm.TextContent(text=loaded.body),)
         )
-        record.status = "ok"
-    except ConsentDenied as exc:
-        record.status, record.reason = "denied", str(exc)
-        content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
-    except AgentHostError as exc:
-        record.status, record.reason = "error", str(exc)
-        content = _error(use.id, f"Cannot load skill {use.input.get('skill')!r}: {exc}")
-    except BaseException:
-        record.status, record.reason = "cancelled", "interrupted before the skill loaded"
-        record.duration = time.monotonic() - started
-        raise
-    record.output = _text(content)
-    record.duration = time.monotonic() - started
-    return content
+
+    return await _settle(use, record, run, not_found=f"No such skill: {skill}")
 
 
 async def _run_calls(
