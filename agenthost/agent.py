@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
 import providers.base as llm
+from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 from agenthost.skills import SkillEntry
@@ -155,31 +156,47 @@ async def _call(
     emit: Callable[[AgentEvent], None],
 ) -> llm.ToolResultContent:
     """Run one tool call; every failure becomes a tool result the model can read."""
-    started = time.monotonic()
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         emit(AgentEvent(kind="progress", record=record, progress=(value, total, message)))
 
-    try:
+    async def run() -> llm.ToolResultContent:
         entry = host.resolve_tool(use.name)
         record.server = entry.server
         result = await host.call_tool(use.name, dict(use.input), progress=progress)
-        content = tool_result_to_llm(use.id, result)
         record.status = "error" if result.is_error else "ok"
+        return tool_result_to_llm(use.id, result)
+
+    return await _settle(use, record, run, not_found=f"No such tool: {use.name}")
+
+
+async def _settle(
+    use: llm.ToolUseContent,
+    record: ToolCallRecord,
+    run: Callable[[], Awaitable[llm.ToolResultContent]],
+    *,
+    not_found: str,
+) -> llm.ToolResultContent:
+    """Run one tool use and record how it ended; every failure becomes a result.
+
+    Anything the host raises (server errors, timeouts, a server gone, a result that does
+    not parse, a skill that fails verification) is the model's to read, not the run's end;
+    and every tool use must be paired with a result or the conversation is invalid. An
+    interruption is recorded as "cancelled", never "ok", and propagates.
+    """
+    started = time.monotonic()
+    try:
+        content = await run()
     except ConsentDenied as exc:
         record.status, record.reason = "denied", str(exc)
         content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
     except NotFound as exc:
         record.status, record.reason = "error", str(exc)
-        content = _error(use.id, f"No such tool: {use.name}")
+        content = _error(use.id, not_found)
     except AgentHostError as exc:
-        # Anything else the host raises (server errors, timeouts, a server gone, a result
-        # that does not parse or fit its schema) is the model's to read, not the run's end;
-        # and every tool use must be paired with a result or the conversation is invalid.
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
     except BaseException:
-        # Interrupted (Ctrl-C, the run's deadline): the transcript must not call it "ok".
         record.status, record.reason = "cancelled", "interrupted before the tool answered"
         record.duration = time.monotonic() - started
         raise
@@ -220,28 +237,52 @@ async def _load_skill(
     host: Host, use: llm.ToolUseContent, record: ToolCallRecord
 ) -> llm.ToolResultContent:
     """The built-in skill tool: load through the policy (kind ``skill``), verified."""
-    started = time.monotonic()
-    server, _, name = str(use.input.get("skill", "")).partition("/")
+    skill = str(use.input.get("skill", ""))
+    server, _, name = skill.partition("/")
     record.server = server
-    try:
+
+    async def run() -> llm.ToolResultContent:
         loaded = await host.load_skill(server, name)
-        content = llm.ToolResultContent(
+        record.status = "ok"
+        return llm.ToolResultContent(
             tool_use_id=use.id, content=(llm.TextContent(text=loaded.body),)
         )
-        record.status = "ok"
-    except ConsentDenied as exc:
-        record.status, record.reason = "denied", str(exc)
-        content = _error(use.id, f"Denied by policy: {exc}. Do not retry this call.")
-    except AgentHostError as exc:
-        record.status, record.reason = "error", str(exc)
-        content = _error(use.id, f"Cannot load skill {use.input.get('skill')!r}: {exc}")
-    except BaseException:
-        record.status, record.reason = "cancelled", "interrupted before the skill loaded"
-        record.duration = time.monotonic() - started
-        raise
-    record.output = _text(content)
-    record.duration = time.monotonic() - started
-    return content
+
+    return await _settle(use, record, run, not_found=f"No such skill: {skill}")
+
+
+async def _run_calls(
+    host: Host,
+    calls: list[tuple[llm.ToolUseContent, ToolCallRecord]],
+    *,
+    builtin: bool,
+    emit: Callable[[AgentEvent], None],
+) -> list[llm.Content]:
+    """Run one turn's tool calls at once; their results in the order the model asked.
+
+    Why at once: a model that asks for three slow tools (three tasks, say) should wait for
+    the slowest, not for the sum. Each ``tool_result`` event fires as its call finishes.
+    Consent prompts stay one at a time (the prompters serialise their questions).
+
+    **Cancellation:** cancelling the run cancels every call (each records "cancelled").
+    """
+    results: list[llm.Content | None] = [None] * len(calls)
+
+    async def one(index: int, use: llm.ToolUseContent, call: ToolCallRecord) -> None:
+        if use.name == SKILL_TOOL and builtin:
+            results[index] = await _load_skill(host, use, call)
+        else:
+            results[index] = await _call(host, use, call, emit)
+        emit(AgentEvent(kind="tool_result", record=call))
+
+    if len(calls) == 1:
+        await one(0, *calls[0])
+    else:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                for index, (use, call) in enumerate(calls):
+                    nursery.start_soon(one, index, use, call)
+    return [result for result in results if result is not None]
 
 
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
@@ -355,16 +396,13 @@ async def run_agent(
                 record.final_text = result.text
                 record.stop = "end_turn"
                 break
-            results: list[llm.Content] = []
+            calls = []
             for use in uses:
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                if use.name == SKILL_TOOL and builtin:
-                    results.append(await _load_skill(host, use, call))
-                else:
-                    results.append(await _call(host, use, call, emit))
-                emit(AgentEvent(kind="tool_result", record=call))
+                calls.append((use, call))
+            results = await _run_calls(host, calls, builtin=bool(builtin), emit=emit)
             record.messages.append(llm.Message(role="user", content=tuple(results)))
             used = record.input_tokens + record.output_tokens
             if token_budget is not None and used >= token_budget:

@@ -46,8 +46,21 @@ from agenthost.errors import (
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.revisions import LATEST_MODERN, LATEST_REVISION, Era, era_of, is_known
-from agenthost.session import ClientHandlers, ClientSession, NotModern, open_session
+from agenthost.revisions import (
+    LATEST_MODERN,
+    LATEST_REVISION,
+    Era,
+    era_of,
+    is_known,
+    is_modern,
+)
+from agenthost.session import (
+    MODERN_ERROR_CODES,
+    ClientHandlers,
+    ClientSession,
+    NotModern,
+    open_session,
+)
 from agenthost.transports.base import Transport
 
 __all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
@@ -128,7 +141,7 @@ async def connect(
             plan = ("modern" if cached[0] is Era.MODERN else "legacy", "cached")
     startup = _limit(config.timeouts.startup)
     offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
-    for _ in range(3):
+    for _ in range(4):
         era, learned = plan
         yielded = False
         try:
@@ -142,7 +155,11 @@ async def connect(
                     initialize_timeout=startup,
                     protocol_version=offer if era == "modern" else protocol_version,
                     era=era,
-                    probe_timeout=min(PROBE_TIMEOUT, startup or PROBE_TIMEOUT),
+                    # stdio: a server may stay silent on the probe; HTTP always answers,
+                    # so only the startup timeout applies (a slow server is not legacy).
+                    probe_timeout=min(PROBE_TIMEOUT, startup or PROBE_TIMEOUT)
+                    if stdio
+                    else startup,
                     fallback_in_place=stdio,
                     max_input_rounds=config.max_input_rounds,
                     learned=learned,
@@ -165,13 +182,27 @@ async def connect(
                 "%s: the server exited on the server/discover probe; restarting it", config.name
             )
             plan = ("legacy", "probe: the server exited on server/discover; restarted; initialize")
-        except (JSONRPCError, UnsupportedRevision, AgentHostTimeout):
-            if yielded or learned != "cached":
+        except (JSONRPCError, UnsupportedRevision, AgentHostTimeout) as exc:
+            if yielded:
                 raise
-            log.info("%s: the cached protocol era failed; probing again", config.name)
-            cache.forget(config)
-            plan = ("auto", None)
-    raise AssertionError("unreachable: at most one fallback and one re-probe")
+            if learned == "cached":
+                log.info("%s: the cached protocol era failed; probing again", config.name)
+                cache.forget(config)
+                plan = ("auto", None)
+            elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
+                # initialize refused with a 2026-07-28 error: the probe was wrong (it
+                # timed out on a slow start, say); the server itself says it is modern.
+                plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
+            else:
+                raise
+    raise AssertionError("unreachable: at most a re-probe, a fallback and a correction")
+
+
+def _modern_evidence(exc: BaseException) -> bool:
+    """A 2026-07-28 error code, or a revision list naming a modern revision."""
+    if isinstance(exc, JSONRPCError) and exc.code in MODERN_ERROR_CODES:
+        return True
+    return any(is_modern(v) for v in getattr(exc, "supported", ()))
 
 
 def _for_era(config: ServerConfig, era: str) -> ServerConfig:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.asks import ASK_METHODS, answer_ask
 from agenthost.converter import structure
 from agenthost.errors import AgentHostTimeout, ProtocolError
@@ -79,6 +80,7 @@ async def run_exchange(
     timeout: float | None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     server: str = "server",
+    first: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send ``params`` and follow ``input_required`` answers to a complete result.
 
@@ -91,6 +93,8 @@ async def run_exchange(
         declared: the ask methods whose capability we declared.
         timeout: seconds for the whole exchange (None: no limit).
         max_rounds: requests sent at most (round 1 included).
+        first: round 1's result when the caller already sent it (``timeout`` is then
+            what is left).
 
     Returns:
         The complete result (raw JSON).
@@ -114,7 +118,10 @@ async def run_exchange(
             current["inputResponses"] = responses
         if state is not None:
             current["requestState"] = state
-        raw = await send(current, _remaining(deadline, timeout, method, server))
+        if first is not None and round_no == 1:
+            raw = first
+        else:
+            raw = await send(current, _remaining(deadline, timeout, method, server))
         kind = raw.get("resultType", COMPLETE)
         if kind == COMPLETE:
             return raw
@@ -208,7 +215,10 @@ async def _answer_all(
     async def one(key: str, ask_method: str, ask_params: Mapping[str, Any]) -> None:
         answers[key] = await answer_ask(handlers, context(ask_method, round_no, key), ask_params)
 
-    async with trio.open_nursery() as nursery:
-        for key, ask_method, ask_params in asks:
-            nursery.start_soon(one, key, ask_method, ask_params)
+    # One failed ask fails the call with that ask's own error (a refused sampling request
+    # is the JSONRPCError the handler raised, as on the legacy path), not a group.
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            for key, ask_method, ask_params in asks:
+                nursery.start_soon(one, key, ask_method, ask_params)
     return {key: answers[key] for key, _, _ in asks}

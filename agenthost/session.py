@@ -392,7 +392,14 @@ class ClientSession:
             TransportClosed: the server is gone (before or while waiting).
 
         Cancellation: the server receives ``notifications/cancelled`` for this request.
+
+        On a 2026-07-28 session the request is stamped with the per-request ``_meta`` and
+        its HTTP headers like every other (``options`` are then computed, not taken).
         """
+        if self._stamp is not None:
+            return await self._modern_call(
+                method, params, self._limit(timeout), cancellable=cancellable, final=False
+            )
         return await self._rpc.call(
             method, params, timeout=self._limit(timeout), cancellable=cancellable, options=options
         )
@@ -478,10 +485,13 @@ class ClientSession:
         *,
         cancellable: bool = True,
         final: bool = True,
+        retry: bool = True,
     ) -> dict[str, Any]:
         """One 2026-07-28 request: stamped, with its headers; the raw result.
 
         ``final``: the result must be complete (``input_required`` only where MRTR is).
+        A -32022 naming a modern revision we speak is retried once at that revision
+        (``basic/versioning.mdx``: the client retries with a mutually supported version).
         """
         stamped = self._stamped(params)
         try:
@@ -493,9 +503,20 @@ class ClientSession:
                 options=self._options(method, stamped),
             )
         except JSONRPCError as exc:
-            if exc.code == UNSUPPORTED_PROTOCOL_VERSION:
+            if exc.code != UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+            listed = supported if isinstance(supported, list) else []
+            mutual = [v for v in MODERN_REVISIONS if v in listed]
+            if not retry or not mutual:
                 raise _unsupported(exc, self._stamp, self.name) from None
-            raise
+            log.info("%s: %s refused our version; retrying at %s", self.name, method, mutual[0])
+            self._enter_modern(mutual[0])
+            if self.revision is not None:
+                self.revision = mutual[0]
+            return await self._modern_call(
+                method, params, timeout, cancellable=cancellable, final=final, retry=False
+            )
         meta = raw.get("_meta")
         if isinstance(meta, dict):
             info = meta.get(META_SERVER_INFO)
@@ -511,7 +532,17 @@ class ClientSession:
     async def _exchange(
         self, method: str, params: dict[str, Any] | None, timeout: float | None
     ) -> dict[str, Any]:
-        """A request that may need input: the MRTR loop over :meth:`_modern_call`."""
+        """A request that may need input: the MRTR loop over :meth:`_modern_call`.
+
+        Round 1 is sent here directly: most calls complete at once, and then pay nothing
+        for the loop's set-up (bench: the 2026-07-28 call path).
+        """
+        started = trio.current_time()
+        first = await self._modern_call(method, params, timeout, final=False)
+        if first.get("resultType", "complete") == "complete":
+            return first
+        if timeout is not None:
+            timeout = max(0.0, timeout - (trio.current_time() - started))
         base = params or {}
         origin_name = base.get("uri") if method == m.RESOURCES_READ else base.get("name")
         revision = self.revision or self._modern_offer
@@ -544,6 +575,7 @@ class ClientSession:
             timeout=timeout,
             max_rounds=self.max_input_rounds,
             server=self.name,
+            first=first,
         )
 
     async def discover(self, *, timeout: float | None = 30.0) -> DiscoverResult:
@@ -612,6 +644,7 @@ class ClientSession:
             await self.discover(timeout=timeout)
             self.learned = self.learned or "server/discover"
             return
+        late = False
         try:
             await self.discover(timeout=probe_timeout)
         except JSONRPCError as exc:
@@ -623,15 +656,32 @@ class ClientSession:
             reason = f"server/discover refused ({exc.code})"
         except AgentHostTimeout:
             reason = "server/discover unanswered"
+            late = True
         except NotModern as exc:
             reason = str(exc).removeprefix(f"{self.name}: ")
+        except UnsupportedRevision as exc:
+            # Modern, but no modern revision in common: fall back only if the server
+            # also names a legacy one (a dual-era server with other modern versions).
+            if not any(v in SUPPORTED_REVISIONS for v in getattr(exc, "supported", ())):
+                raise
+            reason = "server/discover: no modern revision in common"
         else:
             self.learned = "probe: server/discover answered"
             return
         self._stamp = None
         if not fallback_in_place:
             raise NotModern(reason, server=self.name)
-        await self.initialize(timeout=timeout)
+        try:
+            await self.initialize(timeout=timeout)
+        except (JSONRPCError, UnsupportedRevision):
+            if not late:
+                raise
+            # The probe was only late (a slow start on a loaded machine): the server read
+            # it and now serves 2026-07-28 on this connection, so it refuses initialize.
+            # Ask again, with the full timeout: the server is up by now.
+            await self.discover(timeout=timeout)
+            self.learned = "probe: server/discover answered late"
+            return
         self.learned = f"probe: {reason}; initialize"
 
     async def _listen(self) -> None:
@@ -730,22 +780,26 @@ class ClientSession:
             )
         except JSONRPCError as exc:
             supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            if supported:
-                raise UnsupportedRevision(
+            if supported and isinstance(supported, list):
+                error = UnsupportedRevision(
                     f"server rejected protocol version {self._offer} ({exc.message}); it"
-                    f" supports {', '.join(map(str, supported))}, agenthost speaks"
+                    f" supports {', '.join(map(str, supported[:8]))}, agenthost speaks"
                     f" {', '.join(SUPPORTED_REVISIONS)}",
                     server=self.name,
-                ) from None
+                )
+                error.supported = tuple(map(str, supported))  # type: ignore[attr-defined]
+                raise error from None
             raise
         result = structure(raw, m.INITIALIZE_SPEC.result)
         version = result.protocol_version
         if version not in SUPPORTED_REVISIONS:
-            raise UnsupportedRevision(
+            error = UnsupportedRevision(
                 f"server answered protocol version {version!r}; agenthost speaks"
                 f" {', '.join(SUPPORTED_REVISIONS)}",
                 server=self.name,
             )
+            error.supported = (version,)  # type: ignore[attr-defined]
+            raise error
         self.revision = version
         self.era = Era.LEGACY
         self.initialize_result = result
@@ -1027,12 +1081,14 @@ class ClientSession:
             level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
             logger = params.get("logger")
             if self._server_log.isEnabledFor(level):
-                # The server's own logger name goes in the record (``mcp_logger``), never
-                # into the logger hierarchy (issue 14: 200k names = 200k loggers, 153 MiB).
+                # The server's own logger name goes in the record (``mcp_logger``) and the
+                # text, never into the logger hierarchy (issue 14: 200k names = 200k
+                # loggers, 153 MiB).
                 name = str(logger)[:_LOGGER_NAME_MAX] if logger is not None else None
                 self._server_log.log(
                     level,
-                    "%s",
+                    "%s%s",
+                    f"[{name}] " if name else "",
                     _render_log_data(params.get("data")),
                     extra={"mcp_logger": name},
                 )
@@ -1075,16 +1131,21 @@ class NotModern(ProtocolError):
     """``auto`` found a legacy server (its answer to ``server/discover`` is no modern one)."""
 
 
-def _unsupported(exc: JSONRPCError, stamp: Mapping[str, Any] | None, server: str) -> AgentHostError:
-    """-32022 from a modern server: name both sides (the server's list is kept in data)."""
+def _unsupported(
+    exc: JSONRPCError, stamp: Mapping[str, Any] | None, server: str
+) -> UnsupportedRevision:
+    """-32022 from a modern server: name both sides; ``.supported`` keeps the server's list
+    (for a caller deciding whether to fall back)."""
     supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
     ours = stamp.get(META_PROTOCOL_VERSION) if stamp else None
     theirs = ", ".join(map(str, supported[:8])) if isinstance(supported, list) else "(not said)"
-    return UnsupportedRevision(
+    error = UnsupportedRevision(
         f"server does not support protocol version {ours} ({exc.message}); it supports {theirs}",
         server=server,
         code=exc.code,
     )
+    error.supported = tuple(map(str, supported)) if isinstance(supported, list) else ()  # type: ignore[attr-defined]
+    return error
 
 
 def _wants(session: ClientSession, caps: Any, kind: str) -> bool | None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.clients import BLOCKING, CLIENTS, TS
+from bench.clients import BLOCKING, CLIENTS, MODERN, TS
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
 from bench.runner import (
@@ -77,7 +77,7 @@ def _x(value: float) -> str:
 
 
 def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    clients = [*CLIENTS, TS, BLOCKING]
+    clients = [*CLIENTS, TS, BLOCKING, MODERN]
     log(f"tool calls over stdio: {args.rounds} rounds x {', '.join(clients)}")
     spec = {"task": "throughput", "seq": args.seq, "conc": args.conc, "inflight": INFLIGHT}
     spec["warmup"] = args.warmup
@@ -115,6 +115,16 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ratio=str(vs_ts),
                 target="TS x >= 1.2",
                 passed=vs_ts.ratio >= 1.2,
+            )
+        )
+    for mode, key in (("sequential", "seq_calls_s"), ("64 in flight", "conc_calls_s")):
+        # The same calls over MCP 2026-07-28, side by side with the initialize era.
+        rows.append(
+            Row(
+                name=f"stdio calls/s {mode}, MCP 2026-07-28",
+                ours=_rate(med(res[MODERN], key)),
+                reference=f"initialize era {_rate(med(ah, key))}",
+                ratio=str(paired(res[MODERN], ah, key)),
             )
         )
     for mode, key, goal in (
@@ -517,33 +527,33 @@ def close(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
 
 
 def era_probe(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    """What ``protocol = "auto"`` (probe for 2026-07-28 first) costs on a legacy server."""
-    import attrs
-
-    from agenthost.config import ServerConfig
-
+    """What ``protocol = "auto"`` (probe for 2026-07-28 first) costs on a legacy server:
+    at first contact (it probes) and once the era is cached."""
     name = 'era probe on a legacy server: connect, "auto" vs "legacy"'
-    if "protocol" not in attrs.fields_dict(ServerConfig):
-        return [Row(name=name, ours="n/a", reference="no ServerConfig.protocol in this tree")]
-    log(f"era probe: {args.close_rounds} rounds x auto, legacy")
+    variants = ["probe", "cached", "legacy"]
+    log(f"era probe: {args.close_rounds} rounds x {', '.join(variants)}")
     res = interleave(
-        ["auto", "legacy"],
+        variants,
         args.close_rounds,
-        lambda p: run_worker({"task": "connect", "client": "agenthost", "protocol": p}),
+        lambda era: run_worker({"task": "connect", "client": "agenthost", "era": era}),
     )
-    diffs = sorted(
-        a["ready_s"] - b["ready_s"] for a, b in zip(res["auto"], res["legacy"], strict=True)
-    )
+
+    def cost(variant: str) -> str:
+        diffs = sorted(
+            a["ready_s"] - b["ready_s"] for a, b in zip(res[variant], res["legacy"], strict=True)
+        )
+        return f"{median(diffs) * 1e3:+.1f} ms ({diffs[0] * 1e3:+.1f}..{diffs[-1] * 1e3:+.1f})"
+
     return [
         Row(
             name=name,
-            ours=_ms(med(res["auto"], "ready_s")),
+            ours=f"{_ms(med(res['probe'], 'ready_s'))} first, {_ms(med(res['cached'], 'ready_s'))}"
+            " cached",
             reference=(
-                f"legacy {_ms(med(res['legacy'], 'ready_s'))}; the probe costs"
-                f" {median(diffs) * 1e3:+.1f} ms per connect"
-                f" ({diffs[0] * 1e3:+.1f}..{diffs[-1] * 1e3:+.1f})"
+                f"legacy {_ms(med(res['legacy'], 'ready_s'))}; the probe costs {cost('probe')},"
+                f" the cached era {cost('cached')}"
             ),
-            ratio=str(paired(res["auto"], res["legacy"], "ready_s")),
+            ratio=str(paired(res["probe"], res["legacy"], "ready_s")),
         )
     ]
 

@@ -30,6 +30,7 @@ __all__ = [
     "BLOCKING",
     "CLIENTS",
     "MAX_MESSAGE",
+    "MODERN",
     "TRIO_CLIENTS",
     "TS",
     "Call",
@@ -45,7 +46,10 @@ CLIENTS: Final = ("agenthost", "sdk-trio", "sdk-asyncio", "floor")
 BLOCKING: Final = "blocking"
 #: The official TypeScript SDK client, run by bench/ts_client.mjs under Node.
 TS: Final = "ts"
-TRIO_CLIENTS: Final = frozenset({"agenthost", "floor", BLOCKING})
+#: agenthost over the 2026-07-28 path (server/discover, per-request _meta) against
+#: ``minimal_server.py --modern``: the call figures side by side with the legacy path.
+MODERN: Final = "agenthost-2026"
+TRIO_CLIENTS: Final = frozenset({"agenthost", MODERN, "floor", BLOCKING})
 #: The largest message any client accepts here: above the largest result benchmarked.
 MAX_MESSAGE: Final = 64 * 1024 * 1024
 
@@ -55,7 +59,9 @@ def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> l
 
 
 @asynccontextmanager
-async def _agenthost(argv: list[str], url: str | None) -> AsyncIterator[Call]:
+async def _agenthost(
+    argv: list[str], url: str | None, protocol: str = "auto"
+) -> AsyncIterator[Call]:
     from agenthost.config import ServerConfig
     from agenthost.connect import connect
 
@@ -70,6 +76,7 @@ async def _agenthost(argv: list[str], url: str | None) -> AsyncIterator[Call]:
             command=argv[0],
             args=argv[1:],
             max_message_size=MAX_MESSAGE,
+            protocol=protocol,
         )
     async with connect(config) as session:
         await session.list_tools()
@@ -173,6 +180,8 @@ def open_client(
     or over Streamable HTTP to ``url`` when it is given."""
     if client == "agenthost":
         return _agenthost(argv, url)
+    if client == MODERN:
+        return _agenthost([*argv, "--modern"], url, "2026-07-28")
     if client in ("sdk-trio", "sdk-asyncio"):
         return _sdk(argv, url)
     if client == "floor":

@@ -68,6 +68,10 @@ def _result_tail(result: object) -> bytes:
 def main(argv: list[str] | None = None) -> None:
     """Serve stdin/stdout until EOF."""
     args = sys.argv[1:] if argv is None else argv
+    # --modern: also answer server/discover (2026-07-28), as a dual-era server does; the
+    # default stays a legacy server (what the era-probe figure measures against).
+    modern = "--modern" in args
+    args = [a for a in args if a != "--modern"]
     payload_tail: bytes | None = None
     stale = args == ["--stale-echo"]
     if args and not stale:
@@ -76,6 +80,16 @@ def main(argv: list[str] | None = None) -> None:
         payload_tail = _result_tail({"content": [{"type": "text", "text": "x" * int(args[1])}]})
     previous: str | None = None
 
+    discover_tail = _result_tail(
+        {
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "ttlMs": 0,
+            "cacheScope": "public",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "minimal", "version": "1"}},
+        }
+    )
     head = b'{"jsonrpc":"2.0","id":'
     tools_tail = _result_tail({"tools": [ECHO_TOOL, BLOB_TOOL]})
     empty_tail = _result_tail({})
@@ -117,6 +131,8 @@ def main(argv: list[str] | None = None) -> None:
             data = head + dumps(request_id) + _result_tail(result)
         elif method == "tools/list":
             data = head + dumps(request_id) + tools_tail
+        elif method == "server/discover" and modern:
+            data = head + dumps(request_id) + discover_tail
         elif method == "ping":
             data = head + dumps(request_id) + empty_tail
         elif method == "initialize":

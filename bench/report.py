@@ -28,6 +28,8 @@ def row_names(
     return [
         "stdio calls/s sequential",
         "stdio calls/s 64 in flight",
+        "stdio calls/s sequential, MCP 2026-07-28",
+        "stdio calls/s 64 in flight, MCP 2026-07-28",
         "stdio calls/s sequential, SDK",
         "stdio calls/s 64 in flight, SDK",
         "stdio calls/s sequential, one CPU",

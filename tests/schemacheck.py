@@ -72,6 +72,11 @@ def _by_method(revision: str, union: str) -> dict[str, str]:
     """Map each method of a union (``ClientRequest``...) to its definition name."""
     defs = _defs(revision)
     out: dict[str, str] = {}
+    if "anyOf" not in defs[union]:
+        # A "union" of one (2026-07-28's ClientNotification is CancelledNotification
+        # written out in place): the definition is its own member.
+        method = defs[union]["properties"]["method"].get("const")
+        return {method: union} if method is not None else {}
     for member in defs[union]["anyOf"]:
         name = member["$ref"].rsplit("/", 1)[-1]
         method = defs[name]["properties"]["method"].get("const")

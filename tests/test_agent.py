@@ -159,3 +159,40 @@ async def test_runs_sharing_a_transcript_each_get_their_own_turns(
             assert transcript.stop == "end_turn"
             assert transcript.final_text == expected
     assert transcript.turns == 2
+
+
+async def test_one_turns_tool_calls_run_at_once(sdk_server_cmd: Callable[..., Command]) -> None:
+    # Two slow tools in one turn: the turn waits for the slower, not for the sum, and the
+    # results reach the model in the order it asked for them.
+    replay = ScriptedProvider(
+        [
+            ScriptedTurn(
+                tool_calls=(
+                    use("a", "sdk__slow", seconds=1.0, steps=2),
+                    use("b", "sdk__slow", seconds=1.2, steps=2),
+                )
+            ),
+            ScriptedTurn(text="Both done."),
+        ],
+        name="replay",
+    )
+    cmd = sdk_server_cmd()
+    config = HostConfig(
+        servers=[ServerConfig(name="sdk", transport="stdio", command=cmd[0], args=tuple(cmd[1]))],
+        policy={"mode": "headless", "rules": [{"kind": "tool", "decision": "allow"}]},
+    )
+    async with open_host(config, providers={"replay": replay}) as host:
+        started = trio.current_time()
+        transcript = await run_agent(host, "two slow things", provider="replay", model="r")
+        elapsed = trio.current_time() - started
+    assert [(c.id, c.status) for c in transcript.tool_calls] == [("a", "ok"), ("b", "ok")]
+    durations = [c.duration for c in transcript.tool_calls]
+    assert all(d >= 1.0 for d in durations), durations
+    assert elapsed < sum(durations) - 0.5, (elapsed, durations)
+    results = [
+        block.tool_use_id
+        for message in replay.requests[1].messages
+        for block in message.content
+        if isinstance(block, ToolResultContent)
+    ]
+    assert results == ["a", "b"]

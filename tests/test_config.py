@@ -605,3 +605,47 @@ def test_ignored_editor_keys_are_logged_by_name_only(caplog: pytest.LogCaptureFi
     assert "mcpServers.weather.autoApprove" in caplog.text
     assert "globalShortcut" in caplog.text
     assert "forecast" not in caplog.text  # the value is not logged
+
+
+def test_the_annotated_example_in_docs_config_md_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/config.md's agenthost.toml example (every key, protocol eras included) is a
+    config that loads: its workspaces and env_file are made to exist, its variables set."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    section = doc[doc.index("## agenthost.toml") :]
+    example = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
+    assert example is not None
+    home = tmp_path / "home"
+    (home / "code" / "project").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "secrets.env").write_text("TOKEN=x\n")
+    path = config_dir / "agenthost.toml"
+    path.write_text(example.group(1))
+    monkeypatch.setenv("HOME", str(home))  # "~" in a workspace path
+    env = {"HOME": str(home), "GITHUB_TOKEN": "t0ken", "ANTHROPIC_API_KEY": "k"}
+    config = HostConfig.load(path, env=env)
+    servers = {server.name: server for server in config.servers}
+    assert servers["filesystem"].protocol == "auto"
+    assert servers["filesystem"].max_input_rounds == 10
+    assert servers["github"].protocol == "auto"
+
+
+def test_protocol_and_max_input_rounds_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "agenthost.toml"
+    path.write_text('[servers.s]\ncommand = "x"\nprotocol = "2025-06-18"\n')
+    with pytest.raises(ConfigError) as info:
+        HostConfig.load(path, env={})
+    assert info.value.key == "servers.s.protocol"
+    assert "unknown protocol '2025-06-18'; valid: auto, legacy, 2026-07-28" in str(info.value)
+    path.write_text('[servers.s]\ncommand = "x"\nmax_input_rounds = 0\n')
+    with pytest.raises(ConfigError) as info:
+        HostConfig.load(path, env={})
+    assert info.value.key == "servers.s.max_input_rounds"
+    path.write_text('[servers.s]\ncommand = "x"\nprotocol = "legacy"\nmax_input_rounds = 3\n')
+    server = HostConfig.load(path, env={}).servers[0]
+    assert (server.protocol, server.max_input_rounds) == ("legacy", 3)

@@ -234,7 +234,12 @@ async def test_elicitation_form_and_url_end_to_end(
 
     prompter = CallbackPrompter(confirm=confirm, elicit=elicit)
     policy = {"mode": "programmatic", "audit": str(tmp_path / "audit.jsonl")}
-    servers = [stdio("sdk", sdk_server_cmd()), stdio("ev", everything_cmd())]
+    # The SDK peer's elicit_url sends its own elicitation/create (ctx.elicit_url), which
+    # only the initialize era has: pin that era (the modern path is test_modern_era.py).
+    servers = [
+        stdio("sdk", sdk_server_cmd(), protocol="legacy"),
+        stdio("ev", everything_cmd()),
+    ]
     async with host_with(servers, policy, prompter=prompter) as host:
         form = await host.call_tool("sdk__elicit_form", {})
         assert json.loads(text_of(form))["content"]["name"] == "Ada"

@@ -347,3 +347,50 @@ async def test_consent_and_audit_are_identical_in_both_eras(
         assert record["via"]["request"] == "tools/call"
         assert record["via"]["round"] == 1
         assert record["via"]["name"] in ("sample", "roots", "elicit_form")
+
+
+async def test_a_stale_cached_era_is_dropped_and_probed_again(
+    tmp_path: Path, peer_log: Path
+) -> None:
+    """The cache says legacy (the server was upgraded since): initialize is refused with
+    -32022, the entry is dropped, the probe finds 2026-07-28, and the cache learns it."""
+    config = stdio_config("modern", modern_only_cmd(), env={"AGENTHOST_PEER_LOG": str(peer_log)})
+    cache = EraCache(tmp_path / "eras.json")
+    cache.put(config, "2025-11-25")
+    async with connect(config, era_cache=cache) as session:
+        assert session.era is Era.MODERN
+        assert session.learned == "probe: server/discover answered"
+    assert "refused initialize" in peer_log.read_text()
+    assert EraCache(tmp_path / "eras.json").get(config) == (Era.MODERN, "2026-07-28")
+
+
+async def test_change_notifications_come_through_subscriptions_listen(
+    sdk_server_cmd: Callable[..., Command],
+) -> None:
+    """2026-07-28 has no unsolicited notifications: the session keeps a
+    subscriptions/listen open for what its handlers listen to, and re-opens it with the
+    new filter when a resource is subscribed."""
+    recorder = ContextRecorder()
+    async with recorded_stdio(sdk_server_cmd(), recorder) as (session, recording):
+        await session.list_tools()
+        with trio.fail_after(10):
+            while "subscriptions/listen" not in recording.methods_sent():
+                await trio.sleep(0.02)
+        await session.call_tool("toggle_extra_tool", {})
+        with trio.fail_after(10):
+            while recorder.tools_changed == 0:
+                await trio.sleep(0.02)
+        await session.subscribe_resource("text://readme")
+        with trio.fail_after(10):
+            while recording.methods_sent().count("subscriptions/listen") < 2:
+                await trio.sleep(0.02)
+        await session.call_tool("touch_readme", {})
+        with trio.fail_after(10):
+            while not recorder.updated:
+                await trio.sleep(0.02)
+        assert recorder.updated == ["text://readme"]
+        listens = [m for m in recording.sent if m.get("method") == "subscriptions/listen"]
+        assert listens[0]["params"]["notifications"] == {"toolsListChanged": True}
+        assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["text://readme"]
+        assert "resources/subscribe" not in recording.methods_sent()
+        recording.assert_valid("2026-07-28")

@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.jsonrpc import Request, Response
+from agenthost.jsonrpc import Notification, Request, Response
 from agenthost.mrtr import MRTRLimitExceeded
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.testing import memory_transport_pair
@@ -45,8 +45,10 @@ class ModernPeer:
         self.script = script
         self.calls: list[Request] = []
         self.times: list[float] = []
+        self.lists = 0
 
     async def serve(self, transport: MemoryTransport) -> None:
+        self.transport = transport
         with trio.CancelScope() as self.scope:
             while True:
                 message = await transport.receive()
@@ -62,6 +64,14 @@ class ModernPeer:
                         "_meta": {
                             "io.modelcontextprotocol/serverInfo": {"name": "m", "version": "1"}
                         },
+                    }
+                elif message.method == "tools/list":
+                    self.lists += 1
+                    result = {
+                        "resultType": "complete",
+                        "tools": [{"name": "t", "inputSchema": {"type": "object"}}],
+                        "ttlMs": 60_000,
+                        "cacheScope": "public",
                     }
                 else:
                     self.calls.append(message)
@@ -215,3 +225,26 @@ async def test_asks_outside_our_capabilities_and_unknown_result_types_fail() -> 
             await session.call_tool("sampling", {})
         with pytest.raises(ProtocolError, match="unrecognised resultType"):
             await session.call_tool("other", {})
+
+
+async def test_list_results_are_cached_for_their_ttl(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``ttlMs`` (2026-07-28 caching): a list is not asked again while fresh; it is after
+    the TTL, and at once after the server says the list changed."""
+
+    def script(n: int, params: dict[str, Any]) -> Any:
+        return done("ok")
+
+    async with modern_session(script) as (session, peer):
+        assert [t.name for t in await session.list_tools()] == ["t"]
+        await trio.sleep(30)
+        await session.list_tools()
+        assert peer.lists == 1
+        await trio.sleep(31)
+        await session.list_tools()
+        assert peer.lists == 2
+        await peer.transport.send(Notification("notifications/tools/list_changed"))
+        await trio.testing.wait_all_tasks_blocked()
+        await session.list_tools()
+        assert peer.lists == 3

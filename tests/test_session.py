@@ -325,7 +325,7 @@ async def test_server_log_messages_reach_python_logging(
     # One fixed logger per server; the server's logger name is in the record (issue 14).
     record = next(r for r in caplog.records if r.name == "agenthost.server.scripted")
     assert record.levelno == logging.WARNING
-    assert record.getMessage() == "disk low"
+    assert record.getMessage() == "[db] disk low"
     assert record.mcp_logger == "db"
 
 

@@ -19,8 +19,10 @@ Rules (the WHATWG "event stream interpretation", which MCP's HTTP transports use
   stream for resumption).
 * At end of stream an event without its final blank line is discarded.
 
-The parser never grows without bound: a line or an event's data larger than
-``max_size`` raises :class:`~agenthost.errors.MessageTooLarge`.
+The parser never grows without bound: a line, or an event's data lines as they came on
+the wire (``data:`` prefixes and line ends included, so a flood of one-byte lines trips
+the limit as soon as a real one would), larger than ``max_size`` raises
+:class:`~agenthost.errors.MessageTooLarge`.
 
 Cost (issue 14, item 5): linear in the bytes fed, whatever the chunking. An unfinished
 line is kept in one ``bytearray`` that chunks are appended to, and only each new chunk is
@@ -71,6 +73,7 @@ class SSEParser:
         "_has_data",
         "_line",
         "_max",
+        "_size",
         "_skip_lf",
         "_start",
         "last_event_id",
@@ -84,6 +87,8 @@ class SSEParser:
         self._line = bytearray()
         #: The pending event's data lines, raw, joined by b"\n"; decoded at dispatch.
         self._data = bytearray()
+        #: Wire bytes of the pending event's data lines (what the limit counts).
+        self._size = 0
         self._has_data = False
         self._event = ""
         self._max = max_size
@@ -139,7 +144,8 @@ class SSEParser:
                         self._data += b"\n"
                     self._data += line[6:] if line[5:6] == b" " else line[5:]
                     self._has_data = True
-                    if len(self._data) > self._max:
+                    self._size += len(line) + 1
+                    if self._size > self._max:
                         self._too_large()
                 else:
                     self._field(line)
@@ -155,6 +161,7 @@ class SSEParser:
 
     def _too_large(self) -> None:
         self._data = bytearray()
+        self._size = 0
         self._has_data = False
         raise MessageTooLarge(f"SSE event larger than the maximum of {self._max} bytes")
 
@@ -169,7 +176,8 @@ class SSEParser:
                 self._data += b"\n"
             self._data += value
             self._has_data = True
-            if len(self._data) > self._max:
+            self._size += len(raw) + 1
+            if self._size > self._max:
                 self._too_large()
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
@@ -187,6 +195,7 @@ class SSEParser:
             retry=self.retry,
         )
         self._data = bytearray()
+        self._size = 0
         self._has_data = False
         self._event = ""
         return event

@@ -18,6 +18,7 @@ Run it by hand for the scores (``.venv/bin/python -m tests.conformance.harness``
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -163,13 +164,14 @@ def installed_version(version: str) -> str:
     return found
 
 
+@functools.cache
 def node_for(version: str) -> str:
     """The ``node`` that runs this suite version: npm's pinned one, else PATH's if new enough."""
     candidates = [str(NODE_MODULES / ".bin" / "node"), "node"]
     for node in candidates:
         try:
             out = subprocess.run(
-                [node, "--version"], capture_output=True, text=True, timeout=30, check=True
+                [node, "--version"], capture_output=True, text=True, timeout=120, check=True
             ).stdout
         except (OSError, subprocess.SubprocessError):
             continue
@@ -194,8 +196,19 @@ def _suite_argv(version: str) -> list[str]:
     return [node_for(version), str(entry)]
 
 
-def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: Sequence[str], timeout: float, *, cache_home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the suite; ``cache_home`` becomes the clients' ``XDG_CACHE_HOME``.
+
+    Every run gets a cache of its own: agenthost remembers each server's protocol era
+    there, keyed by URL, and the suite's test servers reuse ports, so a shared cache
+    (``~/.cache``, which every checkout on the machine shares) would start one scenario
+    with the era another scenario's server taught, and the suite would judge that.
+    """
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
+    if cache_home is not None:
+        env["XDG_CACHE_HOME"] = str(cache_home)
     try:
         return subprocess.run(
             argv,
@@ -245,7 +258,7 @@ def run_scenario(
     scenario: str,
     *,
     spec_version: str | None = None,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> Verdict:
     """Run one client scenario against agenthost's conformance client.
@@ -267,9 +280,14 @@ def run_scenario(
     if spec_version is not None:
         argv += ["--spec-version", spec_version]
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
-        proc = _run([*argv, "--output-dir", tmp], timeout=client_timeout + 60)
+        results_dir, cache_home = Path(tmp) / "results", Path(tmp) / "cache"
+        proc = _run(
+            [*argv, "--output-dir", str(results_dir)],
+            timeout=client_timeout + 60,
+            cache_home=cache_home,
+        )
         output = _plain(proc.stdout + proc.stderr)
-        results = _read_results(Path(tmp), version)
+        results = _read_results(results_dir, version)
     if scenario not in results:
         raise ConformanceError(
             f"conformance {version} wrote no result for {scenario!r} (exit {proc.returncode})"
@@ -293,7 +311,7 @@ def run_requirements(
     version: str,
     revision: str,
     *,
-    client_timeout: float = 60.0,
+    client_timeout: float = 120.0,
     python: str = sys.executable,
 ) -> dict[str, Verdict]:
     """Run ``--requirements REVISION``: every scenario the revision requires, at its wire.
@@ -317,9 +335,14 @@ def run_requirements(
         str(int(client_timeout * 1000)),
     ]
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
-        proc = _run([*argv, "--output-dir", tmp], timeout=client_timeout + 120)
+        results_dir, cache_home = Path(tmp) / "results", Path(tmp) / "cache"
+        proc = _run(
+            [*argv, "--output-dir", str(results_dir)],
+            timeout=client_timeout + 120,
+            cache_home=cache_home,
+        )
         stdout = _plain(proc.stdout)
-        results = _read_results(Path(tmp), version)
+        results = _read_results(results_dir, version)
     summary = {
         match["scenario"]: match["mark"] == "✓"
         for match in map(_SUMMARY_LINE.match, stdout.splitlines())
@@ -342,7 +365,7 @@ def run_requirements(
 
 def list_client_scenarios(version: str) -> list[str]:
     """Every client scenario the suite version ships (``conformance list --client``)."""
-    proc = _run([*_suite_argv(version), "list", "--client"], timeout=60)
+    proc = _run([*_suite_argv(version), "list", "--client"], timeout=120)
     if proc.returncode != 0:
         raise ConformanceError(f"conformance {version} list failed:\n{proc.stderr[-_TAIL:]}")
     return [
@@ -354,7 +377,7 @@ def list_client_scenarios(version: str) -> list[str]:
 
 def list_requirements(version: str, revision: str) -> tuple[list[str], list[str]]:
     """The client scenarios ``revision`` requires (scored), and those it runs unscored."""
-    proc = _run([*_suite_argv(version), "list", "--requirements", revision], timeout=60)
+    proc = _run([*_suite_argv(version), "list", "--requirements", revision], timeout=120)
     if proc.returncode != 0:
         raise ConformanceError(f"conformance {version} list failed:\n{proc.stderr[-_TAIL:]}")
     lines = _plain(proc.stdout).splitlines()

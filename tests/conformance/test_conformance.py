@@ -120,11 +120,11 @@ SCENARIOS: dict[str, dict[str, Expect]] = {
         "sse-retry": PASS,
         "json-schema-ref-no-deref": PASS,
         "json-schema-2020-12-preservation": PASS,
-        "request-metadata": ERA,
-        "sep-2322-client-request-state": ERA,
-        "http-standard-headers": ERA,
-        "http-custom-headers": ERA,
-        "http-invalid-tool-headers": ERA,
+        "request-metadata": PASS,
+        "sep-2322-client-request-state": PASS,
+        "http-standard-headers": PASS,
+        "http-custom-headers": PASS,
+        "http-invalid-tool-headers": PASS,
         "sep-2640-client-no-prefetch": PASS,
         "sep-2640-client-verify-digest": PASS,
         "sep-2640-client-verify-size": PASS,
@@ -137,23 +137,23 @@ SCENARIOS: dict[str, dict[str, Expect]] = {
 #: What ``--requirements 2026-07-28`` runs on the client leg, all at the 2026-07-28 wire:
 #: the scored scenarios, then the ones it runs without scoring.
 REQUIRED: dict[str, Expect] = {
-    "tools_call": ERA,
-    "request-metadata": ERA,
+    "tools_call": PASS,
+    "request-metadata": PASS,
     **dict.fromkeys(_AUTH_02_REQUIRED, PASS),
     **dict.fromkeys(
         ("auth/scope-step-up", "auth/scope-retry-limit", "auth/authorization-server-migration"),
         BATCH,
     ),
-    "sep-2322-client-request-state": ERA,
-    "http-standard-headers": ERA,
-    "http-custom-headers": ERA,
-    "http-invalid-tool-headers": ERA,
+    "sep-2322-client-request-state": PASS,
+    "http-standard-headers": PASS,
+    "http-custom-headers": PASS,
+    "http-invalid-tool-headers": PASS,
     "json-schema-ref-no-deref": PASS,
 }
 NOT_SCORED: dict[str, Expect] = {
     **dict.fromkeys(_AUTH_02_EXTENSIONS, PASS),
     **dict.fromkeys(_AUTH_02_STRETCH, STRETCH),
-    "json-schema-2020-12-preservation": ERA,
+    "json-schema-2020-12-preservation": PASS,
 }
 
 #: Scenarios whose checks time the client (sse-retry: reconnect after ``retry`` ms, within

@@ -170,7 +170,7 @@ async def test_server_logger_names_do_not_create_loggers(
         assert added < 5
         record = next(r for r in caplog.records if getattr(r, "mcp_logger", None) == "n7")
         assert record.name == "agenthost.server.bad"
-        assert record.getMessage() == "x"
+        assert record.getMessage() == "[n7] x"
 
 
 async def test_oversized_line_is_refused_and_the_other_server_stays_responsive(

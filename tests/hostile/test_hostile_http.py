@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig
+from agenthost.config import HostConfig, Timeouts
 from agenthost.host import open_host
 from agenthost.types import TextContent
 from tests.helpers import ALLOW_ALL
@@ -38,7 +38,8 @@ async def test_notification_flood_on_an_sse_response(
     caplog.set_level(logging.WARNING, logger="agenthost.server")
     count = flood.notifications
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-    async with hostile_http("bad") as bad:
+    timeouts = Timeouts(request=300.0 if flood.soak else 30.0)
+    async with hostile_http("bad", timeouts=timeouts) as bad:
         config = HostConfig(policy=ALLOW_ALL, servers=[bad, hostile("good")])
         async with open_host(config) as host:
             probe = LatencyProbe()
@@ -54,22 +55,25 @@ async def test_notification_flood_on_an_sse_response(
                 actions = [{"send": changed, "count": count}, {"log_names": count}]
                 await host.call_tool("bad__act", {"actions": actions})
 
+            start = trio.current_time()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(
                     during.run, lambda: host.call_tool("good__echo", {"message": "x"})
                 )
-                with trio.fail_after(120 if flood.soak else 30):
+                with trio.fail_after(300 if flood.soak else 30):
                     async with trio.open_nursery() as inner:
                         inner.start_soon(flood_call)
                         while inner.child_tasks:
                             most = max(most, live_tasks() - tasks_before)
                             await trio.sleep(0.02)
                 nursery.cancel_scope.cancel()
+            elapsed = trio.current_time() - start
             rss_growth = rss_bytes() - rss_before
             report(
                 flood,
                 f"HTTP: {count} list_changed + {count} log names on one SSE response",
                 {
+                    "delivered_in_s": round(elapsed, 1),
                     "max_live_tasks_added": most,
                     "rss_growth_MiB": round(rss_growth / MiB, 1),
                     "healthy_median_added_ms": round((during.median() - base) * 1000, 1),

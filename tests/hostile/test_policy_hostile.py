@@ -65,6 +65,9 @@ async def call_error(host: Host, name: str, arguments: dict[str, Any]) -> str:
 
 
 def peer(name: str = "p", **kwargs: Any) -> ServerConfig:
+    # policy_peer.py asks with the SDK's direct ctx.session.* requests, which only the
+    # initialize era carries (on 2026-07-28 the SDK refuses them): pin that era.
+    kwargs.setdefault("protocol", "legacy")
     return ServerConfig(
         name=name, transport="stdio", command=sys.executable, args=(str(PEER),), **kwargs
     )

@@ -39,7 +39,7 @@ from agenthost.transports.remote import open_remote_transport
 from agenthost.transports.sse import SSEParser
 from agenthost.types import TextContent
 from tests.helpers import ALLOW_ALL
-from tests.hostile.conftest import hostile
+from tests.hostile.conftest import hostile, rss_bytes
 from tests.peers.http_launch import PY, free_port, serve
 
 pytestmark = pytest.mark.timeout(120)
@@ -123,13 +123,15 @@ def test_sse_unfinished_data_lines_keep_memory_near_the_limit() -> None:
     assert peak < 3 * limit, f"peak {peak / MiB:.1f} MiB for a {limit / MiB:.0f} MiB limit"
 
 
-def test_sse_16mib_of_tiny_data_lines_cost_linear_time() -> None:
+def test_sse_one_byte_data_lines_trip_the_limit_at_its_size_on_the_wire() -> None:
     parser = SSEParser(max_size=16 * MiB)
-    data = b"data:x\n" * (16 * MiB // 7)
+    data = b"data:x\n" * (8 * MiB)  # 56 MiB of lines, one byte of data each
     start = time.process_time()
-    assert feed_all(parser, data) == 0
+    with pytest.raises(MessageTooLarge, match="SSE event larger"):
+        feed_all(parser, data)
     cpu = time.process_time() - start
-    assert cpu < 3.0, f"{cpu:.2f}s of CPU for 16 MiB of data lines"
+    # Counting only the data (before): 8M lines parsed, 6.5 s and +64 MiB here.
+    assert cpu < 2.5, f"{cpu:.2f}s of CPU for 16 MiB of data lines"
 
 
 def test_sse_parser_after_the_limit_still_parses_the_next_event() -> None:
@@ -166,6 +168,22 @@ async def test_16mib_sse_line_from_a_server_fails_the_request_quickly() -> None:
         # The session survives: the next call works.
         assert text_of(await session.call_tool("echo", {"message": "after"})) == "after"
     assert cpu < 2.0, f"{cpu:.2f}s of CPU to refuse a 16 MiB line"
+
+
+async def test_unfinished_data_lines_from_a_server_fail_the_request_in_bounds() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serve(hostile_argv(port), port), connected(url) as session:
+        rss = rss_bytes()
+        start = time.process_time()
+        with trio.fail_after(60), pytest.raises(JSONRPCError, match="larger than the maximum"):
+            await session.call_tool("unfinished", {"lines": 4 * 1024 * 1024})
+        cpu = time.process_time() - start
+        growth = rss_bytes() - rss
+        assert text_of(await session.call_tool("echo", {"message": "after"})) == "after"
+    # The issue measured 7 s of CPU and +456 MiB before the limit tripped.
+    assert cpu < 3.0, f"{cpu:.2f}s of CPU"
+    assert growth < 64 * MiB, f"RSS grew {growth / MiB:.0f} MiB"
 
 
 # -- item 6: redirects stay within the origin -------------------------------------------
