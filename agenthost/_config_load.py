@@ -23,6 +23,8 @@ from typing import Any, Literal
 import attrs
 
 from agenthost._expand import ExpandContext, InputSpec, expand, read_env_file
+from agenthost.auth.settings import KEYS as OAUTH_KEYS
+from agenthost.auth.settings import OAuthSettings, parse_oauth_table
 from agenthost.config import (
     TRANSPORTS,
     HostConfig,
@@ -46,7 +48,7 @@ _TOP_KEYS = ("servers", "workspaces", "timeouts", "restart", "providers", "polic
 _TOML_SERVER_KEYS = (
     "transport", "type", "command", "args", "cwd", "env", "env_file", "url", "headers",
     "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
-    "workspaces", "include_tools", "exclude_tools", "protocol", "max_input_rounds",
+    "workspaces", "include_tools", "exclude_tools", "protocol", "max_input_rounds", "oauth",
 )  # fmt: skip
 _JSON_SERVER_KEYS = (
     "type",
@@ -329,6 +331,8 @@ def _server(
         for lst in ("workspaces", "include_tools", "exclude_tools"):
             if lst in table:
                 fields[lst] = _str_list(table[lst], ctx, join_key(key, lst), expand_vars=False)
+        if "oauth" in table:
+            fields["oauth"] = _oauth(table["oauth"], ctx, join_key(key, "oauth"))
     elif "disabled" in table:
         fields["enabled"] = not _bool(table["disabled"], ctx, join_key(key, "disabled"))
     try:
@@ -337,6 +341,19 @@ def _server(
         # The name is the table's key, not a key inside it.
         sub = key if exc.key in (None, "name") else f"{key}.{exc.key}"
         raise ctx.error(exc.problem, sub) from None
+
+
+def _oauth(value: object, ctx: _Ctx, key: str) -> OAuthSettings:
+    """``[servers.NAME.oauth]``: ``${VAR}`` expanded in strings (secrets come from there)."""
+    if isinstance(value, Mapping):
+        _check_keys(value, OAUTH_KEYS, ctx, key)
+        value = {
+            k: _str(v, ctx, join_key(key, k)) if isinstance(v, str) else v for k, v in value.items()
+        }
+    try:
+        return parse_oauth_table(value, base_dir=ctx.base_dir)
+    except ConfigError as exc:
+        raise ctx.error(exc.problem, key if exc.key is None else join_key(key, exc.key)) from None
 
 
 def _servers(

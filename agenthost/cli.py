@@ -251,8 +251,13 @@ def _sampling_printer(console: Console) -> Callable[[Any], None]:
 async def _open_host(
     args: argparse.Namespace, config: HostConfig, console: Console
 ) -> AsyncIterator[Host]:
+    from agenthost.auth.loopback import URL_OPENER
+    from agenthost.cli_auth import interactive_opener
     from agenthost.host import open_host
 
+    # A server that needs a login starts the browser flow only with a person at the
+    # terminal; otherwise it fails naming `agenthost auth login SERVER`.
+    URL_OPENER.set(interactive_opener())
     async with open_host(config, on_event=_sampling_printer(console)) as host:
         gc.enable()  # startup is over (see main); a long chat or serve needs the collector
         yield host
@@ -905,6 +910,12 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+async def cmd_auth(args: argparse.Namespace, console: Console) -> int:
+    from agenthost import cli_auth
+
+    return await cli_auth.cmd_auth(args, console)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "servers": cmd_servers,
     "check": cmd_servers,
@@ -922,6 +933,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "tasks": cmd_tasks,
     "skills": cmd_skills,
     "approvals": cmd_approvals,
+    "auth": cmd_auth,
 }
 
 
@@ -1011,6 +1023,9 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.add_argument("server", nargs="?", help="revoke: the server's answers")
     approvals.add_argument("tool", nargs="?", help="revoke: only this tool (its MCP name)")
     approvals.add_argument("--all", action="store_true", help="revoke: every answer")
+    from agenthost.cli_auth import add_parser as add_auth
+
+    add_auth(sub, common)
     return parser
 
 

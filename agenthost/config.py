@@ -82,6 +82,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
+from agenthost.auth.settings import OAuthSettings
 from agenthost.errors import ConfigError
 from agenthost.redaction import add_secret, add_secrets_of_url
 
@@ -335,6 +336,9 @@ class ServerConfig:
     protocol: str = "auto"
     #: Multi Round-Trip Requests (2026-07-28): rounds one call may take.
     max_input_rounds: int = 10
+    #: OAuth for a remote HTTP server (``[servers.NAME.oauth]``); None means the defaults:
+    #: authorize when the server answers 401, unless an ``Authorization`` header is set.
+    oauth: OAuthSettings | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -380,6 +384,10 @@ class ServerConfig:
             raise ConfigError(
                 "'headers' only applies to remote servers (this one is stdio)", key="headers"
             )
+        if self.oauth is not None:
+            raise ConfigError(
+                "'oauth' only applies to remote servers (this one is stdio)", key="oauth"
+            )
 
     def _check_remote(self) -> None:
         if self.command is not None:
@@ -393,6 +401,11 @@ class ServerConfig:
                     f" {self.transport!r})",
                     key=key,
                 )
+        if self.oauth is not None and self.oauth.enabled and self.transport == "websocket":
+            raise ConfigError(
+                "'oauth' applies to HTTP servers (http, streamable-http, sse), not websocket",
+                key="oauth",
+            )
         schemes = _REMOTE_SCHEMES[self.transport]
         parts = urlsplit(self.url) if self.url else None
         if parts is not None and parts.scheme in schemes and not parts.hostname:

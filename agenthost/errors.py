@@ -12,7 +12,8 @@ never leaked::
     ├── TransportError
     │   ├── TransportClosed         the peer closed or the process exited
     │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
-    │   └── MessageTooLarge         a frame over the configured maximum
+    │   ├── MessageTooLarge         a frame over the configured maximum
+    │   └── AuthorizationError      OAuth failed or is needed (names the server and the fix)
     ├── AgentHostTimeout            a request or operation exceeded its timeout
     ├── JSONRPCError                the peer answered with an error (code, message, data)
     │   └── ServerUnavailable       the server is gone/restarting; the request never ran
@@ -34,6 +35,7 @@ from typing import Any
 __all__ = [
     "AgentHostError",
     "AgentHostTimeout",
+    "AuthorizationError",
     "ConfigError",
     "ConsentDenied",
     "InvalidAnswer",
@@ -129,6 +131,14 @@ class SessionExpired(TransportClosed):
 
 class MessageTooLarge(TransportError):
     """A single message exceeded the configured maximum size."""
+
+
+class AuthorizationError(TransportError):
+    """OAuth for a remote server failed, or needs a person and none is there.
+
+    A transport error because the server cannot be used without it (the CLI exits 5). The
+    message names the server and what to do; it never holds a token, code or secret.
+    """
 
 
 class AgentHostTimeout(AgentHostError):

@@ -27,7 +27,12 @@ import trio
 
 from agenthost.config import RestartPolicy, ServerConfig
 from agenthost.connect import connect
-from agenthost.errors import AgentHostError, ServerUnavailable, SessionExpired
+from agenthost.errors import (
+    AgentHostError,
+    AuthorizationError,
+    ServerUnavailable,
+    SessionExpired,
+)
 from agenthost.redaction import redact
 from agenthost.session import ClientHandlers, ClientSession
 
@@ -112,6 +117,7 @@ class Supervisor:
         self._state_changed = trio.Event()
         self._stop = trio.Event()
         self._expired = False
+        self._unauthorized = False
         self._life: trio.CancelScope | None = None
 
     # ------------------------------------------------------------------ state
@@ -209,6 +215,11 @@ class Supervisor:
                     break
                 self.last_error = error
                 log.warning("%s: session ended: %s", self.name, error)
+                if self._unauthorized:
+                    # A restart cannot log anyone in: the message says how to.
+                    log.error("%s: failed: %s", self.name, error)
+                    self._set(ServerState.FAILED)
+                    return
                 if not policy.enabled or not self._may_restart(policy):
                     reason = (
                         "restarts disabled"
@@ -259,6 +270,7 @@ class Supervisor:
         like a crash of this one server: it must never take the other servers down.
         """
         self._expired = False
+        self._unauthorized = False
         self.started_at = trio.current_time()
         self.ready_at = None
         reason: object = "stopped"
@@ -275,7 +287,9 @@ class Supervisor:
                     self._first_attempt.set()
                     reason = await session.wait_closed()
                     self._expired = isinstance(reason, SessionExpired)
+                    self._unauthorized = isinstance(reason, AuthorizationError)
             except AgentHostError as exc:
+                self._unauthorized = isinstance(exc, AuthorizationError)
                 reason = str(exc)
             except OSError as exc:
                 reason = f"{self.name}: {exc}"

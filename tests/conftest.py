@@ -237,3 +237,10 @@ def _era_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     connect_module = importlib.import_module("agenthost.connect")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     monkeypatch.setattr(connect_module, "_default_cache", None)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_token_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every remote server uses OAuth's token store: never the user's keyring or files."""
+    os.environ["AGENTHOST_TOKEN_STORE"] = "file"
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.getbasetemp() / "xdg-data")

@@ -66,6 +66,7 @@ import trio
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import (
+    AuthorizationError,
     MessageTooLarge,
     SessionExpired,
     TransportClosed,
@@ -661,6 +662,13 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 )
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None)
+            except AuthorizationError as exc:
+                # From the client's OAuth flow (auth hook): the server is unusable until
+                # someone logs in, so the transport ends with the reason.
+                if not started and probe:
+                    raise
+                self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
+                return
             finally:
                 self._requests.pop(request_id, None)
         if started and not self._initialized and 200 <= status < 300:
@@ -790,6 +798,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             except httpx.HTTPError as exc:
                 log.debug("%s: resume failed: %s", self.name, self._describe(exc))
                 continue
+            except AuthorizationError as exc:
+                self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
+                return
             if parser.last_event_id != before:
                 attempts = 0  # progress: the server is there, it just keeps polling us
         await self._deliver_error(
@@ -837,6 +848,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     log.debug("%s: GET stream failed: %s", self.name, self._describe(exc))
                 except MessageTooLarge as exc:
                     self._fail(MessageTooLarge, str(exc))
+                    return
+                except AuthorizationError as exc:
+                    self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
                     return
                 if failures > self._resume_attempts:
                     log.warning(

@@ -259,8 +259,52 @@ def open_remote_transport(
     if kind == "websocket":
         return open_websocket_transport(url, **common)
     common.update(client=client, ack_timeout=ack)
+    if client is None and _wants_oauth(config):
+        return _with_oauth(config, url, common)
     if kind == "streamable-http":
         return open_streamable_http_transport(url, **common)
     if kind == "sse":
         return open_legacy_sse_transport(url, **common)
     return open_http_transport(url, **common)
+
+
+def _wants_oauth(config: ServerConfig) -> bool:
+    """OAuth unless turned off or a static ``Authorization`` header is configured."""
+    if config.oauth is not None and not config.oauth.enabled:
+        return False
+    return not any(name.lower() == "authorization" for name in config.headers)
+
+
+@asynccontextmanager
+async def _with_oauth(
+    config: ServerConfig, url: str, common: dict[str, Any]
+) -> AsyncIterator[Transport]:
+    """The HTTP transport on a client whose ``auth`` is the server's OAuth flow.
+
+    The authorization server is reached through a second client without that ``auth``
+    (the flow must not recurse into itself). Both clients are ours and closed on exit.
+    """
+    from agenthost.auth.flow import OAuth
+
+    timeouts = config.timeouts
+    timeout = httpx.Timeout(timeouts.connect, read=None)
+    shutdown = timeouts.shutdown
+    as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
+    auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
+    mcp_client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, auth=auth)
+    options = dict(common, client=mcp_client)
+    try:
+        kind = config.transport
+        opener = (
+            open_streamable_http_transport
+            if kind == "streamable-http"
+            else open_legacy_sse_transport
+            if kind == "sse"
+            else open_http_transport
+        )
+        async with opener(url, **options) as transport:
+            yield transport
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(shutdown):
+            await mcp_client.aclose()
+            await as_client.aclose()

@@ -24,13 +24,17 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import attrs
+import httpx
 import trio
 
 import agenthost
 from agenthost import skills
+from agenthost.auth import URL_OPENER, OAuthSettings
 from agenthost.types import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -50,6 +54,8 @@ SCENARIOS: dict[str, Scenario] = {}
 #: working scenario takes 1-5 s; the bounds are loose because on a shared 2-core machine
 #: (load average 60-120 seen) starting 39 clients at once for --requirements takes 30 s.
 REQUEST_TIMEOUT = 45.0
+#: Bound on connecting with a login (see auth_scenario).
+LOGIN_TIMEOUT = 90.0
 
 
 def scenario(*names: str) -> Callable[[Scenario], Scenario]:
@@ -261,8 +267,82 @@ async def skills_loaded_verified(url: str) -> None:
                 await skills.load_skill_file(session, entry, listed.uri)
 
 
+#: The Client ID Metadata Document URL the suite's CIMD-capable servers expect.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+async def browser(_server: str, url: str) -> None:
+    """The user's browser: the suite's authorization servers approve at once and redirect
+    to agenthost's loopback, so following the redirects is what a person's click does."""
+    async with httpx.AsyncClient(follow_redirects=True, timeout=REQUEST_TIMEOUT) as client:
+        await client.get(url)
+
+
+def oauth_settings(name: str) -> OAuthSettings:
+    """``[servers.X.oauth]`` as a user would write it for the scenario's authorization server."""
+    ctx = context()
+    if name == "auth/client-credentials-basic":
+        return OAuthSettings(
+            grant="client_credentials",
+            client_id=ctx["client_id"],
+            client_secret=ctx["client_secret"],
+            token_endpoint_auth_method="client_secret_basic",
+        )
+    if name == "auth/client-credentials-jwt":
+        return OAuthSettings(
+            grant="client_credentials",
+            client_id=ctx["client_id"],
+            private_key=ctx["private_key_pem"],
+            signing_algorithm=ctx.get("signing_algorithm"),
+        )
+    if name == "auth/pre-registration":
+        return OAuthSettings(client_id=ctx["client_id"], client_secret=ctx["client_secret"])
+    if name in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
+        return OAuthSettings(
+            grant="enterprise",
+            client_id=ctx["client_id"],
+            client_secret=ctx["client_secret"],
+            idp_token_endpoint=ctx["idp_token_endpoint"],
+            idp_client_id=ctx["idp_client_id"],
+            id_token=ctx["idp_id_token"],
+        )
+    if name == "auth/wif-jwt-bearer":
+        return OAuthSettings(
+            grant="jwt_bearer", client_id=ctx["client_id"], assertion=ctx["valid_jwt"]
+        )
+    return OAuthSettings(client_metadata_url=CIMD_URL)
+
+
+async def auth_scenario(url: str) -> None:
+    """Log in as the scenario's authorization server wants, list tools, call ``test-tool``.
+
+    Tokens go to a fresh temporary directory (the file store), never the user's keyring.
+    """
+    name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    # The login runs inside the first request (the 401 comes to the first request): discovery,
+    # registration, the browser and the token exchange all count against the startup
+    # timeout. `--requirements` starts every scenario's client at once, so allow the whole
+    # flow the time the harness gives a scenario.
+    config = attrs.evolve(
+        server_config(url),
+        oauth=oauth_settings(name),
+        timeouts=agenthost.Timeouts(startup=LOGIN_TIMEOUT, request=REQUEST_TIMEOUT),
+    )
+    URL_OPENER.set(browser)
+    with tempfile.TemporaryDirectory(prefix="agenthost-conformance-") as data:
+        os.environ["AGENTHOST_TOKEN_STORE"] = "file"
+        os.environ["XDG_DATA_HOME"] = data
+        # A fresh era cache too: a --requirements run starts one test server after another
+        # on recycled ports, and an era learnt from an earlier server is wrong for this one.
+        os.environ["XDG_CACHE_HOME"] = data
+        async with agenthost.connect(config, handlers=ALL_HANDLERS) as session:
+            tools = {tool.name for tool in await session.list_tools()}
+            if "test-tool" in tools:
+                await session.call_tool("test-tool", {})
+
+
 async def default_scenario(url: str) -> None:
-    """Auth scenarios (and any new one): connect and list tools, as a user's first command."""
+    """Any new scenario: connect and list tools, as a user's first command."""
     async with agenthost.connect(server_config(url), handlers=ALL_HANDLERS) as session:
         await session.list_tools()
 
@@ -279,7 +359,7 @@ def main(argv: list[str]) -> int:
     )
     logging.getLogger("agenthost").setLevel(logging.DEBUG)
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
-    run = SCENARIOS.get(name, default_scenario)
+    run = SCENARIOS.get(name, auth_scenario if name.startswith("auth/") else default_scenario)
     log.info("scenario %r against %s", name, argv[1])
     try:
         trio.run(run, argv[1])

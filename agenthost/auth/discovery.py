@@ -1,0 +1,318 @@
+"""Finding the authorization server from a 401: the MCP authorization spec's discovery.
+
+Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
+
+1. The 401's ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."``.
+2. Protected Resource Metadata (RFC 9728): the ``resource_metadata`` URL when given, else
+   ``/.well-known/oauth-protected-resource/<path>`` then ``/.well-known/oauth-protected-
+   resource`` at the server's origin. Its ``resource`` must identify this server (it
+   becomes the RFC 8707 ``resource`` parameter); ``authorization_servers[0]`` is used.
+3. Authorization server metadata: for an issuer with a path, RFC 8414 path insertion,
+   then OpenID Connect path insertion, then OpenID path appending; without a path, RFC
+   8414 then OpenID. The document's ``issuer`` must be identical to the issuer we built
+   the URL from (mix-up defence).
+4. 2025-03-26 fallback, when there is no PRM at all: the MCP server's origin is the
+   authorization server; its RFC 8414 metadata at the origin, else the default endpoints
+   ``/authorize``, ``/token``, ``/register``.
+
+Everything here is bounded: documents are read up to :data:`MAX_DOCUMENT` bytes, and
+every value from a server is checked before use (it is untrusted input).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import attrs
+import httpx
+import orjson
+
+__all__ = [
+    "AuthServerMetadata",
+    "Challenge",
+    "DiscoveryError",
+    "ResourceMetadata",
+    "as_metadata_urls",
+    "canonical_resource",
+    "parse_www_authenticate",
+    "prm_urls",
+    "resource_allowed",
+]
+
+log = logging.getLogger("agenthost.auth")
+
+#: The largest metadata document (or token response) read from a server.
+MAX_DOCUMENT: Final = 256 * 1024
+_MAX_SCOPES: Final = 256
+
+_AUTH_PARAM = re.compile(
+    r'\s*([!#$%&\'*+\-.^_`|~0-9A-Za-z]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)'
+)
+
+
+_SCHEME = re.compile(r"(?:^|,)\s*([A-Za-z][A-Za-z0-9_-]*)(?=\s+[^=\s,]+=|\s*$|\s*,)")
+
+
+class DiscoveryError(Exception):
+    """A metadata problem, said in words fit for the user (no secrets, no raw bodies)."""
+
+
+@attrs.frozen(kw_only=True)
+class Challenge:
+    """One ``WWW-Authenticate`` challenge of the Bearer scheme."""
+
+    params: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def resource_metadata(self) -> str | None:
+        return self.params.get("resource_metadata") or None
+
+    @property
+    def scopes(self) -> tuple[str, ...] | None:
+        value = self.params.get("scope")
+        return tuple(value.split()[:_MAX_SCOPES]) if value else None
+
+    @property
+    def error(self) -> str | None:
+        return self.params.get("error") or None
+
+
+def parse_www_authenticate(values: Iterable[str]) -> Challenge | None:
+    """The Bearer challenge among ``WWW-Authenticate`` header values (RFC 9110 11.6.1).
+
+    Only the Bearer scheme matters to us; a header with several challenges
+    (``Basic realm="x", Bearer scope="y"``) is split at each scheme name.
+    """
+    for value in values:
+        text = value.strip()
+        # Split "Scheme params, Scheme2 params" into challenges at scheme tokens.
+        for match in _SCHEME.finditer(text):
+            scheme = match.group(1)
+            if scheme.lower() != "bearer":
+                continue
+            rest = text[match.end() :]
+            params: dict[str, str] = {}
+            pos = 0
+            while pos < len(rest):
+                m = _AUTH_PARAM.match(rest, pos)
+                if m is None:
+                    break
+                name = m.group(1).lower()
+                quoted = m.group(2)
+                val = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(3)
+                params.setdefault(name, val)
+                pos = m.end()
+            return Challenge(params=params)
+    return None
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def canonical_resource(url: str) -> str:
+    """The server URL as an RFC 8707 resource: no fragment, lowercase scheme and host."""
+    parts = urlsplit(url)
+    path = parts.path
+    if path == "/":
+        path = ""
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+def resource_allowed(server_url: str, resource: str) -> bool:
+    """True if the PRM ``resource`` identifies ``server_url`` (same origin, path prefix)."""
+    want = urlsplit(canonical_resource(server_url))
+    have = urlsplit(canonical_resource(resource))
+    if (want.scheme, want.netloc) != (have.scheme, have.netloc):
+        return False
+    prefix = have.path.rstrip("/")
+    path = want.path.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
+    """Where to look for Protected Resource Metadata, in the spec's order."""
+    if challenge is not None and challenge.resource_metadata:
+        return [challenge.resource_metadata]
+    parts = urlsplit(server_url)
+    origin = _origin(server_url)
+    urls = []
+    path = parts.path.rstrip("/")
+    if path:
+        urls.append(f"{origin}/.well-known/oauth-protected-resource{path}")
+    urls.append(f"{origin}/.well-known/oauth-protected-resource")
+    return urls
+
+
+def as_metadata_urls(issuer: str) -> list[str]:
+    """Where to look for an issuer's metadata: RFC 8414, then OpenID, in the spec's order."""
+    parts = urlsplit(issuer)
+    origin = _origin(issuer)
+    path = parts.path.rstrip("/")
+    if path:
+        return [
+            f"{origin}/.well-known/oauth-authorization-server{path}",
+            f"{origin}/.well-known/openid-configuration{path}",
+            f"{origin}{path}/.well-known/openid-configuration",
+        ]
+    return [
+        f"{origin}/.well-known/oauth-authorization-server",
+        f"{origin}/.well-known/openid-configuration",
+    ]
+
+
+def _http_url(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise DiscoveryError(f"{what} is missing or not a string")
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise DiscoveryError(f"{what} is not an http(s) URL")
+    if parts.fragment:
+        raise DiscoveryError(f"{what} has a fragment")
+    return value
+
+
+def _str_list(value: object, what: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DiscoveryError(f"{what} is not a list of strings")
+    return tuple(value[:_MAX_SCOPES])
+
+
+@attrs.frozen(kw_only=True)
+class ResourceMetadata:
+    """The parts of RFC 9728 metadata we use."""
+
+    resource: str | None
+    authorization_servers: tuple[str, ...]
+    scopes_supported: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> ResourceMetadata:
+        if not isinstance(data, dict):
+            raise DiscoveryError("protected resource metadata is not a JSON object")
+        resource = data.get("resource")
+        if resource is not None:
+            resource = _http_url(resource, "its 'resource'")
+        servers = _str_list(data.get("authorization_servers"), "its 'authorization_servers'")
+        if not servers:
+            raise DiscoveryError("protected resource metadata lists no authorization_servers")
+        for server in servers:
+            _http_url(server, "an authorization server")
+        return cls(
+            resource=resource,
+            authorization_servers=servers,
+            scopes_supported=_str_list(data.get("scopes_supported"), "its 'scopes_supported'"),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class AuthServerMetadata:
+    """The parts of RFC 8414 / OpenID metadata we use, checked."""
+
+    issuer: str
+    authorization_endpoint: str | None
+    token_endpoint: str
+    registration_endpoint: str | None = None
+    scopes_supported: tuple[str, ...] | None = None
+    code_challenge_methods_supported: tuple[str, ...] | None = None
+    token_endpoint_auth_methods_supported: tuple[str, ...] | None = None
+    grant_types_supported: tuple[str, ...] | None = None
+    client_id_metadata_document_supported: bool = False
+    authorization_response_iss_parameter_supported: bool = False
+    #: True when we made these up from the 2025-03-26 default endpoints.
+    defaults: bool = False
+
+    @classmethod
+    def from_json(cls, data: object, *, expected_issuer: str | None) -> AuthServerMetadata:
+        """Parse and check a metadata document.
+
+        Args:
+            expected_issuer: the issuer the document's URL was built from; the document's
+                ``issuer`` must equal it exactly. None for the 2025-03-26 fallback (the
+                document was found at the MCP server's origin, not from an issuer).
+        """
+        if not isinstance(data, dict):
+            raise DiscoveryError("authorization server metadata is not a JSON object")
+        issuer = _http_url(data.get("issuer"), "its 'issuer'")
+        if expected_issuer is not None and issuer != expected_issuer:
+            raise DiscoveryError(
+                f"its issuer {issuer!r} is not the expected {expected_issuer!r}"
+                " (refused: a mismatched issuer is how mix-up attacks work)"
+            )
+        auth = data.get("authorization_endpoint")
+        return cls(
+            issuer=issuer,
+            authorization_endpoint=(
+                _http_url(auth, "its 'authorization_endpoint'") if auth is not None else None
+            ),
+            token_endpoint=_http_url(data.get("token_endpoint"), "its 'token_endpoint'"),
+            registration_endpoint=(
+                _http_url(data["registration_endpoint"], "its 'registration_endpoint'")
+                if data.get("registration_endpoint") is not None
+                else None
+            ),
+            scopes_supported=_str_list(data.get("scopes_supported"), "scopes_supported"),
+            code_challenge_methods_supported=_str_list(
+                data.get("code_challenge_methods_supported"), "code_challenge_methods_supported"
+            ),
+            token_endpoint_auth_methods_supported=_str_list(
+                data.get("token_endpoint_auth_methods_supported"),
+                "token_endpoint_auth_methods_supported",
+            ),
+            grant_types_supported=_str_list(
+                data.get("grant_types_supported"), "grant_types_supported"
+            ),
+            client_id_metadata_document_supported=data.get("client_id_metadata_document_supported")
+            is True,
+            authorization_response_iss_parameter_supported=data.get(
+                "authorization_response_iss_parameter_supported"
+            )
+            is True,
+        )
+
+    @classmethod
+    def legacy_defaults(cls, server_url: str) -> AuthServerMetadata:
+        """2025-03-26: no metadata anywhere; the default endpoints at the server's origin."""
+        origin = _origin(server_url)
+        return cls(
+            issuer=origin,
+            authorization_endpoint=f"{origin}/authorize",
+            token_endpoint=f"{origin}/token",
+            registration_endpoint=f"{origin}/register",
+            # That revision made PKCE S256 mandatory for every client and server.
+            code_challenge_methods_supported=("S256",),
+            defaults=True,
+        )
+
+
+async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:
+    """GET a JSON document: (status, parsed body or None). Bounded in size.
+
+    Raises:
+        DiscoveryError: the server could not be reached, or answered 2xx with no JSON.
+    """
+    try:
+        async with client.stream(
+            "GET", url, headers={"Accept": "application/json"}, follow_redirects=False
+        ) as response:
+            status = response.status_code
+            if status != 200:
+                return status, None
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_DOCUMENT:
+                    raise DiscoveryError(f"{url} is larger than {MAX_DOCUMENT} bytes")
+    except httpx.HTTPError as exc:
+        raise DiscoveryError(f"cannot fetch {url}: {type(exc).__name__}") from None
+    try:
+        return status, orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise DiscoveryError(f"{url} did not answer with JSON") from None

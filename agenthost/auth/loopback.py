@@ -1,0 +1,145 @@
+"""The loopback redirect of a native app's login (RFC 8252 7.3), and who opens the URL.
+
+A tiny HTTP server on ``127.0.0.1`` (a random port unless configured) waits for the
+browser to come back to ``/callback`` with the authorization response, parsed with h11
+(bounded: one request line and headers, no body). It answers with a page telling the
+user to go back to the terminal; the response's query parameters go to the flow, which
+checks ``state`` and ``iss``. Nothing here logs the query (it holds the code).
+
+Who opens the authorization URL is a :data:`UrlOpener`: the terminal one prints the URL
+(so it works over SSH) and tries the system browser; tests pass a stand-in browser.
+The current opener is a context variable (:data:`URL_OPENER`): unset means headless,
+where a flow that needs a person fails with a message saying how to log in.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import webbrowser
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Final
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+import trio
+
+__all__ = ["URL_OPENER", "Loopback", "UrlOpener", "open_loopback", "terminal_opener"]
+
+log = logging.getLogger("agenthost.auth")
+
+#: ``async (server_name, url) -> None``: show the authorization URL to a person.
+UrlOpener = Callable[[str, str], Awaitable[None]]
+
+#: The opener for interactive logins in this context; None means headless.
+URL_OPENER: contextvars.ContextVar[UrlOpener | None] = contextvars.ContextVar(
+    "agenthost_url_opener", default=None
+)
+
+_MAX_REQUEST: Final = 16 * 1024
+_PAGE: Final = (
+    b"<!doctype html><meta charset=utf-8><title>agenthost</title>"
+    b"<p>%s</p><p>You can close this window and return to the terminal.</p>"
+)
+
+
+def terminal_opener(*, open_browser: bool = True) -> UrlOpener:
+    """An opener for a terminal: print the URL on stderr, try the browser too."""
+
+    async def opener(server: str, url: str) -> None:
+        print(
+            f"agenthost: to authorize {server}, open this URL in a browser:\n  {url}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if open_browser:
+            with suppress(webbrowser.Error):
+                await trio.to_thread.run_sync(webbrowser.open, url, abandon_on_cancel=True)
+
+    return opener
+
+
+class Loopback:
+    """A listening redirect endpoint. Use :func:`open_loopback`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.redirect_uri = f"http://127.0.0.1:{port}/callback"
+        self._params: dict[str, str] | None = None
+        self._done = trio.Event()
+
+    async def wait(self) -> dict[str, str]:
+        """The query parameters of the first request to ``/callback``."""
+        await self._done.wait()
+        assert self._params is not None
+        return self._params
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST)
+        try:
+            with trio.move_on_after(10):
+                event: object = h11.NEED_DATA
+                while event is h11.NEED_DATA:
+                    data = await stream.receive_some(4096)
+                    conn.receive_data(data)
+                    event = conn.next_event()
+                if not isinstance(event, h11.Request):
+                    return
+                target = event.target.decode("ascii", "replace")
+                parts = urlsplit(target)
+                if event.method != b"GET" or parts.path != "/callback":
+                    await self._respond(stream, conn, 404, b"Not found.")
+                    return
+                params = dict(parse_qsl(parts.query, keep_blank_values=True))
+                first = self._params is None
+                if first:
+                    self._params = params
+                ok = first and "code" in params
+                await self._respond(
+                    stream,
+                    conn,
+                    200,
+                    b"Authorization received." if ok else b"Authorization did not complete.",
+                )
+                if first:
+                    self._done.set()
+        except (h11.RemoteProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    @staticmethod
+    async def _respond(
+        stream: trio.SocketStream, conn: h11.Connection, status: int, text: bytes
+    ) -> None:
+        body = _PAGE % text
+        headers = [
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"),
+            ("Connection", "close"),
+        ]
+        out = conn.send(h11.Response(status_code=status, headers=headers))
+        out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
+        out += conn.send(h11.EndOfMessage()) or b""
+        await stream.send_all(out)
+
+
+@asynccontextmanager
+async def open_loopback(port: int = 0) -> AsyncIterator[Loopback]:
+    """Listen on ``127.0.0.1:port`` (0: any free port) until the block ends.
+
+    Resource handling: the listener and any connection still open are closed on exit.
+    """
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    bound = listeners[0].socket.getsockname()[1]
+    loopback = Loopback(bound)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, loopback._serve, listeners)
+        try:
+            yield loopback
+        finally:
+            nursery.cancel_scope.cancel()

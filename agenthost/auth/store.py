@@ -1,0 +1,198 @@
+"""Where OAuth state lives between runs: the OS keyring, or a 0600 file when there is none.
+
+A store holds one opaque string per key (the state of one server, as JSON: its client
+registration and tokens per authorization server issuer). Keeping the interface that
+small makes it easy to replace (a vault, a secrets manager, a test's dictionary) and
+matches what a keyring offers anyway. The stores never log what they hold.
+
+Blocking work (the keyring talks D-Bus or a system service; files are files) runs in a
+worker thread, so a store never blocks the Trio loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+import trio
+
+__all__ = [
+    "FileTokenStore",
+    "KeyringTokenStore",
+    "MemoryTokenStore",
+    "TokenStore",
+    "data_dir",
+    "default_token_store",
+]
+
+log = logging.getLogger("agenthost.auth")
+
+SERVICE: Final = "agenthost"
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+
+
+@runtime_checkable
+class TokenStore(Protocol):
+    """A place for one secret string per key. Implement it to keep tokens elsewhere."""
+
+    async def load(self, key: str) -> str | None:
+        """The value saved under ``key``, or None."""
+        ...
+
+    async def save(self, key: str, value: str) -> None:
+        """Save ``value`` under ``key``, replacing what was there."""
+        ...
+
+    async def delete(self, key: str) -> bool:
+        """Forget ``key``; True if something was deleted."""
+        ...
+
+
+class MemoryTokenStore:
+    """A store in a dictionary: for tests and for processes that must persist nothing."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<MemoryTokenStore keys={sorted(self.values)}>"
+
+    async def load(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def save(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    async def delete(self, key: str) -> bool:
+        return self.values.pop(key, None) is not None
+
+
+def data_dir() -> Path:
+    """``$XDG_DATA_HOME/agenthost`` (default ``~/.local/share/agenthost``)."""
+    base = os.environ.get("XDG_DATA_HOME") or ""
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "agenthost"
+
+
+class FileTokenStore:
+    """One file per key, mode 0600, in a 0700 directory (default ``data_dir()/tokens``).
+
+    Writes go to a temporary file created 0600 and renamed over the old one, so a crash
+    never leaves a half-written or briefly world-readable file.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or data_dir() / "tokens"
+
+    def __repr__(self) -> str:
+        return f"<FileTokenStore {str(self.directory)!r}>"
+
+    def _path(self, key: str) -> Path:
+        if not _SAFE_KEY.match(key):
+            raise ValueError(f"unsafe token store key {key!r}")
+        return self.directory / f"{key}.json"
+
+    async def load(self, key: str) -> str | None:
+        path = self._path(key)
+        try:
+            return await trio.to_thread.run_sync(path.read_text, "utf-8")
+        except FileNotFoundError:
+            return None
+
+    async def save(self, key: str, value: str) -> None:
+        await trio.to_thread.run_sync(self._write, self._path(key), value)
+
+    def _write(self, path: Path, value: str) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(value)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, path)
+
+    async def delete(self, key: str) -> bool:
+        path = self._path(key)
+
+        def unlink() -> bool:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+        return await trio.to_thread.run_sync(unlink)
+
+
+class KeyringTokenStore:
+    """The OS keyring (macOS Keychain, Windows Credential Locker, Secret Service...).
+
+    Entries are ``service="agenthost"``, ``username=<key>``.
+    """
+
+    def __init__(self, service: str = SERVICE) -> None:
+        self.service = service
+
+    def __repr__(self) -> str:
+        return f"<KeyringTokenStore service={self.service!r}>"
+
+    async def load(self, key: str) -> str | None:
+        import keyring
+
+        value: str | None = await trio.to_thread.run_sync(keyring.get_password, self.service, key)
+        return value
+
+    async def save(self, key: str, value: str) -> None:
+        import keyring
+
+        await trio.to_thread.run_sync(keyring.set_password, self.service, key, value)
+
+    async def delete(self, key: str) -> bool:
+        import keyring
+        import keyring.errors
+
+        def delete() -> bool:
+            try:
+                keyring.delete_password(self.service, key)
+            except keyring.errors.PasswordDeleteError:
+                return False
+            return True
+
+        return await trio.to_thread.run_sync(delete)
+
+
+def _keyring_usable() -> bool:
+    """True when a real keyring backend is there (not the "fail" or null backends)."""
+    try:
+        import keyring
+        from keyring.backends import fail
+    except ImportError:  # pragma: no cover - keyring is a dependency
+        return False
+    try:
+        backend = keyring.get_keyring()
+    except Exception:  # a broken keyring config means "no keyring"
+        return False
+    name = type(backend).__module__
+    if isinstance(backend, fail.Keyring) or name.startswith("keyring.backends.null"):
+        return False
+    priority = getattr(backend, "priority", 1)
+    return isinstance(priority, (int, float)) and priority > 0
+
+
+def default_token_store() -> TokenStore:
+    """The OS keyring when one exists, else a :class:`FileTokenStore` under the data dir.
+
+    ``AGENTHOST_TOKEN_STORE=file`` forces the file store (CI, containers, tests).
+    """
+    choice = os.environ.get("AGENTHOST_TOKEN_STORE", "").lower()
+    if choice != "file" and _keyring_usable():
+        return KeyringTokenStore()
+    log.debug("token store: files under %s", data_dir() / "tokens")
+    return FileTokenStore()

@@ -1,0 +1,408 @@
+"""OAuth end to end against a real authorization server: the official SDK's (``mcp`` 2.x).
+
+The peer (tests/peers/sdk_auth_server.py) is an MCP server behind the SDK's bearer
+middleware with the SDK's authorization server endpoints on the same origin; consent is a
+page that must be fetched and then posted. The "browser" is :func:`browser`, an httpx
+client that opens the authorization URL, posts the consent form and follows the redirect
+to agenthost's loopback, as a person's browser would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+import agenthost
+from agenthost.auth import URL_OPENER, FileTokenStore, OAuthSettings
+from agenthost.config import ServerConfig
+from agenthost.errors import AuthorizationError
+from tests.peers.http_launch import PEERS, PY, free_port, serve
+
+pytestmark = pytest.mark.timeout(90)
+
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+SERVER = str(PEERS / "sdk_auth_server.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def auth_server(
+    tmp_path: Path,
+    *,
+    lifetime: int = 3600,
+    fault: str | None = None,
+    transport: str = "streamable-http",
+) -> AsyncIterator[str]:
+    """Run the SDK peer; yields its MCP URL. Observations land in ``tmp_path/peer.log``."""
+    port = free_port()
+    argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
+    argv += ["--transport", transport]
+    if fault:
+        argv += ["--fault", fault]
+    env = {
+        "AGENTHOST_PEER_LOG": str(tmp_path / "peer.log"),
+        "AGENTHOST_PEER_SECRETS": str(tmp_path / "peer.secrets"),
+    }
+    async with serve(argv, port, env=env):
+        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+
+
+def peer_log(tmp_path: Path) -> list[str]:
+    path = tmp_path / "peer.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def browser(_server: str, url: str) -> None:
+    """A person's browser (tests/peers/browser.py, its own process): open the URL, press
+    "Allow", follow the redirect home."""
+    await trio.run_process([PY, str(PEERS / "browser.py"), url], capture_stderr=True)
+
+
+def config(url: str, transport: str = "streamable-http", **oauth: Any) -> ServerConfig:
+    return ServerConfig(
+        name="sdk",
+        transport=transport,  # type: ignore[arg-type]
+        url=url,
+        oauth=OAuthSettings(**oauth) if oauth else None,
+    )
+
+
+async def saved(name: str = "sdk") -> dict[str, Any] | None:
+    raw = await FileTokenStore().load(name)
+    return json.loads(raw) if raw else None
+
+
+def tokens_of(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    return state["issuers"][state["current"]]["tokens"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_store(tmp_path: Path) -> None:
+    os.environ["XDG_DATA_HOME"] = str(tmp_path / "data")
+    os.environ["AGENTHOST_TOKEN_STORE"] = "file"
+
+
+async def test_interactive_login_calls_and_the_saved_login_is_reused(tmp_path: Path) -> None:
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            tools = {tool.name for tool in await session.list_tools()}
+            assert "echo" in tools
+            result = await session.call_tool("echo", {"message": "hello"})
+            assert "hello" in json.dumps(result.structured_content or str(result.content))
+        assert peer_log(tmp_path).count("consent") == 1
+        assert "token authorization_code" in peer_log(tmp_path)
+
+        # The login is saved (0600, under the XDG data dir) and reused without a person.
+        path = Path(os.environ["XDG_DATA_HOME"]) / "agenthost" / "tokens" / "sdk.json"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        state = await saved()
+        assert state is not None and state["current"].startswith("http://127.0.0.1:")
+        URL_OPENER.set(None)
+        async with agenthost.connect(config(url)) as session:
+            await session.call_tool("echo", {"message": "again"})
+        assert peer_log(tmp_path).count("consent") == 1
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+async def test_legacy_sse_and_the_probe_log_in_too(tmp_path: Path, transport: str) -> None:
+    """The flow is on the HTTP client both HTTP transports share: legacy HTTP+SSE (its GET
+    stream and its POSTs) and the probing ``http`` kind."""
+    async with auth_server(tmp_path, transport="sse") as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url, transport)) as session:
+            result = await session.call_tool("echo", {"message": "over sse"})
+            assert not result.is_error
+        assert peer_log(tmp_path).count("consent") == 1
+
+
+async def test_refresh_before_expiry_honours_rotation(tmp_path: Path) -> None:
+    # Tokens live 30 s, inside the 60 s refresh margin: every request refreshes first.
+    async with auth_server(tmp_path, lifetime=30) as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            first = tokens_of(await saved())
+            assert first is not None and first["refresh_token"]
+            await session.call_tool("echo", {"message": "one"})
+            second = tokens_of(await saved())
+            assert second is not None
+        assert "refresh-rotated" in peer_log(tmp_path)
+        # Rotation: the server consumed the old refresh token; we saved the new one.
+        assert second["refresh_token"] != first["refresh_token"]
+        assert second["access_token"] != first["access_token"]
+
+
+async def test_refresh_on_401_after_the_server_revoked_the_access_token(tmp_path: Path) -> None:
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            await session.list_tools()
+            state = await saved()
+            assert state is not None
+            entry = state["issuers"][state["current"]]
+            client = entry["client"]
+            # The server forgets the access token (as when it expires or is revoked early).
+            async with httpx.AsyncClient() as http:
+                revoked = await http.post(
+                    url.removesuffix("/mcp") + "/revoke",
+                    data={
+                        "token": entry["tokens"]["access_token"],
+                        "client_id": client["client_id"],
+                        "client_secret": client["client_secret"],
+                    },
+                    auth=(client["client_id"], client["client_secret"]),
+                )
+                assert revoked.status_code == 200, revoked.text
+            URL_OPENER.set(None)  # no person: only a refresh can save this call
+            result = await session.call_tool("echo", {"message": "after revoke"})
+            assert not result.is_error
+        assert "token refresh_token" in peer_log(tmp_path)
+        assert peer_log(tmp_path).count("consent") == 1
+
+
+async def test_concurrent_401s_refresh_once(tmp_path: Path) -> None:
+    """Ten calls meet the 401 together: one refresh, the other nine reuse its token."""
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            await session.list_tools()
+            state = await saved()
+            assert state is not None
+            entry = state["issuers"][state["current"]]
+            async with httpx.AsyncClient() as http:
+                client = entry["client"]
+                revoked = await http.post(
+                    url.removesuffix("/mcp") + "/revoke",
+                    data={
+                        "token": entry["tokens"]["access_token"],
+                        "client_id": client["client_id"],
+                        "client_secret": client["client_secret"],
+                    },
+                    auth=(client["client_id"], client["client_secret"]),
+                )
+                assert revoked.status_code == 200, revoked.text
+            URL_OPENER.set(None)
+            results: list[bool] = []
+
+            async def call(n: int) -> None:
+                result = await session.call_tool("echo", {"message": f"c{n}"})
+                results.append(result.is_error)
+
+            async with trio.open_nursery() as nursery:
+                for n in range(10):
+                    nursery.start_soon(call, n)
+        assert results == [False] * 10
+        assert peer_log(tmp_path).count("token refresh_token") == 1
+
+
+async def test_headless_without_a_login_fails_naming_the_login_command(tmp_path: Path) -> None:
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(None)
+        with pytest.raises(AuthorizationError) as caught:
+            async with agenthost.connect(config(url)):
+                pass
+        message = str(caught.value)
+        assert message.startswith("sdk: authorization failed:")
+        assert "`agenthost auth login sdk`" in message
+        assert "\n" not in message
+        assert await saved() is None
+        assert "consent" not in peer_log(tmp_path)
+
+
+async def test_no_secret_in_logs_errors_or_audit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full login + calls + refresh run: access and refresh tokens, codes and the
+    registered client secret appear in no DEBUG log record, error or audit line."""
+    caplog.set_level(logging.DEBUG)
+    audit = tmp_path / "audit.jsonl"
+    errors: list[str] = []
+    async with auth_server(tmp_path, lifetime=30) as url:
+        URL_OPENER.set(browser)
+        host_config = agenthost.HostConfig(
+            servers=[config(url)],
+            policy={
+                "mode": "headless",
+                "audit": str(audit),
+                "rules": [{"kind": "tool", "name": "*", "decision": "allow"}],
+            },
+        )
+        async with agenthost.open_host(host_config) as host:
+            for n in range(3):  # each call refreshes first (30 s tokens, 60 s margin)
+                await host.call_tool("sdk__echo", {"message": f"call {n}"})
+            try:
+                await host.call_tool("sdk__nope", {})
+            except agenthost.AgentHostError as exc:
+                errors.append(str(exc))
+        # A failed login's error, too (the saved tokens are forgotten, the server refuses).
+        URL_OPENER.set(None)
+        state = await saved()
+        assert state is not None
+        await FileTokenStore().delete("sdk")
+        try:
+            async with agenthost.connect(config(url)):
+                pass
+        except AuthorizationError as exc:
+            errors.append(str(exc))
+    secrets = [s for s in (tmp_path / "peer.secrets").read_text().splitlines() if s]
+    assert len(secrets) >= 8  # a client secret, a code, 4 access + 4 refresh tokens
+    assert peer_log(tmp_path).count("refresh-rotated") >= 3
+    texts = [
+        *(record.getMessage() for record in caplog.records),
+        *(str(record.args) for record in caplog.records),
+        *errors,
+        audit.read_text(),
+    ]
+    assert len(caplog.records) > 20 and audit.stat().st_size > 0
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text
+
+
+# --- the CLI: auth login / status / logout, and bad input (exit 5, nothing stored) -----------
+
+
+def write_config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "agenthost.toml"
+    path.write_text(
+        f'[servers.sdk]\nurl = "{url}"\n\n[policy]\nmode = "headless"\n\n'
+        '[[policy.rules]]\nkind = "tool"\nserver = "sdk"\nname = "echo"\ndecision = "allow"\n'
+    )
+    return path
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), AGENTHOST_TOKEN_STORE="file")
+    return env
+
+
+async def cli_login(tmp_path: Path, cfg: Path, *, use_browser: bool = True) -> tuple[int, str, str]:
+    """``agenthost auth login sdk --no-browser``, with the browser stand-in reading the URL
+    the command prints; returns (exit code, stdout, stderr)."""
+    process = await trio.lowlevel.open_process(
+        [*AGENTHOST, "--config", str(cfg), "auth", "login", "sdk", "--no-browser"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(tmp_path),
+        cwd=REPO,
+    )
+    out, err = bytearray(), bytearray()
+
+    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
+    async def drive() -> None:
+        while True:
+            match = re.search(rb"(http://127\.0\.0\.1:\d+/authorize\S+)", err)
+            if match:
+                await browser("sdk", match.group(1).decode())
+                return
+            if process.returncode is not None:
+                return
+            await trio.sleep(0.05)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            assert process.stdout is not None and process.stderr is not None
+            nursery.start_soon(pump, process.stdout, out)
+            nursery.start_soon(pump, process.stderr, err)
+            if use_browser:
+                nursery.start_soon(drive)
+            code = await process.wait()
+    return code, out.decode(), err.decode()
+
+
+def run_cli(tmp_path: Path, cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AGENTHOST, "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(tmp_path),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+async def test_cli_login_status_call_logout(tmp_path: Path) -> None:
+    async with auth_server(tmp_path) as url:
+        cfg = write_config(tmp_path, url)
+        code, out, err = await cli_login(tmp_path, cfg)
+        assert code == 0, err
+        assert out.startswith("sdk: logged in with http://127.0.0.1:"), out
+        status = await trio.to_thread.run_sync(run_cli, tmp_path, cfg, "auth", "status", "--json")
+        assert status.returncode == 0, status.stderr
+        (entry,) = json.loads(status.stdout)
+        assert entry["logged_in"] and entry["refreshable"] and entry["scopes"] == ["mcp"]
+        assert "token" not in json.dumps({k: v for k, v in entry.items() if k != "refreshable"})
+        call = await trio.to_thread.run_sync(
+            run_cli, tmp_path, cfg, "call", "sdk__echo", '{"message": "via cli"}', "--json"
+        )
+        assert call.returncode == 0, call.stderr
+        assert "via cli" in call.stdout
+        out_ = await trio.to_thread.run_sync(run_cli, tmp_path, cfg, "auth", "logout", "sdk")
+        assert out_.returncode == 0 and out_.stdout.strip() == "sdk: logged out"
+        call = await trio.to_thread.run_sync(
+            run_cli, tmp_path, cfg, "call", "sdk__echo", '{"message": "x"}'
+        )
+        assert call.returncode == 5
+        assert "`agenthost auth login sdk`" in call.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "needs_browser", "words"),
+    [
+        ("no-s256", False, "does not support PKCE with S256"),
+        ("bad-issuer", False, "is not the expected"),
+        ("bad-state", True, "state does not match"),
+        ("html-token", True, "text/html, not a JSON object"),
+    ],
+)
+async def test_cli_bad_input_exit_5_one_line_nothing_stored(
+    tmp_path: Path, fault: str, needs_browser: bool, words: str
+) -> None:
+    async with auth_server(tmp_path, fault=fault) as url:
+        cfg = write_config(tmp_path, url)
+        code, _, err = await cli_login(tmp_path, cfg, use_browser=needs_browser)
+    assert code == 5, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("agenthost: sdk: authorization failed:"), err
+    assert words in last
+    assert "; " in last  # ... then what to do
+    assert "Traceback" not in err
+    assert not (tmp_path / "data" / "agenthost" / "tokens" / "sdk.json").exists()
+
+
+async def test_cli_expired_refresh_token_exit_5_and_forgotten(tmp_path: Path) -> None:
+    # 30 s tokens: the next command must refresh, and this server refuses every refresh.
+    async with auth_server(tmp_path, lifetime=30, fault="no-refresh") as url:
+        cfg = write_config(tmp_path, url)
+        code, _, err = await cli_login(tmp_path, cfg)
+        assert code == 0, err
+        assert tokens_of(await saved()) is not None
+        call = await trio.to_thread.run_sync(
+            run_cli, tmp_path, cfg, "call", "sdk__echo", '{"message": "x"}'
+        )
+    assert call.returncode == 5, call.stderr
+    last = call.stderr.strip().splitlines()[-1]
+    assert "sdk" in last and "`agenthost auth login sdk`" in last
+    assert "expired and could not be refreshed" in last
+    assert tokens_of(await saved()) is None

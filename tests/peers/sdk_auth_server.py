@@ -1,0 +1,304 @@
+"""An OAuth-protected MCP server and its authorization server, built on the official SDK.
+
+The SDK (``mcp`` 2.x) ships the authorization server's endpoints (metadata, ``/authorize``,
+``/token``, ``/register``, PKCE checks, client authentication) and the resource server's
+bearer middleware and Protected Resource Metadata; what it leaves to an application is
+the *provider*: where clients, codes and tokens live and how a user consents. This file
+is that application, the smallest honest one: an in-memory store and a consent page that
+a person (in the tests, a browser stand-in) must GET and then POST to approve.
+
+Usage::
+
+    python tests/peers/sdk_auth_server.py --port N [--token-lifetime S] [--fault F]
+        [--transport streamable-http|sse]
+
+Everything is on ``http://127.0.0.1:N``: the MCP endpoint ``/mcp`` (scope ``mcp``; with
+``--transport sse`` the legacy ``/sse`` + ``/messages/``), the PRM at
+``/.well-known/oauth-protected-resource/mcp`` (or ``.../sse``), the authorization server
+at the origin. Faults (for the bad-input tests) change one thing each:
+
+* ``no-s256``: the AS metadata lists only ``plain`` PKCE;
+* ``bad-issuer``: the AS metadata names another issuer;
+* ``bad-state``: the consent redirect carries a different ``state``;
+* ``html-token``: the token endpoint answers with an HTML page;
+* ``no-refresh``: every refresh token is refused (``invalid_grant``).
+
+Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>``,
+``refresh-rotated``, ``consent``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import uvicorn
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+SCOPE = "mcp"
+
+
+def secret(value: str) -> str:
+    """Record a value that must never appear in agenthost's logs (AGENTHOST_PEER_SECRETS)."""
+    path = os.environ.get("AGENTHOST_PEER_SECRETS")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+    return value
+
+
+def note(line: str) -> None:
+    path = os.environ.get("AGENTHOST_PEER_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+class Provider:
+    """The SDK's ``OAuthAuthorizationServerProvider``, in memory, with a consent page."""
+
+    def __init__(self, base: str, lifetime: int, fault: str | None) -> None:
+        self.base = base
+        self.lifetime = lifetime
+        self.fault = fault
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.pending: dict[str, tuple[str, AuthorizationParams]] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        if client_info.client_secret:
+            secret(client_info.client_secret)
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        ticket = secrets.token_urlsafe(16)
+        assert client.client_id is not None
+        self.pending[ticket] = (client.client_id, params)
+        return f"{self.base}/consent?{urlencode({'ticket': ticket})}"
+
+    def consent_page(self, ticket: str) -> str:
+        client_id, params = self.pending[ticket]
+        return (
+            "<!doctype html><form method=post action=/consent>"
+            f"<p>Allow {client_id} the scopes {' '.join(params.scopes or [])}?</p>"
+            f"<input type=hidden name=ticket value={ticket}>"
+            "<button name=decision value=allow>Allow</button></form>"
+        )
+
+    def approve(self, ticket: str) -> str:
+        client_id, params = self.pending.pop(ticket)
+        code = secret(secrets.token_urlsafe(24))
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [SCOPE],
+            expires_at=time.time() + 300,
+            client_id=client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+            subject="alice",
+        )
+        note("consent")
+        state = "not-the-state-you-sent" if self.fault == "bad-state" else params.state
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=state)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        code = self.codes.get(authorization_code)
+        return code if code is not None and code.client_id == client.client_id else None
+
+    def _issue(
+        self, client_id: str, scopes: list[str], resource: str | None, grant: str
+    ) -> OAuthToken:
+        access = secret(secrets.token_urlsafe(32))
+        refresh = secret(secrets.token_urlsafe(32))
+        self.access[access] = AccessToken(
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.lifetime,
+            resource=resource,
+            subject="alice",
+        )
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client_id, scopes=scopes, resource=resource, subject="alice"
+        )
+        note(f"token {grant}")
+        return OAuthToken(
+            access_token=access,
+            expires_in=self.lifetime,
+            scope=" ".join(scopes),
+            refresh_token=refresh,
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        self.codes.pop(authorization_code.code, None)
+        assert client.client_id is not None
+        return self._issue(
+            client.client_id,
+            authorization_code.scopes,
+            authorization_code.resource,
+            "authorization_code",
+        )
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
+        if self.fault == "no-refresh":
+            return None
+        token = self.refresh.get(refresh_token)
+        return token if token is not None and token.client_id == client.client_id else None
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        if self.refresh.pop(refresh_token.token, None) is None:
+            raise TokenError("invalid_grant", "refresh token already used")
+        note("refresh-rotated")
+        assert client.client_id is not None
+        scopes = scopes or refresh_token.scopes
+        return self._issue(client.client_id, scopes, refresh_token.resource, "refresh_token")
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def exchange_identity_assertion(self, *_args: Any, **_kwargs: Any) -> OAuthToken:
+        raise NotImplementedError("this peer does not take identity assertions")
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+
+class Faults:
+    """ASGI middleware for the metadata and token faults (the SDK's routes are fixed)."""
+
+    def __init__(self, app: ASGIApp, base: str, fault: str | None) -> None:
+        self.app = app
+        self.base = base
+        self.fault = fault
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and self.fault == "html-token" and path == "/token":
+            page = HTMLResponse("<html><body><h1>Sign in</h1></body></html>", status_code=200)
+            await page(scope, receive, send)
+            return
+        if (
+            scope["type"] == "http"
+            and self.fault in ("no-s256", "bad-issuer")
+            and path == "/.well-known/oauth-authorization-server"
+        ):
+            metadata: dict[str, Any] = {
+                "issuer": self.base,
+                "authorization_endpoint": f"{self.base}/authorize",
+                "token_endpoint": f"{self.base}/token",
+                "registration_endpoint": f"{self.base}/register",
+                "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
+            }
+            if self.fault == "no-s256":
+                metadata["code_challenge_methods_supported"] = ["plain"]
+            else:
+                metadata["issuer"] = "http://attacker.invalid"
+            await JSONResponse(metadata)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def build(
+    port: int, lifetime: int, fault: str | None, transport: str = "streamable-http"
+) -> ASGIApp:
+    base = f"http://127.0.0.1:{port}"
+    endpoint = f"{base}/sse" if transport == "sse" else f"{base}/mcp"
+    provider = Provider(base, lifetime, fault)
+    server = MCPServer(
+        "sdk-auth",
+        auth_server_provider=provider,
+        # Validated from strings, as the SDK documents: its URL type keeps a path-less
+        # issuer without a trailing slash that way (issuer comparison is exact).
+        auth=AuthSettings.model_validate(
+            {
+                "issuer_url": base,
+                "resource_server_url": endpoint,
+                # Refuse tokens not issued for this resource: checks our RFC 8707 parameter.
+                "validate_token_resource": True,
+                "required_scopes": [SCOPE],
+                "client_registration_options": ClientRegistrationOptions(
+                    enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+                ),
+                "revocation_options": RevocationOptions(enabled=True),
+            }
+        ),
+    )
+
+    @server.tool()
+    def echo(message: str) -> str:
+        """Echo the message back."""
+        return message
+
+    async def consent(request: Request) -> Response:
+        if request.method == "GET":
+            ticket = request.query_params.get("ticket", "")
+            if ticket not in provider.pending:
+                return HTMLResponse("unknown ticket", status_code=400)
+            return HTMLResponse(provider.consent_page(ticket))
+        form = await request.form()
+        ticket = str(form.get("ticket", ""))
+        if form.get("decision") != "allow" or ticket not in provider.pending:
+            return HTMLResponse("denied", status_code=400)
+        return RedirectResponse(provider.approve(ticket), status_code=302)
+
+    server.custom_route("/consent", methods=["GET", "POST"])(consent)
+    app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    return Faults(app, base, fault)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-lifetime", type=int, default=3600)
+    parser.add_argument("--fault", default=None)
+    parser.add_argument(
+        "--transport", choices=("streamable-http", "sse"), default="streamable-http"
+    )
+    args = parser.parse_args()
+    app = build(args.port, args.token_lifetime, args.fault, args.transport)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
