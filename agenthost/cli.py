@@ -206,19 +206,36 @@ def _content_text(blocks: Sequence[Any]) -> str:
 # --------------------------------------------------------------------------- setup
 
 
-def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+def _one_shot(config: HostConfig) -> HostConfig:
+    """A command that starts servers once reports how that went: no restarts to hide it."""
     import attrs
 
-    from agenthost.config import HostConfig, find_config
+    return attrs.evolve(
+        config,
+        servers=[
+            attrs.evolve(s, restart=attrs.evolve(s.restart, enabled=False)) for s in config.servers
+        ],
+    )
+
+
+def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+    import logging
+
+    import attrs
+
+    from agenthost.config import PROJECT_CONFIGS, HostConfig, find_config
     from agenthost.errors import ConfigError
 
     path = args.config or find_config()
     if path is None:
         raise CLIError(
-            "no config: pass --config FILE, or create agenthost.toml (see docs/config.md)",
+            "no config: pass --config FILE, or create agenthost.toml (see docs/config.md);"
+            f" looked for {', '.join(PROJECT_CONFIGS)} here and"
+            " $XDG_CONFIG_HOME/agenthost/agenthost.toml",
             EXIT_USAGE,
         )
-    config = HostConfig.load(path)
+    logging.getLogger("agenthost.cli").info("using config %s", path)
+    config = HostConfig.load(path, default_workspace=True)
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:
@@ -276,44 +293,45 @@ def _require_ready(host: Host, server: str) -> None:
         )
 
 
-def _report_failed_servers(host: Host, console: Console) -> None:
+def _report_failed_servers(host: Host, console: Console) -> bool:
+    """Say which servers did not come up; True if any did not (the command exits 5)."""
     from agenthost.supervisor import ServerState
 
+    failed = False
     for status in host.status():
-        if status.state is ServerState.FAILED:
-            console.line(f"! server {status.name} failed: {status.last_error}")
+        if status.state is not ServerState.READY:
+            failed = True
+            console.line(
+                f"! server {status.name} is {status.state.value}:"
+                f" {status.last_error or 'no reason given'}"
+            )
+    return failed
 
 
 # --------------------------------------------------------------------------- commands
 
 
 async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
-    import attrs
-
     from agenthost.supervisor import ServerState
 
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     if args.command == "check":
-        # A check reports how each server's first start went; no restarts to hide it.
-        config = attrs.evolve(
-            config,
-            servers=[
-                attrs.evolve(s, restart=attrs.evolve(s.restart, enabled=False))
-                for s in config.servers
-            ],
-        )
+        console.line(f"config: {config.source}")
     async with _open_host(args, config, console) as host:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
+        roots = {s.name: [r.uri for r in host.roots_for(s.name)] for s in statuses}
     rows: list[dict[str, Any]] = [
         {
             "name": s.name,
             "state": s.state.value,
+            "transport": s.transport,
             "revision": s.revision,
             "era": s.era,
             "learned": s.learned,
             "server_info": s.server_info,
             "tools": counts.get(s.name, 0),
+            "roots": roots.get(s.name, []),
             "restarts": s.restarts,
             "last_error": s.last_error,
         }
@@ -328,30 +346,34 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
                     [
                         r["name"],
                         r["state"],
+                        r["transport"] or "-",
                         r["era"] or "-",
                         r["revision"] or "-",
                         _first_line(r["learned"] or "", 50) or "-",
                         str(r["tools"]),
-                        _first_line(r["last_error"] or "", 60),
+                        " ".join(r["roots"]) or "(none)",
                     ]
                     for r in rows
                 ],
-                ["server", "state", "era", "revision", "learned", "tools", "last error"],
+                ["server", "state", "transport", "era", "revision", "learned", "tools", "roots"],
             )
         )
+        for r in rows:
+            if r["last_error"]:
+                # The whole error: for a stdio server it ends with its last stderr lines.
+                say(f"\n{r['name']}: {r['last_error']}".replace(" | ", "\n    | "))
     failed = any(s.state is not ServerState.READY for s in statuses)
-    if args.command == "check":
-        if not args.json:
-            say("all servers ready" if not failed else "some servers are not ready")
-        return EXIT_UNAVAILABLE if failed else EXIT_OK
-    return EXIT_OK
+    if args.command == "check" and not args.json:
+        say("all servers ready" if not failed else "some servers are not ready")
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
-        _report_failed_servers(host, console)
+        failed = _report_failed_servers(host, console)
         tools = await host.list_tools()
+    trusted = {s.name for s in config.servers if s.trusted}
     if args.json:
         _print_json(
             [
@@ -362,6 +384,7 @@ async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
                     "description": t.tool.description,
                     "input_schema": t.tool.input_schema,
                     "annotations": _annotations(t.tool.annotations),
+                    "trusted": t.server in trusted,
                 }
                 for t in tools
             ]
@@ -370,13 +393,17 @@ async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
         say(
             _table(
                 [
-                    [t.name, _flags(t.tool.annotations), _first_line(t.tool.description)]
+                    [
+                        t.name,
+                        _flags(t.tool.annotations, trusted=t.server in trusted),
+                        _first_line(t.tool.description),
+                    ]
                     for t in tools
                 ],
                 ["tool", "hints", "description"],
             )
         )
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 def _annotations(annotations: Any) -> dict[str, Any] | None:
@@ -385,19 +412,23 @@ def _annotations(annotations: Any) -> dict[str, Any] | None:
     return _annotation_dict(annotations)
 
 
-def _flags(annotations: Any) -> str:
+def _flags(annotations: Any, *, trusted: bool) -> str:
+    """The hints the policy acts on: an untrusted server's annotations count for nothing."""
     data = _annotations(annotations) or {}
     flags = []
     if data.get("readOnlyHint"):
         flags.append("read-only")
     if data.get("destructiveHint"):
         flags.append("destructive")
+    if flags and not trusted:
+        return f"untrusted (says {','.join(flags)})"
     return ",".join(flags) or "-"
 
 
 async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
+        failed = _report_failed_servers(host, console)
         prompts = await host.list_prompts()
     if args.json:
         _print_json(
@@ -431,12 +462,13 @@ async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
                 ["server", "prompt", "arguments", "description"],
             )
         )
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
+        failed = _report_failed_servers(host, console)
         resources = await host.list_resources()
         templates = await host.list_resource_templates()
     if args.json:
@@ -458,7 +490,7 @@ async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
             [s, t.uri_template, t.mime_type or "-", f"{t.name} (template)"] for s, t in templates
         ]
         say(_table(rows, ["server", "uri", "type", "name"]))
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 def _parse_json_arguments(text: str) -> dict[str, Any]:
@@ -481,16 +513,25 @@ def _progress_callback(console: Console, label: str) -> Any:
 
 
 async def cmd_call(args: argparse.Namespace, console: Console) -> int:
-    from agenthost.catalog import SEPARATOR
+    import attrs
+
+    from agenthost.catalog import SEPARATOR, tool_prefix
     from agenthost.converter import unstructure
 
     arguments = _parse_json_arguments(args.arguments)
-    server, sep, _ = args.tool.partition(SEPARATOR)
+    prefix, sep, _ = args.tool.partition(SEPARATOR)
     if not sep:
         raise CLIError(f"tool names look like server{SEPARATOR}tool, got {args.tool!r}", EXIT_USAGE)
-    config = _load_config(args, only=server)
+    config = _one_shot(_load_config(args))
+    # Only the servers the name can belong to are started: the one named so, or those
+    # whose tool prefix it is (a server "e.x" lists e_x__echo).
+    owners = [s for s in config.servers if s.name == prefix or tool_prefix(s.name) == prefix]
+    if owners:
+        config = attrs.evolve(config, servers=owners)
     async with _open_host(args, config, console) as host:
-        _require_ready(host, server)
+        if len(owners) == 1:
+            _require_ready(host, owners[0].name)
+        server = host.resolve_tool(args.tool).server
         # Ctrl-C cancels the call (the server gets notifications/cancelled), then exits 130.
         async with interruptible() as scope:
             result = await host.call_tool(
@@ -515,7 +556,7 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
     from agenthost.types import TextResourceContents
 
-    config = _load_config(args, only=args.server) if args.server else _load_config(args)
+    config = _one_shot(_load_config(args, only=args.server) if args.server else _load_config(args))
     async with _open_host(args, config, console) as host:
         if args.server:
             _require_ready(host, args.server)
@@ -546,7 +587,7 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
 async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
 
-    config = _load_config(args, only=args.server)
+    config = _one_shot(_load_config(args, only=args.server))
     async with _open_host(args, config, console) as host:
         _require_ready(host, args.server)
         result = await host.get_prompt(args.server, args.name, _key_values(args.arguments))
@@ -969,6 +1010,14 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[options(top=True)],
         epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
         " policy, 4 provider error, 5 server unavailable, 130 interrupted.",
+    )
+    from agenthost import __version__
+    from agenthost.revisions import SUPPORTED_REVISIONS
+
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"agenthost {__version__} (MCP revisions {', '.join(SUPPORTED_REVISIONS)})",
     )
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True

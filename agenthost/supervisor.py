@@ -74,6 +74,9 @@ class ServerStatus:
     #: (``"probe: ..."``, ``"cached"``, ``"config: protocol = ..."``).
     era: str | None = None
     learned: str | None = None
+    #: The transport in use: the configured one, or for ``http`` what the probe chose
+    #: (``"http: streamable-http"`` / ``"http: sse"``; plain ``"http"`` before it decided).
+    transport: str | None = None
 
 
 def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
@@ -140,7 +143,12 @@ class Supervisor:
         reported = session.server_info if session is not None else None
         if reported is not None:
             info = {"name": str(reported.get("name")), "version": str(reported.get("version"))}
-        pid = getattr(getattr(session, "_transport", None), "pid", None) if session else None
+        wire = getattr(session, "_transport", None) if session else None
+        pid = getattr(wire, "pid", None)
+        transport: str = self.config.transport
+        chosen = getattr(wire, "kind", None)
+        if transport == "http" and isinstance(chosen, str):
+            transport = f"http: {chosen}"
         return ServerStatus(
             name=self.name,
             state=self.state,
@@ -151,6 +159,7 @@ class Supervisor:
             pid=pid if self.state is ServerState.READY else None,
             era=session.era.value if session is not None and session.era is not None else None,
             learned=session.learned if session is not None else None,
+            transport=transport,
         )
 
     async def wait_first_attempt(self) -> None:

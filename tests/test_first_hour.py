@@ -1,0 +1,417 @@
+"""Issue 17, the first hour: the CLI as a new user meets it, driven as a subprocess.
+
+Config discovery and reuse of other hosts' files, server names from those files, the
+default workspace, exit codes and messages a script can rely on, proxy variables for
+stdio servers. Every test runs the real ``agenthost`` command against real peers, from a
+project directory of its own, with a home directory of its own (so no user config leaks
+in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Command = tuple[str, list[str]]
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+
+
+class Project:
+    """A project folder to run ``agenthost`` in, with its own empty home directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "project"
+        self.root.mkdir()
+        self.home = root / "home"
+        self.home.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        self.env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / ".config"))
+        self.env.pop("XDG_STATE_HOME", None)
+
+    def write(self, name: str, content: str | dict[str, Any]) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+        return path
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*AGENTHOST, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+            env={**self.env, **(env or {})},
+        )
+
+    def json(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, Any, str]:
+        proc = self.run(*args, "--json", env=env)
+        data = json.loads(proc.stdout) if proc.stdout.strip() else None
+        return proc.returncode, data, proc.stderr
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def stdio_entry(cmd: Command, **extra: Any) -> dict[str, Any]:
+    return {"command": cmd[0], "args": cmd[1], **extra}
+
+
+def toml_str(value: Any) -> str:
+    return json.dumps(value)
+
+
+# ----------------------------------------------------------------------------- 1 discovery
+
+
+@pytest.mark.parametrize("name", [".mcp.json", ".vscode/mcp.json", ".cursor/mcp.json"])
+def test_project_files_of_other_hosts_are_found(
+    project: Project, name: str, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    key = "servers" if name.startswith(".vscode") else "mcpServers"
+    project.write(name, {key: {"sdk": stdio_entry(sdk_server_cmd())}})
+    code, tools, err = project.json("tools", "-v")
+    assert code == 0, err
+    assert "sdk__echo" in {t["name"] for t in tools}
+    assert f"using config {project.root / name}" in err
+    proc = project.run("check")
+    assert proc.returncode == 0, proc.stderr
+    assert f"config: {project.root / name}" in proc.stderr
+
+
+def test_agenthost_toml_comes_before_the_editor_files(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(".mcp.json", {"mcpServers": {"fromjson": stdio_entry(sdk_server_cmd())}})
+    cmd, args = sdk_server_cmd()
+    project.write(
+        "agenthost.toml",
+        f"[servers.fromtoml]\ncommand = {toml_str(cmd)}\nargs = {toml_str(args)}\n",
+    )
+    code, servers, err = project.json("servers")
+    assert code == 0, err
+    assert [s["name"] for s in servers] == ["fromtoml"]
+
+
+def test_no_config_names_the_places_it_looked(project: Project) -> None:
+    proc = project.run("tools")
+    assert proc.returncode == 2
+    assert ".mcp.json" in proc.stderr
+    assert ".vscode/mcp.json" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- 2 combine
+
+
+def test_toml_imports_an_editor_file_and_adds_host_settings(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    (project.root / "docs").mkdir()
+    project.write(".mcp.json", {"mcpServers": {"sdk": stdio_entry(sdk_server_cmd())}})
+    project.write(
+        "agenthost.toml",
+        """
+import = [".mcp.json"]
+
+[[workspaces]]
+path = "docs"
+
+[servers.sdk]                 # adds to the imported server
+trusted = true
+
+[policy]
+mode = "headless"
+[[policy.rules]]
+kind = ["tool", "roots"]
+decision = "allow"
+""",
+    )
+    code, tools, err = project.json("tools")
+    assert code == 0, err
+    assert {t["trusted"] for t in tools} == {True}
+    code, result, err = project.json("call", "sdk__roots", "{}")
+    assert code == 0, err
+    uris = [r["uri"] for r in json.loads(result["content"][0]["text"])]
+    assert uris == [(project.root / "docs").resolve().as_uri()]
+
+
+def test_an_overlay_cannot_restate_how_to_start_an_imported_server(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(".mcp.json", {"mcpServers": {"sdk": stdio_entry(sdk_server_cmd())}})
+    project.write("agenthost.toml", 'import = [".mcp.json"]\n[servers.sdk]\ncommand = "x"\n')
+    proc = project.run("servers")
+    assert proc.returncode == 2
+    assert "servers.sdk.command" in proc.stderr
+    assert "unknown key 'command'" in proc.stderr
+
+
+def test_policy_in_a_vscode_file_is_honoured(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".vscode/mcp.json",
+        {
+            "servers": {"sdk": stdio_entry(sdk_server_cmd())},
+            "policy": {
+                "mode": "headless",
+                "rules": [{"kind": "tool", "name": "echo", "decision": "deny", "reason": "no"}],
+            },
+        },
+    )
+    code, data, err = project.json("call", "sdk__echo", '{"message": "hi"}')
+    assert code == 3, err
+    assert "no" in data["error"]
+
+
+def test_other_hosts_approval_and_trust_keys_are_mapped(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".mcp.json",
+        {
+            "mcpServers": {
+                "cline": stdio_entry(sdk_server_cmd(), autoApprove=["echo"], timeout=60),
+                "gemini": stdio_entry(sdk_server_cmd(), trust=True),
+            }
+        },
+    )
+    project.write("agenthost.toml", 'import = [".mcp.json"]\n[policy]\nmode = "headless"\n')
+    code, _, err = project.json("call", "cline__echo", '{"message": "hi"}')
+    assert code == 0, err
+    assert "cline.timeout is not used" in err  # warned at the default level, with why
+    assert "milliseconds" in err
+    code, _, err = project.json("call", "cline__add", '{"a": 1, "b": 2}')
+    assert code == 3, err
+    code, _, err = project.json("call", "gemini__add", '{"a": 1, "b": 2}')
+    assert code == 0, err
+
+
+# ----------------------------------------------------------------------------- 3 names
+
+
+def test_server_names_with_dots_and_spaces(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".mcp.json",
+        {
+            "mcpServers": {
+                "e.x": stdio_entry(sdk_server_cmd()),
+                "my server": stdio_entry(sdk_server_cmd()),
+            },
+            "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
+        },
+    )
+    code, tools, err = project.json("tools")
+    assert code == 0, err
+    names = {t["name"] for t in tools}
+    assert {"e_x__echo", "my_server__echo"} <= names
+    code, result, err = project.json("call", "e_x__echo", '{"message": "dotted"}')
+    assert code == 0, err
+    assert result["content"][0]["text"] == "dotted"
+    code, result, err = project.json("call", "my_server__echo", '{"message": "spaced"}')
+    assert code == 0, err
+    assert result["content"][0]["text"] == "spaced"
+    code, result, err = project.json("prompt", "my server", "simple")
+    assert code == 0, err
+
+
+# ----------------------------------------------------------------------------- 4 workspaces
+
+
+def test_default_workspace_is_the_project_folder(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".mcp.json",
+        {
+            "mcpServers": {"sdk": stdio_entry(sdk_server_cmd())},
+            "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
+        },
+    )
+    uri = project.root.resolve().as_uri()
+    code, result, err = project.json("call", "sdk__roots", "{}")
+    assert code == 0, err
+    assert [r["uri"] for r in json.loads(result["content"][0]["text"])] == [uri]
+    proc = project.run("check")
+    assert proc.returncode == 0, proc.stderr
+    assert uri in proc.stdout  # check says what each server sees
+    code, servers, err = project.json("servers")
+    assert servers[0]["roots"] == [uri]
+
+
+def test_an_empty_workspace_list_exposes_nothing(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    cmd, args = sdk_server_cmd()
+    project.write(
+        "agenthost.toml",
+        f"workspaces = []\n[servers.sdk]\ncommand = {toml_str(cmd)}\nargs = {toml_str(args)}\n",
+    )
+    code, servers, err = project.json("servers")
+    assert code == 0, err
+    assert servers[0]["roots"] == []
+
+
+# ----------------------------------------------------------------------------- 10 exit codes
+
+
+def test_listing_commands_exit_5_when_a_server_did_not_start(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".mcp.json",
+        {
+            "mcpServers": {
+                "sdk": stdio_entry(sdk_server_cmd()),
+                "gone": {"command": "definitely-not-a-command-xyz"},
+            }
+        },
+    )
+    for command in ("tools", "prompts", "resources"):
+        code, data, err = project.json(command)
+        assert code == 5, (command, err)
+        assert "server gone is failed" in err
+        assert data  # what the other server offers is still listed
+    code, servers, err = project.json("servers")
+    assert code == 5
+    assert {s["name"]: s["state"] for s in servers} == {"sdk": "ready", "gone": "failed"}
+
+
+# ----------------------------------------------------------------------------- 12 surface
+
+
+def test_version(project: Project) -> None:
+    proc = project.run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("agenthost 0.")
+    assert "2025-11-25" in proc.stdout
+
+
+def test_servers_json_says_which_transport_the_probe_chose(
+    project: Project, sdk_server_cmd: Callable[..., Command], free_port: Callable[[], int]
+) -> None:
+    import time
+    import urllib.request
+
+    port = free_port()
+    cmd, args = sdk_server_cmd("streamable-http", port)
+    server = subprocess.Popen([cmd, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            except urllib.error.HTTPError:
+                break  # it answers
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+            else:
+                break
+        project.write(
+            ".mcp.json", {"mcpServers": {"remote": {"url": f"http://127.0.0.1:{port}/mcp"}}}
+        )
+        code, servers, err = project.json("servers")
+        assert code == 0, err
+        assert servers[0]["transport"] == "http: streamable-http"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_tools_hints_follow_what_the_policy_believes(
+    project: Project, everything_cmd: Callable[[], Command]
+) -> None:
+    cmd, args = everything_cmd()
+    project.write(
+        "agenthost.toml",
+        f"""
+[servers.trusted]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+trusted = true
+
+[servers.untrusted]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+""",
+    )
+    proc = project.run("tools")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[2:]}
+    read_only = [n for n, line in rows.items() if n.startswith("trusted__") and "read-only" in line]
+    assert read_only, proc.stdout
+    for name in read_only:
+        twin = rows[name.replace("trusted__", "untrusted__", 1)]
+        assert "untrusted (says read-only" in twin
+
+
+# ----------------------------------------------------------------------------- 13 proxies
+
+
+def test_proxy_and_ca_variables_reach_stdio_servers(
+    project: Project, everything_cmd: Callable[[], Command]
+) -> None:
+    cmd, args = everything_cmd()
+    project.write(
+        "agenthost.toml",
+        f"""
+[servers.plain]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+
+[servers.sealed]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+inherit_env = []
+
+[servers.extra]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+inherit_env = ["MY_CORP_SETTING"]
+
+[policy]
+mode = "headless"
+preset = "unsafe-allow-everything"
+""",
+    )
+    env = {
+        "HTTPS_PROXY": "http://proxy.corp.example:3128",
+        "NO_PROXY": "localhost,127.0.0.1",
+        "NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
+        "MY_CORP_SETTING": "on",
+        "ANTHROPIC_API_KEY": "sk-ant-" + "x" * 20,
+    }
+
+    def server_env(server: str) -> dict[str, str]:
+        code, result, err = project.json("call", f"{server}__get-env", "{}", env=env)
+        assert code == 0, err
+        data: dict[str, str] = json.loads(result["content"][0]["text"])
+        return data
+
+    plain = server_env("plain")
+    assert plain["HTTPS_PROXY"] == env["HTTPS_PROXY"]
+    assert plain["NO_PROXY"] == env["NO_PROXY"]
+    assert plain["NODE_EXTRA_CA_CERTS"] == env["NODE_EXTRA_CA_CERTS"]
+    assert "MY_CORP_SETTING" not in plain
+    assert "ANTHROPIC_API_KEY" not in plain
+    sealed = server_env("sealed")
+    assert "HTTPS_PROXY" not in sealed
+    assert "PATH" in sealed
+    extra = server_env("extra")
+    assert extra["MY_CORP_SETTING"] == "on"
+    assert "HTTPS_PROXY" not in extra
