@@ -415,3 +415,100 @@ preset = "unsafe-allow-everything"
     extra = server_env("extra")
     assert extra["MY_CORP_SETTING"] == "on"
     assert "HTTPS_PROXY" not in extra
+
+
+# ----------------------------------------------------------------------------- 5 local model
+
+
+class StrictLocalServer:
+    """An OpenAI-compatible endpoint that, like Ollama, knows only the models it has.
+
+    It answers ``POST /v1/chat/completions`` with a chat.completion shaped like the real
+    API's, and 404 ``model not found`` for any other model name.
+    """
+
+    def __init__(self, models: tuple[str, ...]) -> None:
+        import http.server
+        import threading
+
+        self.models = models
+        self.asked: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.asked.append(body["model"])
+                if body["model"] not in outer.models:
+                    payload = {"error": {"message": f"model '{body['model']}' not found"}}
+                    self._send(404, payload)
+                    return
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-local-1",
+                        "object": "chat.completion",
+                        "created": 1790000000,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "local answer"},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+                    },
+                )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_configured_local_model_is_the_candidate(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    local = StrictLocalServer(("stub-model",))
+    try:
+        env = {"OPENAI_BASE_URL": local.url, "OPENAI_MODEL": "stub-model"}
+        project.write(
+            ".mcp.json",
+            {
+                "mcpServers": {"sdk": stdio_entry(sdk_server_cmd())},
+                "policy": {
+                    "mode": "headless",
+                    "rules": [
+                        {"kind": "tool", "decision": "allow"},
+                        {"kind": "sampling", "decision": "allow", "review": "auto"},
+                    ],
+                },
+            },
+        )
+        code, models, err = project.json("models", env=env)
+        assert code == 0, err
+        listed = [(m["provider"], m["model"], m["default"]) for m in models["models"]]
+        assert listed == [("openai", "stub-model", True)]
+        assert models["models"][0]["intelligence"] == 50  # neutral, not zero
+        code, result, err = project.json("call", "sdk__sample", '{"prompt": "say hi"}', env=env)
+        assert code == 0, err
+        assert local.asked == ["stub-model"]
+        assert "local answer" in result["content"][0]["text"]
+    finally:
+        local.close()
