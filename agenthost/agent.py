@@ -23,7 +23,7 @@ import trio
 
 import providers.base as llm
 from agenthost._util import collapse_single_group
-from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
+from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 from agenthost.skills import SkillEntry
 
@@ -194,7 +194,8 @@ async def _settle(
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, not_found)
     except AgentHostError as exc:
-        record.status, record.reason = "error", str(exc)
+        record.status = "error"
+        record.reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
     except BaseException:
         record.status, record.reason = "cancelled", "interrupted before the tool answered"

@@ -14,8 +14,12 @@ Exit codes:
 3    denied by policy (consent said no; in headless mode, no rule allowed it)
 4    LLM provider error
 5    a server could not be started or reached
+6    the agent stopped before finishing (--max-turns or --token-budget)
 130  interrupted (Ctrl-C)
 ===  ===============================================================
+
+A name that does not exist (server, tool, prompt, resource) and a missing or malformed
+argument are usage errors (2), whichever command meets them.
 
 Imports are deferred to the command that needs them, so ``agenthost --help`` is fast.
 """
@@ -45,6 +49,7 @@ EXIT_USAGE = 2
 EXIT_DENIED = 3
 EXIT_PROVIDER = 4
 EXIT_UNAVAILABLE = 5
+EXIT_INCOMPLETE = 6
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -54,6 +59,7 @@ EXIT_CODES = {
     "denied": EXIT_DENIED,
     "provider": EXIT_PROVIDER,
     "unavailable": EXIT_UNAVAILABLE,
+    "incomplete": EXIT_INCOMPLETE,
     "interrupted": EXIT_INTERRUPTED,
 }
 
@@ -224,7 +230,7 @@ def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCo
     import attrs
 
     from agenthost.config import PROJECT_CONFIGS, HostConfig, find_config
-    from agenthost.errors import ConfigError
+    from agenthost.errors import NotFound
 
     path = args.config or find_config()
     if path is None:
@@ -241,8 +247,8 @@ def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCo
     if only is not None:
         servers = [s for s in config.servers if s.name == only]
         if not servers:
-            known = ", ".join(s.name for s in config.servers) or "none"
-            raise ConfigError(f"no server named {only!r} (configured: {known})", path=str(path))
+            known = ", ".join(repr(s.name) for s in config.servers) or "none"
+            raise NotFound(f"no server named {only!r} in {path} (configured: {known})")
         config = attrs.evolve(config, servers=servers)
     return config
 
@@ -562,6 +568,19 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
             _require_ready(host, args.server)
         else:
             _report_failed_servers(host, console)
+        offering = [
+            s.name
+            for s in host.status()
+            if s.state.value == "ready" and _offers_resources(host, s.name)
+        ]
+        if args.server and args.server not in offering:
+            raise CLIError(
+                f"{args.server}: the server offers no resources (it did not declare the"
+                " resources capability)",
+                EXIT_USAGE,
+            )
+        if not args.server and not offering:
+            raise CLIError("none of the configured servers offers resources", EXIT_USAGE)
         result = await host.read_resource(args.uri, server=args.server)
     if args.json:
         _print_json(unstructure(result, "2025-11-25"))
@@ -574,6 +593,11 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _offers_resources(host: Host, server: str) -> bool:
+    caps = host.session(server).server_capabilities
+    return caps is not None and getattr(caps, "resources", None) is not None
+
+
 def _key_values(items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -584,13 +608,32 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _check_prompt(host: Host, server: str, name: str, arguments: dict[str, str]) -> None:
+    """Unknown prompt or missing argument: a usage error here, not the server's -32602."""
+    from agenthost.errors import NotFound
+
+    listed = {p.name: p for s, p in host.catalog.prompts() if s == server}
+    prompt = listed.get(name)
+    if prompt is None:
+        have = ", ".join(sorted(listed)) or "none"
+        raise NotFound(f"{server}: no prompt named {name!r} (it has: {have})")
+    missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in arguments]
+    if missing:
+        usage = " ".join(f"{m}=VALUE" for m in missing)
+        raise CLIError(
+            f"{server}: prompt {name!r} needs {', '.join(missing)}: add {usage}", EXIT_USAGE
+        )
+
+
 async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
 
     config = _one_shot(_load_config(args, only=args.server))
+    arguments = _key_values(args.arguments)
     async with _open_host(args, config, console) as host:
         _require_ready(host, args.server)
-        result = await host.get_prompt(args.server, args.name, _key_values(args.arguments))
+        _check_prompt(host, args.server, args.name, arguments)
+        result = await host.get_prompt(args.server, args.name, arguments)
         revision = host.session(args.server).revision or "2025-11-25"
     if args.json:
         _print_json(unstructure(result, revision))
@@ -678,7 +721,11 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         prompt_messages = []
         if args.prompt:
             server, _, name = args.prompt.partition("/")
-            got = await host.get_prompt(server, name, _key_values(args.prompt_arg or []))
+            prompt_args = _key_values(args.prompt_arg or [])
+            host.supervisor(server)  # NotFound names the configured servers
+            _require_ready(host, server)
+            _check_prompt(host, server, name, prompt_args)
+            got = await host.get_prompt(server, name, prompt_args)
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
         async with interruptible() as scope:
@@ -713,6 +760,8 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return EXIT_PROVIDER
     if transcript.denied and args.strict_denials:
         return EXIT_DENIED
+    if transcript.stop in ("max_turns", "token_budget"):
+        return EXIT_INCOMPLETE
     return EXIT_OK
 
 
@@ -1009,7 +1058,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Trio-based MCP host: servers, sampling, consent, agents.",
         parents=[options(top=True)],
         epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
-        " policy, 4 provider error, 5 server unavailable, 130 interrupted.",
+        " policy, 4 provider error, 5 server unavailable, 6 agent stopped at a limit,"
+        " 130 interrupted.",
     )
     from agenthost import __version__
     from agenthost.revisions import SUPPORTED_REVISIONS
@@ -1164,10 +1214,12 @@ def _run(
     except ProviderError as exc:
         return fail(f"provider error: {exc}", EXIT_PROVIDER)
     except (ServerUnavailable, TransportError) as exc:
-        return fail(str(exc), EXIT_UNAVAILABLE)
+        return fail(exc.text if isinstance(exc, JSONRPCError) else str(exc), EXIT_UNAVAILABLE)
     except NotFound as exc:
         return fail(str(exc), EXIT_USAGE)
-    except (JSONRPCError, AgentHostTimeout, AgentHostError) as exc:
+    except JSONRPCError as exc:
+        return fail(exc.text, EXIT_ERROR)
+    except (AgentHostTimeout, AgentHostError) as exc:
         return fail(str(exc), EXIT_ERROR)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)

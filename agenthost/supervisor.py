@@ -30,6 +30,7 @@ from agenthost.connect import connect
 from agenthost.errors import (
     AgentHostError,
     AuthorizationError,
+    JSONRPCError,
     ServerUnavailable,
     SessionExpired,
 )
@@ -299,7 +300,7 @@ class Supervisor:
                     self._unauthorized = isinstance(reason, AuthorizationError)
             except AgentHostError as exc:
                 self._unauthorized = isinstance(exc, AuthorizationError)
-                reason = str(exc)
+                reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
             except OSError as exc:
                 reason = f"{self.name}: {exc}"
             except Exception as exc:

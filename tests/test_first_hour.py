@@ -512,3 +512,157 @@ def test_the_configured_local_model_is_the_candidate(
         assert "local answer" in result["content"][0]["text"]
     finally:
         local.close()
+
+
+# ----------------------------------------------------------------------------- 10 one table
+
+
+def test_unknown_names_and_missing_arguments_are_usage_errors_everywhere(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    project.write(
+        ".mcp.json",
+        {
+            "mcpServers": {"sdk": stdio_entry(sdk_server_cmd())},
+            "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
+        },
+    )
+    code, _, err = project.json("call", "sdk__nosuch", "{}")
+    assert code == 2, err
+    assert "no tool named 'sdk__nosuch'" in err
+    code, _, err = project.json("prompt", "sdk", "nosuch")
+    assert code == 2, err
+    assert "no prompt named 'nosuch'" in err and "greet" in err
+    code, _, err = project.json("prompt", "sdk", "greet")
+    assert code == 2, err
+    assert "needs name: add name=VALUE" in err
+    code, _, err = project.json("prompt", "nosuch", "x")
+    assert code == 2, err
+    assert "no server named 'nosuch'" in err
+    assert "config error" not in err
+
+
+def test_run_that_stops_at_a_limit_has_its_own_exit_code(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    turn = (
+        '[[turns]]\n[[turns.tool_calls]]\nid = "t{n}"\nname = "sdk__echo"\n'
+        'input = {{ message = "again" }}\n'
+    )
+    project.write(
+        "script.toml", "".join(turn.format(n=n) for n in range(3)) + '[[turns]]\ntext = "done"\n'
+    )
+    cmd, args = sdk_server_cmd()
+    project.write(
+        "agenthost.toml",
+        f"""
+[servers.sdk]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+
+[providers.replay]
+kind = "scripted"
+script = "script.toml"
+
+[policy]
+mode = "headless"
+preset = "unsafe-allow-everything"
+""",
+    )
+    code, transcript, err = project.json("run", "echo three times", "--max-turns", "2")
+    assert code == 6, err
+    assert transcript["stop"] == "max_turns"
+    code, transcript, err = project.json("run", "echo three times")
+    assert code == 0, err
+
+
+# ----------------------------------------------------------------------------- 11 messages
+
+
+def test_messages_a_person_can_act_on(
+    project: Project,
+    sdk_server_cmd: Callable[..., Command],
+    crashy_cmd: Callable[..., Command],
+    free_port: Callable[[], int],
+) -> None:
+    closed = free_port()
+    cmd, args = sdk_server_cmd()
+    crashy, crashy_args = crashy_cmd()
+    project.write(
+        "agenthost.toml",
+        f"""
+[servers.sdk]
+command = {toml_str(cmd)}
+args = {toml_str(args)}
+
+[servers.crashy]
+command = {toml_str(crashy)}
+args = {toml_str(crashy_args)}
+
+[providers.local]
+kind = "openai-compatible"
+base_url = "http://127.0.0.1:{closed}/v1"
+default_model = "m"
+max_retries = 0
+
+[policy]
+mode = "headless"
+preset = "unsafe-allow-everything"
+""",
+    )
+    # A JSON-RPC error from the server: its words, no "(code -32602)".
+    proc = project.run("read", "nosuch://x", "--server", "sdk")
+    assert proc.returncode == 1, proc.stderr
+    assert "(code" not in proc.stderr and "nosuch://x" in proc.stderr
+    # A server that has no resources says so.
+    proc = project.run("read", "file:///x", "--server", "crashy")
+    assert proc.returncode == 2, proc.stderr
+    assert "crashy: the server offers no resources" in proc.stderr
+    # A provider that cannot be reached is named by its URL.
+    proc = project.run("run", "hello")
+    assert proc.returncode == 4, proc.stderr
+    assert f"127.0.0.1:{closed}/v1" in proc.stderr
+
+
+def test_check_shows_the_whole_error_and_the_servers_last_words(
+    project: Project, crashy_cmd: Callable[..., Command]
+) -> None:
+    crashy, args = crashy_cmd("--crash-on-start")
+    project.write(".mcp.json", {"mcpServers": {"dies": {"command": crashy, "args": args}}})
+    proc = project.run("check")
+    assert proc.returncode == 5
+    assert "crashy_server: crashing on start as asked" in proc.stdout
+
+
+def test_http_401_points_to_authentication(project: Project) -> None:
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"error": "invalid_token"}'
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="mcp"')
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        project.write(".mcp.json", {"mcpServers": {"remote": {"url": url}}})
+        proc = project.run("check")
+        assert proc.returncode == 5
+        assert "requires authentication" in proc.stdout
+        assert "Authorization" in proc.stdout
+        assert "(code" not in proc.stdout
+    finally:
+        server.shutdown()
+        server.server_close()
