@@ -77,7 +77,7 @@ async def _prompt_command(host: Host, console: Console, words: list[str]) -> lis
 
 async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
     from agenthost.agent import Transcript, run_agent
-    from agenthost.cli import _agent_printer, _table, interruptible, say
+    from agenthost.cli import _agent_printer, _Stream, _table, interruptible, say
 
     transcript: Transcript | None = None
     pending_prompt: list[Any] = []
@@ -134,6 +134,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
         if transcript is None:
             transcript = Transcript(task=line, provider=provider or "", model=model or "")
         interrupted = False
+        stream = _Stream()
         try:
             async with interruptible() as scope:
                 await run_agent(
@@ -143,9 +144,11 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                     model=model,
                     prompt_messages=pending_prompt,
                     transcript=transcript,
-                    on_event=_agent_printer(console),
+                    on_event=_agent_printer(console, stream),
+                    stream=True,
                 )
             interrupted = scope.cancelled_caught
+            stream.end_line()
         except AgentHostError as exc:
             console.line(f"! {exc}")
             continue
@@ -157,5 +160,5 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
             console.line(
                 f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
             )
-        if transcript.final_text:
+        if transcript.final_text and not stream.shown:
             say(transcript.final_text)

@@ -683,9 +683,37 @@ async def cmd_models(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
+class _Stream:
+    """The model's text on stdout as it arrives; other output waits for the line to end."""
+
+    def __init__(self) -> None:
+        #: Something was streamed since the last tool call (the turn's text is shown).
+        self.shown = False
+        self._open = False
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(safe(text))
+        sys.stdout.flush()
+        self.shown = True
+        self._open = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        if self._open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._open = False
+
+
+def _agent_printer(console: Console, stream: _Stream | None = None) -> Callable[[AgentEvent], None]:
     def on_event(event: AgentEvent) -> None:
         record = event.record
+        if event.kind == "delta" and stream is not None:
+            stream.write(event.text)
+            return
+        if stream is not None:
+            stream.end_line()
+            if event.kind == "tool_call":
+                stream.shown = False  # the final answer is the text after the last call
         if event.kind == "text" and event.text:
             console.line(f"model: {event.text}")
         elif event.kind == "tool_call" and record is not None:
@@ -728,6 +756,8 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
             got = await host.get_prompt(server, name, prompt_args)
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
+        # The answer streams to stdout as it arrives; --json prints the transcript at the end.
+        stream = None if args.json else _Stream()
         async with interruptible() as scope:
             await run_agent(
                 host,
@@ -738,14 +768,17 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
                 max_turns=args.max_turns,
                 token_budget=args.token_budget,
                 transcript=transcript,
-                on_event=_agent_printer(console),
+                on_event=_agent_printer(console, stream),
+                stream=stream is not None,
             )
+        if stream is not None:
+            stream.end_line()
         if scope.cancelled_caught:
             transcript.stop = "interrupted"
     if args.json:
         _print_json(transcript.to_json())
     else:
-        if transcript.final_text:
+        if transcript.final_text and not (stream is not None and stream.shown):
             say(transcript.final_text)
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"

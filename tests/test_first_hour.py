@@ -666,3 +666,112 @@ def test_http_401_points_to_authentication(project: Project) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------- 8 streaming
+
+
+class StreamingLocalServer:
+    """An OpenAI-compatible endpoint streaming ``first``, then ``rest`` once released.
+
+    Between the two it waits until the test has seen ``first`` on agenthost's stdout, so
+    the test passes only if the text is shown while the model is still answering.
+    """
+
+    def __init__(self, first: str, rest: str) -> None:
+        import http.server
+        import threading
+
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                assert body.get("stream") is True, "expected a streaming request"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self._chunk({"role": "assistant", "content": first}, None)
+                outer.release.wait(30)
+                self._chunk({"content": rest}, None)
+                self._chunk({}, "stop")
+                usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+                self._event({**self._base(), "choices": [], "usage": usage})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _base(self) -> dict[str, Any]:
+                return {
+                    "id": "chatcmpl-s1",
+                    "object": "chat.completion.chunk",
+                    "created": 1790000000,
+                    "model": "stub-model",
+                }
+
+            def _chunk(self, delta: dict[str, Any], finish: str | None) -> None:
+                choice = {"index": 0, "delta": delta, "finish_reason": finish}
+                self._event({**self._base(), "choices": [choice]})
+
+            def _event(self, data: dict[str, Any]) -> None:
+                self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+                self.wfile.flush()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    import select
+    import time
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def test_run_streams_the_answer_as_it_arrives(project: Project) -> None:
+    local = StreamingLocalServer("Hello from", " the stream")
+    project.write(".mcp.json", {"mcpServers": {}})
+    env = {**project.env, "OPENAI_BASE_URL": local.url, "OPENAI_MODEL": "stub-model"}
+    proc = subprocess.Popen(
+        [*AGENTHOST, "run", "hi"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        early = read_until(proc.stdout.fileno(), b"Hello from", 30)
+        assert b"Hello from" in early, early  # shown before the model finished
+        local.release.set()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        text = (early + out).decode()
+        assert text.count("Hello from the stream") == 1  # not printed again at the end
+    finally:
+        local.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
