@@ -717,8 +717,9 @@ def _agent_printer(console: Console, stream: _Stream | None = None) -> Callable[
         if event.kind == "text" and event.text:
             console.line(f"model: {event.text}")
         elif event.kind == "tool_call" and record is not None:
+            # Not "> ...": that is what the user's own lines look like in chat.
             console.line(
-                f"> {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
+                f"  [tool] {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
             )
         elif event.kind == "progress" and record is not None and event.progress:
             console.progress(record.name, *event.progress)
