@@ -141,6 +141,7 @@ preset = "unsafe-allow-everything"
         child.close(force=True)
 
 
+@pytest.mark.timeout(180)  # two chat sessions and a dozen turns; ~20 s alone
 def test_editing_history_completion_and_keys(
     chat: Callable[[], pexpect.spawn], echo_model: EchoModel, tmp_path: Path
 ) -> None:

@@ -21,6 +21,9 @@ import pytest
 
 Command = tuple[str, list[str]]
 AGENTHOST = [sys.executable, "-m", "agenthost"]
+#: Each test runs several agenthost processes (each starting its servers): up to ~15 s
+#: alone on the 2-core machine, several times that under a full parallel run.
+pytestmark = pytest.mark.timeout(180)
 
 
 class Project:

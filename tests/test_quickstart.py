@@ -76,6 +76,9 @@ def follow(commands: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
     return outputs
 
 
+# Eight agenthost processes, each starting npx-launched Node servers: about 50 s alone on
+# the 2-core machine, more under a full parallel run.
+@pytest.mark.timeout(300)
 def test_readme_quick_start_with_other_hosts_files(sandbox: tuple[Path, dict[str, str]]) -> None:
     root, env = sandbox
     commands = readme_commands()
