@@ -80,6 +80,11 @@ class ServerStatus:
     transport: str | None = None
 
 
+#: What a transport class speaks, for the status of an ``http`` (probed) server whose
+#: session holds the chosen transport itself rather than the prober.
+_WIRE_KINDS = {"StreamableHTTPTransport": "streamable-http", "LegacySSETransport": "sse"}
+
+
 def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds to wait before restart number ``attempt`` (0-based)."""
     base = min(policy.max_backoff, policy.initial_backoff * policy.multiplier**attempt)
@@ -147,7 +152,7 @@ class Supervisor:
         wire = getattr(session, "_transport", None) if session else None
         pid = getattr(wire, "pid", None)
         transport: str = self.config.transport
-        chosen = getattr(wire, "kind", None)
+        chosen = getattr(wire, "kind", None) or _WIRE_KINDS.get(type(wire).__name__)
         if transport == "http" and isinstance(chosen, str):
             transport = f"http: {chosen}"
         return ServerStatus(
