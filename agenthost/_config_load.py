@@ -44,11 +44,22 @@ Dialect = Literal["toml", "mcpServers", "vscode"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
-_TOP_KEYS = ("servers", "workspaces", "timeouts", "restart", "providers", "policy")
+_TOP_KEYS = (
+    "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
+    "inherit_env",
+)  # fmt: skip
+#: agenthost's host-level sections, also read from an editor's JSON file when present
+#: there (a person who put ``policy`` in one means it; it is never silently dropped).
+_HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env")
+#: Server keys only agenthost.toml has (host settings on top of how to start a server).
+_HOST_SERVER_KEYS = (
+    "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
+    "workspaces", "include_tools", "exclude_tools", "inherit_env", "protocol",
+    "max_input_rounds", "oauth",
+)  # fmt: skip
 _TOML_SERVER_KEYS = (
     "transport", "type", "command", "args", "cwd", "env", "env_file", "url", "headers",
-    "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
-    "workspaces", "include_tools", "exclude_tools", "protocol", "max_input_rounds", "oauth",
+    *_HOST_SERVER_KEYS,
 )  # fmt: skip
 _JSON_SERVER_KEYS = (
     "type",
@@ -60,7 +71,21 @@ _JSON_SERVER_KEYS = (
     "url",
     "headers",
     "disabled",
+    # Other hosts' spellings of our settings, mapped (see _foreign_keys):
+    "autoApprove",
+    "alwaysAllow",
+    "trust",
+    "includeTools",
+    "excludeTools",
 )
+#: Keys other hosts write that have no agenthost equivalent, and why they are not used
+#: (warned about at the default log level: a setting the user relies on must not vanish).
+_UNMAPPED_KEYS = {
+    "timeout": "its unit differs between hosts (Gemini CLI: milliseconds, Cline: seconds);"
+    " set [servers.NAME.timeouts] request = SECONDS in an agenthost.toml that imports this file",
+}
+#: Editor bookkeeping with no effect on how a server runs: skipped quietly.
+_EDITOR_ONLY_KEYS = ("description", "dev", "gallery", "version", "name", "icon", "notes")
 #: Editor spellings of a transport; the editors' "http" probes too (VS Code falls back to
 #: SSE itself), so it maps to our probing "http".
 _JSON_TYPES: dict[str, TransportKind] = {
@@ -82,6 +107,8 @@ class _Ctx:
     base_dir: Path
     dialect: Dialect
     expand: ExpandContext
+    #: Policy rules the file implies (another host's ``autoApprove``, ``trust``), in order.
+    rules: list[dict[str, Any]] = attrs.field(factory=list)
 
     def error(self, problem: str, key: str | None) -> ConfigError:
         return ConfigError(problem, path=self.source, key=key)
@@ -285,14 +312,20 @@ _GETTERS: dict[str, Callable[[object, _Ctx, str], Any]] = {
 
 
 def _server(
-    name: str, value: object, ctx: _Ctx, key: str, timeouts: Timeouts, restart: RestartPolicy
+    name: str,
+    value: object,
+    ctx: _Ctx,
+    key: str,
+    timeouts: Timeouts,
+    restart: RestartPolicy,
+    inherit_env: list[str] | None = None,
 ) -> ServerConfig:
     table = _table(value, ctx, key)
     toml = ctx.dialect == "toml"
     if toml:
         _check_keys(table, _TOML_SERVER_KEYS, ctx, key)
     else:
-        _ignore_extra(table, _JSON_SERVER_KEYS, key)
+        _foreign_server_keys(table, ctx, key)
     fields: dict[str, Any] = {"name": name}
     for field, get in _GETTERS.items():
         if field in table:
@@ -311,30 +344,15 @@ def _server(
     if env:
         fields["env"] = env
     fields["timeouts"], fields["restart"] = timeouts, restart
-    if toml:
-        if "timeouts" in table:
-            fields["timeouts"] = _timeouts(
-                table["timeouts"], timeouts, ctx, join_key(key, "timeouts")
-            )
-        if "restart" in table:
-            fields["restart"] = _restart(table["restart"], restart, ctx, join_key(key, "restart"))
-        for flag in ("required", "trusted", "enabled"):
-            if flag in table:
-                fields[flag] = _bool(table[flag], ctx, join_key(key, flag))
-        for number in ("max_message_size", "max_input_rounds"):
-            if number in table:
-                fields[number] = _int(table[number], ctx, join_key(key, number))
-        if "protocol" in table:
-            fields["protocol"] = _str(
-                table["protocol"], ctx, join_key(key, "protocol"), expand_vars=False
-            )
-        for lst in ("workspaces", "include_tools", "exclude_tools"):
-            if lst in table:
-                fields[lst] = _str_list(table[lst], ctx, join_key(key, lst), expand_vars=False)
-        if "oauth" in table:
-            fields["oauth"] = _oauth(table["oauth"], ctx, join_key(key, "oauth"))
-    elif "disabled" in table:
-        fields["enabled"] = not _bool(table["disabled"], ctx, join_key(key, "disabled"))
+    if inherit_env is not None:
+        fields["inherit_env"] = inherit_env
+    if not toml:
+        fields.update(_mapped_foreign_keys(name, table, ctx, key))
+    fields.update(_host_server_settings(table, ctx, key, timeouts, restart))
+    return _build_server(fields, ctx, key)
+
+
+def _build_server(fields: Mapping[str, Any], ctx: _Ctx, key: str) -> ServerConfig:
     try:
         return ServerConfig(**fields)
     except ConfigError as exc:
@@ -356,13 +374,146 @@ def _oauth(value: object, ctx: _Ctx, key: str) -> OAuthSettings:
         raise ctx.error(exc.problem, key if exc.key is None else join_key(key, exc.key)) from None
 
 
+def _host_server_settings(
+    table: Mapping[str, Any], ctx: _Ctx, key: str, timeouts: Timeouts, restart: RestartPolicy
+) -> dict[str, Any]:
+    """The agenthost-only server keys present in ``table`` (only TOML tables have them)."""
+    if ctx.dialect != "toml":
+        return {}
+    fields: dict[str, Any] = {}
+    if "timeouts" in table:
+        fields["timeouts"] = _timeouts(table["timeouts"], timeouts, ctx, join_key(key, "timeouts"))
+    if "restart" in table:
+        fields["restart"] = _restart(table["restart"], restart, ctx, join_key(key, "restart"))
+    for flag in ("required", "trusted", "enabled"):
+        if flag in table:
+            fields[flag] = _bool(table[flag], ctx, join_key(key, flag))
+    for number in ("max_message_size", "max_input_rounds"):
+        if number in table:
+            fields[number] = _int(table[number], ctx, join_key(key, number))
+    if "protocol" in table:
+        fields["protocol"] = _str(
+            table["protocol"], ctx, join_key(key, "protocol"), expand_vars=False
+        )
+    for lst in ("workspaces", "include_tools", "exclude_tools", "inherit_env"):
+        if lst in table:
+            fields[lst] = _str_list(table[lst], ctx, join_key(key, lst), expand_vars=False)
+    if "oauth" in table:
+        fields["oauth"] = _oauth(table["oauth"], ctx, join_key(key, "oauth"))
+    return fields
+
+
+def _foreign_server_keys(table: Mapping[str, Any], ctx: _Ctx, key: str) -> None:
+    """Warn about another host's server keys that agenthost cannot honour."""
+    for k in table:
+        if k in _JSON_SERVER_KEYS:
+            continue
+        sub = join_key(key, k)
+        if k in _UNMAPPED_KEYS:
+            log.warning("%s: %s is not used: %s", ctx.source, sub, _UNMAPPED_KEYS[k])
+        elif k in _HOST_SERVER_KEYS:
+            log.warning(
+                "%s: %s is not used in an editor's file: set it in an agenthost.toml that"
+                " imports this file (import = [...], then [servers.NAME] %s = ...)",
+                ctx.source,
+                sub,
+                k,
+            )
+        elif k in _EDITOR_ONLY_KEYS:
+            log.debug("ignoring key %s (editor bookkeeping)", sub)
+        else:
+            log.warning(
+                "%s: %s is not an MCP server setting agenthost knows; ignored", ctx.source, sub
+            )
+
+
+def _glob_literal(text: str) -> str:
+    """``text`` as an fnmatch pattern matching only itself."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
+
+
+def _mapped_foreign_keys(
+    name: str, table: Mapping[str, Any], ctx: _Ctx, key: str
+) -> dict[str, Any]:
+    """Other hosts' per-server settings, turned into ours.
+
+    ``disabled`` -> ``enabled = false``; Cline/Roo ``autoApprove`` / ``alwaysAllow`` (tools
+    that run without asking) -> a policy rule allowing those tools of this server; Gemini
+    CLI ``trust: true`` (no confirmation for any of its tools) -> ``trusted`` and a rule
+    allowing all its tools; Gemini CLI ``includeTools`` / ``excludeTools`` -> ours.
+    """
+    fields: dict[str, Any] = {}
+    if "disabled" in table:
+        fields["enabled"] = not _bool(table["disabled"], ctx, join_key(key, "disabled"))
+    server = _glob_literal(name)
+    for k in ("autoApprove", "alwaysAllow"):
+        if k in table:
+            tools = _str_list(table[k], ctx, join_key(key, k), expand_vars=False)
+            if tools:
+                ctx.rules.append(
+                    {
+                        "kind": "tool",
+                        "server": server,
+                        "name": [_glob_literal(t) for t in tools],
+                        "decision": "allow",
+                        "reason": f"{k} in {ctx.source}",
+                    }
+                )
+    if "trust" in table and _bool(table["trust"], ctx, join_key(key, "trust")):
+        fields["trusted"] = True
+        ctx.rules.append(
+            {
+                "kind": "tool",
+                "server": server,
+                "decision": "allow",
+                "reason": f"trust = true in {ctx.source}",
+            }
+        )
+    for theirs, ours in (("includeTools", "include_tools"), ("excludeTools", "exclude_tools")):
+        if theirs in table:
+            fields[ours] = _str_list(table[theirs], ctx, join_key(key, theirs), expand_vars=False)
+    return fields
+
+
 def _servers(
-    value: object, ctx: _Ctx, key: str, timeouts: Timeouts, restart: RestartPolicy
+    value: object,
+    ctx: _Ctx,
+    key: str,
+    timeouts: Timeouts,
+    restart: RestartPolicy,
+    inherit_env: list[str] | None = None,
+    imported: Mapping[str, ServerConfig] | None = None,
 ) -> list[ServerConfig]:
+    """The servers of ``value``; a table naming an ``imported`` server adds to it."""
     table = _table(value, ctx, key)
-    return [
-        _server(name, v, ctx, join_key(key, name), timeouts, restart) for name, v in table.items()
-    ]
+    result: list[ServerConfig] = []
+    for name, v in table.items():
+        sub = join_key(key, name)
+        if imported is not None and name in imported:
+            result.append(_overlay(imported[name], v, ctx, sub, timeouts, restart))
+        else:
+            result.append(_server(name, v, ctx, sub, timeouts, restart, inherit_env))
+    return result
+
+
+def _overlay(
+    base: ServerConfig,
+    value: object,
+    ctx: _Ctx,
+    key: str,
+    timeouts: Timeouts,
+    restart: RestartPolicy,
+) -> ServerConfig:
+    """``[servers.NAME]`` over a server imported from another file: host settings only.
+
+    How to start the server stays in the file it came from (one place to edit it).
+    """
+    table = _table(value, ctx, key)
+    _check_keys(table, _HOST_SERVER_KEYS, ctx, key)
+    changes = _host_server_settings(table, ctx, key, base.timeouts, base.restart)
+    fields = {f.name: getattr(base, f.name) for f in attrs.fields(ServerConfig)}
+    fields.update(changes)
+    return _build_server(fields, ctx, key)
 
 
 def _workspaces(value: object, ctx: _Ctx) -> list[Workspace]:
@@ -421,7 +572,12 @@ def _check_workspace_refs(
 
 
 def from_toml_data(
-    data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str], base_dir: Path
+    data: Mapping[str, Any],
+    *,
+    source: str | None,
+    env: Mapping[str, str],
+    base_dir: Path,
+    default_workspace: Path | None = None,
 ) -> HostConfig:
     """The ``agenthost.toml`` shape (see ``docs/config.md``) into a HostConfig."""
     ctx = _Ctx(
@@ -432,22 +588,109 @@ def from_toml_data(
     )
     _table(data, ctx, "")
     _check_keys(data, _TOP_KEYS, ctx, "")
-    timeouts = _timeouts(data.get("timeouts", {}), Timeouts(), ctx, "timeouts")
-    restart = _restart(data.get("restart", {}), RestartPolicy(), ctx, "restart")
-    workspaces = _workspaces(data.get("workspaces", []), ctx)
-    servers = _servers(data.get("servers", {}), ctx, "servers", timeouts, restart)
+    timeouts, restart, inherit_env, workspaces, providers, policy = _host_sections(
+        data, ctx, default_workspace
+    )
+    imported: dict[str, ServerConfig] = {}
+    if "import" in data:
+        imported = _imports(data["import"], ctx, timeouts, restart, inherit_env)
+    own = _servers(
+        data.get("servers", {}), ctx, "servers", timeouts, restart, inherit_env, imported
+    )
+    mine = {s.name: s for s in own}
+    servers = [mine.pop(s.name, s) for s in imported.values()] + list(mine.values())
     _check_workspace_refs(servers, workspaces, ctx)
-    providers = _table(data.get("providers", {}), ctx, "providers")
-    policy = _table(data.get("policy", {}), ctx, "policy")
     return HostConfig(
         servers=servers,
         workspaces=workspaces,
         timeouts=timeouts,
         restart=restart,
         providers=providers,
-        policy=policy,
+        policy=_with_rules(policy, ctx),
         source=source,
     )
+
+
+def _host_sections(
+    data: Mapping[str, Any], ctx: _Ctx, default_workspace: Path | None
+) -> tuple[
+    Timeouts, RestartPolicy, list[str] | None, list[Workspace], Mapping[str, Any], Mapping[str, Any]
+]:
+    """The host-level sections, the same in agenthost.toml and in an editor's JSON file."""
+    timeouts = _timeouts(data.get("timeouts", {}), Timeouts(), ctx, "timeouts")
+    restart = _restart(data.get("restart", {}), RestartPolicy(), ctx, "restart")
+    inherit_env = None
+    if "inherit_env" in data:
+        inherit_env = _str_list(data["inherit_env"], ctx, "inherit_env", expand_vars=False)
+    if "workspaces" in data:
+        workspaces = _workspaces(data["workspaces"], ctx)
+    elif default_workspace is not None:
+        # None configured: the project folder, as Claude Code, VS Code and Cursor expose
+        # it (``workspaces = []`` exposes nothing).
+        workspaces = [Workspace.from_path(default_workspace)]
+    else:
+        workspaces = []
+    providers = _table(data.get("providers", {}), ctx, "providers")
+    policy = _table(data.get("policy", {}), ctx, "policy")
+    return timeouts, restart, inherit_env, workspaces, providers, policy
+
+
+def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:
+    """``policy`` with the rules the servers' files imply after the user's own."""
+    if not ctx.rules:
+        return policy
+    if "file" in policy:
+        log.warning(
+            "%s: the policy lives in its own file, so autoApprove / trust settings of the"
+            " servers are not applied; add rules for them there",
+            ctx.source,
+        )
+        return policy
+    rules = policy.get("rules", [])
+    if not isinstance(rules, list):
+        return policy  # the policy parser reports it, naming the key
+    return {**policy, "rules": [*rules, *ctx.rules]}
+
+
+def _imports(
+    value: object,
+    ctx: _Ctx,
+    timeouts: Timeouts,
+    restart: RestartPolicy,
+    inherit_env: list[str] | None,
+) -> dict[str, ServerConfig]:
+    """``import = ["./.mcp.json", ...]``: the servers of other hosts' files, in order.
+
+    Only their servers are taken (and the policy rules their ``autoApprove`` / ``trust``
+    imply); host settings come from this file, which may add to any imported server.
+    """
+    paths = _str_list(value, ctx, "import")
+    servers: dict[str, ServerConfig] = {}
+    origin: dict[str, str] = {}
+    for i, raw in enumerate(paths):
+        key = join_key("import", i)
+        path = Path(_path(raw, ctx, key))
+        implied: list[dict[str, Any]] = []
+        try:
+            other = load_file(path, env=ctx.expand.env, rules_out=implied, imported=True)
+        except ConfigError as exc:
+            if exc.path == str(path):
+                raise  # a problem inside that file: it names itself and its key
+            raise ctx.error(exc.problem, key) from None
+        for server in other.servers:
+            if server.name in servers:
+                raise ctx.error(
+                    f"server {server.name!r} is in both {origin[server.name]} and {path};"
+                    " rename one, or import only one of the files",
+                    key,
+                )
+            changes: dict[str, Any] = {"timeouts": timeouts, "restart": restart}
+            if inherit_env is not None:
+                changes["inherit_env"] = inherit_env
+            servers[server.name] = attrs.evolve(server, **changes)
+            origin[server.name] = str(path)
+        ctx.rules.extend(implied)
+    return servers
 
 
 def _editor_folder(path: Path) -> Path:
@@ -475,7 +718,15 @@ def _inputs(value: object, ctx: _Ctx, key: str) -> dict[str, InputSpec]:
     return specs
 
 
-def _from_json_data(data: object, *, path: Path, env: Mapping[str, str]) -> HostConfig:
+def _from_json_data(
+    data: object,
+    *,
+    path: Path,
+    env: Mapping[str, str],
+    default_workspace: bool = False,
+    rules_out: list[dict[str, Any]] | None = None,
+    imported: bool = False,
+) -> HostConfig:
     source = str(path)
     folder = _editor_folder(path)
     probe = _Ctx(
@@ -511,7 +762,7 @@ def _from_json_data(data: object, *, path: Path, env: Mapping[str, str]) -> Host
             " not an MCP server config",
             prefix or None,
         )
-    _ignore_extra(root, known, prefix)
+    _ignore_extra(root, (*known, *_HOST_KEYS), prefix)
     ctx = _Ctx(
         source=source,
         base_dir=folder,
@@ -520,9 +771,31 @@ def _from_json_data(data: object, *, path: Path, env: Mapping[str, str]) -> Host
             env=env, source=source, workspace_folder=folder, inputs=inputs
         ),
     )
+    host_keys = [k for k in _HOST_KEYS if k in root]
+    if imported and host_keys:
+        log.warning(
+            "%s: %s not used: an imported file gives only its servers; set host settings"
+            " in the agenthost.toml that imports it",
+            source,
+            ", ".join(join_key(prefix, k) for k in host_keys),
+        )
+        root = {k: v for k, v in root.items() if k not in _HOST_KEYS}
+    timeouts, restart, inherit_env, workspaces, providers, policy = _host_sections(
+        root, ctx, folder if default_workspace else None
+    )
     servers_key = join_key(prefix, known[0])
-    servers = _servers(root[known[0]], ctx, servers_key, Timeouts(), RestartPolicy())
-    return HostConfig(servers=servers, source=source)
+    servers = _servers(root[known[0]], ctx, servers_key, timeouts, restart, inherit_env)
+    if rules_out is not None:
+        rules_out.extend(ctx.rules)
+    return HostConfig(
+        servers=servers,
+        workspaces=workspaces,
+        timeouts=timeouts,
+        restart=restart,
+        providers=providers,
+        policy=_with_rules(policy, ctx),
+        source=source,
+    )
 
 
 def strip_jsonc(text: str) -> str:
@@ -591,8 +864,23 @@ def _parse_json(text: str, source: str) -> object:
         raise ConfigError(f"invalid JSON: {problem}", path=source) from None
 
 
-def load_file(path: Path, *, env: Mapping[str, str]) -> HostConfig:
-    """Read ``path`` and parse it in the format its name or content says."""
+def load_file(
+    path: Path,
+    *,
+    env: Mapping[str, str],
+    default_workspace: bool = False,
+    rules_out: list[dict[str, Any]] | None = None,
+    imported: bool = False,
+) -> HostConfig:
+    """Read ``path`` and parse it in the format its name or content says.
+
+    Args:
+        default_workspace: with no ``workspaces`` key, expose the project folder (the
+            current directory for TOML, ``${workspaceFolder}`` for an editor's file), as
+            the CLI does; the library default is no workspace at all.
+        rules_out: receives the policy rules the file's servers imply (``autoApprove``).
+        imported: the file is read for its servers by another file's ``import``.
+    """
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -607,9 +895,28 @@ def load_file(path: Path, *, env: Mapping[str, str]) -> HostConfig:
         suffix != ".toml" and text.lstrip("\ufeff \t\r\n").startswith("{")
     )
     if is_json:
-        return _from_json_data(_parse_json(text.lstrip("\ufeff"), source), path=path, env=env)
+        return _from_json_data(
+            _parse_json(text.lstrip("\ufeff"), source),
+            path=path,
+            env=env,
+            default_workspace=default_workspace,
+            rules_out=rules_out,
+            imported=imported,
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", path=source) from None
-    return from_toml_data(data, source=source, env=env, base_dir=path.resolve().parent)
+    if imported:
+        raise ConfigError(
+            "only editors' JSON files can be imported (their servers); an agenthost.toml"
+            " cannot import another one",
+            path=source,
+        )
+    return from_toml_data(
+        data,
+        source=source,
+        env=env,
+        base_dir=path.resolve().parent,
+        default_workspace=Path.cwd() if default_workspace else None,
+    )

@@ -23,7 +23,7 @@ import trio
 
 import providers.base as llm
 from agenthost._util import collapse_single_group
-from agenthost.errors import AgentHostError, ConsentDenied, NotFound, ProviderError
+from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 from agenthost.skills import SkillEntry
 
@@ -107,11 +107,12 @@ class Transcript:
 
 @attrs.frozen(kw_only=True)
 class AgentEvent:
-    """Progress of a run, for a UI: ``text`` (the model spoke), ``tool_call`` (about to
-    call), ``progress`` (the server reported progress on it), ``tool_result`` (a call
-    finished: see ``record``), ``stop``."""
+    """Progress of a run, for a UI: ``text`` (the model spoke), ``delta`` (a piece of the
+    model's text as it arrives, when streaming), ``tool_call`` (about to call),
+    ``progress`` (the server reported progress on it), ``tool_result`` (a call finished:
+    see ``record``), ``stop``."""
 
-    kind: Literal["text", "tool_call", "progress", "tool_result", "stop"]
+    kind: Literal["text", "delta", "tool_call", "progress", "tool_result", "stop"]
     text: str = ""
     record: ToolCallRecord | None = None
     #: For ``progress``: (progress, total, message) as the server sent them.
@@ -194,7 +195,8 @@ async def _settle(
         record.status, record.reason = "error", str(exc)
         content = _error(use.id, not_found)
     except AgentHostError as exc:
-        record.status, record.reason = "error", str(exc)
+        record.status = "error"
+        record.reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
         content = _error(use.id, f"Tool call failed: {exc}")
     except BaseException:
         record.status, record.reason = "cancelled", "interrupted before the tool answered"
@@ -291,6 +293,19 @@ def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
     )
 
 
+async def _streamed(
+    provider: llm.Provider, request: llm.Request, emit: Callable[[AgentEvent], None]
+) -> llm.Result:
+    """One model turn through ``provider.stream``: text pieces emitted as they arrive."""
+    async with provider.stream(request) as events:
+        async for event in events:
+            if isinstance(event, llm.TextDelta) and event.text:
+                emit(AgentEvent(kind="delta", text=event.text))
+            elif isinstance(event, llm.Completed):
+                return event.result
+    raise ProviderError("the stream ended without a final result", provider=provider.name)
+
+
 async def run_agent(
     host: Host,
     task: str,
@@ -304,6 +319,7 @@ async def run_agent(
     token_budget: int | None = None,
     transcript: Transcript | None = None,
     on_event: Callable[[AgentEvent], None] | None = None,
+    stream: bool = False,
 ) -> Transcript:
     """Run the agent loop for ``task`` over every tool in the host's catalog.
 
@@ -317,6 +333,10 @@ async def run_agent(
         max_tokens: per model call.
         token_budget: input+output tokens over the whole run; stops when spent.
         transcript: filled in place (so a caller that cancels keeps what happened).
+        stream: take the model's answers as a stream and emit each piece of text as a
+            ``delta`` event the moment it arrives (a person reads along instead of
+            waiting for the whole turn); the ``text`` event is then not emitted, since
+            its text was already shown.
 
     Returns:
         The transcript; ``stop`` says why it ended.
@@ -380,7 +400,10 @@ async def run_agent(
                 tools=_tools(host) + builtin,
             )
             try:
-                result = await llm_provider.complete(request)
+                if stream:
+                    result = await _streamed(llm_provider, request, emit)
+                else:
+                    result = await llm_provider.complete(request)
             except ProviderError as exc:
                 record.stop, record.error = "provider_error", str(exc)
                 break
@@ -390,7 +413,7 @@ async def run_agent(
             record.output_tokens += result.usage.output_tokens
             record.messages.append(llm.Message(role="assistant", content=result.content))
             uses = result.tool_uses
-            if result.text and uses:  # the final answer is the transcript's, not an event
+            if result.text and uses and not stream:  # the final answer is the transcript's
                 emit(AgentEvent(kind="text", text=result.text))
             if not uses:
                 record.final_text = result.text

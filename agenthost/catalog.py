@@ -5,7 +5,10 @@ can route each call back to its server. Providers constrain tool names to
 ``^[a-zA-Z0-9_-]{1,64}$`` (Anthropic and OpenAI alike), and MCP tool names may be longer
 or contain other characters, so the scheme is:
 
-1. ``f"{server}__{tool}"`` when it fits the rule and no other entry produces the same name;
+1. ``f"{prefix}__{tool}"`` when it fits the rule and no other entry produces the same name,
+   where ``prefix`` is the server's name with every character the rule forbids replaced
+   by ``_`` (a server ``e.x`` or ``my server`` from an editor's config lists ``e_x__echo``,
+   ``my_server__echo``: readable, and what the user types in ``agenthost call``);
 2. otherwise the fitting characters (others become ``_``), cut to leave room, then ``_``
    and 8 hex digits of SHA-256 over ``server NUL tool``;
 3. a tool whose hashed name still clashes with another's is refused (logged), never
@@ -35,6 +38,7 @@ __all__ = [
     "CatalogTool",
     "ServerEntries",
     "namespaced_names",
+    "tool_prefix",
 ]
 
 SEPARATOR: Final = "__"
@@ -74,6 +78,11 @@ def _hashed(server: str, tool: str) -> str:
     return f"{base}_{digest}"
 
 
+def tool_prefix(server: str) -> str:
+    """The server part of its plain tool names: ``e.x`` -> ``e_x``."""
+    return _INVALID_CHAR.sub("_", server)
+
+
 def namespaced_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """Map each (server, tool) pair to its provider-safe, collision-free name.
 
@@ -89,7 +98,7 @@ def namespaced_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], 
     for pair in pairs:
         if pair in names:
             continue
-        name = f"{pair[0]}{SEPARATOR}{pair[1]}"
+        name = f"{tool_prefix(pair[0])}{SEPARATOR}{pair[1]}"
         if not _VALID.match(name):
             name = _hashed(*pair)
             hashed.add(pair)

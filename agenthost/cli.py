@@ -14,8 +14,12 @@ Exit codes:
 3    denied by policy (consent said no; in headless mode, no rule allowed it)
 4    LLM provider error
 5    a server could not be started or reached
+6    the agent stopped before finishing (--max-turns or --token-budget)
 130  interrupted (Ctrl-C)
 ===  ===============================================================
+
+A name that does not exist (server, tool, prompt, resource) and a missing or malformed
+argument are usage errors (2), whichever command meets them.
 
 Imports are deferred to the command that needs them, so ``agenthost --help`` is fast.
 """
@@ -45,6 +49,7 @@ EXIT_USAGE = 2
 EXIT_DENIED = 3
 EXIT_PROVIDER = 4
 EXIT_UNAVAILABLE = 5
+EXIT_INCOMPLETE = 6
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -54,6 +59,7 @@ EXIT_CODES = {
     "denied": EXIT_DENIED,
     "provider": EXIT_PROVIDER,
     "unavailable": EXIT_UNAVAILABLE,
+    "incomplete": EXIT_INCOMPLETE,
     "interrupted": EXIT_INTERRUPTED,
 }
 
@@ -206,26 +212,43 @@ def _content_text(blocks: Sequence[Any]) -> str:
 # --------------------------------------------------------------------------- setup
 
 
-def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+def _one_shot(config: HostConfig) -> HostConfig:
+    """A command that starts servers once reports how that went: no restarts to hide it."""
     import attrs
 
-    from agenthost.config import HostConfig, find_config
-    from agenthost.errors import ConfigError
+    return attrs.evolve(
+        config,
+        servers=[
+            attrs.evolve(s, restart=attrs.evolve(s.restart, enabled=False)) for s in config.servers
+        ],
+    )
+
+
+def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+    import logging
+
+    import attrs
+
+    from agenthost.config import PROJECT_CONFIGS, HostConfig, find_config
+    from agenthost.errors import NotFound
 
     path = args.config or find_config()
     if path is None:
         raise CLIError(
-            "no config: pass --config FILE, or create agenthost.toml (see docs/config.md)",
+            "no config: pass --config FILE, or create agenthost.toml (see docs/config.md);"
+            f" looked for {', '.join(PROJECT_CONFIGS)} here and"
+            " $XDG_CONFIG_HOME/agenthost/agenthost.toml",
             EXIT_USAGE,
         )
-    config = HostConfig.load(path)
+    logging.getLogger("agenthost.cli").info("using config %s", path)
+    config = HostConfig.load(path, default_workspace=True)
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:
         servers = [s for s in config.servers if s.name == only]
         if not servers:
-            known = ", ".join(s.name for s in config.servers) or "none"
-            raise ConfigError(f"no server named {only!r} (configured: {known})", path=str(path))
+            known = ", ".join(repr(s.name) for s in config.servers) or "none"
+            raise NotFound(f"no server named {only!r} in {path} (configured: {known})")
         config = attrs.evolve(config, servers=servers)
     return config
 
@@ -276,44 +299,45 @@ def _require_ready(host: Host, server: str) -> None:
         )
 
 
-def _report_failed_servers(host: Host, console: Console) -> None:
+def _report_failed_servers(host: Host, console: Console) -> bool:
+    """Say which servers did not come up; True if any did not (the command exits 5)."""
     from agenthost.supervisor import ServerState
 
+    failed = False
     for status in host.status():
-        if status.state is ServerState.FAILED:
-            console.line(f"! server {status.name} failed: {status.last_error}")
+        if status.state is not ServerState.READY:
+            failed = True
+            console.line(
+                f"! server {status.name} is {status.state.value}:"
+                f" {status.last_error or 'no reason given'}"
+            )
+    return failed
 
 
 # --------------------------------------------------------------------------- commands
 
 
 async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
-    import attrs
-
     from agenthost.supervisor import ServerState
 
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     if args.command == "check":
-        # A check reports how each server's first start went; no restarts to hide it.
-        config = attrs.evolve(
-            config,
-            servers=[
-                attrs.evolve(s, restart=attrs.evolve(s.restart, enabled=False))
-                for s in config.servers
-            ],
-        )
+        console.line(f"config: {config.source}")
     async with _open_host(args, config, console) as host:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
+        roots = {s.name: [r.uri for r in host.roots_for(s.name)] for s in statuses}
     rows: list[dict[str, Any]] = [
         {
             "name": s.name,
             "state": s.state.value,
+            "transport": s.transport,
             "revision": s.revision,
             "era": s.era,
             "learned": s.learned,
             "server_info": s.server_info,
             "tools": counts.get(s.name, 0),
+            "roots": roots.get(s.name, []),
             "restarts": s.restarts,
             "last_error": s.last_error,
         }
@@ -328,30 +352,34 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
                     [
                         r["name"],
                         r["state"],
+                        r["transport"] or "-",
                         r["era"] or "-",
                         r["revision"] or "-",
                         _first_line(r["learned"] or "", 50) or "-",
                         str(r["tools"]),
-                        _first_line(r["last_error"] or "", 60),
+                        " ".join(r["roots"]) or "(none)",
                     ]
                     for r in rows
                 ],
-                ["server", "state", "era", "revision", "learned", "tools", "last error"],
+                ["server", "state", "transport", "era", "revision", "learned", "tools", "roots"],
             )
         )
+        for r in rows:
+            if r["last_error"]:
+                # The whole error: for a stdio server it ends with its last stderr lines.
+                say(f"\n{r['name']}: {r['last_error']}".replace(" | ", "\n    | "))
     failed = any(s.state is not ServerState.READY for s in statuses)
-    if args.command == "check":
-        if not args.json:
-            say("all servers ready" if not failed else "some servers are not ready")
-        return EXIT_UNAVAILABLE if failed else EXIT_OK
-    return EXIT_OK
+    if args.command == "check" and not args.json:
+        say("all servers ready" if not failed else "some servers are not ready")
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
-        _report_failed_servers(host, console)
+        failed = _report_failed_servers(host, console)
         tools = await host.list_tools()
+    trusted = {s.name for s in config.servers if s.trusted}
     if args.json:
         _print_json(
             [
@@ -362,6 +390,7 @@ async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
                     "description": t.tool.description,
                     "input_schema": t.tool.input_schema,
                     "annotations": _annotations(t.tool.annotations),
+                    "trusted": t.server in trusted,
                 }
                 for t in tools
             ]
@@ -370,13 +399,17 @@ async def cmd_tools(args: argparse.Namespace, console: Console) -> int:
         say(
             _table(
                 [
-                    [t.name, _flags(t.tool.annotations), _first_line(t.tool.description)]
+                    [
+                        t.name,
+                        _flags(t.tool.annotations, trusted=t.server in trusted),
+                        _first_line(t.tool.description),
+                    ]
                     for t in tools
                 ],
                 ["tool", "hints", "description"],
             )
         )
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 def _annotations(annotations: Any) -> dict[str, Any] | None:
@@ -385,19 +418,23 @@ def _annotations(annotations: Any) -> dict[str, Any] | None:
     return _annotation_dict(annotations)
 
 
-def _flags(annotations: Any) -> str:
+def _flags(annotations: Any, *, trusted: bool) -> str:
+    """The hints the policy acts on: an untrusted server's annotations count for nothing."""
     data = _annotations(annotations) or {}
     flags = []
     if data.get("readOnlyHint"):
         flags.append("read-only")
     if data.get("destructiveHint"):
         flags.append("destructive")
+    if flags and not trusted:
+        return f"untrusted (says {','.join(flags)})"
     return ",".join(flags) or "-"
 
 
 async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
+        failed = _report_failed_servers(host, console)
         prompts = await host.list_prompts()
     if args.json:
         _print_json(
@@ -431,12 +468,13 @@ async def cmd_prompts(args: argparse.Namespace, console: Console) -> int:
                 ["server", "prompt", "arguments", "description"],
             )
         )
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
-    config = _load_config(args)
+    config = _one_shot(_load_config(args))
     async with _open_host(args, config, console) as host:
+        failed = _report_failed_servers(host, console)
         resources = await host.list_resources()
         templates = await host.list_resource_templates()
     if args.json:
@@ -458,7 +496,7 @@ async def cmd_resources(args: argparse.Namespace, console: Console) -> int:
             [s, t.uri_template, t.mime_type or "-", f"{t.name} (template)"] for s, t in templates
         ]
         say(_table(rows, ["server", "uri", "type", "name"]))
-    return EXIT_OK
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 def _parse_json_arguments(text: str) -> dict[str, Any]:
@@ -481,16 +519,25 @@ def _progress_callback(console: Console, label: str) -> Any:
 
 
 async def cmd_call(args: argparse.Namespace, console: Console) -> int:
-    from agenthost.catalog import SEPARATOR
+    import attrs
+
+    from agenthost.catalog import SEPARATOR, tool_prefix
     from agenthost.converter import unstructure
 
     arguments = _parse_json_arguments(args.arguments)
-    server, sep, _ = args.tool.partition(SEPARATOR)
+    prefix, sep, _ = args.tool.partition(SEPARATOR)
     if not sep:
         raise CLIError(f"tool names look like server{SEPARATOR}tool, got {args.tool!r}", EXIT_USAGE)
-    config = _load_config(args, only=server)
+    config = _one_shot(_load_config(args))
+    # Only the servers the name can belong to are started: the one named so, or those
+    # whose tool prefix it is (a server "e.x" lists e_x__echo).
+    owners = [s for s in config.servers if s.name == prefix or tool_prefix(s.name) == prefix]
+    if owners:
+        config = attrs.evolve(config, servers=owners)
     async with _open_host(args, config, console) as host:
-        _require_ready(host, server)
+        if len(owners) == 1:
+            _require_ready(host, owners[0].name)
+        server = host.resolve_tool(args.tool).server
         # Ctrl-C cancels the call (the server gets notifications/cancelled), then exits 130.
         async with interruptible() as scope:
             result = await host.call_tool(
@@ -515,12 +562,25 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
     from agenthost.types import TextResourceContents
 
-    config = _load_config(args, only=args.server) if args.server else _load_config(args)
+    config = _one_shot(_load_config(args, only=args.server) if args.server else _load_config(args))
     async with _open_host(args, config, console) as host:
         if args.server:
             _require_ready(host, args.server)
         else:
             _report_failed_servers(host, console)
+        offering = [
+            s.name
+            for s in host.status()
+            if s.state.value == "ready" and _offers_resources(host, s.name)
+        ]
+        if args.server and args.server not in offering:
+            raise CLIError(
+                f"{args.server}: the server offers no resources (it did not declare the"
+                " resources capability)",
+                EXIT_USAGE,
+            )
+        if not args.server and not offering:
+            raise CLIError("none of the configured servers offers resources", EXIT_USAGE)
         result = await host.read_resource(args.uri, server=args.server)
     if args.json:
         _print_json(unstructure(result, "2025-11-25"))
@@ -533,6 +593,11 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _offers_resources(host: Host, server: str) -> bool:
+    caps = host.session(server).server_capabilities
+    return caps is not None and getattr(caps, "resources", None) is not None
+
+
 def _key_values(items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -543,13 +608,32 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _check_prompt(host: Host, server: str, name: str, arguments: dict[str, str]) -> None:
+    """Unknown prompt or missing argument: a usage error here, not the server's -32602."""
+    from agenthost.errors import NotFound
+
+    listed = {p.name: p for s, p in host.catalog.prompts() if s == server}
+    prompt = listed.get(name)
+    if prompt is None:
+        have = ", ".join(sorted(listed)) or "none"
+        raise NotFound(f"{server}: no prompt named {name!r} (it has: {have})")
+    missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in arguments]
+    if missing:
+        usage = " ".join(f"{m}=VALUE" for m in missing)
+        raise CLIError(
+            f"{server}: prompt {name!r} needs {', '.join(missing)}: add {usage}", EXIT_USAGE
+        )
+
+
 async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
 
-    config = _load_config(args, only=args.server)
+    config = _one_shot(_load_config(args, only=args.server))
+    arguments = _key_values(args.arguments)
     async with _open_host(args, config, console) as host:
         _require_ready(host, args.server)
-        result = await host.get_prompt(args.server, args.name, _key_values(args.arguments))
+        _check_prompt(host, args.server, args.name, arguments)
+        result = await host.get_prompt(args.server, args.name, arguments)
         revision = host.session(args.server).revision or "2025-11-25"
     if args.json:
         _print_json(unstructure(result, revision))
@@ -599,14 +683,43 @@ async def cmd_models(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _agent_printer(console: Console) -> Callable[[AgentEvent], None]:
+class _Stream:
+    """The model's text on stdout as it arrives; other output waits for the line to end."""
+
+    def __init__(self) -> None:
+        #: Something was streamed since the last tool call (the turn's text is shown).
+        self.shown = False
+        self._open = False
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(safe(text))
+        sys.stdout.flush()
+        self.shown = True
+        self._open = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        if self._open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._open = False
+
+
+def _agent_printer(console: Console, stream: _Stream | None = None) -> Callable[[AgentEvent], None]:
     def on_event(event: AgentEvent) -> None:
         record = event.record
+        if event.kind == "delta" and stream is not None:
+            stream.write(event.text)
+            return
+        if stream is not None:
+            stream.end_line()
+            if event.kind == "tool_call":
+                stream.shown = False  # the final answer is the text after the last call
         if event.kind == "text" and event.text:
             console.line(f"model: {event.text}")
         elif event.kind == "tool_call" and record is not None:
+            # Not "> ...": that is what the user's own lines look like in chat.
             console.line(
-                f"> {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
+                f"  [tool] {record.name} {json.dumps(dict(record.arguments), ensure_ascii=False)}"
             )
         elif event.kind == "progress" and record is not None and event.progress:
             console.progress(record.name, *event.progress)
@@ -637,9 +750,15 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         prompt_messages = []
         if args.prompt:
             server, _, name = args.prompt.partition("/")
-            got = await host.get_prompt(server, name, _key_values(args.prompt_arg or []))
+            prompt_args = _key_values(args.prompt_arg or [])
+            host.supervisor(server)  # NotFound names the configured servers
+            _require_ready(host, server)
+            _check_prompt(host, server, name, prompt_args)
+            got = await host.get_prompt(server, name, prompt_args)
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
+        # The answer streams to stdout as it arrives; --json prints the transcript at the end.
+        stream = None if args.json else _Stream()
         async with interruptible() as scope:
             await run_agent(
                 host,
@@ -650,14 +769,17 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
                 max_turns=args.max_turns,
                 token_budget=args.token_budget,
                 transcript=transcript,
-                on_event=_agent_printer(console),
+                on_event=_agent_printer(console, stream),
+                stream=stream is not None,
             )
+        if stream is not None:
+            stream.end_line()
         if scope.cancelled_caught:
             transcript.stop = "interrupted"
     if args.json:
         _print_json(transcript.to_json())
     else:
-        if transcript.final_text:
+        if transcript.final_text and not (stream is not None and stream.shown):
             say(transcript.final_text)
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
@@ -672,6 +794,8 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return EXIT_PROVIDER
     if transcript.denied and args.strict_denials:
         return EXIT_DENIED
+    if transcript.stop in ("max_turns", "token_budget"):
+        return EXIT_INCOMPLETE
     return EXIT_OK
 
 
@@ -968,7 +1092,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Trio-based MCP host: servers, sampling, consent, agents.",
         parents=[options(top=True)],
         epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
-        " policy, 4 provider error, 5 server unavailable, 130 interrupted.",
+        " policy, 4 provider error, 5 server unavailable, 6 agent stopped at a limit,"
+        " 130 interrupted.",
+    )
+    from agenthost import __version__
+    from agenthost.revisions import SUPPORTED_REVISIONS
+
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"agenthost {__version__} (MCP revisions {', '.join(SUPPORTED_REVISIONS)})",
     )
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
@@ -1115,10 +1248,12 @@ def _run(
     except ProviderError as exc:
         return fail(f"provider error: {exc}", EXIT_PROVIDER)
     except (ServerUnavailable, TransportError) as exc:
-        return fail(str(exc), EXIT_UNAVAILABLE)
+        return fail(exc.text if isinstance(exc, JSONRPCError) else str(exc), EXIT_UNAVAILABLE)
     except NotFound as exc:
         return fail(str(exc), EXIT_USAGE)
-    except (JSONRPCError, AgentHostTimeout, AgentHostError) as exc:
+    except JSONRPCError as exc:
+        return fail(exc.text, EXIT_ERROR)
+    except (AgentHostTimeout, AgentHostError) as exc:
         return fail(str(exc), EXIT_ERROR)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)

@@ -87,7 +87,9 @@ from agenthost.errors import ConfigError
 from agenthost.redaction import add_secret, add_secrets_of_url
 
 __all__ = [
+    "PROJECT_CONFIGS",
     "PROTOCOLS",
+    "PROXY_ENV_VARS",
     "REDACTED",
     "TRANSPORTS",
     "HostConfig",
@@ -106,10 +108,23 @@ TRANSPORTS: tuple[str, ...] = get_args(TransportKind)
 #: ``ServerConfig.protocol`` values: negotiate, the ``initialize`` era, or 2026-07-28.
 PROTOCOLS: tuple[str, ...] = ("auto", "legacy", "2026-07-28")
 
+#: Host variables a stdio server inherits by default on top of the transport's allowlist:
+#: how to reach the network from behind a proxy and which CAs to trust. A server that
+#: fetches anything (package managers under ``npx``/``uvx`` first of all) fails behind a
+#: corporate proxy without them, and they are what the user's shell gives every program.
+#: A proxy URL may carry a password: ``inherit_env = []`` (host or server) withholds them.
+PROXY_ENV_VARS: tuple[str, ...] = (
+    "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+    "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO",
+)  # fmt: skip
+
 #: Shown instead of a secret value in reprs and :meth:`ServerConfig.redacted`.
 REDACTED = "***"
 
-_SERVER_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
+#: Any printable name the editors accept ("my server", "e.x"), but no '/' (the CLI's
+#: ``SERVER/NAME`` separator), no control characters, no surrounding blanks.
+_SERVER_NAME = re.compile(r"(?=[^\s])[^/\x00-\x1f\x7f]{1,128}(?<=[^\s])\Z")
 _ENV_NAME = re.compile(r"[^=\x00]+\Z")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
 _REMOTE_SCHEMES = {
@@ -249,9 +264,9 @@ class RestartPolicy:
 def _server_name(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _SERVER_NAME.match(value):
         raise ConfigError(
-            f"server name {value!r} is invalid: use only letters, digits, '_', '.' and '-'"
-            " (the name prefixes the server's tool names, '<server>__<tool>', which LLM"
-            " providers restrict, and is typed on the command line)",
+            f"server name {value!r} is invalid: use up to 128 printable characters, no '/'"
+            " and no blanks at either end (the name prefixes the server's tool names,"
+            " '<server>__<tool>', and is typed on the command line as SERVER/NAME)",
             key="name",
         )
     if "__" in value:
@@ -270,6 +285,14 @@ def _env_map(_inst: object, attribute: attrs.Attribute[Any], value: Mapping[str,
             )
         if not isinstance(v, str) or "\x00" in v:
             raise ConfigError("value must be a string without NUL", key=f"{attribute.name}.{k}")
+
+
+def _env_names(_inst: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ConfigError(
+                f"invalid environment variable name {name!r}", key=f"{attribute.name}[{i}]"
+            )
 
 
 def _header_map(_inst: object, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
@@ -339,6 +362,11 @@ class ServerConfig:
     #: OAuth for a remote HTTP server (``[servers.NAME.oauth]``); None means the defaults:
     #: authorize when the server answers 401, unless an ``Authorization`` header is set.
     oauth: OAuthSettings | None = None
+    #: Host environment variables passed to a stdio server on top of the transport's
+    #: fixed allowlist (``HOME``, ``PATH``, ...): by default the proxy and CA variables.
+    inherit_env: tuple[str, ...] = attrs.field(
+        default=PROXY_ENV_VARS, converter=_str_tuple, validator=_env_names
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -562,7 +590,11 @@ class HostConfig:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        default_workspace: bool = False,
     ) -> HostConfig:
         """Load a config file in any supported format (see the module docstring).
 
@@ -572,13 +604,21 @@ class HostConfig:
                 decides (``{`` first means JSON).
             env: variables for ``${VAR}`` expansion and VS Code inputs; ``os.environ`` by
                 default.
+            default_workspace: when the file configures no ``workspaces``, expose the
+                project folder as the CLI does (the current directory; for an editor's
+                file, its ``${workspaceFolder}``). Off by default: a library caller
+                decides what servers see.
 
         Raises:
             ConfigError: any problem, naming the file, the key path and the problem.
         """
         from agenthost import _config_load
 
-        return _config_load.load_file(Path(path), env=os.environ if env is None else env)
+        return _config_load.load_file(
+            Path(path),
+            env=os.environ if env is None else env,
+            default_workspace=default_workspace,
+        )
 
     @classmethod
     def from_dict(
@@ -612,12 +652,24 @@ class HostConfig:
         )
 
 
+#: Where :func:`find_config` looks in the current directory, in order: our own file, then
+#: the project files other hosts read (Claude Code, VS Code, Cursor).
+PROJECT_CONFIGS: tuple[str, ...] = (
+    "agenthost.toml",
+    ".mcp.json",
+    os.path.join(".vscode", "mcp.json"),
+    os.path.join(".cursor", "mcp.json"),
+)
+
+
 def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = None) -> Path | None:
     """Find the config file to use when none is given.
 
-    Looks, in order, for ``agenthost.toml`` in ``start`` (default: the current directory)
-    and then ``$XDG_CONFIG_HOME/agenthost/agenthost.toml`` (``XDG_CONFIG_HOME`` defaulting
-    to ``~/.config``, as the XDG spec says). Parent directories are not searched: a config
+    Looks, in order, for each of :data:`PROJECT_CONFIGS` in ``start`` (default: the
+    current directory: ``agenthost.toml``, then the ``.mcp.json``, ``.vscode/mcp.json``
+    and ``.cursor/mcp.json`` a project already has for other hosts) and then
+    ``$XDG_CONFIG_HOME/agenthost/agenthost.toml`` (``XDG_CONFIG_HOME`` defaulting to
+    ``~/.config``, as the XDG spec says). Parent directories are not searched: a config
     starts processes, so it should not be picked up from somewhere the user did not expect.
 
     Args:
@@ -628,9 +680,11 @@ def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = No
         The first existing file, or ``None``.
     """
     env = os.environ if env is None else env
-    here = (start if start is not None else Path.cwd()) / "agenthost.toml"
-    if here.is_file():
-        return here
+    folder = start if start is not None else Path.cwd()
+    for name in PROJECT_CONFIGS:
+        here = folder / name
+        if here.is_file():
+            return here
     xdg = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     user = Path(xdg) / "agenthost" / "agenthost.toml"
     return user if user.is_file() else None

@@ -89,6 +89,7 @@ async def open_transport(config: ServerConfig) -> AsyncIterator[Transport]:
             name=config.name,
             cwd=config.cwd,
             env=config.env,
+            inherit=config.inherit_env,
             max_message_size=config.max_message_size,
             shutdown_timeout=config.timeouts.shutdown,
         ) as stdio:

@@ -163,6 +163,11 @@ class JSONRPCError(AgentHostError):
         prefix = f"{server}: " if server else ""
         super().__init__(f"{prefix}{message} (code {code})")
 
+    @property
+    def text(self) -> str:
+        """The error as a person reads it: the server and its words, without the code."""
+        return f"{self.server}: {self.message}" if self.server else self.message
+
 
 class ServerUnavailable(JSONRPCError):
     """The server went away (crash, restart, shutdown) before answering."""

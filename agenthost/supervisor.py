@@ -30,6 +30,7 @@ from agenthost.connect import connect
 from agenthost.errors import (
     AgentHostError,
     AuthorizationError,
+    JSONRPCError,
     ServerUnavailable,
     SessionExpired,
 )
@@ -74,6 +75,14 @@ class ServerStatus:
     #: (``"probe: ..."``, ``"cached"``, ``"config: protocol = ..."``).
     era: str | None = None
     learned: str | None = None
+    #: The transport in use: the configured one, or for ``http`` what the probe chose
+    #: (``"http: streamable-http"`` / ``"http: sse"``; plain ``"http"`` before it decided).
+    transport: str | None = None
+
+
+#: What a transport class speaks, for the status of an ``http`` (probed) server whose
+#: session holds the chosen transport itself rather than the prober.
+_WIRE_KINDS = {"StreamableHTTPTransport": "streamable-http", "LegacySSETransport": "sse"}
 
 
 def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
@@ -140,7 +149,12 @@ class Supervisor:
         reported = session.server_info if session is not None else None
         if reported is not None:
             info = {"name": str(reported.get("name")), "version": str(reported.get("version"))}
-        pid = getattr(getattr(session, "_transport", None), "pid", None) if session else None
+        wire = getattr(session, "_transport", None) if session else None
+        pid = getattr(wire, "pid", None)
+        transport: str = self.config.transport
+        chosen = getattr(wire, "kind", None) or _WIRE_KINDS.get(type(wire).__name__)
+        if transport == "http" and isinstance(chosen, str):
+            transport = f"http: {chosen}"
         return ServerStatus(
             name=self.name,
             state=self.state,
@@ -151,6 +165,7 @@ class Supervisor:
             pid=pid if self.state is ServerState.READY else None,
             era=session.era.value if session is not None and session.era is not None else None,
             learned=session.learned if session is not None else None,
+            transport=transport,
         )
 
     async def wait_first_attempt(self) -> None:
@@ -290,7 +305,7 @@ class Supervisor:
                     self._unauthorized = isinstance(reason, AuthorizationError)
             except AgentHostError as exc:
                 self._unauthorized = isinstance(exc, AuthorizationError)
-                reason = str(exc)
+                reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
             except OSError as exc:
                 reason = f"{self.name}: {exc}"
             except Exception as exc:

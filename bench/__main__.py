@@ -222,15 +222,27 @@ def whole_process(args: argparse.Namespace, log: Callable[[str], None]) -> list[
             '[policy]\nmode = "headless"\npreset = "headless-trusted"\n',
             encoding="utf-8",
         )
+        sdk_script = [sys.executable, str(BENCH_DIR / "sdk_call.py")]
         commands = {
             "agenthost": _cli_argv(config),
-            "sdk": [sys.executable, str(BENCH_DIR / "sdk_call.py"), sys.executable, SERVER],
+            "sdk": [*sdk_script, sys.executable, SERVER],
+            # `agenthost tools` against the SDK listing the same server's tools.
+            "agenthost tools": [*_cli_argv(config)[:-5], "tools", "--config", str(config)],
+            "sdk tools": [*sdk_script, "--list", sys.executable, SERVER],
+        }
+        expected = {
+            "agenthost": "hi",
+            "sdk": "hi",
+            "agenthost tools": "minimal__echo",
+            "sdk tools": "echo",
         }
 
         def measure(variant: str) -> dict[str, Any]:
             wall, rss, out = run_child(commands[variant], timeout=60)
-            if out.strip() != "hi":
-                raise WorkerFailed(f"{variant}: printed {out.strip()[:200]!r}, expected 'hi'")
+            if expected[variant] not in out:
+                raise WorkerFailed(
+                    f"{variant}: printed {out.strip()[:200]!r}, expected {expected[variant]!r}"
+                )
             return {"wall": wall, "rss": rss}
 
         for variant in commands:  # warm the page cache; not measured
@@ -239,6 +251,9 @@ def whole_process(args: argparse.Namespace, log: Callable[[str], None]) -> list[
     wall, sdk_wall = med(res["agenthost"], "wall"), med(res["sdk"], "wall")
     rss, sdk_rss = med(res["agenthost"], "rss"), med(res["sdk"], "rss")
     vs_sdk = paired(res["agenthost"], res["sdk"], "wall")
+    tools_wall, sdk_tools_wall = med(res["agenthost tools"], "wall"), med(res["sdk tools"], "wall")
+    tools_rss, sdk_tools_rss = med(res["agenthost tools"], "rss"), med(res["sdk tools"], "rss")
+    tools_vs_sdk = paired(res["agenthost tools"], res["sdk tools"], "wall")
     return [
         Row(
             name="one-call process wall time",
@@ -255,6 +270,22 @@ def whole_process(args: argparse.Namespace, log: Callable[[str], None]) -> list[
             ratio=str(paired(res["agenthost"], res["sdk"], "rss")),
             target="<= 45 MiB",
             passed=rss <= 45 * MiB,
+        ),
+        Row(
+            name="tools process wall time",
+            ours=_ms(tools_wall),
+            reference=f"SDK script {_ms(sdk_tools_wall)}",
+            ratio=str(tools_vs_sdk),
+            target="SDK x <= 0.4",
+            passed=tools_vs_sdk.ratio <= 0.4,
+        ),
+        Row(
+            name="tools process peak RSS",
+            ours=_mib(tools_rss),
+            reference=f"SDK script {_mib(sdk_tools_rss)}",
+            ratio=str(paired(res["agenthost tools"], res["sdk tools"], "rss")),
+            target="<= 45 MiB",
+            passed=tools_rss <= 45 * MiB,
         ),
     ]
 

@@ -59,6 +59,8 @@ def row_names(
         'era probe on a legacy server: connect, "auto" vs "legacy"',
         "one-call process wall time",
         "one-call process peak RSS",
+        "tools process wall time",
+        "tools process peak RSS",
         *(f"fan-out ready, {n} server{'s' if n > 1 else ''}" for n in fanout),
         f"fan-out client RSS per session, {max(fanout)}",
         "sampling overhead in (p50/p99)",

@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
@@ -57,7 +58,20 @@ def provider_error(
         )
     # No status: a connection failure or timeout (retryable), or a client-side error.
     retryable = "Connection" in kind or "Timeout" in kind
+    url = _request_url(exc)
+    if retryable and url:
+        message = f"{message} ({url})"  # "Connection error." alone does not say where
     return ProviderError(message, provider=provider, retryable=retryable)
+
+
+def _request_url(exc: BaseException) -> str | None:
+    """The URL the failed request went to, without credentials or query (keys travel there)."""
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url is None:
+        return None
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def structured_text(block: ToolResultContent) -> str | None:

@@ -44,6 +44,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -312,34 +313,50 @@ def available_models(config: ProvidersConfig, env: Mapping[str, str]) -> list[Mo
     for settings in config.providers:
         if not provider_status(settings, env).configured:
             continue
-        out.extend(_models_of(settings))
+        out.extend(_models_of(settings, env))
     return out
 
 
-def _models_of(settings: ProviderSettings) -> list[ModelInfo]:
+def _models_of(settings: ProviderSettings, env: Mapping[str, str]) -> list[ModelInfo]:
     overrides = {m.id: m for m in settings.models}
-    models = [
-        overrides.pop(m.id, attrs.evolve(m, provider=settings.name))
-        for m in load_catalog().for_vendor(settings.vendor)
-    ]
+    local = _env_base_url(settings, env)
+    if local is not None and urlsplit(local).hostname != "api.openai.com":
+        # Following OPENAI_BASE_URL to another server (Ollama, vLLM, ...): it serves its
+        # own models, not OpenAI's catalog; a strict server refuses any other name.
+        catalog: list[ModelInfo] = []
+    else:
+        catalog = list(load_catalog().for_vendor(settings.vendor))
+    models = [overrides.pop(m.id, attrs.evolve(m, provider=settings.name)) for m in catalog]
     models.extend(overrides.values())
     default = settings.default_model
     if settings.kind == "scripted":
         models = [_placeholder(settings, default or "scripted-replay", "a deterministic replay")]
-    elif default and not any(m.id == default for m in models):
-        models.append(_placeholder(settings, default, "no figures configured"))
+    else:
+        if local is not None:
+            default = default or env.get(OPENAI_MODEL_ENV, "").strip() or None
+        if default and not any(m.id == default for m in models):
+            why = "no figures configured: neutral ones assumed"
+            models.append(_placeholder(settings, default, why, neutral=True))
     return models
 
 
-def _placeholder(settings: ProviderSettings, model_id: str, why: str) -> ModelInfo:
+#: Figures for a model nobody described: the middle of every scale, so that priorities
+#: neither favour nor exclude it (a configured local model must stay a candidate).
+_NEUTRAL = {"speed": 50.0, "intelligence": 50.0, "tier": "mid"}
+
+
+def _placeholder(
+    settings: ProviderSettings, model_id: str, why: str, *, neutral: bool = False
+) -> ModelInfo:
+    figures: dict[str, Any] = dict(_NEUTRAL) if neutral else {"tier": "low"}
     return ModelInfo(
         id=model_id,
         provider=settings.name,
         vendor=settings.vendor,
         family=model_id,
-        tier="low",
         tools=True,
         source=why,
+        **figures,
     )
 
 
@@ -367,7 +384,7 @@ def default_choice(config: ProvidersConfig, env: Mapping[str, str]) -> tuple[str
     if model is None:
         model = chosen.default_model or load_catalog().defaults.get(chosen.kind)
     if model is None:
-        models = _models_of(chosen)
+        models = _models_of(chosen, env)
         if not models:
             return None
         model = models[0].id
@@ -400,7 +417,7 @@ def build_provider(
             f"provider {settings.name!r} is not usable: {status.reason}",
             key=f"providers.{settings.name}.api_key_env",
         )
-    models = {m.id: m for m in _models_of(settings)}
+    models = {m.id: m for m in _models_of(settings, env)}
     key = env.get(settings.api_key_env, "").strip() if settings.api_key_env else ""
     if settings.kind == "anthropic":
         from .anthropic import AnthropicProvider

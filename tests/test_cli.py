@@ -300,7 +300,7 @@ def test_chat_slash_commands_and_a_turn(config: Path) -> None:
     assert "greet" in out
     assert "added prompt sdk/greet" in err
     assert "suggestions: alice, alfred, bob, carol" in err
-    assert "> crashy__echo" in err
+    assert "  [tool] crashy__echo" in err
     assert "x denied: crashing is not allowed" in err
     assert "Echoed; the crash call was denied by policy." in out
 

@@ -363,9 +363,9 @@ MALFORMED = [
     bad("bool-not-bool", TOML, "servers.a.required",
         '[servers.a]\ncommand = "x"\nrequired = 1\n',
         "expected a boolean", "got an integer"),
-    bad("bad-server-name", TOML, 'servers."my server"',
-        '[servers."my server"]\ncommand = "x"\n',
-        "server name 'my server' is invalid", "letters, digits"),
+    bad("bad-server-name", TOML, 'servers."my\\tserver"',
+        '[servers."my\\tserver"]\ncommand = "x"\n',
+        "server name 'my\\tserver' is invalid", "printable"),
     bad("json-bad-server-name", JSON, 'mcpServers."my/server"',
         '{"mcpServers": {"my/server": {"command": "x"}}}',
         "is invalid", "tool names"),
@@ -599,12 +599,17 @@ def test_code_built_config_is_validated_too(build: Any, key: str, fragment: str)
     assert fragment in info.value.problem
 
 
-def test_ignored_editor_keys_are_logged_by_name_only(caplog: pytest.LogCaptureFixture) -> None:
+def test_other_hosts_keys_are_mapped_or_logged_by_name_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level("DEBUG", logger="agenthost.config")
-    HostConfig.load(DATA / "claude_desktop_config.json", env={})
-    assert "mcpServers.weather.autoApprove" in caplog.text
-    assert "globalShortcut" in caplog.text
-    assert "forecast" not in caplog.text  # the value is not logged
+    cfg = HostConfig.load(DATA / "claude_desktop_config.json", env={})
+    assert "globalShortcut" in caplog.text  # the desktop app's own setting: debug only
+    rules = cfg.policy["rules"]
+    assert [(r["server"], r["name"], r["decision"]) for r in rules] == [
+        ("weather", ["forecast"], "allow"),
+        ("weather", ["alerts"], "allow"),
+    ]
 
 
 def test_the_annotated_example_in_docs_config_md_loads(

@@ -83,6 +83,7 @@ __all__ = [
     "HTTP_ERROR_CODE",
     "MAX_REDIRECTS",
     "StreamableHTTPTransport",
+    "auth_hint",
     "open_streamable_http_transport",
     "redact_url",
     "redirect_note",
@@ -165,6 +166,18 @@ def _jsonrpc_error(body: bytes) -> ErrorObject | None:
     if type(code) is not int or not isinstance(message, str):
         return None
     return ErrorObject(code, message, error.get("data"))
+
+
+def auth_hint(status: int) -> str:
+    """What to do about a 401/403: a bare status code does not say that a token is needed."""
+    if status == 401:
+        return (
+            "; the server requires authentication: give it credentials in the config, e.g."
+            ' headers = { Authorization = "Bearer ${TOKEN}" }'
+        )
+    if status == 403:
+        return "; the credentials were refused: check the token and its scopes"
+    return ""
 
 
 def _content_type(response: httpx.Response) -> str:
@@ -585,7 +598,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if status >= 400:
             summary = _summary(content, self._redact)
             raise TransportError(
-                f"the server rejected a message with HTTP {status}: {summary}", server=self.name
+                f"the server rejected a message with HTTP {status}: {summary}{auth_hint(status)}",
+                server=self.name,
             )
 
     async def _post_request(
@@ -715,7 +729,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
             summary = _summary(body, self._redact)
             await self._deliver_error(
                 request_id,
-                f"HTTP {status} {response.reason_phrase} from the server: {summary}",
+                f"HTTP {status} {response.reason_phrase} from the server: {summary}"
+                f"{auth_hint(status)}",
                 status,
             )
             return

@@ -25,7 +25,7 @@ import os
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
@@ -98,11 +98,18 @@ _WHITESPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
 
 
 def child_environment(
-    extra: Mapping[str, str] | None = None, host_env: Mapping[str, str] | None = None
+    extra: Mapping[str, str] | None = None,
+    host_env: Mapping[str, str] | None = None,
+    inherit: Collection[str] = (),
 ) -> dict[str, str]:
-    """The environment a server process gets: the allowlisted host variables + ``extra``."""
+    """The environment a server process gets: the allowlisted host variables + ``extra``.
+
+    ``inherit`` names more host variables to pass on (the config's ``inherit_env``).
+    """
     source = os.environ if host_env is None else host_env
-    env = {key: value for key, value in source.items() if key in INHERITED_ENV_VARS}
+    env = {
+        key: value for key, value in source.items() if key in INHERITED_ENV_VARS or key in inherit
+    }
     if extra:
         env.update(extra)
     return env
@@ -564,6 +571,7 @@ async def open_stdio_transport(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     shutdown_timeout: float = 5.0,
     host_env: Mapping[str, str] | None = None,
+    inherit: Collection[str] = (),
 ) -> AsyncIterator[StdioTransport]:
     """Start ``command args`` and yield a transport speaking to it over stdin/stdout.
 
@@ -579,6 +587,7 @@ async def open_stdio_transport(
         shutdown_timeout: seconds for each graceful shutdown phase.
         host_env: the host environment to take allowlisted variables from (default
             ``os.environ``).
+        inherit: names of further host variables to pass on (proxy and CA settings).
 
     Raises:
         TransportError: the command cannot be started (not found, not executable, bad cwd).
@@ -588,7 +597,7 @@ async def open_stdio_transport(
     """
     for value in (env or {}).values():  # the server's own settings: often its tokens
         add_secret(value)
-    child_env = child_environment(env, host_env)
+    child_env = child_environment(env, host_env, inherit)
     argv = [command, *args]
     try:
         process = await trio.lowlevel.open_process(

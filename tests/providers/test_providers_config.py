@@ -153,9 +153,10 @@ def test_configured_means_key_or_base_url() -> None:
     assert not status["hosted"].configured
     models = available_models(config, env)
     assert {m.provider for m in models} == {"anthropic", "ollama"}
-    # An undeclared local default model is listed, marked as having no figures.
+    # An undeclared local default model is listed, with neutral figures, and says so.
     local = next(m for m in models if m.provider == "ollama")
-    assert (local.id, local.source, local.intelligence) == ("llama3.3", "no figures configured", 0)
+    assert (local.id, local.intelligence, local.speed) == ("llama3.3", 50, 50)
+    assert local.source == "no figures configured: neutral ones assumed"
     rendered = render_models(list_models(config, env), provider_rows(config, env))
     assert "sk-ant-secret-value" not in rendered
     assert "-- openai (openai): WORK_OPENAI_KEY is not set" in rendered
