@@ -28,9 +28,10 @@ TIMEOUT = 30
 READY = "\x1b[?2004h"
 
 
-def inserted(text: str) -> str:
-    """A pattern for prompt_toolkit drawing ``text`` after the cursor (a completion)."""
-    return re.escape(f"\x1b[0m{text}") + r"\x1b\["
+def inserted(text: str, whole: str) -> str:
+    """A pattern for prompt_toolkit drawing a completion: ``text`` alone after what was
+    typed, or ``whole`` (typed + completed) when it redraws the word in one go."""
+    return f"(?:{re.escape(chr(27) + '[0m' + text)}|{re.escape(whole)})" + r"\x1b\["
 
 
 class EchoModel:
@@ -148,7 +149,7 @@ def test_editing_history_completion_and_keys(
     child = chat()
     # Tab completes a slash command.
     child.send("/too\t")
-    child.expect(inserted("ls"))  # the rest of "/tools"
+    child.expect(inserted("ls", "/tools"))  # the rest of "/tools"
     child.send("\r")
     child.expect("everything__echo")
     child.expect_exact(READY)
@@ -189,7 +190,7 @@ def test_editing_history_completion_and_keys(
     child.expect("Charlie")
     child.send("\x03")  # clear the line
     child.send("/prompt everything completable-prompt department=Sales name=E\t")
-    child.expect(inserted("ve"))  # the server's only Sales name starting with E
+    child.expect(inserted("ve", "name=Eve"))  # the server's only Sales name starting with E
     child.send("\r")
     child.expect("added prompt everything/completable-prompt")
     child.expect_exact(READY)

@@ -42,6 +42,21 @@ def _blocks() -> list[tuple[str, str, str]]:
 BLOCKS = _blocks()
 
 
+def _write_private_key(path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
 def test_the_docs_have_examples() -> None:
     # A guard on the collector itself: if the fence pattern broke, nothing would be tested.
     assert len(BLOCKS) >= 10
@@ -63,6 +78,7 @@ def test_example_loads(
     (project / ".vscode").mkdir()
     (project / ".vscode" / "mcp.json").write_text('{"servers": {"fetch": {"command": "uvx"}}}')
     (project / "script.toml").write_text('[[turns]]\ntext = "hi"\n')
+    _write_private_key(project / "keys" / "ci-bot.pem")  # an OAuth client's signing key
     # Every variable an example uses is set (unset ones are errors by design), plus the
     # answers to VS Code inputs.
     env = {name: f"value-of-{name}" for name in _VARIABLE.findall(text)}

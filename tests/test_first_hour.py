@@ -663,8 +663,8 @@ def test_http_401_points_to_authentication(project: Project) -> None:
         project.write(".mcp.json", {"mcpServers": {"remote": {"url": url}}})
         proc = project.run("check")
         assert proc.returncode == 5
-        assert "requires authentication" in proc.stdout
-        assert "Authorization" in proc.stdout
+        # OAuth (h/oauth) takes a 401 over: the message says how to log in.
+        assert "agenthost auth login remote" in proc.stdout
         assert "(code" not in proc.stdout
     finally:
         server.shutdown()
