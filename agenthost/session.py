@@ -64,7 +64,6 @@ from agenthost.revisions import (
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.types import (
-    CallToolRequestParams,
     CallToolResult,
     ClientCapabilities,
     CompleteRequestParams,
@@ -370,7 +369,7 @@ class ClientSession:
     # ------------------------------------------------------------------ requests
 
     def _limit(self, timeout: float | None | EllipsisType) -> float | None:
-        return self.request_timeout if isinstance(timeout, EllipsisType) else timeout
+        return self.request_timeout if timeout is ... else timeout
 
     async def send_request(
         self,
@@ -417,10 +416,23 @@ class ClientSession:
         Params are shaped for the negotiated revision (fields it lacks are left out, or
         refused when dropping them would change the meaning).
         """
-        raw_params = self._params(params)
+        return await self._request_raw(
+            spec, self._params(params), timeout=timeout, cancellable=cancellable
+        )
+
+    async def _request_raw(
+        self,
+        spec: m.RequestSpec[Any, R],
+        raw_params: dict[str, Any] | None,
+        *,
+        timeout: float | None | EllipsisType = ...,
+        cancellable: bool = True,
+    ) -> R:
+        """:meth:`request` with params already in their wire shape (the hot path of
+        :meth:`call_tool` builds them directly: the same JSON for every revision)."""
         if self._stamp is None:
-            raw = await self.send_request(
-                spec.method, raw_params, timeout=timeout, cancellable=cancellable
+            raw = await self._rpc.call(
+                spec.method, raw_params, timeout=self._limit(timeout), cancellable=cancellable
             )
         elif spec.mrtr:
             raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
@@ -934,16 +946,23 @@ class ClientSession:
             token = f"p{self._rpc.next_id()}"
             call_meta["progressToken"] = token
             self._progress[token] = progress
-        params = CallToolRequestParams(name=name, arguments=dict(arguments or {}), meta=call_meta)
+        params = m.call_tool_params(name, arguments, call_meta)
         try:
             try:
-                result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
+                if self._stamp is None and token is None:
+                    # The common call, inline (one coroutine frame less per call).
+                    result = structure(
+                        await self._rpc.call(m.TOOLS_CALL, params, timeout=self._limit(timeout)),
+                        CallToolResult,
+                    )
+                else:
+                    result = await self._request_raw(m.TOOLS_CALL_SPEC, params, timeout=timeout)
             except JSONRPCError as exc:
                 if exc.code != HEADER_MISMATCH or self._stamp is None:
                     raise
                 # The spec: re-read the tool's inputSchema (its x-mcp-header) and retry once.
                 await self.list_tools(timeout=timeout)
-                result = await self.request(m.TOOLS_CALL_SPEC, params, timeout=timeout)
+                result = await self._request_raw(m.TOOLS_CALL_SPEC, params, timeout=timeout)
             if token is not None:
                 # The response wakes us directly, while the progress the server sent
                 # before it may still be queued for the dispatcher: deliver those first.
