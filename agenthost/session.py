@@ -951,10 +951,9 @@ class ClientSession:
             try:
                 if self._stamp is None and token is None:
                     # The common call, inline (one coroutine frame less per call).
-                    result = structure(
-                        await self._rpc.call(m.TOOLS_CALL, params, timeout=self._limit(timeout)),
-                        CallToolResult,
-                    )
+                    limit = self.request_timeout if timeout is ... else timeout
+                    raw = await self._rpc.call(m.TOOLS_CALL, params, timeout=limit)
+                    result = structure(raw, CallToolResult)
                 else:
                     result = await self._request_raw(m.TOOLS_CALL_SPEC, params, timeout=timeout)
             except JSONRPCError as exc:

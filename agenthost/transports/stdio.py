@@ -33,7 +33,7 @@ import trio
 
 from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
-from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed, TransportError
 from agenthost.redaction import add_secret
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 
@@ -95,6 +95,8 @@ _STDERR_TAIL: Final = 20
 #: Seconds to drain a pipe after the server exited, before we stop waiting on it.
 _DRAIN: Final = 0.5
 _WHITESPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
+#: The messages that answer one of our requests (each ends one in flight).
+_ANSWERS: Final = frozenset({jsonrpc.Response, jsonrpc.ErrorResponse, jsonrpc.InvalidResponse})
 
 
 def child_environment(
@@ -289,6 +291,30 @@ class StdioTransport(Transport):
         return TransportClosed(reason, server=self.name)
 
     async def receive(self) -> jsonrpc.Message:
+        if not self._queue:
+            await self._fill()
+        message = self._queue.popleft()
+        if self._in_flight and type(message) in _ANSWERS:
+            self._in_flight -= 1
+        return message
+
+    async def receive_many(self) -> Sequence[jsonrpc.Message]:
+        if not self._queue:
+            await self._fill()
+        batch = list(self._queue)
+        self._queue.clear()
+        if self._in_flight:
+            answers = sum(1 for message in batch if type(message) in _ANSWERS)
+            self._in_flight = max(0, self._in_flight - answers)
+        return batch
+
+    async def _fill(self) -> None:
+        """Read until at least one message is decoded into the queue.
+
+        Raises:
+            TransportClosed: the server is gone and everything it wrote was delivered.
+            MessageTooLarge: a message is longer than ``max_message_size``.
+        """
         queue = self._queue
         while not queue:
             if self._eof:
@@ -328,14 +354,6 @@ class StdioTransport(Transport):
             else:
                 self._split(data, queue)
             self._burst = len(queue) - 1
-        message = queue.popleft()
-        if self._in_flight and (
-            type(message) is jsonrpc.Response
-            or type(message) is jsonrpc.ErrorResponse
-            or type(message) is jsonrpc.InvalidResponse
-        ):
-            self._in_flight -= 1
-        return message
 
     def _split(self, data: bytes | bytearray, queue: deque[jsonrpc.Message]) -> None:
         """Decode every complete line of ``data`` in order; keep the unfinished tail.
@@ -359,7 +377,10 @@ class StdioTransport(Transport):
                         server=self.name,
                     )
                 if size and not (data[start] in _WHITESPACE and data[start:end].isspace()):
-                    decode_frame(view[start:end], queue, log, self.name)
+                    try:  # decode_frame(), inline: this runs once per message
+                        queue.extend(jsonrpc.decode(view[start:end]))
+                    except ProtocolError:
+                        decode_frame(view[start:end], queue, log, self.name)
                 start = end + 1
         if start < len(data):
             self._buf = bytearray(data[start:])
