@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "ClientHandlers": "agenthost.session",
     "RequestContext": "agenthost.session",
     "open_session": "agenthost.session",
+    "AskTaskLimits": "agenthost.ask_tasks",
     # config
     "HostConfig": "agenthost.config",
     "ServerConfig": "agenthost.config",
@@ -63,6 +64,7 @@ __all__ = [
     "AgentEvent",
     "AgentHostError",
     "AgentHostTimeout",
+    "AskTaskLimits",
     "CatalogTool",
     "ClientHandlers",
     "ClientSession",
@@ -98,6 +100,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from agenthost.agent import AgentEvent, Transcript, run_agent
+    from agenthost.ask_tasks import AskTaskLimits
     from agenthost.catalog import CatalogTool
     from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
     from agenthost.connect import connect

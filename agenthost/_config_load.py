@@ -55,7 +55,7 @@ _HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inher
 _HOST_SERVER_KEYS = (
     "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
     "workspaces", "include_tools", "exclude_tools", "inherit_env", "protocol",
-    "max_input_rounds", "oauth",
+    "max_input_rounds", "oauth", "client_tasks",
 )  # fmt: skip
 _TOML_SERVER_KEYS = (
     "transport", "type", "command", "args", "cwd", "env", "env_file", "url", "headers",
@@ -385,7 +385,7 @@ def _host_server_settings(
         fields["timeouts"] = _timeouts(table["timeouts"], timeouts, ctx, join_key(key, "timeouts"))
     if "restart" in table:
         fields["restart"] = _restart(table["restart"], restart, ctx, join_key(key, "restart"))
-    for flag in ("required", "trusted", "enabled"):
+    for flag in ("required", "trusted", "enabled", "client_tasks"):
         if flag in table:
             fields[flag] = _bool(table[flag], ctx, join_key(key, flag))
     for number in ("max_message_size", "max_input_rounds"):

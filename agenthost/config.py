@@ -359,6 +359,9 @@ class ServerConfig:
     protocol: str = "auto"
     #: Multi Round-Trip Requests (2026-07-28): rounds one call may take.
     max_input_rounds: int = 10
+    #: MCP 2025-11-25 tasks: the server may send sampling and elicitation asks as tasks
+    #: (declared in ``initialize``; off by default, the utility being experimental).
+    client_tasks: bool = attrs.field(default=False, validator=_bool)
     #: OAuth for a remote HTTP server (``[servers.NAME.oauth]``); None means the defaults:
     #: authorize when the server answers 401, unless an ``Authorization`` header is set.
     oauth: OAuthSettings | None = None

@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from agenthost._util import collapse_single_group
+from agenthost.ask_tasks import AskTaskLimits
 from agenthost.catalog import Catalog, CatalogTool
 from agenthost.config import HostConfig, ServerConfig, Workspace
 from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
@@ -229,6 +230,7 @@ class Host:
             sampling=sampling if self.providers else None,
             sampling_tools=bool(self.providers),
             elicitation=elicitation,
+            ask_tasks=AskTaskLimits() if server.client_tasks else None,
             notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
         )
 

@@ -38,6 +38,7 @@ import trio
 from agenthost import __version__
 from agenthost import methods as m
 from agenthost._util import collapse_single_group
+from agenthost.ask_tasks import TASK_METHODS, TASKABLE_ASKS, AskTaskLimits, AskTaskStore
 from agenthost.asks import answer_ask
 from agenthost.converter import structure, unstructure
 from agenthost.errors import (
@@ -58,6 +59,7 @@ from agenthost.revisions import (
     MODERN_REVISIONS,
     SUPPORTED_REVISIONS,
     Era,
+    at_least,
     is_known,
     is_modern,
 )
@@ -178,11 +180,14 @@ class RequestContext:
     origin_name: str | None = None
     round: int | None = None
     input_key: str | None = None
+    #: 2025-11-25: the client-side task this ask runs as (the server asked for one).
+    task_id: str | None = None
 
     def via(self) -> dict[str, Any] | None:
-        """What an audit line records about an MRTR ask (None for a legacy request)."""
+        """What an audit line records about an MRTR ask or an ask run as a task (None
+        for a plain legacy request)."""
         if self.round is None:
-            return None
+            return {"task": self.task_id} if self.task_id is not None else None
         return {
             "request": self.origin,
             "name": self.origin_name,
@@ -222,6 +227,9 @@ class ClientHandlers:
     sampling_context: bool = False
     #: Elicitation modes offered from 2025-11-25 on.
     elicitation_modes: tuple[str, ...] = ("form", "url")
+    #: 2025-11-25: accept sampling/elicitation asks as tasks, within these bounds
+    #: (:mod:`agenthost.ask_tasks`); None (the default) declares no ``tasks`` capability.
+    ask_tasks: AskTaskLimits | None = None
     #: Listeners keyed by notification method, e.g. ``"notifications/tools/list_changed"``.
     notifications: Mapping[str, NotificationListener] = attrs.field(factory=dict)
 
@@ -291,6 +299,12 @@ class ClientSession:
             self._listeners.setdefault(method, []).append(listener)
         self._output_validators: dict[str, Any] = {}
         self._tools_by_name: dict[str, Tool] = {}
+        #: The asks this session runs as tasks for its server (None: not offered).
+        self.ask_tasks: AskTaskStore | None = None
+        if self.handlers.ask_tasks is not None:
+            self.ask_tasks = AskTaskStore(
+                self.handlers.ask_tasks, server=name, spawn=self._rpc.spawn, notify=self.notify
+            )
         #: Set by :meth:`initialize` or :meth:`discover`.
         self.revision: str | None = None
         self.era: Era | None = None
@@ -761,7 +775,20 @@ class ClientSession:
             )
             if handlers.elicitation is not None
             else None,
+            tasks=self._tasks_capability(revision),
         )
+
+    def _tasks_capability(self, revision: str) -> dict[str, Any] | None:
+        """``tasks``: the asks we run as tasks (those with a handler), with list and cancel."""
+        if self.ask_tasks is None or not _tasks_declared(revision):
+            return None
+        requests: dict[str, Any] = {}
+        for method, (kind, verb) in TASKABLE_ASKS.items():
+            if self._task_capability(method):
+                requests.setdefault(kind, {})[verb] = {}
+        if not requests:
+            return None
+        return {"list": {}, "cancel": {}, "requests": requests}
 
     def client_capabilities(self, revision: str) -> dict[str, Any]:
         """The capabilities we declare under ``revision``, as sent."""
@@ -1142,7 +1169,26 @@ class ClientSession:
             request_id=request.id,
             meta=params.get("_meta"),
         )
+        store = self.ask_tasks
+        if store is not None and _tasks_declared(ctx.revision):
+            if method in TASK_METHODS:
+                return await store.handle(method, params)
+            task = params.get("task")
+            if isinstance(task, Mapping) and self._task_capability(method):
+                plain = {key: value for key, value in params.items() if key != "task"}
+
+                async def work(task_id: str) -> dict[str, Any]:
+                    # The plain ask, through the one dispatch: same consent, same audit.
+                    asked = attrs.evolve(ctx, task_id=task_id)
+                    return await answer_ask(self.handlers, asked, plain)
+
+                return store.create(method, task.get("ttl"), work)
         return await answer_ask(self.handlers, ctx, params)
+
+    def _task_capability(self, method: str) -> bool:
+        """Whether we declared that ``method`` may come as a task (its handler exists)."""
+        path = TASKABLE_ASKS.get(method)
+        return path is not None and getattr(self.handlers, path[0]) is not None
 
 
 class NotModern(ProtocolError):
@@ -1164,6 +1210,12 @@ def _unsupported(
     )
     error.supported = tuple(map(str, supported)) if isinstance(supported, list) else ()  # type: ignore[attr-defined]
     return error
+
+
+def _tasks_declared(revision: str) -> bool:
+    """Whether ``revision`` has the 2025-11-25 tasks utility (the modern era's tasks are
+    an extension of their own, not declared here)."""
+    return at_least(revision, "2025-11-25") and not is_modern(revision)
 
 
 def _wants(session: ClientSession, caps: Any, kind: str) -> bool | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import jsonschema
 import orjson
 
-__all__ = ["SPEC_DIR", "load_schema", "validate_outgoing"]
+__all__ = ["SPEC_DIR", "load_schema", "validate_definition", "validate_outgoing"]
 
 #: The official schemas, copied into the repository (tests/data/spec/README.md says from where).
 SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
@@ -167,3 +167,10 @@ def validate_outgoing(
             _check(message["result"], revision, (name,))
     else:
         raise AssertionError(f"neither request, notification nor response: {message!r}")
+
+
+def validate_definition(value: Any, revision: str, definition: str) -> None:
+    """Assert that ``value`` fits one named definition of ``revision``'s schema (for a
+    result whose type the method alone does not say: a ``CreateTaskResult`` answering a
+    task-augmented request, say)."""
+    _check(value, revision, (definition,))
