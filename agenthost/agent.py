@@ -9,10 +9,19 @@ The loop stops at the model's end of turn, at ``max_turns``, when the token budg
 spent, or when cancelled (Ctrl-C in the CLI): in-flight tool calls are cancelled through
 the session, which tells their servers (``notifications/cancelled``). The
 :class:`Transcript` is filled in as the run goes, so an interrupted run still has one.
+
+Long tools do not stop the conversation. A tool that runs as a task (MCP 2025-11-25) and
+has not finished after ``task_grace`` seconds gets an immediate result for the model (the
+server's ``model-immediate-response`` text if it gave one, else ours) saying that it is
+running and that its result will follow; the model goes on (other tools, text), and the
+real result is added to the conversation, as a user message, before the first model call
+after it finished. The run ends only when the model is done *and* no task is pending;
+at ``max_turns`` or the token budget, pending tasks are cancelled (``tasks/cancel``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,15 +35,22 @@ from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound, ProviderError
 from agenthost.llmcontent import tool_result_to_llm
 from agenthost.skills import SkillEntry
+from agenthost.tasks import MODEL_IMMEDIATE_RESPONSE
 
 if TYPE_CHECKING:
     from agenthost.host import Host
+    from agenthost.types.tasks import CreateTaskResult
 
 __all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "run_agent"]
 
 log = logging.getLogger("agenthost.agent")
 
 StopReason = Literal["end_turn", "max_turns", "token_budget", "interrupted", "provider_error"]
+
+#: Seconds a task-run tool has to finish before the model is told it is still running.
+DEFAULT_TASK_GRACE = 2.0
+#: The longest server-provided immediate response passed to the model, in characters.
+_IMMEDIATE_MAX = 4000
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working through tools provided by MCP servers. Use the tools to do the"
@@ -51,12 +67,17 @@ class ToolCallRecord:
     name: str
     arguments: Mapping[str, Any]
     server: str | None = None
-    #: "ok", "error" (the tool said isError or failed), or "denied" (consent).
-    status: Literal["ok", "error", "denied", "cancelled"] = "ok"
-    #: The text the model was given back.
+    #: "ok", "error" (the tool said isError or failed), "denied" (consent), "cancelled",
+    #: or "running" (a task whose result the model has not had yet).
+    status: Literal["ok", "error", "denied", "cancelled", "running"] = "ok"
+    #: The text the model was given back (for a deferred task: its real result, once in).
     output: str = ""
     reason: str | None = None
     duration: float = 0.0
+    #: The server's task id, when the tool ran as a task.
+    task_id: str | None = None
+    #: The model first got an immediate "still running" result; the real one came later.
+    deferred: bool = False
 
 
 @attrs.define(kw_only=True)
@@ -99,6 +120,8 @@ class Transcript:
                     "output": c.output,
                     "reason": c.reason,
                     "duration": round(c.duration, 4),
+                    "task_id": c.task_id,
+                    "deferred": c.deferred,
                 }
                 for c in self.tool_calls
             ],
@@ -109,10 +132,11 @@ class Transcript:
 class AgentEvent:
     """Progress of a run, for a UI: ``text`` (the model spoke), ``delta`` (a piece of the
     model's text as it arrives, when streaming), ``tool_call`` (about to call),
-    ``progress`` (the server reported progress on it), ``tool_result`` (a call finished:
-    see ``record``), ``stop``."""
+    ``progress`` (the server reported progress on it), ``tool_running`` (a task outlived
+    the grace period: the model goes on, the result follows), ``tool_result`` (a call
+    finished: see ``record``), ``stop``."""
 
-    kind: Literal["text", "delta", "tool_call", "progress", "tool_result", "stop"]
+    kind: Literal["text", "delta", "tool_call", "progress", "tool_running", "tool_result", "stop"]
     text: str = ""
     record: ToolCallRecord | None = None
     #: For ``progress``: (progress, total, message) as the server sent them.
@@ -155,6 +179,7 @@ async def _call(
     use: llm.ToolUseContent,
     record: ToolCallRecord,
     emit: Callable[[AgentEvent], None],
+    on_task: Callable[[CreateTaskResult], Awaitable[None]] | None = None,
 ) -> llm.ToolResultContent:
     """Run one tool call; every failure becomes a tool result the model can read."""
 
@@ -164,7 +189,7 @@ async def _call(
     async def run() -> llm.ToolResultContent:
         entry = host.resolve_tool(use.name)
         record.server = entry.server
-        result = await host.call_tool(use.name, dict(use.input), progress=progress)
+        result = await host.call_tool(use.name, dict(use.input), progress=progress, on_task=on_task)
         record.status = "error" if result.is_error else "ok"
         return tool_result_to_llm(use.id, result)
 
@@ -253,38 +278,157 @@ async def _load_skill(
     return await _settle(use, record, run, not_found=f"No such skill: {skill}")
 
 
-async def _run_calls(
-    host: Host,
-    calls: list[tuple[llm.ToolUseContent, ToolCallRecord]],
-    *,
-    builtin: bool,
-    emit: Callable[[AgentEvent], None],
-) -> list[llm.Content]:
-    """Run one turn's tool calls at once; their results in the order the model asked.
+@attrs.define(eq=False)
+class _Job:
+    """One tool use in flight: its result once in, and whether the model may move on."""
 
-    Why at once: a model that asks for three slow tools (three tasks, say) should wait for
-    the slowest, not for the sum. Each ``tool_result`` event fires as its call finishes.
-    Consent prompts stay one at a time (the prompters serialise their questions).
+    use: llm.ToolUseContent
+    record: ToolCallRecord
+    result: llm.ToolResultContent | None = None
+    #: Set when the result is in, or when the call runs as a task past the grace period.
+    settled: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    #: The server's ``model-immediate-response`` text, if it gave one.
+    immediate: str | None = None
 
-    **Cancellation:** cancelling the run cancels every call (each records "cancelled").
+
+class _Calls:
+    """The run's tool calls: each turn's run at once, the long ones (tasks) in the
+    background past ``grace``, their results handed back as they finish.
+
+    **Cancellation:** the calls run in the run's own nursery (:meth:`run_agent`): ending
+    the run cancels those still running, and a task's server gets ``tasks/cancel``.
     """
-    results: list[llm.Content | None] = [None] * len(calls)
 
-    async def one(index: int, use: llm.ToolUseContent, call: ToolCallRecord) -> None:
-        if use.name == SKILL_TOOL and builtin:
-            results[index] = await _load_skill(host, use, call)
+    def __init__(
+        self,
+        host: Host,
+        nursery: trio.Nursery,
+        *,
+        builtin: bool,
+        grace: float | None,
+        emit: Callable[[AgentEvent], None],
+    ) -> None:
+        self._host = host
+        self._nursery = nursery
+        self._builtin = builtin
+        self._grace = grace
+        self._emit = emit
+        #: Deferred calls whose results the model has not had yet.
+        self.pending: list[_Job] = []
+        self._changed = trio.Event()
+
+    async def run_turn(
+        self, calls: list[tuple[llm.ToolUseContent, ToolCallRecord]]
+    ) -> list[llm.Content]:
+        """Run one turn's tool calls at once; their results in the order the model asked.
+
+        Why at once: a model that asks for three slow tools (three tasks, say) should wait
+        for the slowest, not for the sum. A call that runs as a task and is still going
+        after the grace period answers with an immediate "still running" result instead.
+        Consent prompts stay one at a time (the prompters serialise their questions).
+        """
+        jobs = [_Job(use=use, record=call) for use, call in calls]
+        for job in jobs:
+            self._nursery.start_soon(self._run, job)
+        for job in jobs:
+            await job.settled.wait()
+        results: list[llm.Content] = []
+        for job in jobs:
+            if job.result is not None:
+                results.append(job.result)
+                continue
+            job.record.status, job.record.deferred = "running", True
+            content = _still_running(job)
+            job.record.output = _text(content)
+            self.pending.append(job)
+            self._emit(AgentEvent(kind="tool_running", record=job.record))
+            results.append(content)
+        return results
+
+    def finished(self) -> list[_Job]:
+        """The deferred calls that have finished since last asked (removed from pending)."""
+        done = [job for job in self.pending if job.result is not None]
+        self.pending = [job for job in self.pending if job.result is None]
+        return done
+
+    async def wait_any(self) -> None:
+        """Wait until a deferred call has finished (each ends by its task's own timeout)."""
+        while not any(job.result is not None for job in self.pending):
+            self._changed = trio.Event()
+            await self._changed.wait()
+
+    async def _run(self, job: _Job) -> None:
+        use, record = job.use, job.record
+
+        async def on_task(created: CreateTaskResult) -> None:
+            record.task_id = created.task.task_id
+            text = (created.meta or {}).get(MODEL_IMMEDIATE_RESPONSE)
+            if isinstance(text, str) and text.strip():
+                job.immediate = text[:_IMMEDIATE_MAX]
+            if self._grace is not None:
+                self._nursery.start_soon(self._settle_after_grace, job, self._grace)
+
+        if use.name == SKILL_TOOL and self._builtin:
+            job.result = await _load_skill(self._host, use, record)
         else:
-            results[index] = await _call(host, use, call, emit)
-        emit(AgentEvent(kind="tool_result", record=call))
+            job.result = await _call(self._host, use, record, self._emit, on_task=on_task)
+        job.done.set()
+        job.settled.set()
+        self._changed.set()
+        self._emit(AgentEvent(kind="tool_result", record=record))
 
-    if len(calls) == 1:
-        await one(0, *calls[0])
+    @staticmethod
+    async def _settle_after_grace(job: _Job, grace: float) -> None:
+        with trio.move_on_after(grace):
+            await job.done.wait()
+        job.settled.set()
+
+
+def _still_running(job: _Job) -> llm.ToolResultContent:
+    """The immediate result of a task still running: the server's words, or ours."""
+    record = job.record
+    first = job.immediate or f"{record.name} is still running (task {record.task_id})."
+    note = (
+        "Its result will be sent to you in a later message as soon as it is ready. Go on"
+        " with the rest of the task meanwhile; do not call it again for the same request."
+    )
+    return llm.ToolResultContent(
+        tool_use_id=job.use.id, content=(llm.TextContent(text=first), llm.TextContent(text=note))
+    )
+
+
+def _delivery(jobs: list[_Job]) -> tuple[llm.Content, ...]:
+    """Finished tasks' results as user-message content (their tool uses were answered
+    already, so a second ``tool_result`` would be refused by the providers' APIs)."""
+    blocks: list[llm.Content] = []
+    for job in jobs:
+        result, record = job.result, job.record
+        assert result is not None
+        ended = "failed" if result.is_error else "finished"
+        blocks.append(
+            llm.TextContent(
+                text=f"The earlier call {record.name} (id {record.id}, task {record.task_id})"
+                f" has {ended}. Its result:"
+            )
+        )
+        blocks.extend(result.content)
+        if not result.content:
+            structured = result.structured_content
+            text = json.dumps(dict(structured)) if structured is not None else "(no content)"
+            blocks.append(llm.TextContent(text=text))
+    return tuple(blocks)
+
+
+def _deliver(messages: list[llm.Message], jobs: list[_Job]) -> None:
+    """Add finished tasks' results to the conversation: after the tool results of the
+    last user message if it is one (Anthropic wants them first; OpenAI sends them as
+    ``tool`` messages and the rest as a user message), else as a new user message."""
+    blocks = _delivery(jobs)
+    if messages and messages[-1].role == "user":
+        messages[-1] = llm.Message(role="user", content=(*messages[-1].content, *blocks))
     else:
-        with collapse_single_group():
-            async with trio.open_nursery() as nursery:
-                for index, (use, call) in enumerate(calls):
-                    nursery.start_soon(one, index, use, call)
-    return [result for result in results if result is not None]
+        messages.append(llm.Message(role="user", content=blocks))
 
 
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
@@ -320,6 +464,7 @@ async def run_agent(
     transcript: Transcript | None = None,
     on_event: Callable[[AgentEvent], None] | None = None,
     stream: bool = False,
+    task_grace: float | None = DEFAULT_TASK_GRACE,
 ) -> Transcript:
     """Run the agent loop for ``task`` over every tool in the host's catalog.
 
@@ -337,6 +482,9 @@ async def run_agent(
             ``delta`` event the moment it arrives (a person reads along instead of
             waiting for the whole turn); the ``text`` event is then not emitted, since
             its text was already shown.
+        task_grace: seconds a tool running as a task may take before the model is told
+            it is still running and goes on (its result follows in a later turn); None
+            waits for every result within the turn, as for other tools.
 
     Returns:
         The transcript; ``stop`` says why it ended.
@@ -387,11 +535,15 @@ async def run_agent(
         skills = []
     builtin = (_skill_tool(skills),) if skills else ()
 
-    try:
+    async def _loop(calls: _Calls) -> None:
+        nonlocal turns
         while True:
+            finished = calls.finished()
+            if finished:
+                _deliver(record.messages, finished)
             if turns >= max_turns:
                 record.stop = "max_turns"
-                break
+                return
             request = llm.Request(
                 model=model,
                 messages=tuple(record.messages),
@@ -406,34 +558,62 @@ async def run_agent(
                     result = await llm_provider.complete(request)
             except ProviderError as exc:
                 record.stop, record.error = "provider_error", str(exc)
-                break
+                return
             turns += 1
             record.turns += 1
             record.input_tokens += result.usage.input_tokens
             record.output_tokens += result.usage.output_tokens
             record.messages.append(llm.Message(role="assistant", content=result.content))
             uses = result.tool_uses
-            if result.text and uses and not stream:  # the final answer is the transcript's
+            if result.text and (uses or calls.pending) and not stream:
                 emit(AgentEvent(kind="text", text=result.text))
             if not uses:
                 record.final_text = result.text
-                record.stop = "end_turn"
-                break
-            calls = []
+                if not calls.pending:
+                    record.stop = "end_turn"
+                    return
+                # The model is done for now, tasks are not: wait for the next result.
+                if turns >= max_turns:
+                    record.stop = "max_turns"
+                    return
+                if spent():
+                    record.stop = "token_budget"
+                    return
+                await calls.wait_any()
+                continue
+            batch = []
             for use in uses:
                 call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
                 record.tool_calls.append(call)
                 emit(AgentEvent(kind="tool_call", record=call))
-                calls.append((use, call))
-            results = await _run_calls(host, calls, builtin=bool(builtin), emit=emit)
+                batch.append((use, call))
+            results = await calls.run_turn(batch)
             record.messages.append(llm.Message(role="user", content=tuple(results)))
-            used = record.input_tokens + record.output_tokens
-            if token_budget is not None and used >= token_budget:
+            if spent():
                 record.final_text = result.text
                 record.stop = "token_budget"
-                break
-    except trio.Cancelled:
-        record.stop = "interrupted"
+                return
+
+    def spent() -> bool:
+        used = record.input_tokens + record.output_tokens
+        return token_budget is not None and used >= token_budget
+
+    try:
+        with collapse_single_group():
+            async with trio.open_nursery() as nursery:
+                calls = _Calls(host, nursery, builtin=bool(builtin), grace=task_grace, emit=emit)
+                try:
+                    await _loop(calls)
+                finally:
+                    # Tasks still pending (turns or budget spent): cancelled, and their
+                    # servers told (tasks/cancel).
+                    nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        # Cancelled, or a group of Cancelled (the calls' nursery ends with one per task).
+        if isinstance(exc, trio.Cancelled) or (
+            isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
+        ):
+            record.stop = "interrupted"
         raise
     emit(AgentEvent(kind="stop", text=str(record.stop)))
     return record

@@ -723,6 +723,8 @@ def _agent_printer(console: Console, stream: _Stream | None = None) -> Callable[
             )
         elif event.kind == "progress" and record is not None and event.progress:
             console.progress(record.name, *event.progress)
+        elif event.kind == "tool_running" and record is not None:
+            console.line(f"  ~ still running (task {record.task_id}); its result will follow")
         elif event.kind == "tool_result" and record is not None:
             if record.status == "denied":
                 console.line(f"  x denied: {record.reason}")
@@ -743,6 +745,8 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from agenthost.agent import Transcript, run_agent
     from agenthost.llmcontent import prompt_messages_to_llm
 
+    if not args.task_grace >= 0:
+        raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = _load_config(args)
     provider, model = _split_model(args.model)
     async with _open_host(args, config, console) as host:
@@ -768,6 +772,7 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
                 prompt_messages=prompt_messages,
                 max_turns=args.max_turns,
                 token_budget=args.token_budget,
+                task_grace=args.task_grace,
                 transcript=transcript,
                 on_event=_agent_printer(console, stream),
                 stream=stream is not None,
@@ -1133,6 +1138,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="provider/model (default: the configured default)")
     run.add_argument("--max-turns", type=int, default=20)
     run.add_argument("--token-budget", type=int, default=None)
+    run.add_argument(
+        "--task-grace",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="a tool running as a task longer than this lets the model go on; its result"
+        " follows in a later turn (default 2; 0 = at once)",
+    )
     run.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
     run.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
     run.add_argument(

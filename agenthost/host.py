@@ -35,7 +35,7 @@ from agenthost.session import (
 )
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
-from agenthost.tasks import call_tool_as_task, wants_task
+from agenthost.tasks import TaskCreatedCallback, call_tool_as_task, wants_task
 from agenthost.types import (
     CallToolResult,
     CreateMessageRequestParams,
@@ -320,11 +320,14 @@ class Host:
         *,
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
+        on_task: TaskCreatedCallback | None = None,
     ) -> CallToolResult:
         """Call a namespaced tool on the server that owns it, with consent.
 
         Every call passes the policy (kind ``tool``), which sees the tool's annotations
         (trusted only when the server is) and the full arguments; the outcome is audited.
+        A tool that must run as a task does; ``on_task`` is told when the server has
+        created it (the call still returns the task's result).
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -358,7 +361,12 @@ class Host:
                 # The tool must run as a task (taskSupport "required"): same consent, same
                 # audit; the task's status changes reach the progress callback.
                 result = await call_tool_as_task(
-                    session, entry.tool.name, arguments, progress=progress, timeout=timeout
+                    session,
+                    entry.tool.name,
+                    arguments,
+                    progress=progress,
+                    timeout=timeout,
+                    on_created=on_task,
                 )
             elif timeout is None:
                 result = await session.call_tool(entry.tool.name, arguments, progress=progress)

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from agenthost.session import ClientSession, ProgressCallback, RequestContext
 
 __all__ = [
+    "MODEL_IMMEDIATE_RESPONSE",
     "TERMINAL_STATUSES",
+    "TaskCreatedCallback",
     "TaskStatusCallback",
     "call_tool_as_task",
     "cancel_task",
@@ -58,6 +60,11 @@ TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
 
 #: ``async (task) -> None``: told each time the task's status or message changes.
 TaskStatusCallback = Callable[[Task], Awaitable[None]]
+#: ``async (created) -> None``: told once, when the server has accepted the task.
+TaskCreatedCallback = Callable[[CreateTaskResult], Awaitable[None]]
+#: The ``CreateTaskResult`` ``_meta`` key of a text meant for the model while the task
+#: runs (2025-11-25 tasks, "Creating Tasks"; provisional in the spec).
+MODEL_IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-response"
 
 #: Polling bounds, seconds: the server's ``pollInterval`` is honoured within them (a
 #: server must not make us spin, nor park us for an hour between two looks).
@@ -147,6 +154,7 @@ async def call_tool_as_task(
     timeout: float | None = None,
     on_status: TaskStatusCallback | None = None,
     progress: ProgressCallback | None = None,
+    on_created: TaskCreatedCallback | None = None,
 ) -> CallToolResult:
     """Call a tool as a task and wait for its result.
 
@@ -156,6 +164,8 @@ async def call_tool_as_task(
         on_status: told every status change (``working`` -> ``input_required`` -> ...).
         progress: also told every status change, as ``(n, None, "status: message")``,
             so a progress bar shows what the task is doing.
+        on_created: told the server's ``CreateTaskResult`` (the task exists: an agent
+            may answer its model now, with the ``_meta`` immediate response if any).
 
     Raises:
         AgentHostTimeout: the task did not finish within ``timeout`` (it is cancelled).
@@ -179,6 +189,12 @@ async def call_tool_as_task(
     except AgentHostError as exc:
         raise ProtocolError(f"tools/call {name}: not a task: {exc}", server=session.name) from None
     task: Task = created.task
+    if on_created is not None:
+        try:
+            await on_created(created)
+        except BaseException:
+            await _cancel_quietly(session, task.task_id)
+            raise
     limit = timeout
     if limit is None:
         limit = task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
