@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -27,6 +28,7 @@ from agenthost.tasks import list_tasks
 from providers.base import Message, TextContent, ToolResultContent, ToolUseContent
 from providers.config import build_provider, parse_providers
 from providers.scripted import ScriptedProvider, ScriptedTurn
+from tests.conftest import node_bin
 from tests.helpers import ALLOW_ALL
 from tests.providers.providers_helpers import anthropic_message, openai_completion
 
@@ -338,3 +340,73 @@ async def test_openai_api_gets_the_deferred_result(everything_cmd: Callable[[], 
         if "Research Report: tides" in part.get("text", "")
     ]
     assert len(delivered) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_server_immediate_response_is_what_the_model_reads() -> None:
+    """A server that sends ``io.modelcontextprotocol/model-immediate-response`` with its
+    ``CreateTaskResult``: the model's immediate tool result is that text (our note that
+    the result follows comes after it)."""
+    peer = Path(__file__).parent / "peers" / "immediate_task_server.mjs"
+    config = HostConfig(
+        servers=[ServerConfig(name="im", transport="stdio", command=node_bin(), args=(str(peer),))],
+        policy=ALLOW_ALL,
+    )
+    replay = ScriptedProvider(
+        [
+            ScriptedTurn(tool_calls=(use("s1", "im__survey", topic="tides", seconds=1.5),)),
+            ScriptedTurn(text="Waiting."),
+            ScriptedTurn(text="Surveyed."),
+        ],
+        name="replay",
+    )
+    async with open_host(config, providers={"replay": replay}) as host:
+        with trio.fail_after(30):
+            transcript = await run_agent(
+                host, "survey tides", provider="replay", model="r", task_grace=0.3
+            )
+    assert transcript.stop == "end_turn"
+    [immediate] = replay.requests[1].messages[-1].content
+    assert isinstance(immediate, ToolResultContent)
+    first, note = immediate.content
+    assert first == TextContent(text="Survey of tides started; it takes about 1.5 seconds.")
+    assert isinstance(note, TextContent) and "later message" in note.text
+    assert texts(replay.requests[2].messages[-1])[1] == "Survey of tides: 3 sources agree."
+
+
+@pytest.mark.timeout(90)
+async def test_token_budget_cancels_pending_tasks(everything_cmd: Callable[[], Command]) -> None:
+    api = ScriptedAPI(
+        anthropic_message(
+            [{"type": "tool_use", "id": "toolu_1", "name": RESEARCH, "input": {"topic": "x"}}],
+            stop_reason="tool_use",
+        ),
+        anthropic_message([{"type": "text", "text": "Waiting for it."}]),
+    )
+    settings = parse_providers({"anthropic": {}}, source="<test>").get("anthropic")
+    provider = build_provider(
+        settings,
+        {"ANTHROPIC_API_KEY": "test-key"},
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
+    )
+    try:
+        async with open_host(
+            host_config(everything_cmd()), providers={"anthropic": provider}
+        ) as host:
+            with trio.fail_after(30):
+                transcript = await run_agent(
+                    host,
+                    "research",
+                    provider="anthropic",
+                    model="claude-sonnet-5-5",
+                    task_grace=GRACE,
+                    token_budget=30,  # each answer costs 12 + 6
+                )
+            assert transcript.stop == "token_budget"
+            [call] = transcript.tool_calls
+            assert call.status == "cancelled" and call.task_id is not None
+            states = {t.task_id: t.status for t in await list_tasks(host.session("ev"))}
+            assert states[call.task_id] == "cancelled"
+    finally:
+        await provider.aclose()
+    assert len(api.bodies) == 2
