@@ -301,3 +301,34 @@ def test_client_tasks_config_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         HostConfig.load(path)
     assert info.value.key == "servers.s.client_tasks"
+
+
+@pytest.mark.timeout(60)
+async def test_sampling_as_a_task_over_streamable_http(
+    everything_http_cmd: Callable[..., tuple[str, list[str], dict[str, str]]],
+) -> None:
+    """The same exchange over Streamable HTTP: the server's asks and polls arrive on its
+    SSE streams, our answers go back as POSTs."""
+    from agenthost.config import ServerConfig
+    from agenthost.connect import EraCache, connect
+    from tests.peers.http_launch import free_port, serve
+
+    port = free_port()
+    command, args, env = everything_http_cmd("streamableHttp", port)
+    handlers = ClientHandlers(sampling=sample, ask_tasks=AskTaskLimits())
+    config = ServerConfig(
+        name="ev",
+        transport="streamable-http",
+        url=f"http://127.0.0.1:{port}/mcp",
+        protocol="legacy",
+    )
+    async with (
+        serve([command, *args], port, env=env),
+        connect(config, handlers=handlers, era_cache=EraCache(None)) as session,
+    ):
+        assert session.revision == REVISION
+        await wait_for_tool(session, SAMPLING_TOOL)
+        with trio.fail_after(30):
+            result = await session.call_tool(SAMPLING_TOOL, {"prompt": "tides"})
+        assert "[COMPLETED] Async sampling completed!" in text_of(result), text_of(result)
+        assert "Tides follow the moon." in text_of(result)
