@@ -347,7 +347,7 @@ async def test_server_immediate_response_is_what_the_model_reads() -> None:
     """A server that sends ``io.modelcontextprotocol/model-immediate-response`` with its
     ``CreateTaskResult``: the model's immediate tool result is that text (our note that
     the result follows comes after it)."""
-    peer = Path(__file__).parent / "peers" / "immediate_task_server.mjs"
+    peer = Path(__file__).parent / "peers" / "tasks_peer.mjs"
     config = HostConfig(
         servers=[ServerConfig(name="im", transport="stdio", command=node_bin(), args=(str(peer),))],
         policy=ALLOW_ALL,

@@ -332,3 +332,57 @@ async def test_sampling_as_a_task_over_streamable_http(
             result = await session.call_tool(SAMPLING_TOOL, {"prompt": "tides"})
         assert "[COMPLETED] Async sampling completed!" in text_of(result), text_of(result)
         assert "Tides follow the moon." in text_of(result)
+
+
+@pytest.mark.timeout(60)
+async def test_list_cancel_and_errors_served_to_a_real_requestor() -> None:
+    """tasks/list, tasks/get, tasks/cancel (and again, refused), tasks/result of a cancelled
+    task, an unknown id and a bad cursor, asked by a server on the official TypeScript SDK."""
+    import json
+
+    from tests.conftest import PEERS_DIR, node_bin
+
+    hung = trio.Event()
+    cancelled = trio.Event()
+
+    async def hangs(ctx: RequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+        hung.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    handlers = ClientHandlers(sampling=hangs, ask_tasks=AskTaskLimits())
+    async with (
+        open_stdio_transport(node_bin(), [str(PEERS_DIR / "tasks_peer.mjs")], name="tp") as inner,
+        open_session(RecordingTransport(inner), name="tp", handlers=handlers) as session,
+    ):
+        with trio.fail_after(30):
+            result = await session.call_tool("client-task-tour", {})
+        answers = json.loads(text_of(result))
+        task_id = answers["create"]["task"]["taskId"]
+        [listed] = answers["list"]["tasks"]
+        assert (listed["taskId"], listed["status"]) == (task_id, "working")
+        assert "nextCursor" not in answers["list"]
+        assert answers["get"]["status"] == "working"
+        assert answers["cancel"]["status"] == "cancelled"
+        assert answers["cancel"]["statusMessage"] == "The task was cancelled by request."
+        assert answers["cancelAgain"]["error"]["code"] == -32602
+        assert "terminal status 'cancelled'" in answers["cancelAgain"]["error"]["message"]
+        assert answers["result"]["error"]["code"] == -32603
+        assert answers["unknown"]["error"]["code"] == -32602
+        assert answers["badCursor"]["error"]["code"] == -32602
+        assert hung.is_set() and cancelled.is_set()  # the sampling work was stopped
+        transport = session.transport
+        assert isinstance(transport, RecordingTransport)
+        answered = check_wire(transport)
+        validate_definition(answered["tasks/list"][0]["result"], REVISION, "ListTasksResult")
+        for message in answered["tasks/cancel"]:
+            if "result" in message:
+                validate_definition(message["result"], REVISION, "CancelTaskResult")
+        statuses = [
+            m["params"]["status"]
+            for m in transport.sent
+            if m.get("method") == "notifications/tasks/status"
+        ]
+        assert statuses == ["cancelled"]
