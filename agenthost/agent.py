@@ -565,7 +565,7 @@ async def run_agent(
             record.output_tokens += result.usage.output_tokens
             record.messages.append(llm.Message(role="assistant", content=result.content))
             uses = result.tool_uses
-            if result.text and (uses or calls.pending) and not stream:
+            if result.text and uses and not stream:  # the final answer is the transcript's
                 emit(AgentEvent(kind="text", text=result.text))
             if not uses:
                 record.final_text = result.text
@@ -579,6 +579,8 @@ async def run_agent(
                 if spent():
                     record.stop = "token_budget"
                     return
+                if result.text and not stream:  # not the final answer after all
+                    emit(AgentEvent(kind="text", text=result.text))
                 await calls.wait_any()
                 continue
             batch = []

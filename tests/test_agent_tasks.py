@@ -410,3 +410,67 @@ async def test_token_budget_cancels_pending_tasks(everything_cmd: Callable[[], C
     finally:
         await provider.aclose()
     assert len(api.bodies) == 2
+
+
+@pytest.mark.timeout(120)
+def test_cli_run_shows_the_task_running_and_its_late_result(
+    tmp_path: Path, everything_cmd: Callable[[], Command]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    command, args = everything_cmd()
+    (tmp_path / "script.toml").write_text(
+        f"""
+[[turns]]
+[[turns.tool_calls]]
+id = "t1"
+name = "{RESEARCH}"
+input = {{ topic = "comets" }}
+
+[[turns]]
+text = "Waiting for the report."
+
+[[turns]]
+text = "Comets: done."
+"""
+    )
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        f"""
+[servers.ev]
+command = {json.dumps(command)}
+args = {json.dumps(args)}
+
+[providers.replay]
+kind = "scripted"
+script = "script.toml"
+
+[policy]
+mode = "headless"
+preset = "unsafe-allow-everything"
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+
+    def agenthost(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    ran = agenthost("run", "research comets", "--task-grace", "0.5")
+    assert ran.returncode == 0, ran.stderr
+    # The model's words stream to stdout; tool lines go to stderr, in order.
+    assert ran.stdout.startswith("Waiting for the report.\nComets: done.\n"), ran.stdout
+    assert "still running (task " in ran.stderr
+    assert ran.stderr.index("still running") < ran.stderr.index("Research Report: comets")
+    bad = agenthost("run", "x", "--task-grace", "-1")
+    assert bad.returncode == 2
+    assert "--task-grace" in bad.stderr
