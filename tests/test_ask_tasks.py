@@ -386,3 +386,21 @@ async def test_list_cancel_and_errors_served_to_a_real_requestor() -> None:
             if m.get("method") == "notifications/tasks/status"
         ]
         assert statuses == ["cancelled"]
+
+
+@pytest.mark.timeout(60)
+async def test_finished_tasks_kept_are_bounded(everything_cmd: Callable[[], Command]) -> None:
+    handlers = ClientHandlers(sampling=sample, ask_tasks=AskTaskLimits(max_retained=1))
+    command, args = everything_cmd()
+    async with (
+        open_stdio_transport(command, args, name="ev") as stdio_transport,
+        open_session(stdio_transport, name="ev", handlers=handlers) as session,
+    ):
+        await wait_for_tool(session, SAMPLING_TOOL)
+        store = session.ask_tasks
+        assert store is not None
+        with trio.fail_after(30):
+            for prompt in ("one", "two", "three"):
+                result = await session.call_tool(SAMPLING_TOOL, {"prompt": prompt})
+                assert "[COMPLETED]" in text_of(result)
+                assert len(store) == 1  # the newest finished task only
