@@ -229,6 +229,8 @@ class HTTPTransportBase(Transport):
     ) -> None:
         self.name = name
         self.url = url
+        #: The URL parsed once: httpx parses a string URL on every request (bench, HTTP).
+        self._target = httpx.URL(url)
         self._client = client
         self._nursery = nursery
         self._headers = dict(headers or {})
@@ -337,7 +339,9 @@ class HTTPTransportBase(Transport):
         return headers
 
     @asynccontextmanager
-    async def _stream(self, method: str, url: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+    async def _stream(
+        self, method: str, url: str | httpx.URL, **kwargs: Any
+    ) -> AsyncIterator[httpx.Response]:
         """``client.stream(...)``, following redirects only within the origin.
 
         A redirect we do not follow is yielded as the response (a 3xx), as httpx does
@@ -362,7 +366,9 @@ class HTTPTransportBase(Transport):
         finally:
             await response.aclose()
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> tuple[httpx.Response, bytes]:
+    async def _request(
+        self, method: str, url: str | httpx.URL, **kwargs: Any
+    ) -> tuple[httpx.Response, bytes]:
         """One exchange with :meth:`_stream`'s redirect rule; the body read up to the limit."""
         async with self._stream(method, url, **kwargs) as response:
             return response, await self._read_limited(response)
@@ -568,7 +574,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         try:
             response, content = await self._request(
                 "POST",
-                self.url,
+                self._target,
                 content=body,
                 headers={
                     **self._headers_for(_ACCEPT_BOTH),
@@ -623,7 +629,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             try:
                 async with self._stream(
                     "POST",
-                    self.url,
+                    self._target,
                     content=body,
                     headers={
                         **self._headers_for(_ACCEPT_BOTH),
@@ -795,7 +801,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             headers["Last-Event-ID"] = before
             try:
                 async with self._stream(
-                    "GET", self.url, headers=headers, timeout=self._stream_timeout
+                    "GET", self._target, headers=headers, timeout=self._stream_timeout
                 ) as response:
                     status = response.status_code
                     log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
@@ -835,7 +841,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     headers["Last-Event-ID"] = parser.last_event_id
                 try:
                     async with self._stream(
-                        "GET", self.url, headers=headers, timeout=self._stream_timeout
+                        "GET", self._target, headers=headers, timeout=self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: GET stream -> HTTP %d", self.name, status)
@@ -894,7 +900,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     try:
                         response, _ = await self._request(
                             "DELETE",
-                            self.url,
+                            self._target,
                             headers=self._headers_for(_ACCEPT_BOTH),
                             timeout=self._ack_timeout,
                         )
