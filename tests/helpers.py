@@ -25,6 +25,8 @@ class RecordingTransport(Transport):
         #: The options each message was sent with (same order as ``sent``).
         self.options: list[SendOptions] = []
         self.request_methods: dict[Any, str] = {}
+        #: Every message received (responses included), as JSON objects.
+        self.received: list[dict[str, Any]] = []
         self.revision: str | None = None
 
     async def send(
@@ -47,6 +49,7 @@ class RecordingTransport(Transport):
 
     async def receive(self) -> jsonrpc.Message:
         message = await self.inner.receive()
+        self.received.append(jsonrpc.to_object(message))
         if isinstance(message, jsonrpc.Request):
             self.request_methods[message.id] = message.method
         return message

@@ -185,6 +185,25 @@ def build_server() -> MCPServer[Any]:
             return content.text
         return json.dumps(content.model_dump(mode="json", by_alias=True, exclude_none=True))
 
+    @server.tool(description="Ask the client's LLM, then work `seconds` before answering.")
+    async def sample_then_wait(
+        prompt: str,
+        seconds: float,
+        answer: Annotated[CreateMessageResult, Resolve(_ask_llm)],
+    ) -> str:
+        # On 2026-07-28 the body runs only in the round that carries the answer, so a
+        # client that gives up meanwhile cancels that round's request (MRTR cancellation).
+        del prompt
+        peer_log("started sample_then_wait")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            peer_log("cancelled sample_then_wait")
+            raise
+        peer_log("finished sample_then_wait")
+        content = answer.content
+        return content.text if isinstance(content, TextContent) else "non-text answer"
+
     @server.tool(description="Return the client's roots (roots/list) as JSON text.")
     def roots(listing: Annotated[ListRootsResult, Resolve(_ask_roots)]) -> str:
         return json.dumps(
