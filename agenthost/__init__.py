@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "AgentHostError": "agenthost.errors",
     "AgentHostTimeout": "agenthost.errors",
+    "BackChannelRequired": "agenthost.errors",
     "ConfigError": "agenthost.errors",
     "ConsentDenied": "agenthost.errors",
     "JSONRPCError": "agenthost.errors",
@@ -65,6 +66,7 @@ __all__ = [
     "AgentHostError",
     "AgentHostTimeout",
     "AskTaskLimits",
+    "BackChannelRequired",
     "CatalogTool",
     "ClientHandlers",
     "ClientSession",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,
+        BackChannelRequired,
         ConfigError,
         ConsentDenied,
         JSONRPCError,

@@ -139,7 +139,9 @@ async def connect(
         if cached is None:
             plan = ("auto", None)
         else:
-            plan = ("modern" if cached[0] is Era.MODERN else "legacy", "cached")
+            why = cache.reason(config)
+            how = f"cached ({why})" if why else "cached"
+            plan = ("modern" if cached[0] is Era.MODERN else "legacy", how)
     startup = _limit(config.timeouts.startup)
     offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
     for _ in range(4):
@@ -186,7 +188,7 @@ async def connect(
         except (JSONRPCError, UnsupportedRevision, AgentHostTimeout) as exc:
             if yielded:
                 raise
-            if learned == "cached":
+            if learned is not None and learned.startswith("cached"):
                 log.info("%s: the cached protocol era failed; probing again", config.name)
                 cache.forget(config)
                 plan = ("auto", None)
@@ -296,13 +298,32 @@ class EraCache:
             return None
         return era_of(revision), revision
 
-    def put(self, config: ServerConfig, revision: str) -> None:
+    def reason(self, config: ServerConfig) -> str | None:
+        """Why the entry for ``config`` holds its era, when more than a probe decided it
+        (the fallback of :meth:`agenthost.supervisor.Supervisor.fall_back_to_legacy`)."""
+        reason = self._load().get(self.key(config), {}).get("reason")
+        return reason[:300] if isinstance(reason, str) else None
+
+    def put(self, config: ServerConfig, revision: str, *, reason: str | None = None) -> None:
+        """Remember ``revision`` for ``config``; ``reason`` says why, when a probe did not
+        decide it (kept while the era stays the same)."""
         entries = self._load()
         key = self.key(config)
-        if entries.get(key, {}).get("revision") == revision:
+        old = entries.get(key, {})
+        if old.get("revision") == revision and (reason is None or old.get("reason") == reason):
             return
+        before = old.get("revision")
+        if (
+            reason is None
+            and isinstance(before, str)
+            and is_known(before)
+            and era_of(before) is era_of(revision)
+        ):
+            reason = old.get("reason")
         entries.pop(key, None)
         entries[key] = {"revision": revision, "at": int(time.time())}
+        if reason is not None:
+            entries[key]["reason"] = reason[:300]
         while len(entries) > _CACHE_MAX_ENTRIES:
             entries.pop(next(iter(entries)))
         self._save(entries)

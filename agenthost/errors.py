@@ -16,7 +16,8 @@ never leaked::
     │   └── AuthorizationError      OAuth failed or is needed (names the server and the fix)
     ├── AgentHostTimeout            a request or operation exceeded its timeout
     ├── JSONRPCError                the peer answered with an error (code, message, data)
-    │   └── ServerUnavailable       the server is gone/restarting; the request never ran
+    │   ├── ServerUnavailable       the server is gone/restarting; the request never ran
+    │   └── BackChannelRequired     a 2026-07-28 server's tool asked the pre-2026 way
     ├── OutputValidationError       structuredContent does not fit the tool's outputSchema
     ├── ConsentDenied               the consent policy denied an action
     ├── InvalidAnswer               a user's answer does not fit the elicitation schema
@@ -36,6 +37,7 @@ __all__ = [
     "AgentHostError",
     "AgentHostTimeout",
     "AuthorizationError",
+    "BackChannelRequired",
     "ConfigError",
     "ConsentDenied",
     "InvalidAnswer",
@@ -174,6 +176,37 @@ class ServerUnavailable(JSONRPCError):
 
     def __init__(self, message: str, *, server: str | None = None) -> None:
         super().__init__(-32000, message, server=server)
+
+
+class BackChannelRequired(JSONRPCError):
+    """A request failed on a 2026-07-28 session because the server's code sent its own
+    request (sampling, elicitation, roots) the way the ``initialize`` era does.
+
+    2026-07-28 has no server-to-client requests (asks come back as MRTR), and the
+    official Python SDK refuses them with ``NoBackChannelError`` (-32600, "Cannot send
+    '<method>': this transport context has no back-channel for server-initiated
+    requests."). The server works in the ``initialize`` era; the fix is
+    ``protocol = "legacy"`` for it (a host in ``auto`` mode reconnects it so by itself).
+    ``code`` and ``data`` are the server's; ``message`` says what happened and the fix.
+    """
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        server: str | None = None,
+        ask: str,
+        request: str,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(code, message, data, server=server)
+        #: What the server tried to send (``sampling/createMessage`` ...).
+        self.ask = ask
+        #: The request that failed (``tools/call`` ...) and its tool, prompt or URI.
+        self.request = request
+        self.name = name
 
 
 class OutputValidationError(AgentHostError):

@@ -25,7 +25,13 @@ from agenthost._util import collapse_single_group
 from agenthost.ask_tasks import AskTaskLimits
 from agenthost.catalog import Catalog, CatalogTool
 from agenthost.config import HostConfig, ServerConfig, Workspace
-from agenthost.errors import AgentHostError, JSONRPCError, NotFound, ServerUnavailable
+from agenthost.errors import (
+    AgentHostError,
+    BackChannelRequired,
+    JSONRPCError,
+    NotFound,
+    ServerUnavailable,
+)
 from agenthost.roots import RootsRegistry
 from agenthost.session import (
     ClientHandlers,
@@ -49,6 +55,7 @@ from agenthost.types import (
     Resource,
     ResourceTemplate,
     Root,
+    Tool,
 )
 from policies import (
     Elicitation,
@@ -357,25 +364,59 @@ class Host:
             ),
         )
         async with self.policy.guard(action) as outcome:
-            if wants_task(entry.tool, session.server_capabilities):
-                # The tool must run as a task (taskSupport "required"): same consent, same
-                # audit; the task's status changes reach the progress callback.
-                result = await call_tool_as_task(
-                    session,
-                    entry.tool.name,
-                    arguments,
-                    progress=progress,
-                    timeout=timeout,
-                    on_created=on_task,
+            try:
+                result = await _call_on(session, tool, arguments, timeout, progress, on_task)
+            except BackChannelRequired as exc:
+                # Same consent, same audit line: the retry is part of this one call.
+                session = await self._era_fallback(
+                    entry.server, session, exc, repeatable=_repeatable(tool)
                 )
-            elif timeout is None:
-                result = await session.call_tool(entry.tool.name, arguments, progress=progress)
-            else:
-                result = await session.call_tool(
-                    entry.tool.name, arguments, progress=progress, timeout=timeout
-                )
+                result = await _call_on(session, tool, arguments, timeout, progress, on_task)
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
+
+    async def _era_fallback(
+        self,
+        server: str,
+        session: ClientSession,
+        error: BackChannelRequired,
+        *,
+        repeatable: bool,
+    ) -> ClientSession:
+        """Reconnect ``server`` in the initialize era after ``error``
+        (:meth:`Supervisor.fall_back_to_legacy`); the session to repeat the call on.
+
+        The safety rule for repeating the call: the SDK refuses the back-channel request
+        *while the tool runs*, so whatever the tool did before it asked has been done.
+        The call is repeated only when doing it again cannot add an effect: a tool the
+        server declares ``readOnlyHint`` or ``idempotentHint``, or a ``prompts/get`` /
+        ``resources/read`` (retrievals by the spec). Trusting the server's hints is sound
+        here whether or not the server is trusted: a server that lies about them can only
+        repeat its own effect, which it could do within one call anyway. Any other tool
+        is not repeated: the error says the server was switched and that calling again
+        will work.
+
+        Raises:
+            BackChannelRequired: no fallback applies, or the call must not be repeated.
+            ServerUnavailable: the server did not come back.
+        """
+        new = await self.supervisor(server).fall_back_to_legacy(session, error)
+        if repeatable:
+            return new
+        what = f"{error.request} {error.name!r}" if error.name else error.request
+        raise BackChannelRequired(
+            error.code,
+            f"{what} did not complete: the server's code sent {error.ask} as its own request,"
+            " which MCP 2026-07-28 does not carry, so agenthost reconnected the server in the"
+            " initialize era; the call was not repeated because the tool is not declared"
+            " read-only or idempotent and may have acted before it asked: call it again"
+            ' (protocol = "legacy" for this server avoids this)',
+            error.data,
+            server=server,
+            ask=error.ask,
+            request=error.request,
+            name=error.name,
+        )
 
     def always_denied(self, entry: CatalogTool) -> str | None:
         """Why the policy denies every call of ``entry``, or None (see
@@ -407,7 +448,11 @@ class Host:
             trusted=self._servers[server].trusted,
         )
         async with self.policy.guard(action) as outcome:
-            result = await session.get_prompt(name, arguments)
+            try:
+                result = await session.get_prompt(name, arguments)
+            except BackChannelRequired as exc:
+                session = await self._era_fallback(server, session, exc, repeatable=True)
+                result = await session.get_prompt(name, arguments)
             outcome.result = {"messages": len(result.messages)}
         return result
 
@@ -425,7 +470,11 @@ class Host:
         session = self.session(owner)
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
-            result = await session.read_resource(uri)
+            try:
+                result = await session.read_resource(uri)
+            except BackChannelRequired as exc:
+                session = await self._era_fallback(owner, session, exc, repeatable=True)
+                result = await session.read_resource(uri)
             outcome.result = {"contents": len(result.contents)}
         return result
 
@@ -554,6 +603,36 @@ class Host:
     def _stop(self) -> None:
         for sup in self._supervisors.values():
             sup.stop()
+
+
+async def _call_on(
+    session: ClientSession,
+    tool: Tool,
+    arguments: Mapping[str, Any] | None,
+    timeout: float | None,
+    progress: ProgressCallback | None,
+    on_task: TaskCreatedCallback | None,
+) -> CallToolResult:
+    if wants_task(tool, session.server_capabilities):
+        # The tool must run as a task (taskSupport "required"): same consent, same
+        # audit; the task's status changes reach the progress callback.
+        return await call_tool_as_task(
+            session,
+            tool.name,
+            arguments,
+            progress=progress,
+            timeout=timeout,
+            on_created=on_task,
+        )
+    if timeout is None:
+        return await session.call_tool(tool.name, arguments, progress=progress)
+    return await session.call_tool(tool.name, arguments, progress=progress, timeout=timeout)
+
+
+def _repeatable(tool: Tool) -> bool:
+    """Whether calling ``tool`` twice adds nothing: the server says read-only or idempotent."""
+    hints = tool.annotations
+    return hints is not None and (hints.read_only_hint is True or hints.idempotent_hint is True)
 
 
 def _annotation_dict(annotations: Any) -> dict[str, Any] | None:

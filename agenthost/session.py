@@ -26,6 +26,7 @@ that raises gets an error response and the session lives on.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
@@ -35,7 +36,7 @@ import attrs
 import orjson
 import trio
 
-from agenthost import __version__
+from agenthost import __version__, jsonrpc
 from agenthost import methods as m
 from agenthost._util import collapse_single_group
 from agenthost.ask_tasks import TASK_METHODS, TASKABLE_ASKS, AskTaskLimits, AskTaskStore
@@ -44,6 +45,7 @@ from agenthost.converter import structure, unstructure
 from agenthost.errors import (
     AgentHostError,
     AgentHostTimeout,
+    BackChannelRequired,
     JSONRPCError,
     OutputValidationError,
     ProtocolError,
@@ -449,7 +451,13 @@ class ClientSession:
                 spec.method, raw_params, timeout=self._limit(timeout), cancellable=cancellable
             )
         elif spec.mrtr:
-            raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
+            try:
+                raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
+            except JSONRPCError as exc:
+                needs = _back_channel_error(exc, spec.method, raw_params, self.name)
+                if needs is None:
+                    raise
+                raise needs from None
         else:
             raw = await self._modern_call(
                 spec.method, raw_params, self._limit(timeout), cancellable=cancellable
@@ -1216,6 +1224,43 @@ def _tasks_declared(revision: str) -> bool:
     """Whether ``revision`` has the 2025-11-25 tasks utility (the modern era's tasks are
     an extension of their own, not declared here)."""
     return at_least(revision, "2025-11-25") and not is_modern(revision)
+
+
+#: The official Python SDK's ``NoBackChannelError`` (``mcp.shared.exceptions``): a tool
+#: that sent its own request on a 2026-07-28 connection, which has no back-channel.
+_NO_BACK_CHANNEL: Final = re.compile(
+    r"Cannot send '(sampling/createMessage|elicitation/create|roots/list)': this transport"
+    r" context has no back-channel for server-initiated requests"
+)
+
+
+def _back_channel_error(
+    exc: JSONRPCError, method: str, params: Mapping[str, Any] | None, server: str
+) -> BackChannelRequired | None:
+    """``exc`` as a :class:`BackChannelRequired` when it is the SDK's "no back-channel"
+    refusal (-32600 and its exact wording: a generic -32600 is not enough), else None."""
+    if exc.code != jsonrpc.INVALID_REQUEST or isinstance(exc, BackChannelRequired):
+        return None
+    match = _NO_BACK_CHANNEL.match(exc.message)
+    if match is None:
+        return None
+    ask = match.group(1)
+    key = "uri" if method == m.RESOURCES_READ else "name"
+    target = (params or {}).get(key)
+    name = str(target)[:200] if target is not None else None
+    what = f"{method} {name!r}" if name is not None else method
+    return BackChannelRequired(
+        exc.code,
+        f"{what} failed: the server's code sent {ask} as its own request, which MCP"
+        " 2026-07-28 does not carry (it asks through MRTR instead); this server works in"
+        ' the initialize era: set protocol = "legacy" for it (the server said:'
+        f" {exc.message})",
+        exc.data,
+        server=server,
+        ask=ask,
+        request=method,
+        name=name,
+    )
 
 
 def _wants(session: ClientSession, caps: Any, kind: str) -> bool | None:

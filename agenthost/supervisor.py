@@ -26,15 +26,17 @@ import attrs
 import trio
 
 from agenthost.config import RestartPolicy, ServerConfig
-from agenthost.connect import connect
+from agenthost.connect import EraCache, connect, default_era_cache
 from agenthost.errors import (
     AgentHostError,
     AuthorizationError,
+    BackChannelRequired,
     JSONRPCError,
     ServerUnavailable,
     SessionExpired,
 )
 from agenthost.redaction import redact
+from agenthost.revisions import LATEST_REVISION, Era
 from agenthost.session import ClientHandlers, ClientSession
 
 __all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
@@ -107,6 +109,7 @@ class Supervisor:
         on_ready: OnReady | None = None,
         on_state: Callable[[Supervisor], None] | None = None,
         rng: random.Random | None = None,
+        era_cache: EraCache | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -128,6 +131,13 @@ class Supervisor:
         self._expired = False
         self._unauthorized = False
         self._life: trio.CancelScope | None = None
+        self._era_cache = era_cache
+        #: The session being replaced by an initialize-era one (fall_back_to_legacy).
+        self._switching: ClientSession | None = None
+        self._switched_from: ClientSession | None = None
+        #: Why the initialize era cannot help this server (it refused it), once known.
+        self._no_fallback: str | None = None
+        self._fallback_warned = False
 
     # ------------------------------------------------------------------ state
 
@@ -208,6 +218,106 @@ class Supervisor:
         detail = f"; last error: {self.last_error}" if self.last_error else ""
         raise ServerUnavailable(f"server is {self.state.value}{detail}", server=self.name)
 
+    async def fall_back_to_legacy(
+        self, session: ClientSession, error: BackChannelRequired
+    ) -> ClientSession:
+        """Reconnect this server in the ``initialize`` era after ``error``; the new session.
+
+        ``auto`` picked 2026-07-28, but the server's code asks the client the pre-2026
+        way (its own ``sampling/createMessage`` ...), which only the initialize era
+        carries: the official SDK serves both eras and says so only by failing the tool.
+        The era cache records "legacy" with the reason (so the next start, and the next
+        CLI run, go straight to ``initialize``), one WARNING names the server and the
+        setting that skips all this (``protocol = "legacy"``), and the session is
+        restarted at once (no backoff, not counted as a crash). Calls in flight on the
+        old session fail as for any restart. Several calls failing together share one
+        switch.
+
+        A server that refuses ``initialize`` (modern-only) is probed again by
+        :func:`~agenthost.connect.connect`, which finds 2026-07-28 again; then, and for
+        the rest of this supervisor's life, the fallback is not tried again.
+
+        Raises:
+            BackChannelRequired: ``error`` itself (reworded) when no fallback applies:
+                the era is pinned by config, or the server speaks only 2026-07-28.
+            ServerUnavailable: the server did not come back.
+        """
+        if self.config.protocol != "auto":
+            raise error  # pinned: the message already names protocol = "legacy"
+        while True:
+            if self._no_fallback is not None:
+                raise self._unfixable(error)
+            if self.session is session and session.era is Era.MODERN and self._switching is None:
+                self._switch(session, error)
+            current = await self._next_session(session)
+            if current.era is not Era.MODERN:
+                return current
+            if self._switched_from is session:
+                # initialize was refused and the probe found 2026-07-28 again.
+                self._no_fallback = "it refused the initialize era"
+                raise self._unfixable(error)
+            session = current  # restarted for another reason, still modern: switch it
+
+    def _switch(self, session: ClientSession, error: BackChannelRequired) -> None:
+        what = f"{error.request} {error.name!r}" if error.name else error.request
+        reason = f"{what} sent {error.ask} as a server request"
+        cache = self._era_cache or default_era_cache()
+        cache.put(self.config, LATEST_REVISION, reason=reason)
+        if not self._fallback_warned:
+            self._fallback_warned = True
+            log.warning(
+                "%s: the server speaks MCP 2026-07-28, but %s, which only the initialize"
+                ' era carries; reconnecting it in that era (set protocol = "legacy" for'
+                " this server to skip the 2026-07-28 attempt)",
+                self.name,
+                reason,
+            )
+        self._switching = self._switched_from = session
+        if self._life is not None:
+            self._life.cancel()
+
+    async def _next_session(self, old: ClientSession) -> ClientSession:
+        """Until a live session other than ``old`` is READY (within twice the startup
+        timeout: a restart may take a probe and an initialize)."""
+        with trio.move_on_after(2 * self.config.timeouts.startup):
+            return await self._wait_next_session(old)
+        raise ServerUnavailable(
+            f"server did not come back within {2 * self.config.timeouts.startup:g}s",
+            server=self.name,
+        )
+
+    async def _wait_next_session(self, old: ClientSession) -> ClientSession:
+        while True:
+            current = self.session
+            if (
+                self.state is ServerState.READY
+                and current is not None
+                and current is not old
+                and not current.closed
+            ):
+                return current
+            if self.state in (ServerState.FAILED, ServerState.STOPPED):
+                raise ServerUnavailable(
+                    f"server did not come back in the initialize era: {self.last_error}",
+                    server=self.name,
+                )
+            await self._state_changed.wait()
+
+    def _unfixable(self, error: BackChannelRequired) -> BackChannelRequired:
+        what = f"{error.request} {error.name!r}" if error.name else error.request
+        return BackChannelRequired(
+            error.code,
+            f"{what} failed: the server's code sent {error.ask} as its own request, which"
+            f" MCP 2026-07-28 does not carry, and the server speaks only 2026-07-28"
+            f" ({self._no_fallback}): the server must ask through MRTR (the SDK's Resolve"
+            " markers); report this to its author",
+            error.data,
+            server=self.name,
+            ask=error.ask,
+            request=error.request,
+            name=error.name,
+        )
+
     def stop(self) -> None:
         """Stop the server, whatever it is doing (starting, initializing, serving)."""
         self._stop.set()
@@ -228,6 +338,11 @@ class Supervisor:
                 self._first_attempt.set()
                 if self._stop.is_set():
                     break
+                if self._switching is not None:
+                    # An era switch, not a crash: start again at once, count nothing.
+                    self._switching = None
+                    self._set(ServerState.RESTARTING)
+                    continue
                 self.last_error = error
                 log.warning("%s: session ended: %s", self.name, error)
                 if self._unauthorized:
@@ -293,7 +408,9 @@ class Supervisor:
             if self._stop.is_set():
                 self._life.cancel()
             try:
-                async with connect(self.config, handlers=self.handlers) as session:
+                async with connect(
+                    self.config, handlers=self.handlers, era_cache=self._era_cache
+                ) as session:
                     self.session = session
                     if self._on_ready is not None:
                         await self._on_ready(session)
