@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "ServerStatus": "agenthost.supervisor",
     "CatalogTool": "agenthost.catalog",
     # one server
-    "connect": "agenthost.connect",
+    "connect": "agenthost.dial",
     "ClientSession": "agenthost.session",
     "ClientHandlers": "agenthost.session",
     "RequestContext": "agenthost.session",
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from agenthost.ask_tasks import AskTaskLimits
     from agenthost.catalog import CatalogTool
     from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
-    from agenthost.connect import connect
+    from agenthost.dial import connect
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,

@@ -1,8 +1,8 @@
 """Kept for compatibility: :func:`connect` and :func:`open_transport` live in
-:mod:`agenthost.connect` (building a transport from config is not a transport's job)."""
+:mod:`agenthost.dial` (building a transport from config is not a transport's job)."""
 
 from __future__ import annotations
 
-from agenthost.connect import connect, open_transport
+from agenthost.dial import connect, open_transport
 
 __all__ = ["connect", "open_transport"]

@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from agenthost.config import RestartPolicy, ServerConfig
-from agenthost.connect import EraCache, connect, default_era_cache
+from agenthost.dial import EraCache, connect, default_era_cache
 from agenthost.errors import (
     AgentHostError,
     AuthorizationError,
@@ -234,7 +234,7 @@ class Supervisor:
         switch.
 
         A server that refuses ``initialize`` (modern-only) is probed again by
-        :func:`~agenthost.connect.connect`, which finds 2026-07-28 again; then, and for
+        :func:`~agenthost.dial.connect`, which finds 2026-07-28 again; then, and for
         the rest of this supervisor's life, the fallback is not tried again.
 
         Raises:

@@ -63,7 +63,7 @@ async def _agenthost(
     argv: list[str], url: str | None, protocol: str = "auto"
 ) -> AsyncIterator[Call]:
     from agenthost.config import ServerConfig
-    from agenthost.connect import connect
+    from agenthost.dial import connect
 
     if url is not None:
         config = ServerConfig(

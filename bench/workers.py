@@ -294,7 +294,7 @@ async def _connect(spec: dict[str, Any]) -> dict[str, Any]:
     from pathlib import Path
 
     from agenthost.config import ServerConfig
-    from agenthost.connect import EraCache, connect
+    from agenthost.dial import EraCache, connect
 
     argv = server_argv()
     era = spec["era"]
@@ -349,7 +349,7 @@ def pending_state(session: object) -> int:
 async def _soak(spec: dict[str, Any]) -> dict[str, Any]:
     """Many calls in one agenthost session: RSS and pending state along the way."""
     from agenthost.config import ServerConfig
-    from agenthost.connect import connect
+    from agenthost.dial import connect
 
     argv = server_argv()
     config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])

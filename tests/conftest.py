@@ -231,10 +231,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _era_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own protocol-era cache (agenthost.connect), in memory and on
+    """Each test gets its own protocol-era cache (agenthost.dial), in memory and on
     disk: nothing a test learns about a server leaks into another test or into the
     user's ``~/.cache`` (CLI subprocesses inherit ``XDG_CACHE_HOME``)."""
-    connect_module = importlib.import_module("agenthost.connect")
+    connect_module = importlib.import_module("agenthost.dial")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     monkeypatch.setattr(connect_module, "_default_cache", None)
 

@@ -310,7 +310,7 @@ async def test_sampling_as_a_task_over_streamable_http(
     """The same exchange over Streamable HTTP: the server's asks and polls arrive on its
     SSE streams, our answers go back as POSTs."""
     from agenthost.config import ServerConfig
-    from agenthost.connect import EraCache, connect
+    from agenthost.dial import EraCache, connect
     from tests.peers.http_launch import free_port, serve
 
     port = free_port()

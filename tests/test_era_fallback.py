@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agenthost.config import ServerConfig
-from agenthost.connect import EraCache, connect, default_era_cache
+from agenthost.dial import EraCache, connect, default_era_cache
 from agenthost.errors import BackChannelRequired
 from agenthost.host import Host
 from agenthost.revisions import Era

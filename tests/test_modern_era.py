@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from agenthost.config import ServerConfig, Timeouts
-from agenthost.connect import EraCache, connect
+from agenthost.dial import EraCache, connect
 from agenthost.errors import UnsupportedRevision
 from agenthost.revisions import Era
 from agenthost.session import ClientSession, open_session

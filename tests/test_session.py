@@ -430,3 +430,26 @@ async def test_server_requests_past_the_cap_are_refused_with_an_error() -> None:
         assert answers[-1] == "roots/list ok"
         await session.aclose()
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "first",
+    ["import agenthost.dial", "import agenthost.client", "import agenthost.supervisor", "pass"],
+)
+def test_agenthost_connect_is_the_function_whatever_was_imported_first(first: str) -> None:
+    """``agenthost.connect`` is a plain function (no callable-module trick): importing the
+    module that defines it, in any order, never replaces the package attribute."""
+    import subprocess
+    import sys
+
+    script = (
+        f"{first}\n"
+        "import inspect, agenthost, agenthost.client, agenthost.dial\n"
+        "assert agenthost.connect is agenthost.dial.connect is agenthost.client.connect\n"
+        "assert inspect.isfunction(agenthost.connect), type(agenthost.connect)\n"
+        "assert 'connect' in agenthost.__all__\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr

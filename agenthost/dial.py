@@ -20,6 +20,9 @@ The cache (:class:`EraCache`) remembers the revision learned per server, in memo
 ``$XDG_CACHE_HOME/agenthost/eras.json``, so a restart or the next CLI run goes straight to
 ``initialize`` or ``server/discover``; if the cached era later fails (the server was
 upgraded), the entry is dropped and the server probed again.
+
+The module is ``dial``, not ``connect``: a submodule named like the public
+``agenthost.connect`` function would replace that attribute of the package when imported.
 """
 
 from __future__ import annotations
@@ -28,11 +31,9 @@ import hashlib
 import logging
 import math
 import os
-import sys
 import time
-import types
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
 
@@ -65,7 +66,7 @@ from agenthost.transports.base import Transport
 
 __all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
 
-log = logging.getLogger("agenthost.connect")
+log = logging.getLogger("agenthost.dial")
 
 
 def _limit(seconds: float) -> float | None:
@@ -215,31 +216,6 @@ def _for_era(config: ServerConfig, era: str) -> ServerConfig:
     if era != "legacy" and config.transport == "http":
         return attrs.evolve(config, transport="streamable-http")
     return config
-
-
-class _ConnectModule(types.ModuleType):
-    """This module, callable as :func:`connect`.
-
-    ``agenthost.connect`` is public API as a function, and this module shares its name:
-    importing ``agenthost.connect`` binds the module to that attribute of the package.
-    Making the module call through keeps ``agenthost.connect(config)`` working whichever
-    was imported first.
-    """
-
-    def __call__(
-        self,
-        config: ServerConfig,
-        *,
-        handlers: ClientHandlers | None = None,
-        protocol_version: str = LATEST_REVISION,
-        era_cache: EraCache | None = None,
-    ) -> AbstractAsyncContextManager[ClientSession]:
-        return connect(
-            config, handlers=handlers, protocol_version=protocol_version, era_cache=era_cache
-        )
-
-
-sys.modules[__name__].__class__ = _ConnectModule
 
 
 # ---------------------------------------------------------------------------- era cache
