@@ -14,9 +14,9 @@ import logging
 import math
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -31,6 +31,7 @@ from agenthost.errors import (
     JSONRPCError,
     NotFound,
     ServerUnavailable,
+    TransportClosed,
 )
 from agenthost.roots import RootsRegistry
 from agenthost.session import (
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
     from agenthost.sampling import SamplingService
 
 __all__ = ["EventSink", "Host", "open_host"]
+
+R = TypeVar("R")
 
 log = logging.getLogger("agenthost.host")
 
@@ -364,45 +367,65 @@ class Host:
             ),
         )
         async with self.policy.guard(action) as outcome:
-            try:
-                result = await _call_on(session, tool, arguments, timeout, progress, on_task)
-            except BackChannelRequired as exc:
-                # Same consent, same audit line: the retry is part of this one call.
-                session = await self._era_fallback(
-                    entry.server, session, exc, repeatable=_repeatable(tool)
-                )
-                result = await _call_on(session, tool, arguments, timeout, progress, on_task)
+            # Same consent, same audit line: a repeat after an era switch is this one call.
+            result = await self._with_era_fallback(
+                entry.server,
+                session,
+                lambda on: _call_on(on, tool, arguments, timeout, progress, on_task),
+                repeatable=_repeatable(tool),
+            )
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
 
-    async def _era_fallback(
+    async def _with_era_fallback(
         self,
         server: str,
         session: ClientSession,
-        error: BackChannelRequired,
+        call: Callable[[ClientSession], Awaitable[R]],
         *,
         repeatable: bool,
-    ) -> ClientSession:
-        """Reconnect ``server`` in the initialize era after ``error``
-        (:meth:`Supervisor.fall_back_to_legacy`); the session to repeat the call on.
+    ) -> R:
+        """``call(session)``; after a "no back-channel" failure, the server is reconnected
+        in the initialize era (:meth:`Supervisor.fall_back_to_legacy`) and the call made
+        again on the new session when that is safe.
 
-        The safety rule for repeating the call: the SDK refuses the back-channel request
-        *while the tool runs*, so whatever the tool did before it asked has been done.
-        The call is repeated only when doing it again cannot add an effect: a tool the
-        server declares ``readOnlyHint`` or ``idempotentHint``, or a ``prompts/get`` /
+        The safety rule: the SDK refuses the back-channel request *while the tool runs*,
+        so whatever the tool did before it asked has been done. The call is repeated only
+        when doing it again cannot add an effect: a tool the server declares
+        ``readOnlyHint`` or ``idempotentHint`` (``repeatable``), or a ``prompts/get`` /
         ``resources/read`` (retrievals by the spec). Trusting the server's hints is sound
         here whether or not the server is trusted: a server that lies about them can only
-        repeat its own effect, which it could do within one call anyway. Any other tool
-        is not repeated: the error says the server was switched and that calling again
-        will work.
+        repeat its own effect, which it could do within one call anyway. Any other call
+        is not repeated: the error says the server was switched and to call again. A call
+        that was still running on the old session when another call's failure switched
+        it is cut off with that session, and follows the same rule.
 
         Raises:
             BackChannelRequired: no fallback applies, or the call must not be repeated.
-            ServerUnavailable: the server did not come back.
+            ServerUnavailable: the server did not come back, or a cut-off call must not
+                be repeated.
         """
-        new = await self.supervisor(server).fall_back_to_legacy(session, error)
+        try:
+            return await call(session)
+        except BackChannelRequired as exc:
+            error: BackChannelRequired | None = exc
+            sup = self.supervisor(server)
+            new = await sup.fall_back_to_legacy(session, exc)
+        except TransportClosed:
+            sup = self.supervisor(server)
+            if not sup.left_for_legacy(session):
+                raise
+            error = None
+            new = await sup.replacement(session)
         if repeatable:
-            return new
+            return await call(new)
+        if error is None:
+            raise ServerUnavailable(
+                "the call was cut off: the server was reconnected in the initialize era"
+                " while it ran (another call needed that era); it was not repeated because"
+                " the tool is not declared read-only or idempotent: call it again",
+                server=server,
+            )
         what = f"{error.request} {error.name!r}" if error.name else error.request
         raise BackChannelRequired(
             error.code,
@@ -448,11 +471,9 @@ class Host:
             trusted=self._servers[server].trusted,
         )
         async with self.policy.guard(action) as outcome:
-            try:
-                result = await session.get_prompt(name, arguments)
-            except BackChannelRequired as exc:
-                session = await self._era_fallback(server, session, exc, repeatable=True)
-                result = await session.get_prompt(name, arguments)
+            result = await self._with_era_fallback(
+                server, session, lambda on: on.get_prompt(name, arguments), repeatable=True
+            )
             outcome.result = {"messages": len(result.messages)}
         return result
 
@@ -470,11 +491,9 @@ class Host:
         session = self.session(owner)
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
-            try:
-                result = await session.read_resource(uri)
-            except BackChannelRequired as exc:
-                session = await self._era_fallback(owner, session, exc, repeatable=True)
-                result = await session.read_resource(uri)
+            result = await self._with_era_fallback(
+                owner, session, lambda on: on.read_resource(uri), repeatable=True
+            )
             outcome.result = {"contents": len(result.contents)}
         return result
 

@@ -249,7 +249,7 @@ class Supervisor:
                 raise self._unfixable(error)
             if self.session is session and session.era is Era.MODERN and self._switching is None:
                 self._switch(session, error)
-            current = await self._next_session(session)
+            current = await self.replacement(session)
             if current.era is not Era.MODERN:
                 return current
             if self._switched_from is session:
@@ -276,9 +276,18 @@ class Supervisor:
         if self._life is not None:
             self._life.cancel()
 
-    async def _next_session(self, old: ClientSession) -> ClientSession:
+    def left_for_legacy(self, session: ClientSession) -> bool:
+        """Whether ``session`` was closed to reconnect in the initialize era (a call cut
+        off with it may be repeated on :meth:`replacement`)."""
+        return session is self._switched_from
+
+    async def replacement(self, old: ClientSession) -> ClientSession:
         """Until a live session other than ``old`` is READY (within twice the startup
-        timeout: a restart may take a probe and an initialize)."""
+        timeout: a restart may take a probe and an initialize).
+
+        Raises:
+            ServerUnavailable: the server failed, stopped or did not come back in time.
+        """
         with trio.move_on_after(2 * self.config.timeouts.startup):
             return await self._wait_next_session(old)
         raise ServerUnavailable(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from agenthost.config import ServerConfig
 from agenthost.dial import EraCache, connect, default_era_cache
@@ -174,3 +175,27 @@ async def test_fallback_over_streamable_http(peer_log: Path, tmp_path: Path) -> 
             assert session.era is Era.LEGACY
             assert session.learned is not None and session.learned.startswith("cached (")
     assert ran(peer_log) == ["ask", "ask"]
+
+
+async def test_concurrent_calls_share_one_switch(
+    peer_log: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three read-only calls on 2026-07-28 at once: the first failure switches the
+    server, a call still running on the old session is cut off with it (it failed with
+    TransportClosed before the host repeated such calls too), and each call completes
+    on the initialize-era session; one switch, one WARNING."""
+    results: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="agenthost.supervisor"):
+        async with host_for(config(peer_log), tmp_path) as host:
+
+            async def one(i: int) -> None:
+                result = await host.call_tool("bc__ask", {"prompt": f"q{i}"})
+                results.append(text_of(result))
+
+            async with trio.open_nursery() as nursery:
+                for i in range(3):
+                    nursery.start_soon(one, i)
+            assert host.session("bc").era is Era.LEGACY
+    assert sorted(results) == sorted(results[:1] * 3) and results[0]
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    assert 3 < ran(peer_log).count("ask") <= 6  # some ran on 2026-07-28, all on legacy
