@@ -238,3 +238,39 @@ async def test_consent_and_audit_over_http_are_identical_in_both_eras(
         assert record["via"]["name"] == tool
         assert record["via"]["round"] == 1
         assert record["via"]["input"]
+
+
+class StuckElicitation(ContextRecorder):
+    """Answers elicitation never (a user who walked away): the exchange waits in an ask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = trio.Event()
+        self.cancelled = False
+
+    async def on_elicit(self, ctx: Any, params: Any) -> Any:
+        self.asked.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+
+
+async def test_cancelling_an_mrtr_exchange_over_http_while_an_ask_waits(
+    sdk_server_cmd: Callable[..., Command],
+) -> None:
+    """Cancelled between rounds (no POST in flight, the user is being asked): the ask is
+    cancelled and no retry is sent; the session stays usable."""
+    recorder = StuckElicitation()
+    async with modern_http_session(sdk_server_cmd, recorder) as (session, recording, wire):
+        with trio.move_on_after(30) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.call_tool, "elicit_form", {})
+                await recorder.asked.wait()
+                nursery.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        assert recorder.cancelled
+        assert len(wire.calls("tools/call", "elicit_form")) == 1  # no retry was sent
+        assert "notifications/cancelled" not in recording.methods_sent()
+        assert text_of(await session.call_tool("echo", {"message": "ok"})) == "ok"
