@@ -230,8 +230,8 @@ class Supervisor:
         CLI run, go straight to ``initialize``), one WARNING names the server and the
         setting that skips all this (``protocol = "legacy"``), and the session is
         restarted at once (no backoff, not counted as a crash). Calls in flight on the
-        old session fail as for any restart. Several calls failing together share one
-        switch.
+        old session are cut off with it (:meth:`left_for_legacy` tells the caller so it
+        may repeat them). Several calls failing together share one switch.
 
         A server that refuses ``initialize`` (modern-only) is probed again by
         :func:`~agenthost.dial.connect`, which finds 2026-07-28 again; then, and for
@@ -317,7 +317,7 @@ class Supervisor:
         return BackChannelRequired(
             error.code,
             f"{what} failed: the server's code sent {error.ask} as its own request, which"
-            f" MCP 2026-07-28 does not carry, and the server speaks only 2026-07-28"
+            " MCP 2026-07-28 does not carry, and the server speaks only 2026-07-28"
             f" ({self._no_fallback}): the server must ask through MRTR (the SDK's Resolve"
             " markers); report this to its author",
             error.data,
