@@ -354,15 +354,17 @@ async def test_rate_limit_is_checked_before_the_user_is_asked() -> None:
         async def one() -> None:
             outcomes.append(await sample_outcome(host, 100))
 
+        # 30 at once: under the server-ask cap (32 in progress per session), so every
+        # refusal must come from the rate limit (50 made some hit the cap: a flaky test).
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                for _ in range(50):
+                for _ in range(30):
                     nursery.start_soon(one)
-    # Before: asked 50 times, and 30 "yes" answers were then refused by the limit.
+    # Before: asked 30 times, and 10 "yes" answers were then refused by the limit.
     assert asked == 20
     assert outcomes.count("ok") == 20 == len(fake.billed)
     refused = [o for o in outcomes if o != "ok"]
-    assert len(refused) == 30 and all("in the last minute" in o for o in refused), refused[:1]
+    assert len(refused) == 10 and all("in the last minute" in o for o in refused), refused[:1]
 
 
 # -- item 9: a remembered "always" is bound to the tool's definition ----------------------
