@@ -155,6 +155,14 @@ def _seconds(*, allow_inf: bool) -> Any:
     return check
 
 
+def _seconds_or_zero(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise ConfigError(
+            f"must be a number of seconds >= 0 (or inf for never), got {value!r}",
+            key=attribute.name,
+        )
+
+
 def _number_at_least(low: float, *, high: float | None = None) -> Any:
     def check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
         ok = (
@@ -227,6 +235,11 @@ class Timeouts:
     shutdown: float = attrs.field(default=2.0, validator=_seconds(allow_inf=False))
     #: HTTP / WebSocket connection establishment.
     connect: float = attrs.field(default=10.0, validator=_seconds(allow_inf=False))
+    #: Tasks (issue 16): a tool that *may* run as a task (2025-11-25 ``taskSupport:
+    #: "optional"``; on 2026-07-28 any tool of a server offering the tasks extension) runs
+    #: as one once a call of it has taken this long; ``0`` from the first call, ``inf``
+    #: (the default) never. Tools that require a task always run as one.
+    task_after: float = attrs.field(default=math.inf, validator=_seconds_or_zero)
 
 
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:

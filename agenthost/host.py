@@ -42,7 +42,14 @@ from agenthost.session import (
 )
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.supervisor import ServerState, ServerStatus, Supervisor
-from agenthost.tasks import TaskCreatedCallback, call_tool_as_task, wants_task
+from agenthost.tasks import (
+    TaskCreatedCallback,
+    call_tool_as_task,
+    call_tool_via_extension,
+    needs_tasks_extension,
+    offers_tasks_extension,
+    wants_task,
+)
 from agenthost.types import (
     CallToolResult,
     CreateMessageRequestParams,
@@ -89,6 +96,9 @@ R = TypeVar("R")
 
 log = logging.getLogger("agenthost.host")
 
+#: (server, tool) pairs remembered as "run as a task" (a bound: tool names are server text).
+_MAX_TASK_TOOLS = 4096
+
 _LIST_CHANGED = {
     "notifications/tools/list_changed": "tools",
     "notifications/prompts/list_changed": "prompts",
@@ -133,6 +143,9 @@ class Host:
         self._refresh_locks: dict[str, trio.Lock] = {}
         #: (server, kind) with a refresh queued that has not started listing yet.
         self._refresh_due: set[tuple[str, str]] = set()
+        #: (server, tool) that run as tasks from now on: a call took ``task_after`` or
+        #: longer, or a 2026-07-28 server refused it undeclared (bounded, oldest first out).
+        self._task_tools: dict[tuple[str, str], None] = {}
         self._supervisors: dict[str, Supervisor] = {
             name: Supervisor(
                 server,
@@ -331,6 +344,7 @@ class Host:
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
         on_task: TaskCreatedCallback | None = None,
+        task: bool | None = None,
     ) -> CallToolResult:
         """Call a namespaced tool on the server that owns it, with consent.
 
@@ -338,6 +352,13 @@ class Host:
         (trusted only when the server is) and the full arguments; the outcome is audited.
         A tool that must run as a task does; ``on_task`` is told when the server has
         created it (the call still returns the task's result).
+
+        ``task``: ``None`` (the default) runs the call as a task when it must be one (the
+        tool requires it) or when the server's ``timeouts.task_after`` says so; ``True``
+        whenever the server allows; ``False`` never. The task's form follows the server:
+        the 2026-07-28 tasks extension when it offers it, else 2025-11-25's. Either way the
+        consent and the audit line are those of a plain call, and every status change
+        reaches ``progress``.
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -371,7 +392,16 @@ class Host:
             result = await self._with_era_fallback(
                 entry.server,
                 session,
-                lambda on: _call_on(on, tool, arguments, timeout, progress, on_task),
+                lambda on: self._route_call(
+                    entry,
+                    on,
+                    config,
+                    arguments,
+                    timeout=timeout,
+                    progress=progress,
+                    task=task,
+                    on_task=on_task,
+                ),
                 repeatable=_repeatable(tool),
             )
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
@@ -440,6 +470,59 @@ class Host:
             request=error.request,
             name=error.name,
         )
+
+    async def _route_call(
+        self,
+        entry: CatalogTool,
+        session: ClientSession,
+        config: ServerConfig,
+        arguments: Mapping[str, Any] | None,
+        *,
+        timeout: float | None,
+        progress: ProgressCallback | None,
+        task: bool | None,
+        on_task: TaskCreatedCallback | None = None,
+    ) -> CallToolResult:
+        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed."""
+        name = entry.tool.name
+        key = (entry.server, name)
+        task_after = config.timeouts.task_after
+        chosen = task is True or (task is None and (task_after <= 0 or key in self._task_tools))
+        if task is not False and offers_tasks_extension(session):
+            # 2026-07-28: the server decides; declaring the extension lets it.
+            if chosen:
+                return await call_tool_via_extension(
+                    session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                )
+        elif task is not False and wants_task(
+            entry.tool, session.server_capabilities, optional=chosen
+        ):
+            # 2025-11-25: a tool whose taskSupport is "required", or "optional" by choice.
+            return await call_tool_as_task(
+                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+            )
+        started = trio.current_time()
+        try:
+            if timeout is None:
+                return await session.call_tool(name, arguments, progress=progress)
+            return await session.call_tool(name, arguments, progress=progress, timeout=timeout)
+        except JSONRPCError as exc:
+            if task is False or not needs_tasks_extension(exc):
+                raise
+            # A 2026-07-28 tool that runs only as a task refused the undeclared call
+            # before running it: declare the extension, now and for its later calls.
+            self._remember_task_tool(key)
+            return await call_tool_via_extension(
+                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+            )
+        finally:
+            if task is None and trio.current_time() - started >= task_after:
+                self._remember_task_tool(key)
+
+    def _remember_task_tool(self, key: tuple[str, str]) -> None:
+        self._task_tools[key] = None
+        if len(self._task_tools) > _MAX_TASK_TOOLS:
+            del self._task_tools[next(iter(self._task_tools))]
 
     def always_denied(self, entry: CatalogTool) -> str | None:
         """Why the policy denies every call of ``entry``, or None (see
@@ -622,30 +705,6 @@ class Host:
     def _stop(self) -> None:
         for sup in self._supervisors.values():
             sup.stop()
-
-
-async def _call_on(
-    session: ClientSession,
-    tool: Tool,
-    arguments: Mapping[str, Any] | None,
-    timeout: float | None,
-    progress: ProgressCallback | None,
-    on_task: TaskCreatedCallback | None,
-) -> CallToolResult:
-    if wants_task(tool, session.server_capabilities):
-        # The tool must run as a task (taskSupport "required"): same consent, same
-        # audit; the task's status changes reach the progress callback.
-        return await call_tool_as_task(
-            session,
-            tool.name,
-            arguments,
-            progress=progress,
-            timeout=timeout,
-            on_created=on_task,
-        )
-    if timeout is None:
-        return await session.call_tool(tool.name, arguments, progress=progress)
-    return await session.call_tool(tool.name, arguments, progress=progress, timeout=timeout)
 
 
 def _repeatable(tool: Tool) -> bool:

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "MAX_ASKS_PER_ROUND",
     "MRTRLimitExceeded",
+    "answer_input_requests",
     "run_exchange",
 ]
 
@@ -81,6 +82,7 @@ async def run_exchange(
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     server: str = "server",
     first: dict[str, Any] | None = None,
+    final_kinds: frozenset[str] = frozenset({COMPLETE}),
 ) -> dict[str, Any]:
     """Send ``params`` and follow ``input_required`` answers to a complete result.
 
@@ -95,6 +97,8 @@ async def run_exchange(
         max_rounds: requests sent at most (round 1 included).
         first: round 1's result when the caller already sent it (``timeout`` is then
             what is left).
+        final_kinds: the ``resultType`` values that end the exchange (the tasks
+            extension adds ``"task"`` for a caller that declared it).
 
     Returns:
         The complete result (raw JSON).
@@ -123,7 +127,7 @@ async def run_exchange(
         else:
             raw = await send(current, _remaining(deadline, timeout, method, server))
         kind = raw.get("resultType", COMPLETE)
-        if kind == COMPLETE:
+        if kind in final_kinds:
             return raw
         if kind != INPUT_REQUIRED:
             raise ProtocolError(
@@ -157,6 +161,24 @@ async def run_exchange(
         " raise it with max_input_rounds)",
         server=server,
     )
+
+
+async def answer_input_requests(
+    requests: Mapping[str, Any],
+    *,
+    round_no: int,
+    handlers: ClientHandlers,
+    context: AskContext,
+    declared: frozenset[str],
+    server: str,
+    method: str,
+) -> dict[str, Any]:
+    """Answer a map of ``inputRequests`` through ``handlers``: the ``inputResponses``.
+
+    The same checks and bounds as an MRTR round; for the asks of a running task
+    (the tasks extension's ``input_required``), answered with ``tasks/update``.
+    """
+    return await _answer_all(requests, round_no, handlers, context, declared, server, method)
 
 
 def _remaining(deadline: float, timeout: float | None, method: str, server: str) -> float | None:

@@ -54,7 +54,7 @@ from agenthost.errors import (
 )
 from agenthost.headers import param_header_paths, request_headers, tool_param_headers
 from agenthost.jsonrpc import Request, RequestId
-from agenthost.mrtr import DEFAULT_MAX_ROUNDS, run_exchange
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS, answer_input_requests, run_exchange
 from agenthost.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
@@ -137,6 +137,7 @@ META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 _NO_OPTIONS: Final = SendOptions()
+_COMPLETE_ONLY: Final = frozenset({"complete"})
 #: The longest a list result is cached, whatever ``ttlMs`` the server asks for.
 _MAX_LIST_TTL: Final = 24 * 3600.0
 #: The list each change notification makes stale.
@@ -395,11 +396,14 @@ class ClientSession:
         timeout: float | None | EllipsisType = ...,
         cancellable: bool = True,
         options: SendOptions = NO_OPTIONS,
+        extensions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send a request as raw JSON and return the raw ``result`` object.
 
         The escape hatch for methods outside the table (extensions); MCP methods go
-        through :meth:`request`.
+        through :meth:`request`. ``extensions`` (2026-07-28 only) are declared in this
+        request's client capabilities on top of the session's own (an extension such as
+        tasks is opted into per request).
 
         Raises:
             JSONRPCError: the server answered with an error.
@@ -413,7 +417,12 @@ class ClientSession:
         """
         if self._stamp is not None:
             return await self._modern_call(
-                method, params, self._limit(timeout), cancellable=cancellable, final=False
+                method,
+                params,
+                self._limit(timeout),
+                cancellable=cancellable,
+                final=False,
+                extensions=extensions,
             )
         return await self._rpc.call(
             method, params, timeout=self._limit(timeout), cancellable=cancellable, options=options
@@ -485,11 +494,18 @@ class ClientSession:
         self._stamp = stamp
         self._transport.set_protocol_version(revision)
 
-    def _stamped(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _stamped(
+        self, params: Mapping[str, Any] | None, extensions: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         assert self._stamp is not None
         out = dict(params) if params else {}
         meta = out.get("_meta")
-        out["_meta"] = {**meta, **self._stamp} if meta else self._stamp
+        stamp = self._stamp
+        if extensions:
+            caps = dict(stamp[META_CLIENT_CAPABILITIES])
+            caps["extensions"] = {**(caps.get("extensions") or {}), **extensions}
+            stamp = {**stamp, META_CLIENT_CAPABILITIES: caps}
+        out["_meta"] = {**meta, **stamp} if meta else stamp
         return out
 
     def _options(self, method: str, params: Mapping[str, Any]) -> SendOptions:
@@ -500,6 +516,9 @@ class ClientSession:
         assert self._stamp is not None
         spec = m.request_spec(method)
         name_param = spec.name_param if spec is not None else None
+        if spec is None and method.startswith("tasks/"):
+            # The tasks extension routes by task: Mcp-Name carries params.taskId.
+            name_param = "taskId"
         headers = request_headers(
             self._stamp[META_PROTOCOL_VERSION],
             method,
@@ -520,14 +539,16 @@ class ClientSession:
         cancellable: bool = True,
         final: bool = True,
         retry: bool = True,
+        extensions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One 2026-07-28 request: stamped, with its headers; the raw result.
 
         ``final``: the result must be complete (``input_required`` only where MRTR is).
         A -32022 naming a modern revision we speak is retried once at that revision
         (``basic/versioning.mdx``: the client retries with a mutually supported version).
+        ``extensions``: declared for this request only (see :meth:`send_request`).
         """
-        stamped = self._stamped(params)
+        stamped = self._stamped(params, extensions)
         try:
             raw = await self._rpc.call(
                 method,
@@ -549,7 +570,13 @@ class ClientSession:
             if self.revision is not None:
                 self.revision = mutual[0]
             return await self._modern_call(
-                method, params, timeout, cancellable=cancellable, final=final, retry=False
+                method,
+                params,
+                timeout,
+                cancellable=cancellable,
+                final=final,
+                retry=False,
+                extensions=extensions,
             )
         meta = raw.get("_meta")
         if isinstance(meta, dict):
@@ -564,16 +591,24 @@ class ClientSession:
         return raw
 
     async def _exchange(
-        self, method: str, params: dict[str, Any] | None, timeout: float | None
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        *,
+        extensions: Mapping[str, Any] | None = None,
+        final_kinds: frozenset[str] = _COMPLETE_ONLY,
     ) -> dict[str, Any]:
         """A request that may need input: the MRTR loop over :meth:`_modern_call`.
 
         Round 1 is sent here directly: most calls complete at once, and then pay nothing
-        for the loop's set-up (bench: the 2026-07-28 call path).
+        for the loop's set-up (bench: the 2026-07-28 call path). ``final_kinds``: the
+        ``resultType`` values that end the exchange (``"task"`` too, for a caller that
+        declared the tasks extension in ``extensions``).
         """
         started = trio.current_time()
-        first = await self._modern_call(method, params, timeout, final=False)
-        if first.get("resultType", "complete") == "complete":
+        first = await self._modern_call(method, params, timeout, final=False, extensions=extensions)
+        if first.get("resultType", "complete") in final_kinds:
             return first
         if timeout is not None:
             timeout = max(0.0, timeout - (trio.current_time() - started))
@@ -585,7 +620,9 @@ class ClientSession:
         )
 
         async def send(round_params: dict[str, Any], left: float | None) -> dict[str, Any]:
-            return await self._modern_call(method, round_params, left, final=False)
+            return await self._modern_call(
+                method, round_params, left, final=False, extensions=extensions
+            )
 
         def context(ask: str, round_no: int, key: str) -> RequestContext:
             return RequestContext(
@@ -610,6 +647,69 @@ class ClientSession:
             max_rounds=self.max_input_rounds,
             server=self.name,
             first=first,
+            final_kinds=final_kinds,
+        )
+
+    async def answer_input_requests(
+        self,
+        requests: Mapping[str, Any],
+        *,
+        origin: str,
+        origin_name: str | None,
+        round_no: int,
+    ) -> dict[str, Any]:
+        """Answer the ``inputRequests`` of a running task (2026-07-28 tasks extension)
+        through the session's handlers, exactly as an MRTR round's asks: same consent,
+        same audit (the context names ``origin``, the request the task runs, and the
+        round). Returns the ``inputResponses`` map for ``tasks/update``."""
+        revision = self.revision or self._modern_offer
+        declared = frozenset(
+            ask for ask, cap in _ASK_CAPABILITY.items() if getattr(self.handlers, cap) is not None
+        )
+
+        def context(ask: str, number: int, key: str) -> RequestContext:
+            return RequestContext(
+                session=self,
+                server=self.name,
+                revision=revision,
+                method=ask,
+                origin=origin,
+                origin_name=origin_name[:200] if origin_name is not None else None,
+                round=number,
+                input_key=key[:200],
+            )
+
+        return await answer_input_requests(
+            requests,
+            round_no=round_no,
+            handlers=self.handlers,
+            context=context,
+            declared=declared,
+            server=self.name,
+            method=origin,
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float | None | EllipsisType = ...,
+        extensions: Mapping[str, Any] | None = None,
+        final_kinds: frozenset[str] = _COMPLETE_ONLY,
+    ) -> dict[str, Any]:
+        """A 2026-07-28 request that may need input (MRTR), as raw JSON: the escape hatch
+        for an extension that changes a table method's result (the tasks extension's
+        ``CreateTaskResult`` for ``tools/call``). On a legacy session: :meth:`send_request`.
+        """
+        if self._stamp is None:
+            return await self.send_request(method, params, timeout=timeout)
+        return await self._exchange(
+            method,
+            params,
+            self._limit(timeout),
+            extensions=extensions,
+            final_kinds=final_kinds,
         )
 
     async def discover(self, *, timeout: float | None = 30.0) -> DiscoverResult:

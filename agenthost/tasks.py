@@ -23,10 +23,29 @@ Rules kept here, from the spec (``basic/utilities/tasks``):
 Error handling: a task that ends ``failed`` or ``cancelled`` yields whatever
 ``tasks/result`` says (usually a JSON-RPC error, raised as :class:`JSONRPCError`). The
 whole exchange is bounded by ``timeout`` (default: the task's ``ttl``, else one hour).
+
+The 2026-07-28 form (the ``io.modelcontextprotocol/tasks`` extension, SEP-2663) differs
+on the wire, not in what a caller sees (:func:`call_tool_via_extension`):
+
+* negotiated by capability: the server lists the extension in ``server/discover``'s
+  ``capabilities.extensions``; the client declares it *per request*, in the request's
+  ``_meta`` client capabilities, and the server alone decides whether the call becomes
+  a task (a ``CreateTaskResult`` flagged ``resultType: "task"``). Tools carry no
+  ``taskSupport``: a tool that needs a task refuses an undeclared call with -32021 naming
+  the extension, and the host retries it declared (the refused call never ran);
+* no ``tasks/result`` and no ``tasks/list``: ``tasks/get`` (``pollIntervalMs``
+  honoured within the same bounds) carries the result, or the JSON-RPC ``error`` of a
+  ``failed`` task, inline;
+* ``input_required`` lists the task's asks in ``inputRequests``; each key is answered once
+  through the session's handlers (the same consent and audit as an MRTR ask) and sent
+  with ``tasks/update``; a key seen again on a later poll is not asked twice;
+* ``tasks/cancel`` is an empty acknowledgement; over HTTP every ``tasks/*`` request
+  carries ``Mcp-Name: <taskId>`` (the session does it).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final
@@ -34,7 +53,8 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from agenthost.converter import structure
-from agenthost.errors import AgentHostError, AgentHostTimeout, ProtocolError
+from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError, ProtocolError
+from agenthost.revisions import Era
 from agenthost.types import CallToolResult, Tool
 from agenthost.types.tasks import CreateTaskResult, GetTaskResult, ListTasksResult, Task
 
@@ -43,17 +63,37 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_IMMEDIATE_RESPONSE",
+    "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
+    "TaskCancelled",
     "TaskCreatedCallback",
     "TaskStatusCallback",
     "call_tool_as_task",
+    "call_tool_via_extension",
     "cancel_task",
     "get_task",
     "list_tasks",
+    "needs_tasks_extension",
+    "offers_tasks_extension",
     "server_accepts_tool_tasks",
     "task_result",
     "wants_task",
 ]
+
+#: The 2026-07-28 tasks extension's identifier (SEP-2663).
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+#: What a request declares to opt into it (no settings are defined).
+_DECLARE: Final[Mapping[str, Any]] = {TASKS_EXTENSION: {}}
+_TASK_OR_COMPLETE: Final = frozenset({"complete", "task"})
+#: ``tasks/update`` rounds one task may ask for: a server that keeps asking is refused.
+MAX_INPUT_ROUNDS: Final = 32
+#: -32021, Missing Required Client Capability (2026-07-28).
+_MISSING_CAPABILITY: Final = -32021
+
+
+class TaskCancelled(ProtocolError):
+    """The server reports the task ``cancelled`` (by someone else, or on its own)."""
+
 
 #: A task in one of these states never changes again.
 TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
@@ -104,8 +144,46 @@ def _poll_interval(task: Task) -> float:
     return min(MAX_POLL_INTERVAL, max(MIN_POLL_INTERVAL, task.poll_interval / 1000))
 
 
+def offers_tasks_extension(session: ClientSession) -> bool:
+    """Whether ``session`` speaks 2026-07-28 with a server that lists the tasks extension
+    in its capabilities (then tasks use the extension's form, never 2025-11-25's)."""
+    if session.era is not Era.MODERN:
+        return False
+    capabilities = session.server_capabilities
+    extensions = getattr(capabilities, "extensions", None)
+    if extensions is None:
+        extra = getattr(capabilities, "extra", None)
+        extensions = extra.get("extensions") if isinstance(extra, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def needs_tasks_extension(exc: JSONRPCError) -> bool:
+    """Whether ``exc`` is a server's -32021 naming the tasks extension as the capability
+    a plain call lacked: the tool runs only as a task (and did not run at all)."""
+    if exc.code != _MISSING_CAPABILITY or not isinstance(exc.data, Mapping):
+        return False
+    required = exc.data.get("requiredCapabilities")
+    extensions = required.get("extensions") if isinstance(required, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def _extension_task(raw: Mapping[str, Any], cls: type[Task] = Task) -> Task:
+    """A 2026-07-28 task (``ttlMs``, ``pollIntervalMs``) as our :class:`Task`."""
+    renamed = {"ttlMs": "ttl", "pollIntervalMs": "pollInterval"}
+    fields = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", *renamed)
+    mapped = {renamed.get(key, key): raw[key] for key in fields if raw.get(key) is not None}
+    if "_meta" in raw and cls is not Task:
+        mapped["_meta"] = raw["_meta"]
+    return structure(mapped, cls)
+
+
 async def get_task(session: ClientSession, task_id: str) -> GetTaskResult:
-    """``tasks/get``: the task's current state."""
+    """``tasks/get``: the task's current state (either form)."""
+    if offers_tasks_extension(session):
+        raw = await session.send_request("tasks/get", {"taskId": task_id}, extensions=_DECLARE)
+        task = _extension_task(raw, GetTaskResult)
+        assert isinstance(task, GetTaskResult)
+        return task
     raw = await session.send_request("tasks/get", {"taskId": task_id})
     return structure(raw, GetTaskResult)
 
@@ -113,24 +191,48 @@ async def get_task(session: ClientSession, task_id: str) -> GetTaskResult:
 async def task_result(
     session: ClientSession, task_id: str, *, timeout: float | None = None
 ) -> CallToolResult:
-    """``tasks/result`` of a tool-call task: blocks until the task is terminal.
+    """The result of a tool-call task, once it is terminal: ``tasks/result`` (2025-11-25,
+    which blocks), or ``tasks/get`` polled to a terminal state (the extension).
 
     Raises:
         JSONRPCError: the task failed (or was cancelled) with an error.
+        TaskCancelled: (extension) the task ended ``cancelled``.
     """
+    if offers_tasks_extension(session):
+        with trio.fail_after(timeout if timeout is not None else math.inf):
+            latest = await session.send_request(
+                "tasks/get", {"taskId": task_id}, extensions=_DECLARE
+            )
+        # Its asks (if any) are answered here too: through this session's handlers.
+        return await _follow(session, latest, "tools/call", None, timeout)
     raw = await session.send_request("tasks/result", {"taskId": task_id}, timeout=timeout)
     return structure(raw, CallToolResult)
 
 
 async def cancel_task(session: ClientSession, task_id: str) -> GetTaskResult:
-    """``tasks/cancel``: ask the server to stop the task; returns its (cancelled) state."""
+    """``tasks/cancel``: ask the server to stop the task; returns its state (the
+    extension acknowledges with nothing: its state is then read with ``tasks/get``)."""
+    if offers_tasks_extension(session):
+        await session.send_request("tasks/cancel", {"taskId": task_id}, extensions=_DECLARE)
+        return await get_task(session, task_id)
     raw = await session.send_request("tasks/cancel", {"taskId": task_id})
     return structure(raw, GetTaskResult)
 
 
 async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Task]:
     """``tasks/list``, every page (at most ``max_pages``: a server that pages forever must
-    not keep us)."""
+    not keep us).
+
+    Raises:
+        ProtocolError: the server uses the 2026-07-28 extension, which has no list (a
+            client keeps the ids of its tasks).
+    """
+    if offers_tasks_extension(session):
+        raise ProtocolError(
+            "the 2026-07-28 tasks extension has no tasks/list: name the task id"
+            " (tasks get|result|cancel SERVER ID)",
+            server=session.name,
+        )
     tasks: list[Task] = []
     cursor: str | None = None
     for _ in range(max_pages):
@@ -251,7 +353,9 @@ async def call_tool_as_task(
         remove()
 
 
-async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
+async def _cancel_quietly(
+    session: ClientSession, task_id: str, extensions: Mapping[str, Any] | None = None
+) -> None:
     """Best-effort ``tasks/cancel`` on the way out: shielded, bounded, errors ignored."""
     if session.closed:
         return
@@ -260,4 +364,185 @@ async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
         trio.move_on_after(_CANCEL_TIMEOUT),
         suppress(AgentHostError),
     ):
-        await session.send_request("tasks/cancel", {"taskId": task_id}, timeout=_CANCEL_TIMEOUT)
+        await session.send_request(
+            "tasks/cancel", {"taskId": task_id}, timeout=_CANCEL_TIMEOUT, extensions=extensions
+        )
+
+
+async def call_tool_via_extension(
+    session: ClientSession,
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    on_status: TaskStatusCallback | None = None,
+    progress: ProgressCallback | None = None,
+    on_created: TaskCreatedCallback | None = None,
+) -> CallToolResult:
+    """Call a tool declaring the 2026-07-28 tasks extension; follow a task to its result.
+
+    The server decides: a plain ``CallToolResult`` is returned as it is; a
+    ``CreateTaskResult`` is polled with ``tasks/get`` to a terminal state, answering its
+    ``inputRequests`` through the session's handlers (``tasks/update``).
+
+    Args:
+        timeout: seconds for the whole exchange; default the task's ``ttlMs``, else one
+            hour.
+        on_status, progress: told every status change, as for :func:`call_tool_as_task`
+            (the extension's ``statusMessage`` carries the tool's progress text).
+        on_created: told once the server has created the task, as for
+            :func:`call_tool_as_task` (the task in the 2025-11-25 shape, its ``_meta``).
+
+    Raises:
+        AgentHostTimeout: not finished within ``timeout`` (the task is cancelled).
+        JSONRPCError: the server refused the call, or the task ``failed`` (its error).
+        TaskCancelled: the task ended ``cancelled`` without us asking.
+        ProtocolError: the server's answers do not describe a task, or it asked for
+            input more than :data:`MAX_INPUT_ROUNDS` times.
+
+    Cancellation: the server receives ``tasks/cancel`` for a task still running (shielded,
+    bounded at 2 s), or ``notifications/cancelled`` for the ``tools/call`` in flight.
+    """
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+    raw = await session.exchange(
+        "tools/call",
+        params,
+        timeout=... if timeout is None else timeout,
+        extensions=_DECLARE,
+        final_kinds=_TASK_OR_COMPLETE,
+    )
+    if raw.get("resultType") != "task":
+        return structure(raw, CallToolResult)
+    if on_created is not None:
+        try:
+            created = CreateTaskResult(task=_extension_task(raw), meta=raw.get("_meta"))
+        except AgentHostError as exc:
+            raise ProtocolError(
+                f"tools/call {name}: not a task: {exc}", server=session.name
+            ) from None
+        try:
+            await on_created(created)
+        except BaseException:
+            await _cancel_quietly(session, created.task.task_id, _DECLARE)
+            raise
+    return await _follow(session, raw, "tools/call", name, timeout, on_status, progress)
+
+
+async def _follow(
+    session: ClientSession,
+    raw: Mapping[str, Any],
+    origin: str,
+    name: str | None,
+    timeout: float | None,
+    on_status: TaskStatusCallback | None = None,
+    progress: ProgressCallback | None = None,
+) -> CallToolResult:
+    """Poll an extension task (``raw``: its latest state) to its result."""
+    try:
+        task = _extension_task(raw)
+    except AgentHostError as exc:
+        raise ProtocolError(f"{origin} {name}: not a task: {exc}", server=session.name) from None
+    limit = timeout
+    if limit is None:
+        limit = task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+    deadline = trio.current_time() + limit
+    updates = 0
+    answered: set[str] = set()
+    rounds = 0
+    latest: Mapping[str, Any] = raw
+
+    async def tell(current: Task) -> None:
+        nonlocal updates
+        updates += 1
+        if on_status is not None:
+            await on_status(current)
+        if progress is not None:
+            text = current.status + (
+                f": {current.status_message}" if current.status_message else ""
+            )
+            await progress(float(updates), None, text)
+
+    try:
+        with trio.fail_at(deadline):
+            await tell(task)
+            while True:
+                if task.status == "completed":
+                    result = latest.get("result")
+                    if not isinstance(result, Mapping):
+                        raise ProtocolError(
+                            f"task {task.task_id} completed without a result",
+                            server=session.name,
+                        )
+                    return structure(result, CallToolResult)
+                if task.status == "failed":
+                    error = latest.get("error")
+                    if not isinstance(error, Mapping) or type(error.get("code")) is not int:
+                        raise ProtocolError(
+                            f"task {task.task_id} failed: {task.status_message or 'no error'}",
+                            server=session.name,
+                        )
+                    raise JSONRPCError(
+                        error["code"],
+                        str(error.get("message", ""))[:2000],
+                        error.get("data"),
+                        server=session.name,
+                    )
+                if task.status == "cancelled":
+                    raise TaskCancelled(
+                        f"task {task.task_id} was cancelled"
+                        + (f": {task.status_message}" if task.status_message else ""),
+                        server=session.name,
+                    )
+                if task.status == "input_required":
+                    asks = latest.get("inputRequests")
+                    fresh = (
+                        {k: v for k, v in asks.items() if k not in answered}
+                        if isinstance(asks, Mapping)
+                        else {}
+                    )
+                    if fresh:
+                        rounds += 1
+                        if rounds > MAX_INPUT_ROUNDS:
+                            raise ProtocolError(
+                                f"task {task.task_id} asked for input more than"
+                                f" {MAX_INPUT_ROUNDS} times",
+                                server=session.name,
+                            )
+                        responses = await session.answer_input_requests(
+                            fresh, origin=origin, origin_name=name, round_no=rounds
+                        )
+                        answered.update(fresh)
+                        await session.send_request(
+                            "tasks/update",
+                            {"taskId": task.task_id, "inputResponses": responses},
+                            extensions=_DECLARE,
+                        )
+                await trio.sleep(_poll_interval(task))
+                latest = await session.send_request(
+                    "tasks/get", {"taskId": task.task_id}, extensions=_DECLARE
+                )
+                try:
+                    current = _extension_task(latest)
+                except AgentHostError as exc:
+                    raise ProtocolError(
+                        f"tasks/get {task.task_id}: {exc}", server=session.name
+                    ) from None
+                if current.task_id != task.task_id:
+                    raise ProtocolError(
+                        f"tasks/get {task.task_id} answered for another task",
+                        server=session.name,
+                    )
+                if (current.status, current.status_message) != (task.status, task.status_message):
+                    await tell(current)
+                task = current
+    except trio.TooSlowError:
+        await _cancel_quietly(session, task.task_id, _DECLARE)
+        raise AgentHostTimeout(
+            f"task {task.task_id} of {name} did not finish within {limit:g}s (cancelled)",
+            server=session.name,
+            timeout=limit,
+        ) from None
+    except BaseException:
+        if task.status not in TERMINAL_STATUSES:
+            await _cancel_quietly(session, task.task_id, _DECLARE)
+        raise
