@@ -509,6 +509,8 @@ class Host:
         except JSONRPCError as exc:
             if task is False or not needs_tasks_extension(exc):
                 raise
+            if not offers_tasks_extension(session):
+                raise  # a legacy session cannot declare it: the server's words stand
             # A 2026-07-28 tool that runs only as a task refused the undeclared call
             # before running it: declare the extension, now and for its later calls.
             self._remember_task_tool(key)

@@ -23,7 +23,13 @@ from typing import Any, Literal
 import jsonschema
 import orjson
 
-__all__ = ["SPEC_DIR", "load_schema", "validate_definition", "validate_outgoing"]
+__all__ = [
+    "SPEC_DIR",
+    "load_schema",
+    "validate_definition",
+    "validate_envelope",
+    "validate_outgoing",
+]
 
 #: The official schemas, copied into the repository (tests/data/spec/README.md says from where).
 SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
@@ -174,3 +180,11 @@ def validate_definition(value: Any, revision: str, definition: str) -> None:
     result whose type the method alone does not say: a ``CreateTaskResult`` answering a
     task-augmented request, say)."""
     _check(value, revision, (definition,))
+
+
+def validate_envelope(message: dict[str, Any], revision: str) -> None:
+    """Assert that ``message`` is a JSON-RPC request or notification as ``revision``
+    frames one, whatever its method: for an extension's methods, which the core schema
+    does not define (the tasks extension's ``tasks/get`` ...)."""
+    kind = "request" if "id" in message else "notification"
+    _check(message, revision, (_envelope(revision, kind),))
