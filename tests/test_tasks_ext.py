@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from agenthost.config import HostConfig, ServerConfig, Timeouts
-from agenthost.errors import JSONRPCError
+from agenthost.errors import ConfigError, JSONRPCError
 from agenthost.host import open_host
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.tasks import (
@@ -399,3 +399,22 @@ decision = "allow"
     assert json.loads(got.stdout)["taskId"] == task_id
     assert result.returncode == 0, result.stderr
     assert "Report on tides: 2 sources read." in result.stdout
+
+
+def test_the_docs_task_after_example_means_what_it_says(tmp_path: Path) -> None:
+    """docs/config.md's tasks example: host-wide 30 s, 0 for the one server."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    [block] = [
+        b for b in re.findall(r"^```toml\n(.*?)^```", text, re.M | re.S) if "task_after = 30" in b
+    ]
+    path = tmp_path / "agenthost.toml"
+    path.write_text(block)
+    config = HostConfig.load(path)
+    [builds] = config.servers
+    assert builds.timeouts.task_after == 0
+    assert config.timeouts.task_after == 30
+    path.write_text("[timeouts]\ntask_after = -1\n")
+    with pytest.raises(ConfigError, match=r"timeouts.task_after.*>= 0 \(or inf for never\)"):
+        HostConfig.load(path)
