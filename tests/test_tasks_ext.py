@@ -9,6 +9,11 @@ answered once and sent with ``tasks/update``; cancelling the caller sends exactl
 What the 2026-07-28 schema covers (``tools/call`` and the rest of the core) is validated
 against it; ``tasks/*`` are extension methods the core schema does not define, so they
 are checked against the JSON-RPC request envelope only.
+
+``timeouts.task_after`` (issue 16 item 1: optional tools as tasks past a configured
+duration) is driven here for both forms: the extension peer's optional tool, and a
+2025-11-25 tool whose ``taskSupport`` is ``optional`` (``optional_task_server.mjs``, the
+TypeScript SDK).
 """
 
 from __future__ import annotations
@@ -418,3 +423,39 @@ def test_the_docs_task_after_example_means_what_it_says(tmp_path: Path) -> None:
     path.write_text("[timeouts]\ntask_after = -1\n")
     with pytest.raises(ConfigError, match=r"timeouts.task_after.*>= 0 \(or inf for never\)"):
         HostConfig.load(path)
+
+
+# -- task_after on 2025-11-25: a tool whose taskSupport is "optional" -------------------
+
+
+@pytest.mark.parametrize(
+    ("task_after", "expected"),
+    [(float("inf"), [False, False]), (0.0, [True, True]), (0.3, [False, True])],
+)
+async def test_legacy_optional_tools_run_as_tasks_past_task_after(
+    task_after: float, expected: list[bool], node_bin: Callable[[], str]
+) -> None:
+    server = ServerConfig(
+        name="op",
+        transport="stdio",
+        command=node_bin(),
+        args=(str(PEERS_DIR / "optional_task_server.mjs"),),
+        protocol="legacy",
+        timeouts=Timeouts(task_after=task_after),
+    )
+    ran: list[bool] = []
+    async with open_host(HostConfig(servers=[server], policy=ALLOW_ALL)) as host:
+        [tool] = await host.list_tools()
+        assert tool.tool.execution is not None
+        assert tool.tool.execution.task_support == "optional"
+        for seconds in (0.5, 0.0):
+            seen: list[str | None] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(message)  # noqa: B023 (each call has its own list)
+
+            with trio.fail_after(30):
+                result = await host.call_tool("op__sleep", {"seconds": seconds}, progress=progress)
+            assert text_of(result) == f"slept {seconds:g}s"
+            ran.append(any(m is not None and m.startswith("working") for m in seen))
+    assert ran == expected
