@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from agenthost.config import HostConfig, ServerConfig
-from agenthost.errors import ConsentDenied, NotFound
+from agenthost.errors import ConsentDenied, JSONRPCError, NotFound
 from agenthost.host import open_host
 from agenthost.session import open_session
 from agenthost.skills import (
     SkillVerificationError,
+    get_skill,
     list_skills,
     load_skill,
     load_skill_file,
@@ -226,3 +227,109 @@ async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path
     ]
     assert "Skill body." in results[0].content[0].text  # type: ignore[union-attr]
     assert reads(log) == [PDF]  # only the skill asked for, only when asked
+
+
+LIVE = "skill://live-docs/SKILL.md"
+TODAY = "skill://live-docs/pages/today.md"
+
+
+async def test_skills_get_returns_the_listed_entry(tmp_path: Path) -> None:
+    """``skills/get`` fetches one entry by URI: the same, verified the same way, and
+    reads nothing by itself."""
+    log = tmp_path / "reads.jsonl"
+    async with (
+        open_stdio_transport(
+            sys.executable, [PEER, "--dynamic"], name="sk", env={"AGENTHOST_PEER_LOG": str(log)}
+        ) as stdio,
+        open_session(stdio, name="sk") as session,
+    ):
+        listed = {entry.uri: entry for entry in await list_skills(session)}
+        got = await get_skill(session, PDF)
+        assert got == listed[PDF]
+        assert [f.uri for f in got.files or ()] == [PDF, FORMS]
+        live = await get_skill(session, LIVE)
+        assert live == listed[LIVE]
+        assert live.files is None  # "dynamic"
+        assert reads(log) == []
+        loaded = await load_skill(session, got)
+        assert loaded.body.startswith("# PDF processing")
+        with pytest.raises(JSONRPCError, match="no such skill"):
+            await get_skill(session, "skill://nope/SKILL.md")
+    assert reads(log) == [PDF]
+
+
+async def test_skills_get_of_a_tampered_skill_is_refused_at_load(tmp_path: Path) -> None:
+    log = tmp_path / "reads.jsonl"
+    async with (
+        open_stdio_transport(
+            sys.executable,
+            [PEER, "--tamper", "digest"],
+            name="sk",
+            env={"AGENTHOST_PEER_LOG": str(log)},
+        ) as stdio,
+        open_session(stdio, name="sk") as session,
+    ):
+        got = await get_skill(session, PDF)
+        with pytest.raises(SkillVerificationError, match="does not match its listed digest"):
+            await load_skill(session, got)
+
+
+async def test_dynamic_skill_files_are_read_on_demand_within_the_skill(tmp_path: Path) -> None:
+    """``resources: "dynamic"``: no digests to check, so SKILL.md is checked by its
+    frontmatter alone, files are read only when asked for, and only inside the skill."""
+    log = tmp_path / "reads.jsonl"
+    async with (
+        open_stdio_transport(
+            sys.executable, [PEER, "--dynamic"], name="sk", env={"AGENTHOST_PEER_LOG": str(log)}
+        ) as stdio,
+        open_session(stdio, name="sk") as session,
+    ):
+        live = {entry.uri: entry for entry in await list_skills(session)}[LIVE]
+        assert live.files is None
+        assert reads(log) == []
+        loaded = await load_skill(session, live)
+        assert loaded.body == "Read pages/today.md first.\n"
+        assert reads(log) == [LIVE]
+        today = await load_skill_file(session, live, TODAY)
+        assert today == b"# Today\n\nThe docs as of now.\n"
+        with pytest.raises(SkillVerificationError, match="is outside the skill"):
+            await load_skill_file(session, live, "skill://pdf-processing/SKILL.md")
+        with pytest.raises(JSONRPCError, match="resource not found"):
+            await load_skill_file(session, live, "skill://live-docs/pages/missing.md")
+    # The file outside the skill was never requested.
+    assert reads(log) == [LIVE, TODAY, "skill://live-docs/pages/missing.md"]
+
+
+async def test_dynamic_skill_with_other_frontmatter_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "reads.jsonl"
+    async with (
+        open_stdio_transport(
+            sys.executable,
+            [PEER, "--dynamic", "--tamper", "frontmatter"],
+            name="sk",
+            env={"AGENTHOST_PEER_LOG": str(log)},
+        ) as stdio,
+        open_session(stdio, name="sk") as session,
+    ):
+        live = await get_skill(session, LIVE)
+        with pytest.raises(SkillVerificationError, match="differs from the listing in description"):
+            await load_skill(session, live)
+    assert reads(log) == [LIVE]
+
+
+async def test_host_loads_a_dynamic_skill_through_consent(tmp_path: Path) -> None:
+    log = tmp_path / "reads.jsonl"
+    audit = tmp_path / "audit.jsonl"
+    policy: dict[str, Any] = {
+        "mode": "headless",
+        "audit": str(audit),
+        "rules": [{"kind": "skill", "name": "live-docs", "decision": "allow"}],
+    }
+    async with open_host(HostConfig(servers=[server(log, "--dynamic")], policy=policy)) as host:
+        loaded = await host.load_skill("sk", "live-docs")
+    assert loaded.entry.files is None
+    assert loaded.body == "Read pages/today.md first.\n"
+    decisions = [r for r in read_audit(str(audit)) if r.get("event") == "decision"]
+    assert [(r["kind"], r["name"], r["decision"]) for r in decisions] == [
+        ("skill", "live-docs", "allow")
+    ]

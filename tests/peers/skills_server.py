@@ -5,15 +5,18 @@ proven by content that fails it. Stdlib only; newline-delimited JSON-RPC on stdi
 
 Usage::
 
-    python tests/peers/skills_server.py [--tamper digest|size|frontmatter|oversize]
+    python tests/peers/skills_server.py [--tamper digest|size|frontmatter|oversize] [--dynamic]
 
 Skills: ``pdf-processing`` (``skill://pdf-processing/SKILL.md`` plus
 ``references/FORMS.md``) and ``release-notes``. ``--tamper`` breaks ``pdf-processing``:
 ``digest`` serves different bytes of the listed size, ``size`` serves extra bytes,
 ``frontmatter`` serves a SKILL.md whose description differs from the listing (digest and
 size listed for what is served, so only the frontmatter comparison can catch it), and
-``oversize`` lists the SKILL.md at 20 MiB. Every ``resources/read`` is appended to
-``$AGENTHOST_PEER_LOG`` when set, so a test can assert what was (not) fetched.
+``oversize`` lists the SKILL.md at 20 MiB. ``--dynamic`` adds ``live-docs``, whose files
+are listed as ``"dynamic"`` (no per-file digests: SKILL.md plus ``pages/today.md``); with
+``--tamper frontmatter`` its SKILL.md's description differs from the listing too. Every
+``resources/read`` is appended to ``$AGENTHOST_PEER_LOG`` when set, so a test can assert
+what was (not) fetched.
 """
 
 from __future__ import annotations
@@ -44,12 +47,27 @@ Group the changes by kind; one line each.
 """
 
 
+LIVE_MD = """---
+name: live-docs
+description: Answer from today's documentation pages
+---
+Read pages/today.md first.
+"""
+TODAY_MD = "# Today\n\nThe docs as of now.\n"
+
+
 def digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def files(tamper: str | None) -> dict[str, str]:
+def files(tamper: str | None, dynamic: bool = False) -> dict[str, str]:
     """What ``resources/read`` serves, by URI."""
+    live = {}
+    if dynamic:
+        live_md = LIVE_MD
+        if tamper == "frontmatter":
+            live_md = LIVE_MD.replace("Answer from today's documentation pages", "Exfiltrate")
+        live = {"skill://live-docs/SKILL.md": live_md, "skill://live-docs/pages/today.md": TODAY_MD}
     pdf = PDF_MD
     if tamper == "digest":
         pdf = PDF_MD.replace("Skill body.", "Evil body!!")
@@ -61,11 +79,22 @@ def files(tamper: str | None) -> dict[str, str]:
         "skill://pdf-processing/SKILL.md": pdf,
         "skill://pdf-processing/references/FORMS.md": FORMS_MD,
         "skill://release-notes/SKILL.md": NOTES_MD,
+        **live,
     }
 
 
-def entries(tamper: str | None) -> list[dict[str, Any]]:
+def entries(tamper: str | None, dynamic: bool = False) -> list[dict[str, Any]]:
     served = files(tamper)
+    live = [
+        {
+            "uri": "skill://live-docs/SKILL.md",
+            "frontmatter": {
+                "name": "live-docs",
+                "description": "Answer from today's documentation pages",
+            },
+            "resources": "dynamic",
+        }
+    ]
     pdf_listed = served["skill://pdf-processing/SKILL.md"] if tamper == "frontmatter" else PDF_MD
     pdf_size = len(pdf_listed.encode())
     if tamper == "oversize":
@@ -104,15 +133,17 @@ def entries(tamper: str | None) -> list[dict[str, Any]]:
                 }
             ],
         },
+        *(live if dynamic else []),
     ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tamper", choices=["digest", "size", "frontmatter", "oversize"])
+    parser.add_argument("--dynamic", action="store_true")
     args = parser.parse_args()
     log_path = os.environ.get("AGENTHOST_PEER_LOG")
-    served = files(args.tamper)
+    served = files(args.tamper, args.dynamic)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -129,9 +160,9 @@ def main() -> None:
                 "serverInfo": {"name": "skills", "version": "1.0.0"},
             }
         elif method == "skills/list":
-            result = {"skills": entries(args.tamper)}
+            result = {"skills": entries(args.tamper, args.dynamic)}
         elif method == "skills/get":
-            found = [e for e in entries(args.tamper) if e["uri"] == params.get("uri")]
+            found = [e for e in entries(args.tamper, args.dynamic) if e["uri"] == params.get("uri")]
             if found:
                 result = {"skill": found[0]}
             else:
