@@ -913,7 +913,13 @@ async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
     HTTP a server may keep them across runs, which is what this command is for.
     """
     from agenthost.converter import unstructure
-    from agenthost.tasks import cancel_task, get_task, list_tasks, task_result
+    from agenthost.tasks import (
+        cancel_task,
+        get_task,
+        list_tasks,
+        offers_tasks_extension,
+        task_result,
+    )
 
     if args.action != "list" and not args.task_id:
         raise CLIError(
@@ -925,6 +931,12 @@ async def cmd_tasks(args: argparse.Namespace, console: Console) -> int:
         session = host.session(args.server)
         revision = session.revision or "2025-11-25"
         output: Any
+        if args.action == "list" and offers_tasks_extension(session):
+            raise CLIError(
+                f"{args.server} uses the 2026-07-28 tasks extension, which has no tasks/list:"
+                f" name the task (tasks get|result|cancel {args.server} ID)",
+                EXIT_USAGE,
+            )
         if args.action == "list":
             tasks = await list_tasks(session)
             output = [unstructure(task, revision) for task in tasks]

@@ -404,6 +404,7 @@ async def call_tool_via_extension(
     bounded at 2 s), or ``notifications/cancelled`` for the ``tools/call`` in flight.
     """
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+    started = trio.current_time()
     raw = await session.exchange(
         "tools/call",
         params,
@@ -425,6 +426,9 @@ async def call_tool_via_extension(
         except BaseException:
             await _cancel_quietly(session, created.task.task_id, _DECLARE)
             raise
+    if timeout is not None:
+        # One limit for the whole exchange: the creating call spent part of it.
+        timeout = max(0.001, timeout - (trio.current_time() - started))
     return await _follow(session, raw, "tools/call", name, timeout, on_status, progress)
 
 

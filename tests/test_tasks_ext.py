@@ -396,21 +396,32 @@ decision = "allow"
                 extensions={TASKS_EXTENSION: {}},
                 final_kinds=frozenset({"task"}),
             )
+            long = await session.exchange(
+                "tools/call",
+                {"name": "research", "arguments": {"topic": "tides", "steps": 100}},
+                extensions={TASKS_EXTENSION: {}},
+                final_kinds=frozenset({"task"}),
+            )
         task_id = raw["taskId"]
         got = await trio.to_thread.run_sync(lambda: run("--json", "tasks", "get", "tk", task_id))
         result = await trio.to_thread.run_sync(lambda: run("tasks", "result", "tk", task_id))
+        cancelled = await trio.to_thread.run_sync(
+            lambda: run("--json", "tasks", "cancel", "tk", long["taskId"])
+        )
     assert called.returncode == 0, called.stderr
     assert "Report on comets: 3 sources read." in called.stdout
     assert ran.returncode == 0, ran.stderr
     [call] = json.loads(ran.stdout)["tool_calls"]
     assert call["status"] == "ok", call
     assert "Report on comets" in call["output"]
-    assert listed.returncode != 0
+    assert listed.returncode == 2
     assert "has no tasks/list" in listed.stderr
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["taskId"] == task_id
     assert result.returncode == 0, result.stderr
     assert "Report on tides: 2 sources read." in result.stdout
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["status"] == "cancelled"
 
 
 def test_the_docs_task_after_example_means_what_it_says(tmp_path: Path) -> None:
