@@ -426,10 +426,13 @@ async def call_tool_via_extension(
         except BaseException:
             await _cancel_quietly(session, created.task.task_id, _DECLARE)
             raise
-    if timeout is not None:
+    left = timeout
+    if left is not None:
         # One limit for the whole exchange: the creating call spent part of it.
-        timeout = max(0.001, timeout - (trio.current_time() - started))
-    return await _follow(session, raw, "tools/call", name, timeout, on_status, progress)
+        left = max(0.001, left - (trio.current_time() - started))
+    return await _follow(
+        session, raw, "tools/call", name, left, on_status, progress, stated=timeout
+    )
 
 
 async def _follow(
@@ -440,8 +443,12 @@ async def _follow(
     timeout: float | None,
     on_status: TaskStatusCallback | None = None,
     progress: ProgressCallback | None = None,
+    *,
+    stated: float | None = None,
 ) -> CallToolResult:
-    """Poll an extension task (``raw``: its latest state) to its result."""
+    """Poll an extension task (``raw``: its latest state) to its result.
+
+    ``timeout``: what is left of the caller's limit (``stated``, for the message)."""
     try:
         task = _extension_task(raw)
     except AgentHostError as exc:
@@ -541,10 +548,11 @@ async def _follow(
                 task = current
     except trio.TooSlowError:
         await _cancel_quietly(session, task.task_id, _DECLARE)
+        said = stated if stated is not None else limit
         raise AgentHostTimeout(
-            f"task {task.task_id} of {name} did not finish within {limit:g}s (cancelled)",
+            f"task {task.task_id} of {name} did not finish within {said:g}s (cancelled)",
             server=session.name,
-            timeout=limit,
+            timeout=said,
         ) from None
     except BaseException:
         if task.status not in TERMINAL_STATUSES:

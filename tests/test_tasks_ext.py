@@ -31,7 +31,7 @@ import pytest
 import trio
 
 from agenthost.config import HostConfig, ServerConfig, Timeouts
-from agenthost.errors import ConfigError, JSONRPCError
+from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError
 from agenthost.host import open_host
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.tasks import (
@@ -229,6 +229,19 @@ async def test_cancelling_the_caller_sends_one_tasks_cancel(
     check_wire(wire)
 
 
+async def test_a_task_past_its_timeout_is_cancelled(
+    peer_session: Callable[..., AbstractAsyncContextManager[Opened]],
+) -> None:
+    async with peer_session() as (session, wire):
+        with trio.fail_after(30), pytest.raises(AgentHostTimeout, match="within 1s"):
+            await call_tool_via_extension(
+                session, "research", {"topic": "x", "steps": 40}, timeout=1.0
+            )
+        [cancel] = [m for m in wire.sent if m.get("method") == "tasks/cancel"]
+        state = await get_task(session, cancel["params"]["taskId"])
+    assert state.status == "cancelled"
+
+
 # -- the host: the same API, consent and audit as the 2025-11-25 form ------------------
 
 
@@ -410,6 +423,10 @@ decision = "allow"
         )
     assert called.returncode == 0, called.stderr
     assert "Report on comets: 3 sources read." in called.stdout
+    # The status of the task, as it went (stderr is no terminal here: one line each).
+    assert "progress tk__research: 1 working\n" in called.stderr
+    assert "working: step 2 of 3: reading on comets" in called.stderr
+    assert "completed" in called.stderr
     assert ran.returncode == 0, ran.stderr
     [call] = json.loads(ran.stdout)["tool_calls"]
     assert call["status"] == "ok", call
