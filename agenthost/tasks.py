@@ -45,7 +45,6 @@ on the wire, not in what a caller sees (:func:`call_tool_via_extension`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final
@@ -199,12 +198,12 @@ async def task_result(
         TaskCancelled: (extension) the task ended ``cancelled``.
     """
     if offers_tasks_extension(session):
-        with trio.fail_after(timeout if timeout is not None else math.inf):
-            latest = await session.send_request(
-                "tasks/get", {"taskId": task_id}, extensions=_DECLARE
-            )
-        # Its asks (if any) are answered here too: through this session's handlers.
-        return await _follow(session, latest, "tools/call", None, timeout)
+        latest = await session.send_request(
+            "tasks/get", {"taskId": task_id}, extensions=_DECLARE, timeout=timeout
+        )
+        # Its asks (if any) are answered here too, through this session's handlers. Only
+        # the waiting stops when the caller does: the task is not ours to cancel here.
+        return await _follow(session, latest, "tools/call", None, timeout, own=False)
     raw = await session.send_request("tasks/result", {"taskId": task_id}, timeout=timeout)
     return structure(raw, CallToolResult)
 
@@ -445,10 +444,13 @@ async def _follow(
     progress: ProgressCallback | None = None,
     *,
     stated: float | None = None,
+    own: bool = True,
 ) -> CallToolResult:
     """Poll an extension task (``raw``: its latest state) to its result.
 
-    ``timeout``: what is left of the caller's limit (``stated``, for the message)."""
+    ``timeout``: what is left of the caller's limit (``stated``, for the message).
+    ``own``: the task was created for this call, so it is cancelled when the call ends
+    early (False: someone else's, only waited for)."""
     try:
         task = _extension_task(raw)
     except AgentHostError as exc:
@@ -547,14 +549,16 @@ async def _follow(
                     await tell(current)
                 task = current
     except trio.TooSlowError:
-        await _cancel_quietly(session, task.task_id, _DECLARE)
+        if own:
+            await _cancel_quietly(session, task.task_id, _DECLARE)
         said = stated if stated is not None else limit
         raise AgentHostTimeout(
-            f"task {task.task_id} of {name} did not finish within {said:g}s (cancelled)",
+            f"task {task.task_id} of {name or 'a tool'} did not finish within {said:g}s"
+            + (" (cancelled)" if own else ""),
             server=session.name,
             timeout=said,
         ) from None
     except BaseException:
-        if task.status not in TERMINAL_STATUSES:
+        if own and task.status not in TERMINAL_STATUSES:
             await _cancel_quietly(session, task.task_id, _DECLARE)
         raise

@@ -39,6 +39,7 @@ from agenthost.tasks import (
     call_tool_via_extension,
     get_task,
     offers_tasks_extension,
+    task_result,
 )
 from agenthost.transports.http import open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
@@ -240,6 +241,24 @@ async def test_a_task_past_its_timeout_is_cancelled(
         [cancel] = [m for m in wire.sent if m.get("method") == "tasks/cancel"]
         state = await get_task(session, cancel["params"]["taskId"])
     assert state.status == "cancelled"
+
+
+async def test_waiting_for_a_result_cancels_only_the_wait(
+    peer_session: Callable[..., AbstractAsyncContextManager[Opened]],
+) -> None:
+    """``task_result`` (``agenthost tasks result``) waits for a task it did not create:
+    giving up on the wait leaves the task running."""
+    async with peer_session() as (session, wire):
+        created = await session.exchange(
+            "tools/call",
+            {"name": "research", "arguments": {"topic": "x", "steps": 40}},
+            extensions={TASKS_EXTENSION: {}},
+            final_kinds=frozenset({"task"}),
+        )
+        with trio.fail_after(30), pytest.raises(AgentHostTimeout):
+            await task_result(session, created["taskId"], timeout=0.5)
+        assert "tasks/cancel" not in wire.methods_sent()
+        assert (await get_task(session, created["taskId"])).status == "working"
 
 
 # -- the host: the same API, consent and audit as the 2025-11-25 form ------------------
