@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from agenthost.session import ClientSession, ProgressCallback, RequestContext
 
 __all__ = [
+    "MAX_INPUT_ROUNDS",
     "MODEL_IMMEDIATE_RESPONSE",
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",

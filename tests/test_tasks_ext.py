@@ -31,10 +31,12 @@ import pytest
 import trio
 
 from agenthost.config import HostConfig, ServerConfig, Timeouts
-from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError
+from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError, ProtocolError
 from agenthost.host import open_host
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.tasks import (
+    MAX_INPUT_ROUNDS,
+    MIN_POLL_INTERVAL,
     TASKS_EXTENSION,
     call_tool_via_extension,
     get_task,
@@ -259,6 +261,38 @@ async def test_waiting_for_a_result_cancels_only_the_wait(
             await task_result(session, created["taskId"], timeout=0.5)
         assert "tasks/cancel" not in wire.methods_sent()
         assert (await get_task(session, created["taskId"])).status == "working"
+
+
+async def test_a_task_that_keeps_asking_is_refused_and_cancelled(
+    peer_session: Callable[..., AbstractAsyncContextManager[Opened]],
+) -> None:
+    asked = 0
+
+    async def elicit(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+        nonlocal asked
+        asked += 1
+        return ElicitResult(action="accept", content={})
+
+    async with peer_session(ClientHandlers(elicitation=elicit)) as (session, wire):
+        with trio.fail_after(90), pytest.raises(ProtocolError, match="more than 32 times"):
+            await call_tool_via_extension(session, "nag", {})
+    assert asked == MAX_INPUT_ROUNDS
+    assert wire.methods_sent().count("tasks/update") == MAX_INPUT_ROUNDS
+    assert wire.methods_sent().count("tasks/cancel") == 1
+
+
+async def test_a_zero_poll_interval_is_not_a_busy_loop(
+    peer_session: Callable[..., AbstractAsyncContextManager[Opened]],
+) -> None:
+    async with peer_session() as (session, wire):
+        started = trio.current_time()
+        with trio.fail_after(30):
+            result = await call_tool_via_extension(session, "spin", {"seconds": 1.0})
+        elapsed = trio.current_time() - started
+    assert text_of(result) == "spun"
+    polls = wire.methods_sent().count("tasks/get")
+    # pollIntervalMs 0 is taken as the 50 ms floor: at most one poll per 50 ms.
+    assert polls <= elapsed / MIN_POLL_INTERVAL + 1, (polls, elapsed)
 
 
 # -- the host: the same API, consent and audit as the 2025-11-25 form ------------------

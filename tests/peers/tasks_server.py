@@ -20,6 +20,8 @@ Tools:
 * ``explode`` (task required): fails with a JSON-RPC error (task status ``failed``);
 * ``tool_error`` (task required): completes with an ``isError`` result;
 * ``maybe_slow`` (task optional): sleeps ``seconds``; runs as a task only when asked;
+* ``nag`` (task required): asks for input again after every answer, forever;
+* ``spin`` (task required): sleeps ``seconds`` with a poll interval of 0 ms;
 * ``echo``: a plain tool.
 
 Every call of a tool body is appended to ``$AGENTHOST_PEER_LOG`` (one JSON per line)
@@ -116,6 +118,28 @@ async def maybe_slow(seconds: float = 0.0) -> str:
     note("maybe_slow", seconds=seconds)
     await asyncio.sleep(seconds)
     return f"slept {seconds:g}s"
+
+
+@server.tool(task=REQUIRED)
+async def nag(ctx: Context) -> Any:
+    """Never satisfied: each answer brings a new question (a hostile server)."""
+    return mcp_types.InputRequiredResult(
+        input_requests={
+            "again": mcp_types.ElicitRequest(
+                params=mcp_types.ElicitRequestFormParams(
+                    message="One more thing?",
+                    requested_schema={"type": "object", "properties": {}},
+                )
+            )
+        }
+    )
+
+
+@server.tool(task=TaskConfig(mode="required", poll_interval=timedelta(0)))
+async def spin(seconds: float = 1.0) -> str:
+    """Asks to be polled without pause (a hostile server)."""
+    await asyncio.sleep(seconds)
+    return "spun"
 
 
 @server.tool
