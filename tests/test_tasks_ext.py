@@ -419,6 +419,9 @@ name = "tk__research"
 input = { topic = "comets" }
 
 [[turns]]
+text = "Waiting for the report."
+
+[[turns]]
 text = "Done researching."
 """
     )

@@ -146,6 +146,9 @@ name = "ev__{TOOL}"
 input = {{ topic = "comets" }}
 
 [[turns]]
+text = "Waiting for the report."
+
+[[turns]]
 text = "Done researching."
 """
     )
