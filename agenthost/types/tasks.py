@@ -1,10 +1,9 @@
-"""Task types of 2025-11-25, modelled only as far as needed to receive them.
+"""Task types of 2025-11-25 (the experimental tasks utility).
 
-Tasks (durable, pollable requests) are an experimental utility; agenthost does not drive
-them yet. These classes let a session read a ``CreateTaskResult`` or a
-``notifications/tasks/status`` without failing, and let callers ask for task augmentation
-(``task=TaskMetadata(...)``) where the spec allows it. Task status is an open string so a
-newer server's states pass through.
+:mod:`agenthost.tasks` drives tool calls as tasks with them (and speaks the 2026-07-28
+tasks extension, whose shapes it reads as raw JSON), and :mod:`agenthost.ask_tasks`
+serves a server's task-augmented asks. Task status is an open string so a newer server's
+states pass through.
 """
 
 from __future__ import annotations
