@@ -133,6 +133,8 @@ class Host:
         self._refresh_locks: dict[str, trio.Lock] = {}
         #: (server, kind) with a refresh queued that has not started listing yet.
         self._refresh_due: set[tuple[str, str]] = set()
+        #: Writes the counts of folded audit lines while the host runs.
+        self._audit_flusher = trio.CancelScope()
         self._supervisors: dict[str, Supervisor] = {
             name: Supervisor(
                 server,
@@ -602,6 +604,7 @@ class Host:
     # ------------------------------------------------------------------ lifecycle
 
     async def _start(self) -> None:
+        self._nursery.start_soon(self._flush_audit)
         for sup in self._supervisors.values():
             self._nursery.start_soon(sup.run)
         limit = max(
@@ -620,8 +623,13 @@ class Host:
                 )
 
     def _stop(self) -> None:
+        self._audit_flusher.cancel()
         for sup in self._supervisors.values():
             sup.stop()
+
+    async def _flush_audit(self) -> None:
+        with self._audit_flusher:
+            await self.policy.run_audit_flusher()
 
 
 async def _call_on(
