@@ -160,6 +160,10 @@ class StdioTransport(Transport):
         #: that came after it (``_buffered_lines``), decoded once it is done.
         self._batch: jsonrpc.BatchReader | None = None
         self._buffered_lines = False
+        #: Either of the two above: one check per read on the common path.
+        self._held = False
+        #: Lines longer than this are checked against the size limit and for a batch.
+        self._large = min(max_message_size, _BATCH_INLINE)
         self._eof = False
         self._closed = False
         #: The last lines the server wrote to stderr, quoted when it dies: the reason a
@@ -327,16 +331,8 @@ class StdioTransport(Transport):
         """
         queue = self._queue
         while not queue:
-            if self._batch is not None:
-                # A turn for the other tasks before each group (the queue is empty: a
-                # cancellation here loses nothing).
-                await trio.lowlevel.checkpoint()
-                await self._next_group(self._batch, queue)
-                continue
-            if self._buffered_lines:
-                self._buffered_lines = False
-                lines, self._buf = self._buf, bytearray()
-                await self._decode(lines, queue)
+            if self._held:
+                await self._resume(queue)
                 continue
             if self._eof:
                 raise TransportClosed(self._exit_reason("lost"), server=self.name)
@@ -385,6 +381,21 @@ class StdioTransport(Transport):
             self._split(data, queue)
         self._burst = len(queue) - 1
 
+    async def _resume(self, queue: deque[jsonrpc.Message]) -> None:
+        """Go on with what a large batch holds up: its next group, then the lines after it."""
+        if self._batch is not None:
+            # A turn for the other tasks before each group (the queue is empty: a
+            # cancellation here loses nothing).
+            await trio.lowlevel.checkpoint()
+            await self._next_group(self._batch, queue)
+            self._held = self._buffered_lines or self._batch is not None
+            return
+        self._held = False
+        if self._buffered_lines:
+            self._buffered_lines = False
+            lines, self._buf = self._buf, bytearray()
+            await self._decode(lines, queue)
+
     async def _next_group(self, batch: jsonrpc.BatchReader, queue: deque[jsonrpc.Message]) -> None:
         """Decode the next group of the batch under way into ``queue``.
 
@@ -428,19 +439,24 @@ class StdioTransport(Transport):
         with memoryview(data) as view:
             while (end := find(b"\n", start)) >= 0:
                 size = end - start
-                if size > self._max:
-                    self._eof = True
-                    raise MessageTooLarge(
-                        f"message of {size} bytes is larger than the maximum of {self._max} bytes",
-                        server=self.name,
-                    )
-                if size > _BATCH_INLINE and jsonrpc.is_batch(view[start:end]):
-                    # Decoded a group at a time by _fill(); what follows waits for it.
-                    self._batch = jsonrpc.BatchReader(bytes(view[start:end]), group=_BATCH_GROUP)
-                    if end + 1 < len(data):
-                        self._buf = bytearray(data[end + 1 :])
-                        self._buffered_lines = b"\n" in self._buf
-                    return
+                if size > self._large:  # one comparison per line for both checks
+                    if size > self._max:
+                        self._eof = True
+                        raise MessageTooLarge(
+                            f"message of {size} bytes is larger than the maximum of"
+                            f" {self._max} bytes",
+                            server=self.name,
+                        )
+                    if size > _BATCH_INLINE and jsonrpc.is_batch(view[start:end]):
+                        # Decoded a group at a time by _fill(); what follows waits for it.
+                        self._batch = jsonrpc.BatchReader(
+                            bytes(view[start:end]), group=_BATCH_GROUP
+                        )
+                        self._held = True
+                        if end + 1 < len(data):
+                            self._buf = bytearray(data[end + 1 :])
+                            self._buffered_lines = b"\n" in self._buf
+                        return
                 if size and not (data[start] in _WHITESPACE and data[start:end].isspace()):
                     try:  # decode_frame(), inline: this runs once per message
                         queue.extend(jsonrpc.decode(view[start:end]))
