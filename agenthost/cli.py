@@ -882,6 +882,11 @@ async def cmd_audit(args: argparse.Namespace, console: Console) -> int:
                 f"{r.get('ts', '')[11:19]} review   {r.get('kind')} {r.get('server')}"
                 f" {r.get('name') or ''} -> {r.get('decision')}: {r.get('reason')}"
             )
+        elif r.get("event") == "suppressed":
+            say(
+                f"{r.get('ts', '')[11:19]} folded   {r.get('kind')} {r.get('server')}"
+                f" {r.get('name') or ''} -> {r.get('reason')}"
+            )
         elif r.get("event") == "decision":
             say(
                 f"{r.get('ts', '')[11:19]} decision {r.get('kind')} {r.get('server')}"

@@ -146,6 +146,8 @@ class Host:
         #: (server, tool) that run as tasks from now on: a call took ``task_after`` or
         #: longer, or a 2026-07-28 server refused it undeclared (bounded, oldest first out).
         self._task_tools: dict[tuple[str, str], None] = {}
+        #: Writes the counts of folded audit lines while the host runs.
+        self._audit_flusher = trio.CancelScope()
         self._supervisors: dict[str, Supervisor] = {
             name: Supervisor(
                 server,
@@ -687,6 +689,7 @@ class Host:
     # ------------------------------------------------------------------ lifecycle
 
     async def _start(self) -> None:
+        self._nursery.start_soon(self._flush_audit)
         for sup in self._supervisors.values():
             self._nursery.start_soon(sup.run)
         limit = max(
@@ -705,8 +708,13 @@ class Host:
                 )
 
     def _stop(self) -> None:
+        self._audit_flusher.cancel()
         for sup in self._supervisors.values():
             sup.stop()
+
+    async def _flush_audit(self) -> None:
+        with self._audit_flusher:
+            await self.policy.run_audit_flusher()
 
 
 def _repeatable(tool: Tool) -> bool:

@@ -16,6 +16,23 @@ Line shapes (``event`` tells them apart)::
 Secrets never reach the file: argument and result summaries go through :func:`redact`,
 which blanks values under secret-sounding keys and values that look like credentials,
 and truncates long strings and collections (an audit line is a summary, not a copy).
+
+Repeated identical lines are folded, so a server cannot flood the file (100k ``roots/list``
+requests used to write 200k lines). A line is identical to the last one written for the
+same subject (``event``, ``kind``, ``server``, ``name``) when every field but ``ts``,
+``id`` and ``duration`` is equal. Within ``fold_window`` seconds of the written line,
+identical ones are counted instead of written; the count is written as one ``suppressed``
+line when the subject's next line differs (an allow after a deny, other roots, another
+result), when the window ends, on :meth:`AuditLog.flush` and on close::
+
+    {"ts": "...", "event": "suppressed", "of": "decision", "kind": "roots", "server": "fs",
+     "name": "", "count": 99998, "same_as": "ab12cd34-1", "first": "...", "last": "...",
+     "reason": "99998 more decision lines identical to ab12cd34-1"}
+
+So every different line is still written, in order, and the file says how many it
+folded into which line. A line whose ``id`` was folded away (the outcome of a folded
+decision, when the outcome differs) carries ``same_as``: the written line that stands for
+the folded one.
 """
 
 from __future__ import annotations
@@ -23,14 +40,17 @@ from __future__ import annotations
 import datetime
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+import attrs
 import orjson
 import trio
 
-__all__ = ["REDACTED", "AuditLog", "read_audit", "redact"]
+__all__ = ["DEFAULT_FOLD_WINDOW", "REDACTED", "AuditLog", "read_audit", "redact"]
 
 REDACTED = "[redacted]"
 
@@ -52,6 +72,15 @@ _SECRET_VALUE = re.compile(
 # A long unbroken run of mixed-case letters and digits: most API keys. Lower-case hex
 # (git hashes, UUIDs) does not qualify, so ids stay readable.
 _KEYLIKE = re.compile(r"[A-Za-z0-9_\-+=]{32,}")
+
+#: Fields that tell identical lines apart without making them different decisions.
+_VOLATILE = frozenset({"ts", "id", "duration"})
+#: Default seconds within which identical lines are folded into a count.
+DEFAULT_FOLD_WINDOW = 60.0
+#: Subjects followed at once, and ids of folded lines remembered for ``same_as``: a
+#: server choosing a new tool name per call must not grow the log's memory either.
+_MAX_SUBJECTS = 1024
+_MAX_FOLDED_IDS = 4096
 
 _MAX_STRING = 200
 _MAX_ITEMS = 20
@@ -111,6 +140,20 @@ def redact(value: Any, *, _depth: int = 0) -> Any:
     return redact(repr(value), _depth=_depth)
 
 
+@attrs.define
+class _Run:
+    """The last line written for one subject, and the identical ones folded since."""
+
+    key: bytes
+    #: Monotonic time the line was written: the window runs from here.
+    since: float
+    #: The written line's ``id`` (what folded ones are ``same_as``), if it had one.
+    shown: Any
+    count: int = 0
+    first: str = ""
+    last: str = ""
+
+
 class AuditLog:
     """An append-only JSONL audit file.
 
@@ -118,9 +161,14 @@ class AuditLog:
         path: the file; created (with its directory) if missing, never truncated.
         fsync: also ``os.fsync`` after each line, in a worker thread.
         now: wall clock for the ``ts`` field (injectable for tests).
+        fold_window: seconds within which a line identical to the last one of its subject
+            is counted instead of written (see the module docstring); ``0`` writes every
+            line.
+        clock: monotonic seconds for the fold window (injectable for tests).
 
     **Resource handling:** the file stays open until :meth:`close`; use the instance as a
-    context manager. A closed log refuses further writes.
+    context manager. A closed log refuses further writes. Closing writes the pending
+    counts first.
     """
 
     def __init__(
@@ -129,10 +177,17 @@ class AuditLog:
         *,
         fsync: bool = False,
         now: Any = None,
+        fold_window: float = DEFAULT_FOLD_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = Path(path)
         self.fsync = fsync
+        self.fold_window = fold_window
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
+        self._clock = clock
+        #: Per subject, in the order their windows end.
+        self._runs: OrderedDict[tuple[Any, ...], _Run] = OrderedDict()
+        self._folded: OrderedDict[Any, Any] = OrderedDict()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] | None = open(self.path, "ab", buffering=0)  # noqa: SIM115
 
@@ -142,22 +197,83 @@ class AuditLog:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
     def close(self) -> None:
-        """Close the file; idempotent."""
+        """Write the pending counts and close the file; idempotent."""
         if self._file is not None:
+            self.flush()
             self._file.close()
             self._file = None
 
+    def flush(self, *, due_only: bool = False) -> None:
+        """Write a ``suppressed`` line for every subject with folded lines.
+
+        Args:
+            due_only: only subjects whose fold window has ended (what a periodic caller
+                wants: a flood that stopped gets its count written without waiting for
+                the next line or the close).
+        """
+        if self._file is None:
+            return
+        if due_only:
+            self._expire(self._clock())
+            return
+        for run in list(self._runs.values()):
+            if run.count:
+                self._write_suppressed(run)
+
     def write_now(self, record: Mapping[str, Any]) -> None:
-        """Append one line synchronously (no fsync): for paths that cannot await."""
+        """Append one line synchronously (no fsync): for paths that cannot await.
+
+        A line identical to the last one of its subject within the fold window is
+        counted, not written (see the module docstring).
+        """
         if self._file is None:
             raise RuntimeError(f"audit log {self.path} is closed")
-        line = orjson.dumps(
-            {"ts": self._now().isoformat(timespec="milliseconds"), **record},
-            default=repr,
+        ts = self._now().isoformat(timespec="milliseconds")
+        if self.fold_window <= 0:
+            self._append({"ts": ts, **record})
+            return
+        self._expire(self._clock())
+        subject = (
+            record.get("event"),
+            record.get("kind"),
+            record.get("server"),
+            record.get("name"),
         )
-        # One write of the whole line on an O_APPEND, unbuffered file: flushed as written.
-        self._file.write(line + b"\n")
+        key = orjson.dumps(
+            {k: v for k, v in record.items() if k not in _VOLATILE},
+            default=repr,
+            option=orjson.OPT_SORT_KEYS,
+        )
+        record_id = record.get("id")
+        same_as = self._folded.pop(record_id, None) if record_id is not None else None
+        run = self._runs.get(subject)
+        if run is not None and run.key == key:
+            run.count += 1
+            run.first = run.first or ts
+            run.last = ts
+            if record_id is not None and run.shown is not None:
+                self._folded[record_id] = run.shown
+                if len(self._folded) > _MAX_FOLDED_IDS:
+                    self._folded.popitem(last=False)
+            return
+        if run is not None:
+            if run.count:
+                self._write_suppressed(run)
+            del self._runs[subject]
+        line = {"ts": ts, **record}
+        if same_as is not None:
+            line["same_as"] = same_as
+        self._append(line)
+        self._runs[subject] = _Run(key=key, since=self._clock(), shown=record_id)
+        if len(self._runs) > _MAX_SUBJECTS:
+            _, oldest = self._runs.popitem(last=False)
+            if oldest.count:
+                self._write_suppressed(oldest)
 
     async def write(self, record: Mapping[str, Any]) -> None:
         """Append one line; with ``fsync`` also wait until it is on disk.
@@ -168,6 +284,43 @@ class AuditLog:
         self.write_now(record)
         if self.fsync and self._file is not None:
             await trio.to_thread.run_sync(os.fsync, self._file.fileno())
+
+    def _append(self, line: Mapping[str, Any]) -> None:
+        assert self._file is not None
+        # One write of the whole line on an O_APPEND, unbuffered file: flushed as written.
+        self._file.write(orjson.dumps(line, default=repr) + b"\n")
+
+    def _expire(self, now: float) -> None:
+        """End the runs whose window is over, writing their counts."""
+        while self._runs:
+            subject, run = next(iter(self._runs.items()))
+            if now - run.since < self.fold_window:
+                return
+            del self._runs[subject]
+            if run.count:
+                self._write_suppressed(run)
+
+    def _write_suppressed(self, run: _Run) -> None:
+        record = orjson.loads(run.key)
+        event = record.get("event")
+        shown = f" to {run.shown}" if run.shown is not None else ""
+        self._append(
+            {
+                "ts": self._now().isoformat(timespec="milliseconds"),
+                "event": "suppressed",
+                "of": event,
+                "kind": record.get("kind"),
+                "server": record.get("server"),
+                "name": record.get("name"),
+                "count": run.count,
+                "same_as": run.shown,
+                "first": run.first,
+                "last": run.last,
+                "reason": f"{run.count} more {event} lines identical{shown}",
+            }
+        )
+        run.count = 0
+        run.first = run.last = ""
 
 
 def read_audit(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

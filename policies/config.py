@@ -12,6 +12,7 @@ rule always overrides the preset (first match wins).
 from __future__ import annotations
 
 import importlib.resources
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ import attrs
 
 from agenthost.errors import ConfigError
 from policies.approvals import default_approvals_path
+from policies.audit import DEFAULT_FOLD_WINDOW
 from policies.rules import Rule, parse_rule
 
 __all__ = [
@@ -56,6 +58,9 @@ class AuditConfig:
     path: Path
     #: fsync after every line (durable, slower).
     fsync: bool = False
+    #: Seconds within which a line identical to its subject's last one is counted, not
+    #: written (a flooding server cannot flood the file); 0 writes every line.
+    fold: float = DEFAULT_FOLD_WINDOW
 
 
 @attrs.frozen(kw_only=True)
@@ -240,12 +245,14 @@ def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:
         raw = {"path": raw}
     if not isinstance(raw, Mapping):
         raise ConfigError(
-            "must be a path or a table {path, fsync}", path=source, key="policy.audit"
+            "must be a path or a table {path, fsync, fold}", path=source, key="policy.audit"
         )
-    unknown = sorted(set(raw) - {"path", "fsync"})
+    unknown = sorted(set(raw) - {"path", "fsync", "fold"})
     if unknown:
         raise ConfigError(
-            "unknown key (known: path, fsync)", path=source, key=f"policy.audit.{unknown[0]}"
+            "unknown key (known: path, fsync, fold)",
+            path=source,
+            key=f"policy.audit.{unknown[0]}",
         )
     path = raw.get("path")
     if not isinstance(path, str) or not path:
@@ -253,7 +260,12 @@ def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:
     fsync = raw.get("fsync", False)
     if not isinstance(fsync, bool):
         raise ConfigError("must be true or false", path=source, key="policy.audit.fsync")
-    return AuditConfig(path=base / Path(path).expanduser(), fsync=fsync)
+    fold = raw.get("fold", DEFAULT_FOLD_WINDOW)
+    if isinstance(fold, bool) or not isinstance(fold, int | float) or not 0 <= fold < math.inf:
+        raise ConfigError(
+            "must be a number of seconds, 0 or more", path=source, key="policy.audit.fold"
+        )
+    return AuditConfig(path=base / Path(path).expanduser(), fsync=fsync, fold=float(fold))
 
 
 def load_policy_file(path: str | os.PathLike[str]) -> PolicyConfig:

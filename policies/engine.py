@@ -194,7 +194,9 @@ class PolicyEngine:
             prompter = TerminalPrompter(timeout=config.prompt_timeout)
         audit = None
         if config.audit is not None:
-            audit = AuditLog(config.audit.path, fsync=config.audit.fsync)
+            audit = AuditLog(
+                config.audit.path, fsync=config.audit.fsync, fold_window=config.audit.fold
+            )
         approvals = ApprovalStore(config.approvals) if config.approvals is not None else None
         engine = cls(
             rules=config.all_rules,
@@ -214,9 +216,27 @@ class PolicyEngine:
         self.close()
 
     def close(self) -> None:
-        """Close the audit log if this engine opened it."""
+        """Close the audit log if this engine opened it (writing its pending counts)."""
         if self._audit is not None and self._owns_audit:
             self._audit.close()
+
+    async def run_audit_flusher(self) -> None:
+        """Write the counts of folded audit lines once their window ends, until cancelled.
+
+        Why: a flood that stops would otherwise have its ``suppressed`` count written
+        only with the subject's next line or at close (or never, on a crash). The host
+        runs this in its nursery.
+
+        **Cancellation:** the only way it ends; nothing is left half-written.
+        """
+        audit = self._audit
+        if audit is None or audit.fold_window <= 0:
+            await trio.sleep_forever()
+        while True:
+            await trio.sleep(min(audit.fold_window, 60.0) / 4)
+            if audit.closed:
+                await trio.sleep_forever()
+            audit.flush(due_only=True)
 
     # -- deciding -----------------------------------------------------------------------
 

@@ -153,3 +153,69 @@ def test_arbitrary_json_values_raise_only_protocol_error(value: object) -> None:
             assert type(message.id) is int or type(message.id) is str
             continue
         assert jsonrpc.decode(jsonrpc.encode(message)) == [message]
+
+
+def _drain_batch(data: bytes, group: int = 1) -> list[jsonrpc.Message]:
+    """Every member, through a BatchReader that tries a cut at every ``},`` (group=1)."""
+    reader = jsonrpc.BatchReader(data, group=group)
+    messages: list[jsonrpc.Message] = []
+    while not reader.done:
+        messages += reader.read() or []
+    return messages
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.dictionaries(_keys, _json | st.just("2.0"), max_size=6) | _json, max_size=5))
+def test_a_batch_read_member_by_member_matches_the_whole_batch(members: list[object]) -> None:
+    """A batch read group by group (large batches) gives what decode returns whole, and
+    fails only with ProtocolError, wherever the cuts are tried."""
+    data = orjson.dumps(members)
+    assert jsonrpc.is_batch(b" \n" + data)
+    try:
+        whole = jsonrpc.decode(data)
+    except ProtocolError:
+        with pytest.raises(ProtocolError):
+            _drain_batch(data)
+        return
+    assert _drain_batch(data) == whole
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_as_a_batch_raise_only_protocol_error(data: bytes) -> None:
+    try:
+        messages = _drain_batch(b"[" + data)
+    except ProtocolError:
+        return
+    assert messages == jsonrpc.decode(b"[" + data)
+
+
+def test_a_bad_member_ends_a_batch_after_the_members_before_it() -> None:
+    frame = b'[{"jsonrpc":"2.0","method":"a"}, 3, {"jsonrpc":"2.0","method":"b"}]'
+    reader = jsonrpc.BatchReader(frame)
+    assert reader.read() == [Notification("a")]
+    assert not reader.done
+    with pytest.raises(ProtocolError, match="must be an object"):
+        reader.read()
+    assert reader.done
+    for frame, fragment in [(b"[]", "empty batch"), (b'[{"jsonrpc":"2.0"', "invalid JSON")]:
+        with pytest.raises(ProtocolError, match=fragment):
+            _drain_batch(frame)
+    assert not jsonrpc.is_batch(b'  {"jsonrpc":"2.0","method":"a"}')
+
+
+def test_cuts_inside_strings_and_members_are_never_taken() -> None:
+    """Text full of ``},`` inside strings and nested objects: every member comes out
+    whole, in order, and a group past ``limit`` is left for the caller to run elsewhere."""
+    tricky = [
+        {"jsonrpc": "2.0", "method": "m", "params": {"s": "},{" * 50, "o": [{"a": 1}, {"b": 2}]}}
+        for _ in range(40)
+    ]
+    data = orjson.dumps(tricky)
+    assert _drain_batch(data) == jsonrpc.decode(data)
+    assert _drain_batch(data, group=300) == jsonrpc.decode(data)
+    big = orjson.dumps([{"jsonrpc": "2.0", "method": "big", "params": {"s": "x" * 10_000}}])
+    reader = jsonrpc.BatchReader(big, group=100)
+    assert reader.read(limit=1000) is None  # one member of 10 kB: not within the limit
+    assert reader.read() == [Notification("big", {"s": "x" * 10_000})]
+    assert reader.done

@@ -466,3 +466,37 @@ async def test_a_large_result_is_not_kept_after_its_caller_drops_it() -> None:
                 tracemalloc.stop()
     assert held >= size
     assert released < size / 4, f"{released} bytes still held after the result was dropped"
+
+
+BATCH_THEN_LINES = """
+import json, sys, time
+def note(name):
+    return {"jsonrpc": "2.0", "method": name}
+good = json.dumps([note(f"n{k}") for k in range(3000)])
+# This batch is cut short: the members before the cut reach the host, then a warning.
+bad = json.dumps([note("b0"), note("b1")] + [note("pad")] * 3000)[:-20]
+sys.stdout.write(good + "\\n" + json.dumps(note("after")) + "\\n" + bad + "\\n")
+sys.stdout.write(json.dumps(note("last")) + "\\n")
+sys.stdout.flush()
+time.sleep(5)
+"""
+
+
+async def test_a_large_batch_is_read_member_by_member_in_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch line past 64 KiB is decoded a slice at a time (issue 14: parsing 300k pings
+    whole held the GIL 0.4 s); the lines after it, in the same read, come after it."""
+    async with open_stdio_transport(
+        PY, script(BATCH_THEN_LINES), name="batch", shutdown_timeout=0.2
+    ) as transport:
+        got = []
+        with trio.fail_after(10):
+            while not got or got[-1] != Notification("last"):
+                got.append(await transport.receive())
+    names = [m.method for m in got if isinstance(m, Notification)]
+    assert names[:3000] == [f"n{k}" for k in range(3000)]
+    assert names[3000] == "after"
+    assert names[3001:3003] == ["b0", "b1"]
+    assert names[-1] == "last"
+    assert "batch: rest of a batch skipped: invalid JSON" in caplog.text

@@ -21,6 +21,9 @@ Actions (one JSON object each):
 
 - ``{"send": MSG, "count": N}``: write MSG N times, one line each. A MSG with a
   ``method`` and an ``"id"`` gets a fresh id per copy (``"h<k>"``).
+- ``{"background": [ACTION, ...]}``: run those actions in a thread of their own, so this
+  server goes on reading (a flood larger than the pipes would otherwise deadlock: the
+  client's answers fill our stdin while we are still writing).
 - ``{"batch": MSG, "count": N}``: one line holding a JSON array of N copies (fresh ids).
 - ``{"log_names": N}``: N ``notifications/message``, each with its own ``logger`` name.
 - ``{"line": N}``: one line of N bytes that never parses (an oversized frame).
@@ -92,8 +95,9 @@ class Server:
 
     def fresh(self, msg: dict[str, Any]) -> dict[str, Any]:
         if "method" in msg and "id" in msg:
-            self.ids += 1
-            return {**msg, "id": f"h{self.ids}"}
+            with self.lock:
+                self.ids += 1
+                return {**msg, "id": f"h{self.ids}"}
         return msg
 
     def run_actions(self, actions: list[dict[str, Any]]) -> None:
@@ -105,6 +109,10 @@ class Server:
                     self.write_lines(
                         [json.dumps(self.fresh(action["send"])).encode() + b"\n" for _ in range(n)]
                     )
+            elif "background" in action:
+                threading.Thread(
+                    target=self.run_actions, args=(list(action["background"]),), daemon=True
+                ).start()
             elif "batch" in action:
                 batch = [self.fresh(action["batch"]) for _ in range(int(action["count"]))]
                 self.write(batch)

@@ -17,7 +17,16 @@ from agenthost.host import open_host
 from agenthost.supervisor import ServerState
 from agenthost.types import TextContent
 from tests.helpers import ALLOW_ALL
-from tests.hostile.conftest import FloodSize, hostile, live_tasks, report
+from tests.hostile.conftest import (
+    FloodSize,
+    LatencyProbe,
+    LoopWatch,
+    assert_healthy,
+    healthy_figures,
+    hostile,
+    live_tasks,
+    report,
+)
 
 _OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -105,14 +114,31 @@ async def test_list_changed_flood_coalesces(flood: FloodSize) -> None:
     count = flood.notifications
     config = HostConfig(policy=ALLOW_ALL, servers=[hostile("bad"), hostile("good")])
     async with open_host(config) as host:
+
+        async def echo() -> Any:
+            return await host.call_tool("good__echo", {"message": "hi"})
+
+        quiet = LatencyProbe()
+        with trio.move_on_after(0.5):
+            await quiet.run(echo)
+        base = quiet.median()
         before = live_tasks()
         changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
         await host.call_tool("bad__act", {"actions": [{"send": changed, "count": count}]})
         most = 0
+        probe, loop = LatencyProbe(), LoopWatch()
         with trio.move_on_after(8.0 if flood.soak else 3.0):
-            while True:
-                most = max(most, live_tasks() - before)
-                await trio.sleep(0.02)
-        report(flood, f"{count} tools/list_changed", {"max_live_tasks_added": most})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(probe.run, echo)
+                nursery.start_soon(loop.run)
+                while True:
+                    most = max(most, live_tasks() - before)
+                    await trio.sleep(0.02)
+        report(
+            flood,
+            f"{count} tools/list_changed",
+            {"max_live_tasks_added": most, **healthy_figures(base, probe, loop)},
+        )
         assert most < 20
+        assert_healthy(base, probe, loop)
         assert _text(await host.call_tool("good__echo", {"message": "alive"})) == "alive"

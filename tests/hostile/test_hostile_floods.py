@@ -21,7 +21,17 @@ from agenthost.config import HostConfig
 from agenthost.host import Host, open_host
 from agenthost.types import TextContent
 from tests.helpers import ALLOW_ALL
-from tests.hostile.conftest import FloodSize, LatencyProbe, hostile, live_tasks, report, rss_bytes
+from tests.hostile.conftest import (
+    FloodSize,
+    LatencyProbe,
+    LoopWatch,
+    assert_healthy,
+    healthy_figures,
+    hostile,
+    live_tasks,
+    report,
+    rss_bytes,
+)
 
 MiB = 1024 * 1024
 
@@ -44,8 +54,11 @@ async def _baseline(host: Host) -> float:
     return probe.median()
 
 
-async def _during(host: Host, seconds: float, watch: list[int]) -> LatencyProbe:
-    """Probe the healthy server for ``seconds``; sample live tasks into ``watch``."""
+async def _during(
+    host: Host, seconds: float, watch: list[int], loop: LoopWatch | None = None
+) -> LatencyProbe:
+    """Probe the healthy server for ``seconds``; sample live tasks into ``watch`` and the
+    event loop's gaps into ``loop``."""
     probe = LatencyProbe()
 
     async def sample() -> None:
@@ -56,6 +69,8 @@ async def _during(host: Host, seconds: float, watch: list[int]) -> LatencyProbe:
     with trio.move_on_after(seconds):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sample)
+            if loop is not None:
+                nursery.start_soon(loop.run)
             await probe.run(lambda: host.call_tool("good__echo", {"message": "hi"}))
     return probe
 
@@ -75,25 +90,22 @@ async def test_request_flood_from_a_server_that_stops_reading(
             {"actions": [{"send": request, "count": flood.requests}, {"stop_reading": True}]},
         )
         watch: list[int] = []
-        probe = await _during(host, 8.0 if flood.soak else 3.0, watch)
+        loop = LoopWatch()
+        probe = await _during(host, 8.0 if flood.soak else 3.0, watch, loop)
         tasks_growth = max(watch) - tasks_before
         rss_growth = rss_bytes() - rss_before
-        added = probe.median() - base
         report(
             flood,
             f"{flood.requests} {method} requests, server not reading",
             {
                 "max_live_tasks_added": tasks_growth,
                 "rss_growth_MiB": round(rss_growth / MiB, 1),
-                "healthy_median_added_ms": round(added * 1000, 1),
-                "healthy_worst_ms": round(probe.worst() * 1000, 1),
-                "healthy_calls": len(probe.samples),
+                **healthy_figures(base, probe, loop),
             },
         )
         assert tasks_growth < 100
         assert rss_growth < 64 * MiB
-        assert added < 0.1
-        assert len(probe.samples) > 10
+        assert_healthy(base, probe, loop)
 
 
 async def test_every_request_of_a_flood_is_answered(flood: FloodSize) -> None:
@@ -115,42 +127,31 @@ async def test_every_request_of_a_flood_is_answered(flood: FloodSize) -> None:
 
 
 async def test_one_line_batch_does_not_stall_the_event_loop(flood: FloodSize) -> None:
-    """Issue: one 12 MB line holding 300k pings stalled every server for 16 s."""
+    """Issue: one 12 MB line holding 300k pings stalled every server for 16 s; after the
+    first fix, parsing it whole still held the GIL 0.23-0.44 s (healthy worst 358 ms)."""
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+    if not flood.soak:
+        # At CI size the members carry 12 small objects each, so the line (4.4 MB) costs
+        # what the issue's 300k bare pings cost to parse whole: 0.4 s in one orjson call.
+        request["params"] = {"pad": [{"k": "v"}] * 12}
     async with _pair() as host:
         base = await _baseline(host)
-        gaps: list[float] = []
-
-        async def ticker() -> None:
-            last = trio.current_time()
-            while True:
-                await trio.sleep(0.005)
-                now = trio.current_time()
-                gaps.append(now - last)
-                last = now
-
-        request = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
         watch: list[int] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker)
-            batch = {"batch": request, "count": flood.batch}
-            await host.call_tool("bad__act", {"actions": [batch]})
-            probe = await _during(host, 6.0 if flood.soak else 2.0, watch)
-            nursery.cancel_scope.cancel()
+        loop = LoopWatch()
+        await host.call_tool("bad__act", {"actions": [{"batch": request, "count": flood.batch}]})
+        probe = await _during(host, 6.0 if flood.soak else 2.0, watch, loop)
         stats = json.loads(_text(await host.call_tool("bad__stats", {})))
         report(
             flood,
             f"one line batch of {flood.batch} pings",
-            {
-                "answered": stats["responses"],
-                "longest_loop_stall_ms": round(max(gaps) * 1000, 1),
-                "healthy_median_added_ms": round((probe.median() - base) * 1000, 1),
-                "healthy_worst_ms": round(probe.worst() * 1000, 1),
-            },
+            {"answered_during_probe": stats["responses"], **healthy_figures(base, probe, loop)},
         )
-        assert probe.median() - base < 0.1
-        if not flood.soak:
-            assert stats["responses"] == flood.batch
-            assert max(gaps) < 0.5
+        assert_healthy(base, probe, loop)
+        with trio.fail_after(120):
+            while stats["responses"] < flood.batch:
+                await trio.sleep(0.05)
+                stats = json.loads(_text(await host.call_tool("bad__stats", {})))
+        assert stats["responses"] == flood.batch
 
 
 async def test_server_logger_names_do_not_create_loggers(

@@ -94,3 +94,132 @@ async def test_closed_log_refuses_writes(tmp_path: Path) -> None:
     log.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         await log.write({"event": "x"})
+
+
+class _Clock:
+    """A monotonic clock the test moves by hand (the fold window's clock)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _decision(n: int, verdict: str = "allow", roots: tuple[str, ...] = ("file:///w",)) -> dict:
+    return {
+        "event": "decision",
+        "id": f"d-{n}",
+        "kind": "roots",
+        "server": "fs",
+        "name": "",
+        "args": {"roots": list(roots)},
+        "decision": verdict,
+        "rule": "r",
+    }
+
+
+def _outcome(n: int, result: Any = ("file:///w",)) -> dict:
+    return {
+        "event": "outcome",
+        "id": f"d-{n}",
+        "kind": "roots",
+        "server": "fs",
+        "name": "",
+        "duration": 0.001 * n,
+        "result": list(result),
+        "error": None,
+    }
+
+
+def _shape(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (r["event"], r.get("of"), r.get("id") or r.get("same_as"), r.get("count")) for r in records
+    ]
+
+
+def test_identical_lines_fold_into_a_count_written_on_change(tmp_path: Path) -> None:
+    clock = _Clock()
+    path = tmp_path / "a.jsonl"
+    with AuditLog(path, clock=clock, fold_window=60) as log:
+        for n in range(1, 1001):
+            log.write_now(_decision(n))
+            log.write_now(_outcome(n))
+        # A deny is a new decision: the allow count is written first, then the deny.
+        log.write_now(_decision(1001, "deny"))
+        log.write_now(_decision(1002, "deny"))
+        # Other roots: new again.
+        log.write_now(_decision(1003, roots=("file:///w", "file:///x")))
+        log.write_now(_outcome(1003, result=("file:///w", "file:///x")))
+    records = read_audit(path)
+    assert _shape(records) == [
+        ("decision", None, "d-1", None),
+        ("outcome", None, "d-1", None),
+        ("suppressed", "decision", "d-1", 999),
+        ("decision", None, "d-1001", None),
+        ("suppressed", "decision", "d-1001", 1),
+        ("decision", None, "d-1003", None),
+        # The outcome's count is written when its subject changes (here: at close).
+        ("suppressed", "outcome", "d-1", 999),
+        ("outcome", None, "d-1003", None),
+    ]
+    suppressed = records[2]
+    assert suppressed["reason"] == "999 more decision lines identical to d-1"
+    assert suppressed["kind"] == "roots" and suppressed["server"] == "fs"
+    assert suppressed["first"] <= suppressed["last"]
+
+
+def test_the_window_ends_a_fold_and_a_periodic_flush_writes_the_count(tmp_path: Path) -> None:
+    clock = _Clock()
+    path = tmp_path / "a.jsonl"
+    with AuditLog(path, clock=clock, fold_window=10) as log:
+        for n in range(1, 6):
+            log.write_now(_decision(n))
+        log.flush(due_only=True)  # the window is not over: nothing yet
+        assert _shape(read_audit(path)) == [("decision", None, "d-1", None)]
+        clock.now = 10.0
+        log.flush(due_only=True)  # what the host's flusher does
+        assert _shape(read_audit(path))[1:] == [("suppressed", "decision", "d-1", 4)]
+        # After the window, the same decision is written in full again, once.
+        log.write_now(_decision(6))
+        log.write_now(_decision(7))
+    assert _shape(read_audit(path))[2:] == [
+        ("decision", None, "d-6", None),
+        ("suppressed", "decision", "d-6", 1),
+    ]
+
+
+def test_an_outcome_that_differs_names_the_line_its_folded_decision_matched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.jsonl"
+    with AuditLog(path, clock=_Clock()) as log:
+        log.write_now(_decision(1))
+        log.write_now(_outcome(1))
+        log.write_now(_decision(2))  # folded into d-1
+        log.write_now({**_outcome(2), "result": None, "error": "boom"})
+    records = read_audit(path)
+    failed = next(r for r in records if r.get("error") == "boom")
+    assert failed["id"] == "d-2" and failed["same_as"] == "d-1"
+    assert [r["count"] for r in records if r["event"] == "suppressed"] == [1]
+
+
+def test_fold_window_zero_writes_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    with AuditLog(path, fold_window=0) as log:
+        for n in range(1, 4):
+            log.write_now(_decision(n))
+    assert [r["id"] for r in read_audit(path)] == ["d-1", "d-2", "d-3"]
+
+
+def test_many_subjects_each_keep_their_first_line_and_every_count(tmp_path: Path) -> None:
+    """A server naming a new tool per call: every first line is written, and past the
+    number of subjects followed at once the oldest counts are written, never lost."""
+    path = tmp_path / "a.jsonl"
+    with AuditLog(path, clock=_Clock()) as log:
+        for n in range(3000):
+            for _ in range(2):
+                log.write_now({**_decision(n), "kind": "tool", "name": f"t{n}"})
+    records = read_audit(path)
+    assert sum(1 for r in records if r["event"] == "decision") == 3000
+    assert sum(r["count"] for r in records if r["event"] == "suppressed") == 3000

@@ -358,6 +358,8 @@ ERROR_TABLE = [
     ({"audit": 5}, "policy.audit"),
     ({"audit": {"path": "a.jsonl", "sync": True}}, "policy.audit.sync"),
     ({"audit": {"path": "a.jsonl", "fsync": "y"}}, "policy.audit.fsync"),
+    ({"audit": {"path": "a.jsonl", "fold": -1}}, "policy.audit.fold"),
+    ({"audit": {"path": "a.jsonl", "fold": "1m"}}, "policy.audit.fold"),
     ({"prompt_timeout": 0}, "policy.prompt_timeout"),
     ({"file": "p.toml", "mode": "headless"}, "policy.mode"),
 ]
@@ -386,7 +388,7 @@ def test_full_rule_round_trip(tmp_path: Path) -> None:
 mode = "headless"
 preset = "headless-readonly"
 prompt_timeout = 30
-audit = { path = "logs/audit.jsonl", fsync = true }
+audit = { path = "logs/audit.jsonl", fsync = true, fold = 10 }
 
 [[policy.rules]]
 id = "gh-sampling"
@@ -416,6 +418,7 @@ decision = "allow"
     assert config.audit is not None
     assert config.audit.path == tmp_path / "logs" / "audit.jsonl"
     assert config.audit.fsync is True
+    assert config.audit.fold == 10.0
     first, second = config.rules
     assert first.label == "gh-sampling"
     assert first.sampling is not None
