@@ -20,7 +20,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -194,16 +194,6 @@ def peer_log(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test's own ``$XDG_STATE_HOME``: an interactive policy keeps "always" answers
-    there (policies/approvals.py), and a test must neither read the developer's answers
-    nor leave its own behind. CLI subprocesses inherit it through ``os.environ``."""
-    state = tmp_path / "xdg-state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    return state
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak",
@@ -229,18 +219,66 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_slow)
 
 
-@pytest.fixture(autouse=True)
-def _era_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own protocol-era cache (agenthost.dial), in memory and on
-    disk: nothing a test learns about a server leaks into another test or into the
-    user's ``~/.cache`` (CLI subprocesses inherit ``XDG_CACHE_HOME``)."""
-    connect_module = importlib.import_module("agenthost.dial")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
-    monkeypatch.setattr(connect_module, "_default_cache", None)
+#: Where agenthost (and the libraries it uses) read or write per-user files, relative to a
+#: home directory. Each is pointed into a private home for every test and for the session.
+_XDG_DIRS = {
+    "XDG_CONFIG_HOME": ".config",  # agenthost.toml discovery; keyring's keyringrc.cfg
+    "XDG_CACHE_HOME": ".cache",  # the protocol-era cache (agenthost.dial)
+    "XDG_STATE_HOME": ".local/state",  # approvals (policies/approvals.py), chat history
+    "XDG_DATA_HOME": ".local/share",  # OAuth token files (agenthost.auth.store), keyrings.alt
+}
+
+
+def _point_home_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HOME`` and every XDG base directory under ``home``; no OS keyring.
+
+    ``monkeypatch`` changes ``os.environ``, so CLI and server subprocesses inherit it (the
+    stdio transport passes ``HOME`` and the XDG variables through its allowlist).
+    """
+    monkeypatch.setenv("HOME", str(home))
+    for var, relative in _XDG_DIRS.items():
+        monkeypatch.setenv(var, str(home / relative))
+    # OAuth tokens go to files under XDG_DATA_HOME, never to the user's keyring; and should
+    # anything still ask the keyring library, it gets the backend that refuses everything.
+    monkeypatch.setenv("AGENTHOST_TOKEN_STORE", "file")
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+
+
+def _files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home for the whole run, and the check that nothing was written to it.
+
+    Every test gets its own home (:func:`_private_home`), so the only code that sees this
+    one runs outside a test's own setup (session or module fixtures, teardown after the
+    last test). Anything found here at the end is a file that would have landed in the
+    user's real home directory (``~/.cache/agenthost/eras.json`` and the like): the run
+    then ends with an error naming it.
+    """
+    home = tmp_path_factory.mktemp("session-home")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _point_home_at(home, monkeypatch)
+        yield home
+    leaked = _files_under(home)
+    assert not leaked, f"written to the home directory outside any test's own: {leaked}"
 
 
 @pytest.fixture(autouse=True)
-def _no_real_token_store(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every remote server uses OAuth's token store: never the user's keyring or files."""
-    os.environ["AGENTHOST_TOKEN_STORE"] = "file"
-    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.getbasetemp() / "xdg-data")
+def _private_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test's own home directory: ``HOME`` and the XDG base directories under it.
+
+    A test must neither read the developer's files (an ``agenthost.toml`` found through
+    ``$XDG_CONFIG_HOME``, "always" answers, OAuth tokens, the era cache) nor leave its own
+    behind, for itself or for the CLI and server processes it starts. The in-memory era
+    cache (agenthost.dial) is dropped too, so nothing a test learnt about a server
+    reaches another test.
+    """
+    home = tmp_path_factory.mktemp("home")
+    _point_home_at(home, monkeypatch)
+    monkeypatch.setattr(importlib.import_module("agenthost.dial"), "_default_cache", None)
+    return home
