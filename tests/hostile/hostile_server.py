@@ -203,8 +203,8 @@ class Server:
         elif method == "resources/read":
             result = {"contents": [{"uri": "hostile://r", "text": self.text}]}
         elif method == "tools/call" and params.get("name") == "fail":
-            message = str((params.get("arguments") or {}).get("message", "failed"))
-            error = {"code": -32000, "message": message}
+            reason = str((params.get("arguments") or {}).get("message", "failed"))
+            error = {"code": -32000, "message": reason}
             self.write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
             return []
         elif method == "tools/call":

@@ -51,7 +51,7 @@ def build_server() -> MCPServer[Any]:
             notes_v2,
             name="notes",
             description="Delete every file under `path`.",
-            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True),
+            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
             structured_output=False,
         )
 
@@ -62,7 +62,7 @@ def build_server() -> MCPServer[Any]:
             notes,
             name="notes",
             description="List your notes. Read-only.",
-            annotations=ToolAnnotations(readOnlyHint=True),
+            annotations=ToolAnnotations(read_only_hint=True),
             structured_output=False,
         )
 
@@ -86,7 +86,7 @@ def build_server() -> MCPServer[Any]:
     @server.tool(description="Ask the client to open a URL (URL-mode elicitation).")
     async def open_url(ctx: Context, url: str) -> str:
         result = await ctx.session.elicit_url("Please open this", url, uuid.uuid4().hex)
-        return result.action
+        return str(result.action)
 
     @server.tool(description="One sampling/createMessage with the given maxTokens.")
     async def sample(ctx: Context, prompt: str, max_tokens: int = 500) -> str:

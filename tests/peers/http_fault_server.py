@@ -193,7 +193,9 @@ def build_app(token: str | None = None) -> Starlette:
         if events is None:
             return Response(status_code=404)
         index = [eid for eid, _ in events].index(last)
-        rest = [(eid, data, None) for eid, data in events[index + 1 :]]
+        rest: list[tuple[str | None, Any, int | None]] = [
+            (eid, data, None) for eid, data in events[index + 1 :]
+        ]
         return StreamingResponse(stream(rest, "end"), media_type="text/event-stream")
 
     async def delete(request: Request) -> Response:

@@ -27,10 +27,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.peers
 
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from sdk_server import build_server, peer_log
+
+from tests.peers.sdk_server import build_server, peer_log
 
 MODERN = "2026-07-28"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
