@@ -8,14 +8,17 @@ API document, SSE framing included.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import httpx2
 
 from providers.base import Tool
 
-Handler = Callable[[httpx2.Request], httpx2.Response | Awaitable[httpx2.Response]]
+Handler = (
+    Callable[[httpx2.Request], httpx2.Response]
+    | Callable[[httpx2.Request], Coroutine[None, None, httpx2.Response]]
+)
 
 
 class Recorder:

@@ -7,15 +7,6 @@ import time
 import httpx2
 import pytest
 import trio
-from providers_helpers import (
-    PNG,
-    WEATHER,
-    Recorder,
-    anthropic_error,
-    anthropic_message,
-    client_for,
-    sse,
-)
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
 from providers.anthropic import AnthropicProvider
@@ -35,16 +26,26 @@ from providers.base import (
     ToolUseEvent,
 )
 from providers.config import build_provider, parse_providers
+from tests.providers.providers_helpers import (
+    PNG,
+    WEATHER,
+    Handler,
+    Recorder,
+    anthropic_error,
+    anthropic_message,
+    client_for,
+    sse,
+)
 
 SECRET = "sk-" + "ant-test-DO-NOT-LEAK-1234"  # a fake key, built so no scanner takes it for one
 
 
-def make(handler: Recorder | object, **kw: object) -> AnthropicProvider:
+def make(handler: Handler, **kw: object) -> AnthropicProvider:
     config = parse_providers({"anthropic": {}}, source="t.toml")
     provider = build_provider(
         config.get("anthropic"),
         {"ANTHROPIC_API_KEY": SECRET},
-        http_client=handler.client() if isinstance(handler, Recorder) else client_for(handler),  # type: ignore[arg-type]
+        http_client=handler.client() if isinstance(handler, Recorder) else client_for(handler),
     )
     assert isinstance(provider, AnthropicProvider)
     return provider

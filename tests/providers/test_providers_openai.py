@@ -8,16 +8,6 @@ import time
 import httpx2
 import pytest
 import trio
-from providers_helpers import (
-    PNG,
-    WEATHER,
-    Recorder,
-    client_for,
-    openai_chunk,
-    openai_completion,
-    openai_error,
-    sse,
-)
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
 from providers.base import (
@@ -30,6 +20,7 @@ from providers.base import (
     ImageContent,
     Message,
     Request,
+    TextContent,
     TextDelta,
     ToolResultContent,
     ToolUseContent,
@@ -37,18 +28,29 @@ from providers.base import (
 )
 from providers.config import build_provider, parse_providers
 from providers.openai import OpenAIProvider
+from tests.providers.providers_helpers import (
+    PNG,
+    WEATHER,
+    Handler,
+    Recorder,
+    client_for,
+    openai_chunk,
+    openai_completion,
+    openai_error,
+    sse,
+)
 
 SECRET = "sk-" + "proj-test-DO-NOT-LEAK-5678"  # a fake key, built so no scanner takes it for one
 
 
-def make(handler: object, *, local: bool = False) -> OpenAIProvider:
+def make(handler: Handler, *, local: bool = False) -> OpenAIProvider:
     if local:
         raw = {"local": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:8080/v1"}}
         settings, env = parse_providers(raw, source="t.toml").get("local"), {}
     else:
         settings = parse_providers({"openai": {}}, source="t.toml").get("openai")
         env = {"OPENAI_API_KEY": SECRET}
-    http = handler.client() if isinstance(handler, Recorder) else client_for(handler)  # type: ignore[arg-type]
+    http = handler.client() if isinstance(handler, Recorder) else client_for(handler)
     provider = build_provider(settings, env, http_client=http)
     assert isinstance(provider, OpenAIProvider)
     return provider
@@ -187,9 +189,7 @@ async def test_tool_use_round_trip() -> None:
                 *first_request.messages,
                 Message(role="assistant", content=first.content),
                 Message.user(
-                    ToolResultContent(
-                        tool_use_id="call_abc", content=(Message.user("18°C").content[0],)
-                    ),
+                    ToolResultContent(tool_use_id="call_abc", content=(TextContent(text="18°C"),)),
                     ToolResultContent(
                         tool_use_id="call_def",
                         content=(ImageContent(data=PNG, mime_type="image/png"),),
