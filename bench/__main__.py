@@ -377,7 +377,9 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                 "warmup": args.warmup,
             }
             res = interleave(
-                clients, args.http_rounds, lambda c, spec=spec: run_worker({**spec, "client": c})
+                clients,
+                args.http_rounds,
+                lambda c, spec=spec: run_worker({**spec, "client": c}),  # type: ignore[misc]
             )
             ah, ts = res["agenthost"], res[TS]
             for inflight, key in (("1", "seq_calls_s"), ("64", "conc_calls_s")):

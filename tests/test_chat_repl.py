@@ -93,7 +93,7 @@ def echo_model() -> Iterator[EchoModel]:
 @pytest.fixture
 def chat(
     tmp_path: Path, echo_model: EchoModel, everything_cmd: Callable[[], Command]
-) -> Callable[[], pexpect.spawn]:
+) -> Iterator[Callable[[], pexpect.spawn[str]]]:
     cmd, args = everything_cmd()
     config = tmp_path / "agenthost.toml"
     config.write_text(
@@ -120,9 +120,9 @@ preset = "unsafe-allow-everything"
         # pexpect's terminal does not answer cursor position requests (a real one does).
         PROMPT_TOOLKIT_NO_CPR="1",
     )
-    spawned: list[pexpect.spawn] = []
+    spawned: list[pexpect.spawn[str]] = []
 
-    def start() -> pexpect.spawn:
+    def start() -> pexpect.spawn[str]:
         child = pexpect.spawn(
             sys.executable,
             ["-m", "agenthost", "--config", str(config), "chat"],
@@ -144,7 +144,7 @@ preset = "unsafe-allow-everything"
 
 @pytest.mark.timeout(180)  # two chat sessions and a dozen turns; ~20 s alone
 def test_editing_history_completion_and_keys(
-    chat: Callable[[], pexpect.spawn], echo_model: EchoModel, tmp_path: Path
+    chat: Callable[[], pexpect.spawn[str]], echo_model: EchoModel, tmp_path: Path
 ) -> None:
     child = chat()
     # Tab completes a slash command.

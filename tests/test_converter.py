@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import cattrs
@@ -206,8 +206,9 @@ def test_spec_example_round_trips(example: Example, spec: tuple[Any, Any, str]) 
     if "jsonrpc" in example.data and sender in ("client", "server"):
         key = "result" if "result" in example.data else "params"
         message = {**example.data, key: unstructure(obj, example.revision)}
+        direction: Literal["client", "server"] = "client" if sender == "client" else "server"
         validate_outgoing(
-            message, example.revision, direction=sender, answers_method=example.answers
+            message, example.revision, direction=direction, answers_method=example.answers
         )
 
 

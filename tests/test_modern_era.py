@@ -63,7 +63,7 @@ async def recorded_stdio(
             yield session, recording
 
 
-async def exercise(session: ClientSession, recorder: Recorder) -> None:
+async def exercise(session: ClientSession, recorder: ContextRecorder) -> None:
     """Tools, prompts, resources, and the three server asks through MRTR."""
     tools = {tool.name: tool for tool in await session.list_tools()}
     assert {"echo", "add", "fail", "sample", "roots", "elicit_form"} <= set(tools)

@@ -326,7 +326,7 @@ async def test_server_log_messages_reach_python_logging(
     record = next(r for r in caplog.records if r.name == "agenthost.server.scripted")
     assert record.levelno == logging.WARNING
     assert record.getMessage() == "[db] disk low"
-    assert record.mcp_logger == "db"
+    assert record.__dict__["mcp_logger"] == "db"  # set through logging's extra=
 
 
 async def test_list_changed_listeners() -> None:

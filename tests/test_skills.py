@@ -214,6 +214,7 @@ async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path
         transcript = await run_agent(host, "fill the PDF form", provider="replay", model="r")
     first = replay.requests[0]
     [skill_tool] = [t for t in first.tools if t.name == SKILL_TOOL]
+    assert skill_tool.description is not None
     assert "sk/pdf-processing: Extract, fill, and assemble PDF documents" in skill_tool.description
     assert "sk/release-notes: Write release notes" in skill_tool.description
     assert "Skill body." not in skill_tool.description  # names and descriptions only

@@ -102,7 +102,7 @@ def test_oversized_line_and_event_raise() -> None:
 
 
 _text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\r\n\x00"),
     max_size=20,
 )
 

@@ -238,7 +238,7 @@ def test_types_have_value_equality_hashing_and_repr() -> None:
     a, b = TextContent(text="hi"), TextContent(text="hi")
     assert a == b and hash(a) == hash(b)
     assert a != TextContent(text="ho")
-    assert a != ImageContent(data="hi", mime_type="image/png")
+    assert a != ImageContent(data=b"hi", mime_type="image/png")
     assert (a == "hi") is False
     assert {a, b} == {a}
     assert repr(a).startswith("TextContent(") and "text='hi'" in repr(a)

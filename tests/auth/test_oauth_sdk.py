@@ -197,7 +197,7 @@ async def test_concurrent_401s_refresh_once(tmp_path: Path) -> None:
                 )
                 assert revoked.status_code == 200, revoked.text
             URL_OPENER.set(None)
-            results: list[bool] = []
+            results: list[bool | None] = []
 
             async def call(n: int) -> None:
                 result = await session.call_tool("echo", {"message": f"c{n}"})
