@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore", MCPDeprecationWarning)
     server = build_server()
     if args.modern_only:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from modern_only import RefuseInitialize
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.peers
+        from tests.peers.modern_only import RefuseInitialize
 
         server.middleware.append(RefuseInitialize())
     if args.transport == "stdio":
