@@ -93,8 +93,9 @@ async def confirm(action: str, ctx: Context) -> Any:
     data = answer.model_dump(mode="json") if hasattr(answer, "model_dump") else answer
     note("confirm-answer", action=action, answer=data)
     content = data.get("content") if isinstance(data, dict) else None
+    accepted = isinstance(data, dict) and data.get("action") == "accept"
     sure = bool(content and content.get("sure"))
-    return f"{action}: {'done' if data.get('action') == 'accept' and sure else 'not done'}"
+    return f"{action}: {'done' if accepted and sure else 'not done'}"
 
 
 @server.tool(task=REQUIRED)
