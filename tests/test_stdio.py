@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
-from agenthost.jsonrpc import Notification, Request, Response
+from agenthost.jsonrpc import Message, Notification, Request, Response
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import child_environment, open_stdio_transport
 from tests.helpers import alive
@@ -490,7 +490,7 @@ async def test_a_large_batch_is_read_member_by_member_in_order(
     async with open_stdio_transport(
         PY, script(BATCH_THEN_LINES), name="batch", shutdown_timeout=0.2
     ) as transport:
-        got = []
+        got: list[Message] = []
         with trio.fail_after(10):
             while not got or got[-1] != Notification("last"):
                 got.append(await transport.receive())

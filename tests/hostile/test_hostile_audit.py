@@ -36,7 +36,7 @@ def _totals(records: list[dict[str, Any]], event: str, decision: str | None = No
         for r in records
         if r["event"] == event and (decision is None or r.get("decision") == decision)
     }
-    folded = sum(
+    folded: int = sum(
         r["count"]
         for r in records
         if r["event"] == "suppressed" and r["of"] == event and r["same_as"] in shown
