@@ -588,34 +588,52 @@ def from_toml_data(
     )
     _table(data, ctx, "")
     _check_keys(data, _TOP_KEYS, ctx, "")
-    timeouts, restart, inherit_env, workspaces, providers, policy = _host_sections(
-        data, ctx, default_workspace
-    )
+    host = _host_sections(data, ctx, default_workspace)
     imported: dict[str, ServerConfig] = {}
     if "import" in data:
-        imported = _imports(data["import"], ctx, timeouts, restart, inherit_env)
+        imported = _imports(data["import"], ctx, host.timeouts, host.restart, host.inherit_env)
     own = _servers(
-        data.get("servers", {}), ctx, "servers", timeouts, restart, inherit_env, imported
+        data.get("servers", {}),
+        ctx,
+        "servers",
+        host.timeouts,
+        host.restart,
+        host.inherit_env,
+        imported,
     )
     mine = {s.name: s for s in own}
     servers = [mine.pop(s.name, s) for s in imported.values()] + list(mine.values())
-    _check_workspace_refs(servers, workspaces, ctx)
-    return HostConfig(
-        servers=servers,
-        workspaces=workspaces,
-        timeouts=timeouts,
-        restart=restart,
-        providers=providers,
-        policy=_with_rules(policy, ctx),
-        source=source,
-    )
+    _check_workspace_refs(servers, host.workspaces, ctx)
+    return host.config(servers, ctx)
+
+
+@attrs.frozen(kw_only=True)
+class _HostSections:
+    """The host-level sections of one file, before its servers are read (they use them)."""
+
+    timeouts: Timeouts
+    restart: RestartPolicy
+    inherit_env: list[str] | None
+    workspaces: list[Workspace]
+    providers: Mapping[str, Any]
+    policy: Mapping[str, Any]
+
+    def config(self, servers: list[ServerConfig], ctx: _Ctx) -> HostConfig:
+        """The HostConfig of the file: one place for both file shapes."""
+        return HostConfig(
+            servers=servers,
+            workspaces=self.workspaces,
+            timeouts=self.timeouts,
+            restart=self.restart,
+            providers=self.providers,
+            policy=_with_rules(self.policy, ctx),
+            source=ctx.source,
+        )
 
 
 def _host_sections(
     data: Mapping[str, Any], ctx: _Ctx, default_workspace: Path | None
-) -> tuple[
-    Timeouts, RestartPolicy, list[str] | None, list[Workspace], Mapping[str, Any], Mapping[str, Any]
-]:
+) -> _HostSections:
     """The host-level sections, the same in agenthost.toml and in an editor's JSON file."""
     timeouts = _timeouts(data.get("timeouts", {}), Timeouts(), ctx, "timeouts")
     restart = _restart(data.get("restart", {}), RestartPolicy(), ctx, "restart")
@@ -632,7 +650,14 @@ def _host_sections(
         workspaces = []
     providers = _table(data.get("providers", {}), ctx, "providers")
     policy = _table(data.get("policy", {}), ctx, "policy")
-    return timeouts, restart, inherit_env, workspaces, providers, policy
+    return _HostSections(
+        timeouts=timeouts,
+        restart=restart,
+        inherit_env=inherit_env,
+        workspaces=workspaces,
+        providers=providers,
+        policy=policy,
+    )
 
 
 def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:
@@ -780,22 +805,14 @@ def _from_json_data(
             ", ".join(join_key(prefix, k) for k in host_keys),
         )
         root = {k: v for k, v in root.items() if k not in _HOST_KEYS}
-    timeouts, restart, inherit_env, workspaces, providers, policy = _host_sections(
-        root, ctx, folder if default_workspace else None
-    )
+    host = _host_sections(root, ctx, folder if default_workspace else None)
     servers_key = join_key(prefix, known[0])
-    servers = _servers(root[known[0]], ctx, servers_key, timeouts, restart, inherit_env)
+    servers = _servers(
+        root[known[0]], ctx, servers_key, host.timeouts, host.restart, host.inherit_env
+    )
     if rules_out is not None:
         rules_out.extend(ctx.rules)
-    return HostConfig(
-        servers=servers,
-        workspaces=workspaces,
-        timeouts=timeouts,
-        restart=restart,
-        providers=providers,
-        policy=_with_rules(policy, ctx),
-        source=source,
-    )
+    return host.config(servers, ctx)
 
 
 def strip_jsonc(text: str) -> str:
