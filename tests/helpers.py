@@ -1,13 +1,21 @@
-"""Shared test helpers: a transport wrapper that records what agenthost sends."""
+"""Shared test helpers: a transport wrapper that records what agenthost sends, and a host
+whose LLM provider is Anthropic's API answered by an ``httpx2.MockTransport``."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
+
 from agenthost import jsonrpc
+from agenthost.config import HostConfig, ServerConfig
+from agenthost.host import Host, open_host
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from providers.config import build_provider, parse_providers
 from tests.schemacheck import validate_outgoing
 
 
@@ -92,3 +100,44 @@ def alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+#: The environment of a host with a mocked Anthropic API: a key, so the provider is set up.
+ANTHROPIC_ENV = {"ANTHROPIC_API_KEY": "test-key"}
+
+
+@asynccontextmanager
+async def host_with_anthropic(
+    servers: list[ServerConfig],
+    policy: dict[str, Any],
+    api: Callable[[httpx2.Request], httpx2.Response],
+    *,
+    prompter: Any = None,
+    events: list[Any] | None = None,
+) -> AsyncIterator[Host]:
+    """A host whose one provider is Anthropic's, the Messages API answered by ``api``.
+
+    Only the LLM's HTTP API is mocked (``httpx2.MockTransport``): the servers, the host, the
+    consent engine, model selection and the Anthropic SDK run for real. ``events`` collects
+    the host's events (``on_event``).
+    """
+    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
+    provider = build_provider(
+        providers_config.providers[0],
+        ANTHROPIC_ENV,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
+    )
+    config = HostConfig(
+        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
+    )
+    try:
+        async with open_host(
+            config,
+            providers={"anthropic": provider},
+            env=ANTHROPIC_ENV,
+            prompter=prompter,
+            on_event=events.append if events is not None else None,
+        ) as host:
+            yield host
+    finally:
+        await provider.aclose()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,9 @@ import httpx2
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig
+from agenthost.config import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host import Host, open_host
+from agenthost.host import Host
 from agenthost.sampling import SamplingEvent
 from agenthost.types import TextContent
 from policies import (
@@ -30,10 +30,10 @@ from policies import (
     TerminalPrompter,
     read_audit,
 )
-from providers.config import build_provider, parse_providers
+from tests.helpers import host_with_anthropic
+from tests.providers.providers_helpers import anthropic_message
 
 Command = tuple[str, list[str]]
-ENV = {"ANTHROPIC_API_KEY": "test-key"}
 
 
 def text_of(result: Any) -> str:
@@ -50,51 +50,23 @@ class FakeAnthropic:
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         self.bodies.append(body)
-        return httpx2.Response(
-            200,
-            json={
-                "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-                "type": "message",
-                "role": "assistant",
-                "model": body["model"],
-                "content": [{"type": "text", "text": self.answer}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 21, "output_tokens": 9},
-            },
+        return anthropic_message(
+            [{"type": "text", "text": self.answer}],
+            model=body["model"],
+            usage={"input_tokens": 21, "output_tokens": 9},
         )
 
 
-@asynccontextmanager
-async def host_with(
+def host_with(
     servers: list[ServerConfig],
     policy: dict[str, Any],
     *,
     fake: FakeAnthropic | None = None,
     prompter: Any = None,
     events: list[Any] | None = None,
-) -> AsyncIterator[Host]:
-    fake = fake or FakeAnthropic()
-    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
-    provider = build_provider(
-        providers_config.providers[0],
-        ENV,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake)),
-    )
-    config = HostConfig(
-        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
-    )
-    try:
-        async with open_host(
-            config,
-            providers={"anthropic": provider},
-            env=ENV,
-            prompter=prompter,
-            on_event=events.append if events is not None else None,
-        ) as host:
-            yield host
-    finally:
-        await provider.aclose()
+) -> AbstractAsyncContextManager[Host]:
+    api = fake or FakeAnthropic()
+    return host_with_anthropic(servers, policy, api, prompter=prompter, events=events)
 
 
 def stdio(name: str, cmd: Command, **kwargs: Any) -> ServerConfig:

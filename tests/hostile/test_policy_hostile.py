@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,9 @@ import httpx2
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig
+from agenthost.config import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host import Host, open_host
+from agenthost.host import Host
 from agenthost.types import TextContent
 from policies import (
     Answer,
@@ -38,11 +38,11 @@ from policies import (
     render_action,
     validate_content,
 )
-from providers.config import build_provider, parse_providers
+from tests.helpers import host_with_anthropic
+from tests.providers.providers_helpers import anthropic_message
 
 PEER = Path(__file__).with_name("policy_peer.py")
 NOTES_ENV = "POLICY_PEER_NOTES"  # policy_peer.NOTES_ENV
-ENV = {"ANTHROPIC_API_KEY": "test-key"}
 #: Catastrophic backtracking: three ways to match each character, then a failure at the end.
 #: Python's ``re`` needs about 3**n steps for n characters (10.6 s at 17 on this machine).
 EVIL_PATTERN = "^(.|.|.)*\x00$"
@@ -84,46 +84,22 @@ class FakeAnthropic:
         body = json.loads(request.content)
         output = body["max_tokens"]  # the worst case: the model uses all it was granted
         self.billed.append(self.input_tokens + output)
-        return httpx2.Response(
-            200,
-            json={
-                "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-                "type": "message",
-                "role": "assistant",
-                "model": body["model"],
-                "content": [{"type": "text", "text": "ok"}],
-                "stop_reason": "max_tokens",
-                "stop_sequence": None,
-                "usage": {"input_tokens": self.input_tokens, "output_tokens": output},
-            },
+        return anthropic_message(
+            [{"type": "text", "text": "ok"}],
+            stop_reason="max_tokens",
+            model=body["model"],
+            usage={"input_tokens": self.input_tokens, "output_tokens": output},
         )
 
 
-@asynccontextmanager
-async def host_with(
+def host_with(
     servers: list[ServerConfig],
     policy: dict[str, Any],
     *,
     fake: FakeAnthropic | None = None,
     prompter: Any = None,
-) -> AsyncIterator[Host]:
-    fake = fake or FakeAnthropic()
-    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
-    provider = build_provider(
-        providers_config.providers[0],
-        ENV,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake)),
-    )
-    config = HostConfig(
-        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
-    )
-    try:
-        async with open_host(
-            config, providers={"anthropic": provider}, env=ENV, prompter=prompter
-        ) as host:
-            yield host
-    finally:
-        await provider.aclose()
+) -> AbstractAsyncContextManager[Host]:
+    return host_with_anthropic(servers, policy, fake or FakeAnthropic(), prompter=prompter)
 
 
 class LoopWatch:
