@@ -7,8 +7,9 @@ httpx until a command needs them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agenthost._util import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -129,13 +130,7 @@ if TYPE_CHECKING:
     from agenthost.supervisor import ServerState, ServerStatus
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agenthost' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

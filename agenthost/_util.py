@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["collapse_single_group"]
+__all__ = ["collapse_single_group", "lazy_getattr"]
+
+
+def lazy_getattr(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A PEP 562 module ``__getattr__`` that imports each of ``exports`` on first use.
+
+    ``exports`` maps a public name to the module that defines it. A package re-exports its
+    names this way so that importing it stays cheap (``agenthost --help`` loads no SDK; a
+    stdio-only host never imports httpx; loading a config never imports Authlib); the
+    first access imports the defining module and caches the value in the package, so later
+    accesses do not come back here. Use: ``__getattr__ = lazy_getattr(__name__, _EXPORTS)``.
+    """
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
 
 
 @contextmanager

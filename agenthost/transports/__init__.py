@@ -5,9 +5,9 @@ Names load on first use: a stdio-only host never imports httpx or trio-websocket
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agenthost._util import lazy_getattr
 from agenthost.transports.base import Transport
 
 _LAZY = {
@@ -61,10 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agenthost.transports' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
