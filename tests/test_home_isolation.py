@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from agenthost.config import find_config
 from agenthost.dial import EraCache
 from policies.approvals import default_approvals_path
 from tests.conftest import CRASHY_SERVER, REPO_ROOT
+from tests.test_cli import run as run_cli
 
 pytest_plugins = ["pytester"]
 
@@ -63,16 +63,8 @@ def test_a_cli_process_writes_its_era_cache_into_the_tests_home(tmp_path: Path) 
         f"args = [{json.dumps(str(CRASHY_SERVER))}]\n"
         f"cwd = {json.dumps(str(tmp_path))}\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), "servers", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=REPO_ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr
+    code, _, stderr = run_cli(config, "servers")  # inherits os.environ, as a user's shell
+    assert code == 0, stderr
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "agenthost" / "eras.json"
     assert _test_home() in cache.parents
     key = EraCache.key(HostConfig.load(config).servers[0])
