@@ -297,22 +297,9 @@ async def call_tool_as_task(
         except BaseException:
             await _cancel_quietly(session, task.task_id)
             raise
-    limit = timeout
-    if limit is None:
-        limit = task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+    limit = _task_limit(task, timeout)
     deadline = trio.current_time() + limit
-    updates = 0
-
-    async def tell(current: Task) -> None:
-        nonlocal updates
-        updates += 1
-        if on_status is not None:
-            await on_status(current)
-        if progress is not None:
-            text = current.status + (
-                f": {current.status_message}" if current.status_message else ""
-            )
-            await progress(float(updates), None, text)
+    tell = _Teller(on_status, progress)
 
     wake = trio.Event()
 
@@ -351,6 +338,37 @@ async def call_tool_as_task(
         raise
     finally:
         remove()
+
+
+def _task_limit(task: Task, timeout: float | None) -> float:
+    """How long to follow ``task``: the caller's timeout, else the task's ttl, else the
+    default (a task must not be polled forever)."""
+    if timeout is not None:
+        return timeout
+    return task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+
+
+class _Teller:
+    """Tells the caller each status change of one task: ``on_status`` as is, and the
+    progress callback as ``(n, None, "status: message")`` with a growing ``n`` (progress
+    values must increase)."""
+
+    def __init__(
+        self, on_status: TaskStatusCallback | None, progress: ProgressCallback | None
+    ) -> None:
+        self._on_status = on_status
+        self._progress = progress
+        self._updates = 0
+
+    async def __call__(self, current: Task) -> None:
+        self._updates += 1
+        if self._on_status is not None:
+            await self._on_status(current)
+        if self._progress is not None:
+            text = current.status + (
+                f": {current.status_message}" if current.status_message else ""
+            )
+            await self._progress(float(self._updates), None, text)
 
 
 async def _cancel_quietly(
@@ -456,25 +474,12 @@ async def _follow(
         task = _extension_task(raw)
     except AgentHostError as exc:
         raise ProtocolError(f"{origin} {name}: not a task: {exc}", server=session.name) from None
-    limit = timeout
-    if limit is None:
-        limit = task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+    limit = _task_limit(task, timeout)
     deadline = trio.current_time() + limit
-    updates = 0
+    tell = _Teller(on_status, progress)
     answered: set[str] = set()
     rounds = 0
     latest: Mapping[str, Any] = raw
-
-    async def tell(current: Task) -> None:
-        nonlocal updates
-        updates += 1
-        if on_status is not None:
-            await on_status(current)
-        if progress is not None:
-            text = current.status + (
-                f": {current.status_message}" if current.status_message else ""
-            )
-            await progress(float(updates), None, text)
 
     try:
         with trio.fail_at(deadline):
