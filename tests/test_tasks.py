@@ -18,7 +18,7 @@ import trio
 
 from agenthost.config import HostConfig, ServerConfig
 from agenthost.host import open_host
-from agenthost.session import ClientHandlers, RequestContext, open_session
+from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.tasks import call_tool_as_task, list_tasks, server_accepts_tool_tasks, wants_task
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost.types import ElicitRequestParams, ElicitResult, TextContent
@@ -72,20 +72,7 @@ async def test_cancelling_a_task_sends_tasks_cancel(everything_cmd: Callable[[],
         open_stdio_transport(command, args, name="everything") as stdio,
         open_session(RecordingTransport(stdio), name="everything") as session,
     ):
-        started = trio.Event()
-
-        async def on_status(task: Task) -> None:
-            started.set()
-
-        async with trio.open_nursery() as nursery:
-
-            async def call() -> None:
-                await call_tool_as_task(session, TOOL, {"topic": "x"}, on_status=on_status)
-
-            nursery.start_soon(call)
-            with trio.fail_after(10):
-                await started.wait()
-            nursery.cancel_scope.cancel()
+        await cancel_once_running(session, TOOL, 10)
         transport = session._transport
         assert isinstance(transport, RecordingTransport)
         created = [m for m in transport.sent if m.get("method") == "tasks/cancel"]
@@ -208,3 +195,21 @@ def test_cli_call_and_agent_run_task_tools(
     missing = _agenthost(config, "tasks", "get", "ev")
     assert missing.returncode == 2
     assert "needs a task id" in missing.stderr
+
+
+async def cancel_once_running(session: ClientSession, tool: str, limit: float) -> None:
+    """Call ``tool`` as a task and cancel the call once the task has a first status."""
+    started = trio.Event()
+
+    async def on_status(task: Task) -> None:
+        started.set()
+
+    async with trio.open_nursery() as nursery:
+
+        async def call() -> None:
+            await call_tool_as_task(session, tool, {"topic": "x"}, on_status=on_status)
+
+        nursery.start_soon(call)
+        with trio.fail_after(limit):
+            await started.wait()
+        nursery.cancel_scope.cancel()

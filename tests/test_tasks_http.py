@@ -28,6 +28,7 @@ from agenthost.types.tasks import Task
 from tests.conftest import everything_http_cmd, free_port
 from tests.helpers import ALLOW_ALL, RecordingTransport
 from tests.peers.http_launch import bind_localhost_preload, serve
+from tests.test_tasks import cancel_once_running
 
 TOOL = "simulate-research-query"
 
@@ -80,20 +81,7 @@ async def test_task_tool_over_http_runs_to_its_result(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 async def test_cancelling_a_task_over_http_sends_tasks_cancel(tmp_path: Path) -> None:
     async with everything_http(tmp_path) as url, recorded_session(url) as (session, wire):
-        started = trio.Event()
-
-        async def on_status(task: Task) -> None:
-            started.set()
-
-        async with trio.open_nursery() as nursery:
-
-            async def call() -> None:
-                await call_tool_as_task(session, TOOL, {"topic": "x"}, on_status=on_status)
-
-            nursery.start_soon(call)
-            with trio.fail_after(30):
-                await started.wait()
-            nursery.cancel_scope.cancel()
+        await cancel_once_running(session, TOOL, 30)
         cancels = [m for m in wire.sent if m.get("method") == "tasks/cancel"]
         assert len(cancels) == 1, wire.methods_sent()
         [create] = [m for m in wire.sent if m.get("method") == "tools/call"]
