@@ -383,6 +383,11 @@ class ServerConfig:
     inherit_env: tuple[str, ...] = attrs.field(
         default=PROXY_ENV_VARS, converter=_str_tuple, validator=_env_names
     )
+    #: Where this entry came from: ``"user"`` (the user's own config, or a file named
+    #: with ``--config``) or ``"project:<resolved path>"`` (a project file the user
+    #: trusted). Remembered approvals are bound to it, so an answer given for one scope
+    #: never carries over to a same-looking server of another.
+    scope: str = "user"
 
     def __attrs_post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
