@@ -14,17 +14,26 @@ Why a file: people expect "always" to mean always, not "until this process ends"
 written atomically (a temporary file renamed over the old one) and re-read when another
 process changed it, so ``agenthost approvals revoke`` takes effect in a running session at
 its next question. Only digests are stored, never a tool's text, arguments or a secret.
+
+Why a lock: two sessions answering at the same time each read the file, add their answer
+and rename their copy over it; without a lock the second rename drops the first answer
+(8 writers x 40 answers lost 240-272 of 320). Every read-modify-replace holds an
+exclusive ``flock`` on ``approvals.json.lock`` beside the file, re-reading the file under
+it. The wait is bounded (:data:`LOCK_TIMEOUT`): a session that cannot get the lock keeps
+the answer for itself rather than hang. Reads take no lock: a rename is atomic.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +65,9 @@ _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 10_000
 _VERSION = 1
+#: Seconds a write waits for another process's write to finish before giving up.
+LOCK_TIMEOUT = 5.0
+_LOCK_POLL = 0.005
 
 
 def _digest(value: Any) -> str:
@@ -249,11 +261,13 @@ class ApprovalStore:
 
     Args:
         path: the JSON file; its directory is created (0700) on the first write.
+        lock_timeout: seconds a write waits for another process holding the lock.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = Path(path)
-        self._stamp: tuple[int, int] | None = None
+        self.lock_timeout = lock_timeout
+        self._stamp: tuple[int, int, int] | None = None
         self._entries: list[Approval] = []
         self._others: list[Any] = []
         self._broken = False
@@ -277,7 +291,7 @@ class ApprovalStore:
             log.warning("approvals file %s cannot be read: %s", self.path, exc.strerror)
             self._broken = True
             return []
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if stamp == self._stamp:
             return list(self._entries)
         self._stamp = stamp
@@ -329,7 +343,7 @@ class ApprovalStore:
             OSError: the file cannot be written (or is broken and is left alone).
         """
         key = self._key(approval.kind, approval.server, approval.name)
-        with self._lock:
+        with self._lock, self._file_lock():
             entries = [e for e in self._load() if self._key(e.kind, e.server, e.name) != key]
             entries.append(approval)
             self._write(entries[-MAX_ENTRIES:])
@@ -340,7 +354,7 @@ class ApprovalStore:
         Returns:
             What was forgotten.
         """
-        with self._lock:
+        with self._lock, self._file_lock():
             entries = self._load()
             gone = [
                 e
@@ -350,6 +364,36 @@ class ApprovalStore:
             if gone:
                 self._write([e for e in entries if e not in gone])
         return gone
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Hold the exclusive lock of the approvals file; what is read under it is current.
+
+        Raises:
+            TimeoutError: (an ``OSError``) another process held it for ``lock_timeout``.
+            OSError: the lock file cannot be created.
+        """
+        directory = self.path.parent
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(
+                            f"approvals file {self.path} is being written by another process"
+                            f" (no lock after {self.lock_timeout:g}s)"
+                        ) from None
+                    time.sleep(_LOCK_POLL)
+            self._stamp = None  # another process may have written within our stamp
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def _write(self, entries: list[Approval]) -> None:
         if self._broken:
@@ -372,4 +416,4 @@ class ApprovalStore:
             raise
         self._entries = list(entries)
         stat = self.path.stat()
-        self._stamp = (stat.st_mtime_ns, stat.st_size)
+        self._stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)

@@ -145,3 +145,68 @@ async def test_a_remembered_never_always_denies(tmp_path: Path) -> None:
     later = engine(ApprovalStore(tmp_path / "approvals.json"))  # a new session
     assert not (await later.check(call)).allowed  # reads the file: denied, not asked
     assert "never" in (later.always_denies(call) or "")
+
+
+_WRITER = """
+import sys
+from policies import Approval, ApprovalStore
+store = ApprovalStore(sys.argv[1])
+sys.stdin.readline()  # start together: the writers overlap
+for i in range(int(sys.argv[3])):
+    store.put(Approval.answer(kind="tool", server=sys.argv[2], name=f"t{i}", allow=True))
+"""
+
+
+def test_concurrent_sessions_lose_no_approval(tmp_path: Path) -> None:
+    """8 processes x 40 answers at once: every answer is in the file afterwards (before the
+    lock around read-modify-replace: 240-272 of 320 were lost, each writer replacing the
+    file with its own stale copy)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "approvals.json"
+    writers, puts = 8, 40
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), f"w{w}", str(puts)],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for w in range(writers)
+    ]
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+    for p in procs:
+        _, err = p.communicate(timeout=50)
+        assert p.returncode == 0, err.decode()
+    kept = {(e.server, e.name) for e in ApprovalStore(path).load()}
+    assert len(kept) == writers * puts, f"{writers * puts - len(kept)} answers lost"
+
+
+def test_a_held_lock_bounds_the_wait(tmp_path: Path) -> None:
+    """A process that holds the lock (hung, stopped) costs a writer ``lock_timeout``, never
+    a hang: the write fails with a clear error and the file is left as it was."""
+    import fcntl
+    import os
+    import time
+
+    path = tmp_path / "approvals.json"
+    store = ApprovalStore(path, lock_timeout=0.3)
+    store.put(Approval.answer(kind="tool", server="s", name="a", allow=True))
+    before = path.read_bytes()
+    fd = os.open(f"{path}.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match="being written by another process"):
+            ApprovalStore(path, lock_timeout=0.3).put(
+                Approval.answer(kind="tool", server="s", name="b", allow=True)
+            )
+        assert 0.3 <= time.monotonic() - start < 2
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == before
+    store.put(Approval.answer(kind="tool", server="s", name="b", allow=True))  # released
+    assert {e.name for e in ApprovalStore(path).load()} == {"a", "b"}
