@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agenthost.agent import AgentEvent
     from agenthost.config import HostConfig
     from agenthost.host import Host
+    from policies import Approval
 
 __all__ = ["EXIT_CODES", "main", "run", "safe", "say"]
 
@@ -1048,12 +1049,24 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
             printable(a.name),
             "always" if a.decision == "allow" else "never",
             a.at,
+            _approval_place(a),
         ]
         for a in entries
     ]
     if rows:
-        print(_table(rows, ["server", "tool", "answer", "since"]))
+        print(_table(rows, ["server", "tool", "answer", "since", "where"]))
     return EXIT_OK
+
+
+def _approval_place(approval: Approval) -> str:
+    """Where an answer holds (config scope and directory): the same tool may have one
+    answer per place."""
+    from policies._text import printable
+
+    if approval.binding is None:
+        return "(not recorded: asked again)" if approval.decision == "allow" else "(not recorded)"
+    place = approval.scope or "user"
+    return printable(f"{place} in {approval.cwd}" if approval.cwd else place)
 
 
 async def cmd_auth(args: argparse.Namespace, console: Console) -> int:

@@ -24,7 +24,7 @@ import trio
 from agenthost._util import collapse_single_group
 from agenthost.ask_tasks import AskTaskLimits
 from agenthost.catalog import Catalog, CatalogTool
-from agenthost.config import HostConfig, ServerConfig, Workspace
+from agenthost.config import PROXY_ENV_VARS, HostConfig, ServerConfig, Workspace
 from agenthost.errors import (
     AgentHostError,
     BackChannelRequired,
@@ -387,6 +387,9 @@ class Host:
                 output_schema=tool.output_schema,
                 annotations=_with_title(hints, tool.annotations),
                 server=_origin(config),
+                cwd=_run_dir(config),
+                env=_run_env(config),
+                scope=config.scope,
             ),
         )
         async with self.policy.guard(action) as outcome:
@@ -753,6 +756,27 @@ def _origin(config: ServerConfig) -> str:
         parts = urllib.parse.urlsplit(config.url)
         return f"{config.transport} {parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
     return " ".join([config.transport, config.command or "", *config.args])
+
+
+def _run_dir(config: ServerConfig) -> str | None:
+    """The directory a stdio server runs in, resolved (symlinks too): the host's own when
+    the config names none, as the child inherits it. ``None`` for a remote server."""
+    if config.transport != "stdio":
+        return None
+    return os.path.realpath(config.cwd or os.getcwd())
+
+
+def _run_env(config: ServerConfig) -> dict[str, Any] | None:
+    """What a stdio server's environment holds beyond the fixed allowlist: ``env`` (with
+    ``env_file`` merged in by the loader) and the host's values of the variables
+    ``inherit_env`` names, proxies aside (they change where traffic goes, not the
+    program). The approvals file keeps only its digest. ``None`` for a remote server."""
+    if config.transport != "stdio":
+        return None
+    inherited = {
+        name: os.environ.get(name) for name in config.inherit_env if name not in PROXY_ENV_VARS
+    }
+    return {"env": dict(config.env), "inherited": inherited}
 
 
 def _source(config: HostConfig) -> tuple[str, str | None]:

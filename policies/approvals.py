@@ -8,6 +8,18 @@ how the server is launched - and an "always" answers again only while every dige
 same. When one differs the user is asked again and told which parts changed. A "never"
 stands whatever the definition: refusing is always safe.
 
+Why bound to where the server runs: the same command line is another program in another
+place. ``python server.py`` in another directory, or with ``PYTHONPATH`` or
+``NODE_OPTIONS`` set by a project's ``env``, runs other code. So a stdio server's
+definition also holds its resolved working directory and a digest of its environment
+(``env`` and ``env_file`` values, which the config merges, and the host values of
+variables named in ``inherit_env`` beyond the proxy ones), and every server's config scope
+(``user`` or the project file it came from). Answers given in different places are kept
+side by side (the entry's ``binding``); a place with none of its own is judged by the
+latest answer for the tool: its "never" stands, its "always" is asked again, naming what
+differs. An entry written before these parts were recorded proves nothing about them: it
+is kept in the file as it is, and its "always" is asked again.
+
 Why a file: people expect "always" to mean always, not "until this process ends". The
 :class:`ApprovalStore` keeps tool answers in ``$XDG_STATE_HOME/agenthost/approvals.json``
 (``~/.local/state/agenthost/approvals.json`` by default; directory 0700, file 0600),
@@ -50,7 +62,20 @@ __all__ = [
 log = logging.getLogger("policies.approvals")
 
 #: The parts of a definition, in the order changes are reported.
-PARTS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "server")
+PARTS = (
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "server",
+    "cwd",
+    "env",
+    "scope",
+)
+#: The parts that say where the server runs: answers for different places coexist.
+PLACE_PARTS = ("server", "cwd", "env", "scope")
 _PART_NAMES = {
     "name": "name",
     "title": "title",
@@ -59,6 +84,9 @@ _PART_NAMES = {
     "outputSchema": "output schema",
     "annotations": "annotations",
     "server": "server command or URL",
+    "cwd": "working directory",
+    "env": "environment (env, env_file, inherit_env)",
+    "scope": "config scope",
 }
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 #: Bounds on the file, which a person can edit and another program can write.
@@ -94,7 +122,17 @@ class ToolDefinition:
         output_schema: Mapping[str, Any] | None = None,
         annotations: Mapping[str, Any] | None = None,
         server: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, Any] | None = None,
+        scope: str | None = None,
     ) -> None:
+        """Args (beyond the tool's listed parts):
+        server: how the server is reached (transport and command line, or URL).
+        cwd: a stdio server's resolved working directory.
+        env: what a stdio server gets in its environment beyond the host's fixed
+            allowlist; only its digest is kept, never a value.
+        scope: the config scope the server came from (``ServerConfig.scope``).
+        """
         self._values: dict[str, Any] = {
             "name": name,
             "title": title,
@@ -103,6 +141,9 @@ class ToolDefinition:
             "outputSchema": output_schema,
             "annotations": annotations,
             "server": server,
+            "cwd": cwd,
+            "env": env,
+            "scope": scope,
         }
         self._digests: dict[str, str] | None = None
 
@@ -112,6 +153,22 @@ class ToolDefinition:
         if self._digests is None:
             self._digests = {part: _digest(self._values[part]) for part in PARTS}
         return self._digests
+
+    @property
+    def binding(self) -> str:
+        """A digest of where the server runs (:data:`PLACE_PARTS`): answers given for
+        different places are kept side by side under it."""
+        return _digest([self.digests[part] for part in PLACE_PARTS])
+
+    @property
+    def scope(self) -> str | None:
+        value = self._values["scope"]
+        return value if isinstance(value, str) else None
+
+    @property
+    def cwd(self) -> str | None:
+        value = self._values["cwd"]
+        return value if isinstance(value, str) else None
 
     @property
     def description(self) -> str | None:
@@ -126,7 +183,9 @@ class ToolDefinition:
     def changes_since(self, before: Approval) -> tuple[str, ...]:
         """What differs from the definition ``before`` was given for, in words.
 
-        Empty when nothing changed, or when ``before`` recorded no definition.
+        Empty when nothing changed, or when ``before`` recorded no definition. A part
+        ``before`` did not record (an answer given by an older version) is a change: the
+        answer cannot be proved to be about this server.
         """
         if before.definition is None:
             return ()
@@ -134,7 +193,9 @@ class ToolDefinition:
         for part in PARTS:
             if before.definition.get(part) == self.digests[part]:
                 continue
-            if part == "annotations":
+            if part not in before.definition:
+                changes.append(f"{_PART_NAMES[part]} not recorded with the answer")
+            elif part == "annotations":
                 changes.append(_annotation_change(before.annotations, self.annotations))
             else:
                 changes.append(_PART_NAMES[part])
@@ -174,6 +235,13 @@ class Approval:
     annotations: Mapping[str, Any] | None = None
     #: When it was answered (ISO 8601, UTC).
     at: str = attrs.field(factory=_now)
+    #: Digest of where the server ran (:attr:`ToolDefinition.binding`); ``None`` for
+    #: answers without a definition or written before it was recorded.
+    binding: str | None = None
+    #: The server's config scope and working directory when answered, to list them
+    #: (not secrets; the environment is kept as a digest only, in ``definition``).
+    scope: str | None = None
+    cwd: str | None = None
 
     @classmethod
     def answer(
@@ -192,10 +260,13 @@ class Approval:
             decision="allow" if allow else "deny",
             definition=dict(definition.digests) if definition is not None else None,
             annotations=_plain_hints(definition.annotations) if definition is not None else None,
+            binding=definition.binding if definition is not None else None,
+            scope=definition.scope if definition is not None else None,
+            cwd=definition.cwd if definition is not None else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw: dict[str, Any] = {
             "kind": self.kind,
             "server": self.server,
             "name": self.name,
@@ -204,6 +275,12 @@ class Approval:
             "annotations": dict(self.annotations) if self.annotations is not None else None,
             "at": self.at,
         }
+        # Absent rather than null when unknown: an entry read from an older file is
+        # written back with the keys it had.
+        for key in ("binding", "scope", "cwd"):
+            if getattr(self, key) is not None:
+                raw[key] = getattr(self, key)
+        return raw
 
     @classmethod
     def from_json(cls, raw: Any) -> Approval | None:
@@ -223,6 +300,9 @@ class Approval:
             return None
         annotations = raw.get("annotations")
         at = raw.get("at")
+        binding, scope, cwd = (raw.get(k) for k in ("binding", "scope", "cwd"))
+        if not all(v is None or isinstance(v, str) for v in (binding, scope, cwd)):
+            return None
         return cls(
             kind=str(kind),
             server=str(server),
@@ -231,6 +311,9 @@ class Approval:
             definition=dict(definition) if definition is not None else None,
             annotations=_plain_hints(annotations if isinstance(annotations, Mapping) else None),
             at=at if isinstance(at, str) else "",
+            binding=binding,
+            scope=scope,
+            cwd=cwd,
         )
 
 
@@ -247,6 +330,21 @@ def default_approvals_path(env: Mapping[str, str] | None = None) -> Path:
     state = environ.get("XDG_STATE_HOME", "")
     base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
     return base / "agenthost" / "approvals.json"
+
+
+def _slot(entry: Approval) -> tuple[str, str, str, str | None]:
+    return (entry.kind, entry.server, entry.name, entry.binding)
+
+
+def _pick(
+    entries: list[Approval], key: tuple[str, str, str], binding: str | None
+) -> Approval | None:
+    """The entry answered for ``binding``, else the latest for ``key`` (entries are in
+    the order answered)."""
+    found = [e for e in entries if (e.kind, e.server, e.name) == key]
+    exact = [e for e in found if e.binding == binding]
+    chosen = exact or found
+    return chosen[-1] if chosen else None
 
 
 class ApprovalStore:
@@ -272,9 +370,6 @@ class ApprovalStore:
         self._others: list[Any] = []
         self._broken = False
         self._lock = threading.RLock()
-
-    def _key(self, kind: str, server: str, name: str) -> tuple[str, str, str]:
-        return (kind, server, name)
 
     def load(self) -> list[Approval]:
         """Every remembered answer, re-read if the file changed since the last look."""
@@ -319,32 +414,38 @@ class ApprovalStore:
                 self._entries.append(entry)
         return list(self._entries)
 
-    def get(self, kind: str, server: str, name: str) -> Approval | None:
-        """The remembered answer for this kind, server and name, if any."""
-        key = self._key(kind, server, name)
+    def get(
+        self, kind: str, server: str, name: str, *, binding: str | None = None
+    ) -> Approval | None:
+        """The remembered answer for this kind, server and name, given where it runs.
+
+        The answer given for ``binding`` if there is one, else the latest answer for the
+        tool given elsewhere (its "never" stands; its "always" must be checked against
+        the definition: :meth:`ToolDefinition.changes_since`).
+        """
         with self._lock:
             entries = self._load()
-        for entry in entries:
-            if self._key(entry.kind, entry.server, entry.name) == key:
-                return entry
-        return None
+        return _pick(entries, (kind, server, name), binding)
 
-    def cached(self, kind: str, server: str, name: str) -> Approval | None:
+    def cached(
+        self, kind: str, server: str, name: str, *, binding: str | None = None
+    ) -> Approval | None:
         """:meth:`get` from what the file held when last read, without any I/O."""
-        key = self._key(kind, server, name)
         with self._lock:
             entries = list(self._entries)
-        return next((e for e in entries if self._key(e.kind, e.server, e.name) == key), None)
+        return _pick(entries, (kind, server, name), binding)
 
     def put(self, approval: Approval) -> None:
-        """Remember ``approval``, replacing any answer for the same kind, server and name.
+        """Remember ``approval``, replacing any answer for the same kind, server, name and
+        binding (answers for the same tool elsewhere are kept).
 
         Raises:
-            OSError: the file cannot be written (or is broken and is left alone).
+            OSError: the file cannot be written (or is broken and is left alone), or
+                another process held its lock for ``lock_timeout`` (``TimeoutError``).
         """
-        key = self._key(approval.kind, approval.server, approval.name)
+        key = _slot(approval)
         with self._lock, self._file_lock():
-            entries = [e for e in self._load() if self._key(e.kind, e.server, e.name) != key]
+            entries = [e for e in self._load() if _slot(e) != key]
             entries.append(approval)
             self._write(entries[-MAX_ENTRIES:])
 

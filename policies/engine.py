@@ -13,8 +13,9 @@ Evaluation of :meth:`PolicyEngine.check` (also in ``POLICY.md``):
 4. ``ask``: a remembered choice ("always"/"never" for the same kind, server and name, from
    this session or, for tools, the approvals file) answers it; otherwise the prompter
    does - a human at the terminal, the application's callback, or, in headless mode, the
-   stand-in that says no. An "always" for a tool is bound to the tool's definition: when
-   the server changed it, the prompter is asked again and told what changed. Remembered
+   stand-in that says no. An "always" for a tool is bound to the tool's definition and to
+   where its server runs (command, working directory, environment, config scope): when
+   either changed, the prompter is asked again and told what changed. Remembered
    choices only ever answer an "ask": they never override a rule's allow or deny.
 5. Sampling that is not allowed in the end gives its rate slot and tokens back; an
    allowed one keeps them until the sampling service settles it with the provider's
@@ -32,6 +33,7 @@ interaction), and the generated answer of a sampling request is reviewed by
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -117,6 +119,11 @@ def _check_elicitation(action: Elicitation) -> None:
         inspect_url(action.url)
     else:
         parse_form(action.requested_schema)
+
+
+def _binding(action: ToolCall) -> str | None:
+    """Where the tool's server runs, to find the answer given for that place."""
+    return action.definition.binding if action.definition is not None else None
 
 
 def _memory_key(action: Action) -> Hashable:
@@ -260,7 +267,9 @@ class PolicyEngine:
             if remembered is None and self._approvals is not None and isinstance(action, ToolCall):
                 # What the file held at its last reading: no I/O here (a "never" not yet
                 # seen is still refused when the call is decided).
-                remembered = self._approvals.cached(action.kind.value, action.server, action.tool)
+                remembered = self._approvals.cached(
+                    action.kind.value, action.server, action.tool, binding=_binding(action)
+                )
             if remembered is not None and remembered.decision == "deny":
                 return f"you answered 'never' ({reason})"
             if self.prompter.decided_by == "headless":
@@ -358,7 +367,13 @@ class PolicyEngine:
             store = self._approvals
             try:
                 stored = await trio.to_thread.run_sync(
-                    store.get, action.kind.value, action.server, action.tool
+                    functools.partial(
+                        store.get,
+                        action.kind.value,
+                        action.server,
+                        action.tool,
+                        binding=_binding(action),
+                    )
                 )
             except OSError as exc:
                 log.warning("approvals file %s: %s", store.path, exc)
