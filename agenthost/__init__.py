@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "AgentHostError": "agenthost.errors",
     "AgentHostTimeout": "agenthost.errors",
+    "AmbiguousResource": "agenthost.errors",
     "BackChannelRequired": "agenthost.errors",
     "ConfigError": "agenthost.errors",
     "ConsentDenied": "agenthost.errors",
@@ -66,6 +67,7 @@ __all__ = [
     "AgentEvent",
     "AgentHostError",
     "AgentHostTimeout",
+    "AmbiguousResource",
     "AskTaskLimits",
     "BackChannelRequired",
     "CatalogTool",
@@ -110,6 +112,7 @@ if TYPE_CHECKING:
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,
+        AmbiguousResource,
         BackChannelRequired,
         ConfigError,
         ConsentDenied,

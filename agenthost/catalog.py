@@ -196,12 +196,49 @@ class Catalog:
         return [(s, t) for s, e in sorted(self._servers.items()) for t in e.templates]
 
     def server_for_resource(self, uri: str) -> str | None:
-        """The server that listed ``uri``, or whose template prefix matches it."""
-        for server, resource in self.resources():
-            if resource.uri == uri:
-                return server
+        """The one server a read of ``uri`` goes to (:meth:`resource_owners`), or ``None``
+        when none or several could serve it."""
+        owners = self.resource_owners(uri)
+        return owners[0] if len(owners) == 1 else None
+
+    def resource_owners(self, uri: str) -> tuple[str, ...]:
+        """The servers that could serve ``uri``, best first; more than one is a tie.
+
+        Why so strict: a read carries the URI (a path, a token in a query) to the server
+        it is routed to, and any server may list any template. ``f{x}`` would otherwise
+        catch ``file:///home/user/.ssh/id_rsa`` meant for the filesystem server. So:
+
+        1. the servers that listed ``uri`` itself as a resource;
+        2. else the servers whose template has the longest literal prefix (the text
+           before its first ``{``) that ``uri`` starts with; a template without a
+           variable matches only itself;
+        3. a prefix shorter than ``scheme://`` (or not starting with a scheme) routes
+           nothing: it says nothing about which server the URI belongs to.
+        """
+        exact = sorted({s for s, resource in self.resources() if resource.uri == uri})
+        if exact:
+            return tuple(exact)
+        best, owners = -1, set[str]()
         for server, template in self.templates():
-            prefix = template.uri_template.split("{", 1)[0]
-            if prefix and uri.startswith(prefix):
-                return server
-        return None
+            length = _template_match(template.uri_template, uri)
+            if length > best:
+                best, owners = length, {server}
+            elif length == best and length >= 0:
+                owners.add(server)
+        return tuple(sorted(owners)) if best >= 0 else ()
+
+
+#: ``scheme:`` (RFC 3986 3.1) at the start of a template.
+_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _template_match(template: str, uri: str) -> int:
+    """The length of ``template``'s literal prefix when ``uri`` may be one of its URIs and
+    the prefix is specific enough to route on; -1 otherwise."""
+    prefix, brace, _ = template.partition("{")
+    if not brace:
+        return len(template) if uri == template else -1
+    scheme = _SCHEME.match(prefix)
+    if scheme is None or len(prefix) < len(scheme.group()) + len("//"):
+        return -1
+    return len(prefix) if uri.startswith(prefix) else -1

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 if TYPE_CHECKING:
     from agenthost.agent import AgentEvent
     from agenthost.config import HostConfig
+    from agenthost.errors import AmbiguousResource
     from agenthost.host import Host
     from policies import Approval
 
@@ -561,6 +562,7 @@ async def cmd_call(args: argparse.Namespace, console: Console) -> int:
 
 async def cmd_read(args: argparse.Namespace, console: Console) -> int:
     from agenthost.converter import unstructure
+    from agenthost.errors import AmbiguousResource
     from agenthost.types import TextResourceContents
 
     config = _one_shot(_load_config(args, only=args.server) if args.server else _load_config(args))
@@ -582,7 +584,13 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
             )
         if not args.server and not offering:
             raise CLIError("none of the configured servers offers resources", EXIT_USAGE)
-        result = await host.read_resource(args.uri, server=args.server)
+        try:
+            result = await host.read_resource(args.uri, server=args.server)
+        except AmbiguousResource as exc:
+            chosen = await _ask_which_server(exc)
+            if chosen is None:
+                raise CLIError(str(exc), EXIT_USAGE) from None
+            result = await host.read_resource(args.uri, server=chosen)
     if args.json:
         _print_json(unstructure(result, "2025-11-25"))
     else:
@@ -592,6 +600,38 @@ async def cmd_read(args: argparse.Namespace, console: Console) -> int:
             else:
                 say(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
     return EXIT_OK
+
+
+#: Seconds a person has to pick the server of an ambiguous resource URI.
+_PICK_TIMEOUT = 300.0
+
+
+async def _ask_which_server(exc: AmbiguousResource) -> str | None:
+    """The server a person at the terminal picks for ``exc.uri``; ``None`` without a
+    terminal (nobody to ask: the read is refused), on no answer, or on an answer that
+    names none of them.
+
+    **Cancellation:** the read of stdin runs in a worker thread abandoned on cancel
+    (Ctrl-C returns at once); it is bounded by :data:`_PICK_TIMEOUT`.
+    """
+    import trio
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    choices = "\n".join(f"  {i}. {name}" for i, name in enumerate(exc.servers, 1))
+    sys.stderr.write(
+        f"agenthost: several servers could serve {exc.uri!r}:\n{choices}\n"
+        f"read it from which one? [1-{len(exc.servers)}, or Enter for none] "
+    )
+    sys.stderr.flush()
+    with trio.move_on_after(_PICK_TIMEOUT):
+        line: str = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        answer = line.strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(exc.servers):
+            return exc.servers[int(answer) - 1]
+        return answer if answer in exc.servers else None
+    sys.stderr.write("\n(no answer in time)\n")
+    return None
 
 
 def _offers_resources(host: Host, server: str) -> bool:

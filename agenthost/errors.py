@@ -7,6 +7,7 @@ never leaked::
     AgentHostError
     ├── ConfigError                 a config file, key path and problem
     ├── NotFound                    no such server, tool, prompt or resource in the host
+    │   └── AmbiguousResource       several servers could serve a resource URI: name one
     ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
     │   └── UnsupportedRevision     no MCP revision both sides speak
     ├── TransportError
@@ -36,6 +37,7 @@ from typing import Any
 __all__ = [
     "AgentHostError",
     "AgentHostTimeout",
+    "AmbiguousResource",
     "AuthorizationError",
     "BackChannelRequired",
     "ConfigError",
@@ -80,6 +82,20 @@ class ConfigError(AgentHostError):
 
 class NotFound(AgentHostError):
     """A name the host does not know: a server, a namespaced tool, a prompt, a resource."""
+
+
+class AmbiguousResource(NotFound):
+    """A resource URI that more than one server could serve, equally well.
+
+    Reading it from the wrong one would hand one server what was meant for another (a
+    path, a token in a query), so the host picks none: the caller names the server.
+    ``servers`` are the candidates, sorted.
+    """
+
+    def __init__(self, message: str, *, uri: str, servers: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.servers = servers
 
 
 class ProtocolError(AgentHostError):

@@ -27,6 +27,7 @@ from agenthost.catalog import Catalog, CatalogTool
 from agenthost.config import PROXY_ENV_VARS, HostConfig, ServerConfig, Workspace
 from agenthost.errors import (
     AgentHostError,
+    AmbiguousResource,
     BackChannelRequired,
     JSONRPCError,
     NotFound,
@@ -574,10 +575,30 @@ class Host:
         return self.catalog.templates()
 
     async def read_resource(self, uri: str, *, server: str | None = None) -> ReadResourceResult:
-        """Read ``uri`` from ``server``, or from the server whose catalog lists it."""
-        owner = server or self.catalog.server_for_resource(uri)
+        """Read ``uri`` from ``server``, or from the server that serves it.
+
+        Without ``server`` the read goes to the server that listed ``uri``, else to the
+        one whose resource template has the longest literal prefix of it (at least
+        ``scheme://``): see :meth:`Catalog.resource_owners`.
+
+        Raises:
+            NotFound: no server lists or templates ``uri``.
+            AmbiguousResource: several servers could serve it equally well; nothing was
+                sent to any of them.
+        """
+        owner = server
         if owner is None:
-            raise NotFound(f"no server lists resource {uri!r}; name the server")
+            owners = self.catalog.resource_owners(uri)
+            if len(owners) > 1:
+                raise AmbiguousResource(
+                    f"several servers could serve resource {uri!r} ({', '.join(owners)});"
+                    " name one with --server",
+                    uri=uri,
+                    servers=owners,
+                )
+            if not owners:
+                raise NotFound(f"no server lists resource {uri!r}; name the server")
+            owner = owners[0]
         session = self.session(owner)
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
