@@ -225,6 +225,10 @@ async def connect(
                 else:
                     raise
         if limit.cancel_called and not yielded:
+            if learned is not None and learned.startswith("cached"):
+                # No time is left to probe again now: the next attempt will, so a server
+                # that changed era is not stuck on the era it had.
+                cache.forget(config)
             raise AgentHostTimeout(
                 f"did not start within {startup:g}s (timeouts.startup): {stage}",
                 server=config.name,
