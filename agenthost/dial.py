@@ -7,7 +7,8 @@ so does the era negotiation of ``protocol = "auto"`` (``basic/versioning.mdx`` o
 
 * stdio: probe with ``server/discover`` (modern ``_meta``); a result or a modern error
   (-32020..-32022) means 2026-07-28; any other error, or no answer within
-  :data:`PROBE_TIMEOUT`, means legacy: ``initialize`` on the same process. Some servers
+  :data:`PROBE_TIMEOUT` (at most half the startup limit), means legacy: ``initialize``
+  on the same process. Some servers
   exit on an unexpected first message: then the server is started again and spoken to
   with ``initialize`` (a restart costs one process start, once: the era is cached).
 * HTTP: the probe goes to the URL as Streamable HTTP only. A 400 whose body is a modern
@@ -15,6 +16,10 @@ so does the era negotiation of ``protocol = "auto"`` (``basic/versioning.mdx`` o
   anything else means legacy: a fresh transport (``http`` still falls back to legacy
   SSE) and ``initialize``.
 * ``sse`` and ``websocket`` servers are legacy (2026-07-28 defines neither).
+
+``timeouts.startup`` is one deadline for the whole attempt: connecting, the probe and
+every fallback after it (a fresh transport, a restarted process) share it, and running
+out of it raises :class:`~agenthost.errors.AgentHostTimeout` naming that limit.
 
 The cache (:class:`EraCache`) remembers the revision learned per server, in memory and in
 ``$XDG_CACHE_HOME/agenthost/eras.json``, so a restart or the next CLI run goes straight to
@@ -39,6 +44,7 @@ from typing import Any, Final
 
 import attrs
 import orjson
+import trio
 
 from agenthost.config import ServerConfig
 from agenthost.errors import (
@@ -119,8 +125,10 @@ async def connect(
     Raises:
         TransportError: the server cannot be started or reached.
         UnsupportedRevision: no MCP revision both sides speak.
-        AgentHostTimeout: ``initialize`` / ``server/discover`` took longer than
-            ``timeouts.startup``.
+        AgentHostTimeout: the server was not reached and spoken to within
+            ``timeouts.startup`` (one deadline for connecting, the era probe and every
+            fallback; the message names the limit and what was still awaited), or the
+            transport's own connect timeout ran out first.
 
     Resource handling: the server process, or the remote session, is closed when the block
     exits, however it exits (a probe that failed closes its own first).
@@ -143,63 +151,103 @@ async def connect(
             why = cache.reason(config)
             how = f"cached ({why})" if why else "cached"
             plan = ("modern" if cached[0] is Era.MODERN else "legacy", how)
-    startup = _limit(config.timeouts.startup)
+    # One deadline for the whole attempt: connecting, the probe, and every fallback
+    # after it (a fresh transport, a restarted process, initialize after the probe).
+    # Each used to get the whole limit again (issue 22: 10-11 s for startup = 5).
+    startup = config.timeouts.startup
+    deadline = trio.current_time() + startup
     offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
     for _ in range(4):
         era, learned = plan
         yielded = False
-        try:
-            async with (
-                open_transport(_for_era(config, era)) as transport,
-                open_session(
-                    transport,
-                    name=config.name,
-                    handlers=handlers,
-                    request_timeout=_limit(config.timeouts.request),
-                    initialize_timeout=startup,
-                    protocol_version=offer if era == "modern" else protocol_version,
-                    era=era,
-                    # stdio: a server may stay silent on the probe; HTTP always answers,
-                    # so only the startup timeout applies (a slow server is not legacy).
-                    probe_timeout=min(PROBE_TIMEOUT, startup or PROBE_TIMEOUT)
-                    if stdio
-                    else startup,
-                    fallback_in_place=stdio,
-                    max_input_rounds=config.max_input_rounds,
-                    learned=learned,
-                ) as session,
-            ):
-                if mode == "auto" and session.revision is not None:
-                    cache.put(config, session.revision)
-                yielded = True
-                yield session
-            return
-        except NotModern as exc:
-            if yielded or era != "auto":
-                raise
-            reason = str(exc).removeprefix(f"{config.name}: ")
-            plan = ("legacy", f"probe: {reason}; initialize")
-        except TransportClosed:
-            if yielded or era != "auto" or not stdio:
-                raise
-            log.info(
-                "%s: the server exited on the server/discover probe; restarting it", config.name
-            )
-            plan = ("legacy", "probe: the server exited on server/discover; restarted; initialize")
-        except (JSONRPCError, UnsupportedRevision, AgentHostTimeout) as exc:
-            if yielded:
-                raise
+        stage = "still connecting" if config.is_remote else "still starting the server"
+        with trio.CancelScope(deadline=deadline) as limit:
+            try:
+                async with open_transport(_for_era(config, era)) as transport:
+                    stage = _waiting_for(era, learned, stdio)
+                    async with open_session(
+                        transport,
+                        name=config.name,
+                        handlers=handlers,
+                        request_timeout=_limit(config.timeouts.request),
+                        initialize_timeout=max(0.0, deadline - trio.current_time()),
+                        protocol_version=offer if era == "modern" else protocol_version,
+                        era=era,
+                        # stdio: a server may stay silent on the probe, so the probe gets
+                        # part of the limit and initialize the rest; HTTP always answers,
+                        # so the probe may take it all (a slow server is not legacy).
+                        probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
+                        fallback_in_place=stdio,
+                        max_input_rounds=config.max_input_rounds,
+                        learned=learned,
+                    ) as session:
+                        limit.deadline = math.inf  # started: the limit is spent
+                        if mode == "auto" and session.revision is not None:
+                            cache.put(config, session.revision)
+                        yielded = True
+                        yield session
+                return
+            except NotModern as exc:
+                if yielded or era != "auto":
+                    raise
+                reason = str(exc).removeprefix(f"{config.name}: ")
+                plan = ("legacy", f"probe: {reason}; initialize")
+            except TransportClosed:
+                if yielded or era != "auto" or not stdio:
+                    raise
+                log.info(
+                    "%s: the server exited on the server/discover probe; restarting it",
+                    config.name,
+                )
+                plan = (
+                    "legacy",
+                    "probe: the server exited on server/discover; restarted; initialize",
+                )
+            except AgentHostTimeout:
+                if yielded:
+                    raise
+                if trio.current_time() < deadline:
+                    # A limit of its own (the transport's connect timeout) ran out
+                    # first: the server is unreachable; another attempt cannot help.
+                    raise
+                limit.cancel()  # the same error as when the deadline cancels us, below
+            except (JSONRPCError, UnsupportedRevision) as exc:
+                if yielded:
+                    raise
+                if learned is not None and learned.startswith("cached"):
+                    log.info("%s: the cached protocol era failed; probing again", config.name)
+                    cache.forget(config)
+                    plan = ("auto", None)
+                elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
+                    # initialize refused with a 2026-07-28 error: the probe was wrong (it
+                    # timed out on a slow start, say); the server itself says it is modern.
+                    plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
+                else:
+                    raise
+        if limit.cancel_called and not yielded:
             if learned is not None and learned.startswith("cached"):
-                log.info("%s: the cached protocol era failed; probing again", config.name)
+                # No time is left to probe again now: the next attempt will, so a server
+                # that changed era is not stuck on the era it had.
                 cache.forget(config)
-                plan = ("auto", None)
-            elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
-                # initialize refused with a 2026-07-28 error: the probe was wrong (it
-                # timed out on a slow start, say); the server itself says it is modern.
-                plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
-            else:
-                raise
+            raise AgentHostTimeout(
+                f"did not start within {startup:g}s (timeouts.startup): {stage}",
+                server=config.name,
+                timeout=startup,
+            )
     raise AssertionError("unreachable: at most a re-probe, a fallback and a correction")
+
+
+def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:
+    """What the attempt is waiting for in ``era``, for the startup timeout's message."""
+    if era == "legacy":
+        what = "no answer to initialize"
+    elif era == "modern":
+        what = "no answer to server/discover"
+    elif stdio:
+        what = "no answer to server/discover (the era probe) nor to initialize after it"
+    else:
+        what = "no answer to server/discover (the era probe)"
+    return f"{what} ({learned})" if learned else what
 
 
 def _modern_evidence(exc: BaseException) -> bool:
@@ -225,7 +273,7 @@ PROTOCOLS: Final = ("auto", "legacy", LATEST_MODERN)
 _CACHE_MAX_ENTRIES: Final = 256
 #: The first probe of a stdio server waits at most this long for ``server/discover``
 #: (a legacy server that ignores unknown requests costs this much, once: the era is
-#: cached). Never more than the startup timeout.
+#: cached). Never more than half the startup timeout: initialize needs the rest.
 PROBE_TIMEOUT: Final = 5.0
 
 

@@ -716,10 +716,7 @@ class Host:
         self._nursery.start_soon(self._flush_audit)
         for sup in self._supervisors.values():
             self._nursery.start_soon(sup.run)
-        limit = max(
-            (s.timeouts.startup + s.timeouts.connect for s in self._servers.values()),
-            default=0.0,
-        )
+        limit = max((sup.attempt_limit for sup in self._supervisors.values()), default=0.0)
         with trio.move_on_after(limit + 1.0 if math.isfinite(limit) else math.inf):
             async with trio.open_nursery() as waiters:
                 for sup in self._supervisors.values():

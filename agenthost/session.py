@@ -26,6 +26,7 @@ that raises gets an error response and the session lives on.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -764,6 +765,10 @@ class ClientSession:
         (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
         falls back on a fresh one, as HTTP does). Never keyed to one error code.
 
+        ``timeout`` bounds the whole negotiation, the probe and every request after it:
+        one deadline, so a silent server costs the caller's limit and not a multiple of
+        it (issue 22: the probe and the fallback each got the whole limit).
+
         Raises:
             NotModern: auto found a legacy server and ``fallback_in_place`` is False.
             TransportClosed: the server went away (some exit on an unexpected first
@@ -779,8 +784,10 @@ class ClientSession:
             self.learned = self.learned or "server/discover"
             return
         late = False
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        probe = timeout if probe_timeout is None else min(probe_timeout, timeout or math.inf)
         try:
-            await self.discover(timeout=probe_timeout)
+            await self.discover(timeout=probe)
         except JSONRPCError as exc:
             if exc.code in MODERN_ERROR_CODES:
                 raise
@@ -806,16 +813,24 @@ class ClientSession:
         if not fallback_in_place:
             raise NotModern(reason, server=self.name)
         try:
-            await self.initialize(timeout=timeout)
-        except (JSONRPCError, UnsupportedRevision):
-            if not late:
-                raise
-            # The probe was only late (a slow start on a loaded machine): the server read
-            # it and now serves 2026-07-28 on this connection, so it refuses initialize.
-            # Ask again, with the full timeout: the server is up by now.
-            await self.discover(timeout=timeout)
-            self.learned = "probe: server/discover answered late"
-            return
+            try:
+                await self.initialize(timeout=_left(deadline))
+            except (JSONRPCError, UnsupportedRevision):
+                if not late:
+                    raise
+                # The probe was only late (a slow start on a loaded machine): the server
+                # read it and now serves 2026-07-28 on this connection, so it refuses
+                # initialize. Ask again, with what is left of the limit: it is up by now.
+                await self.discover(timeout=_left(deadline))
+                self.learned = "probe: server/discover answered late"
+                return
+        except AgentHostTimeout:
+            # Named by the caller's limit, not by the few seconds the probe left over.
+            raise AgentHostTimeout(
+                f"no answer within {timeout:g}s: {reason}, then no answer to initialize",
+                server=self.name,
+                timeout=timeout,
+            ) from None
         self.learned = f"probe: {reason}; initialize"
 
     async def _listen(self) -> None:
@@ -1318,6 +1333,11 @@ def _unsupported(
     )
     error.supported = tuple(map(str, supported)) if isinstance(supported, list) else ()  # type: ignore[attr-defined]
     return error
+
+
+def _left(deadline: float) -> float | None:
+    """Seconds until ``deadline`` (None: no limit), never negative."""
+    return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())
 
 
 def _tasks_declared(revision: str) -> bool:

@@ -281,19 +281,25 @@ class Supervisor:
         off with it may be repeated on :meth:`replacement`)."""
         return session is self._switched_from
 
+    @property
+    def attempt_limit(self) -> float:
+        """The longest one start attempt takes: the startup deadline (connecting, the era
+        probe and any fallback share it) plus stopping the process of a session that
+        ended (two shutdown phases)."""
+        timeouts = self.config.timeouts
+        return timeouts.startup + 2 * timeouts.shutdown
+
     async def replacement(self, old: ClientSession) -> ClientSession:
-        """Until a live session other than ``old`` is READY (within twice the startup
-        timeout: a restart may take a probe and an initialize).
+        """Until a live session other than ``old`` is READY (within :attr:`attempt_limit`
+        and a second).
 
         Raises:
             ServerUnavailable: the server failed, stopped or did not come back in time.
         """
-        with trio.move_on_after(2 * self.config.timeouts.startup):
+        limit = self.attempt_limit + 1.0
+        with trio.move_on_after(limit):
             return await self._wait_next_session(old)
-        raise ServerUnavailable(
-            f"server did not come back within {2 * self.config.timeouts.startup:g}s",
-            server=self.name,
-        )
+        raise ServerUnavailable(f"server did not come back within {limit:g}s", server=self.name)
 
     async def _wait_next_session(self, old: ClientSession) -> ClientSession:
         while True:

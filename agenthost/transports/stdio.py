@@ -6,11 +6,22 @@ close the server's stdin, wait, SIGTERM, wait, SIGKILL; shielded from cancellati
 bounded by ``shutdown_timeout`` per phase. The child runs in its own process group and the
 whole group is signalled, so a server started through a wrapper (``npx``, ``uv run``, a
 shell script) leaves no grandchildren behind. A descendant that left the group (``setsid``)
-is found through ``/proc`` just before shutdown (Linux) and stopped too. The limit: a
-descendant already re-parented away from the server (a double-forked daemon, or one left
-when the server crashed) cannot be traced back to it, nor one whose pid wrapped around
-below the server's; only a cgroup (e.g. start the host under ``systemd-run --user
---scope``) contains those.
+is found through ``/proc`` just before shutdown (Linux) and stopped too.
+
+Orphans (Linux): while it runs stdio servers, the host process is a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so a descendant whose parent died (the ``setsid``
+grandchild of a server that crashed, a double-forked daemon) is re-parented to the host
+rather than to init. Each server process gets its own :data:`SERVER_TAG_ENV` value,
+inherited by its descendants: when a server ends, on a crash as on shutdown, the host's
+children that carry that server's tag, and their descendants, are stopped (SIGTERM, then
+SIGKILL) and reaped, so no orphan survives and none stays a zombie. Only the host's own
+children are looked at (``/proc/self/task/*/children``), and only tagged ones are touched:
+a library user's own subprocesses are never signalled nor reaped. The limits: a descendant
+that dropped its environment (``env -i``) cannot be traced back to its server (it stays
+the host's child, and dies with nothing else), nor can an orphan that exited on its own
+before its server ended (it stays a zombie of the host until then); a cgroup (e.g. start
+the host under ``systemd-run --user --scope``) contains everything. Elsewhere nothing of
+this applies.
 
 The child's environment is an allowlist: only the variables in
 :data:`INHERITED_ENV_VARS` are copied from the host, plus what the server's config names.
@@ -19,11 +30,14 @@ A host holds LLM API keys; a third-party server must never see them by accident.
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import logging
 import math
 import os
 import signal
 import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -40,6 +54,7 @@ from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
     "INHERITED_ENV_VARS",
+    "SERVER_TAG_ENV",
     "StdioTransport",
     "child_environment",
     "open_stdio_transport",
@@ -83,6 +98,10 @@ INHERITED_ENV_VARS: Final = frozenset(
         "PATHEXT",
     }
 )
+
+#: The variable naming each server process (``<host pid>-<serial>``), inherited by its
+#: descendants: how the host tells which orphan belongs to which server (module doc).
+SERVER_TAG_ENV: Final = "AGENTHOST_SERVER_TAG"
 
 _READ_SIZE: Final = 256 * 1024
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
@@ -169,6 +188,8 @@ class StdioTransport(Transport):
         #: The last lines the server wrote to stderr, quoted when it dies: the reason a
         #: server crashed is almost always there.
         self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
+        #: This process's :data:`SERVER_TAG_ENV` value (None: not tagged, not Linux).
+        self._tag: str | None = None
 
     @property
     def pid(self) -> int:
@@ -563,10 +584,129 @@ class StdioTransport(Transport):
                 _signal_group(proc.pid, signal.SIGKILL)
                 await proc.wait()
             await _reap_group(proc.pid, timeout)
+            if self._tag is not None:
+                # Orphaned by the server's exit (a crash, above all) and adopted by us.
+                adopted = await trio.to_thread.run_sync(_orphans, self._tag, proc.pid)
+                strays = list(dict.fromkeys([*strays, *adopted]))
             if strays:
                 await _reap_strays(self.name, strays, timeout)
+                await _reap_children(strays, timeout)
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await self._stdout.aclose()
+
+
+_PR_SET_CHILD_SUBREAPER: Final = 36
+#: Open stdio transports: the host is a subreaper while there is at least one.
+_subreaper_users = 0
+_tags = itertools.count(1)
+#: At most this many orphans of one server are stopped (a fork bomb must not make the
+#: scan unbounded; the rest die with the host's cgroup, if any).
+_MAX_ORPHANS: Final = 1024
+
+
+def _prctl_subreaper(on: bool) -> bool:
+    """Set or clear the child-subreaper flag of this process; False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _subreaper_acquire() -> None:
+    global _subreaper_users
+    _subreaper_users += 1
+    if _subreaper_users == 1 and not _prctl_subreaper(True):
+        log.debug("cannot become a child subreaper: orphans of a crashed server go to init")
+
+
+def _subreaper_release() -> None:
+    """The last stdio transport closed: orphans go to init again, as before the host ran
+    (so a library user's process is a subreaper only while it runs servers)."""
+    global _subreaper_users
+    _subreaper_users -= 1
+    if _subreaper_users == 0:
+        _prctl_subreaper(False)
+
+
+def _children_of_self() -> list[int]:
+    """This process's children (every thread's: an orphan goes to any of them)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", "rb") as f:
+                found.extend(int(pid) for pid in f.read().split())
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return found
+
+
+def _orphans(tag: str, server: int) -> list[tuple[int, bytes]]:
+    """Live children of ours (re-parented orphans) carrying ``tag``, and every descendant
+    of theirs, with their start times; at most :data:`_MAX_ORPHANS`."""
+    needle = f"\0{SERVER_TAG_ENV}={tag}\0".encode()  # a whole variable, not a suffix
+    marked: list[int] = []
+    for pid in _children_of_self():
+        if pid == server:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = b"\0" + f.read() + b"\0"
+        except OSError:
+            continue  # gone, or a zombie (its environment is gone with it)
+        if needle in environ:
+            marked.append(pid)
+    if not marked:
+        return []
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, *_) in table.items():
+        children.setdefault(parent, []).append(child)
+    found: list[tuple[int, bytes]] = []
+    stack = [pid for pid in marked if pid in table]
+    seen = set(stack)
+    while stack and len(found) < _MAX_ORPHANS:
+        pid = stack.pop()
+        found.append((pid, table[pid][2]))
+        for child in children.get(pid, ()):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return found
+
+
+async def _reap_children(strays: list[tuple[int, bytes]], timeout: float) -> None:
+    """Collect the exit status of the strays that are our children (adopted orphans), so
+    none stays a zombie. Only those: their pid and start time say they are the processes
+    we stopped, so nobody else waits for them."""
+    pending = set(strays)
+    with trio.move_on_after(min(timeout, 2.0)):
+        # Not woken by anything (no pidfd for an adopted child): poll, briefly.
+        while pending := await trio.to_thread.run_sync(_collect, pending):  # noqa: ASYNC110
+            await trio.sleep(0.02)
+
+
+def _collect(pending: set[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+    """Reap those of ``pending`` that are our exited children; the ones still running."""
+    me = os.getpid()
+    table = _proc_table(after=min(pid for pid, _ in pending) - 1)
+    left: set[tuple[int, bytes]] = set()
+    for pid, started in pending:
+        entry = table.get(pid)
+        if entry is None or entry[2] != started or entry[0] != me:
+            continue  # gone, or not ours to reap
+        if entry[3] == b"Z":
+            with suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        else:
+            left.add((pid, started))
+    return left
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:
@@ -656,10 +796,33 @@ async def _reap_group(pgid: int, timeout: float) -> None:
         return
     with trio.move_on_after(min(timeout, 2.0)):
         # Not our children, so nothing to wait() on: poll the group until it is empty.
-        while _signal_group(pgid, 0):  # type: ignore[arg-type]  # noqa: ASYNC110
+        # Those that outlived the leader were adopted by us (subreaper): reap them, or
+        # their zombies would keep the group alive, and stay.
+        while _signal_group(pgid, 0):  # type: ignore[arg-type]
+            await trio.to_thread.run_sync(_reap_group_zombies, pgid)
             await trio.sleep(0.02)
         return
     _signal_group(pgid, signal.SIGKILL)
+    with trio.move_on_after(min(timeout, 0.5)):  # only to reap the killed
+        while _signal_group(pgid, 0):  # type: ignore[arg-type]
+            await trio.to_thread.run_sync(_reap_group_zombies, pgid)
+            await trio.sleep(0.02)
+
+
+def _reap_group_zombies(pgid: int) -> None:
+    """Reap our exited children of process group ``pgid`` (a zombie keeps its group id:
+    the server's group is the server's pid, which no other process group can hold while
+    the group has members)."""
+    for pid in _children_of_self():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[0] == b"Z" and int(fields[2]) == pgid:
+            with suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 @asynccontextmanager
@@ -700,7 +863,30 @@ async def open_stdio_transport(
     for value in (env or {}).values():  # the server's own settings: often its tokens
         add_secret(value)
     child_env = child_environment(env, host_env, inherit)
+    tag: str | None = None
+    if sys.platform.startswith("linux"):
+        tag = child_env[SERVER_TAG_ENV] = f"{os.getpid()}-{next(_tags)}"
     argv = [command, *args]
+    _subreaper_acquire()
+    try:
+        async with _spawned(argv, child_env, cwd, name, max_message_size, shutdown_timeout) as t:
+            t._tag = tag
+            yield t
+    finally:
+        _subreaper_release()
+
+
+@asynccontextmanager
+async def _spawned(
+    argv: list[str],
+    child_env: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    name: str,
+    max_message_size: int,
+    shutdown_timeout: float,
+) -> AsyncIterator[StdioTransport]:
+    """Start the process and own it (the body of :func:`open_stdio_transport`)."""
+    command = argv[0]
     try:
         process = await trio.lowlevel.open_process(
             argv,

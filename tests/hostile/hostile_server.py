@@ -31,6 +31,7 @@ Actions (one JSON object each):
 - ``{"spawn_setsid": PATH}``: start a grandchild in a session of its own (``setsid``),
   sleeping 120 s; write its pid to PATH.
 - ``{"sleep": S}``.
+- ``{"exit": CODE}``: the process ends at once with CODE (a crash: nothing cleaned up).
 - ``{"stop_reading": true}``: never read stdin again (keep running until killed).
 - ``{"raw": TEXT}`` (HTTP): TEXT written as-is into the SSE stream (e.g. a huge
   ``data:`` line without its end).
@@ -151,6 +152,9 @@ class Server:
                     sink.append(RawText(action["raw"]))
             elif "sleep" in action:
                 time.sleep(float(action["sleep"]))
+            elif "exit" in action:
+                sys.stdout.flush()
+                os._exit(int(action["exit"]))  # a crash: no cleanup, children left behind
             elif action.get("stop_reading"):
                 if getattr(self.local, "sink", None) is not None:
                     self.stopped.set()  # HTTP: later POSTs hang

@@ -7,7 +7,7 @@ an error. Starlette only (no SDK), so every byte on the wire is the test's choic
 
 Usage::
 
-    python tests/peers/http_fault_server.py --port N [--token T]
+    python tests/peers/http_fault_server.py --port N [--token T] [--delay S]
 
 Endpoint ``/mcp``. ``initialize`` answers JSON with an ``Mcp-Session-Id``; other requests
 need that id (400 without, 404 unknown). Tools (``tools/call``), each answered on an SSE
@@ -24,9 +24,10 @@ stream whose events carry ids ``<stream>:<n>``:
 ``GET`` without ``Last-Event-ID`` answers 405 (no server-initiated stream). ``DELETE``
 forgets the session. With ``--token T`` every request needs ``Authorization: Bearer T``;
 otherwise 401 with a body that quotes the Authorization header it got (a careless
-server), so the client's redaction is tested. Each HTTP request is appended to
-``$AGENTHOST_PEER_LOG`` as a JSON line: verb, JSON-RPC method, session id, protocol
-version header and Last-Event-ID.
+server), so the client's redaction is tested. With ``--delay S`` every POST and GET
+waits S seconds before it is answered (a slow server: the startup deadline tests). Each
+HTTP request is appended to ``$AGENTHOST_PEER_LOG`` as a JSON line: verb, JSON-RPC
+method, session id, protocol version header and Last-Event-ID.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _event(data: Any, event_id: str | None, retry: int | None = None) -> bytes:
     return out.encode()
 
 
-def build_app(token: str | None = None) -> Starlette:
+def build_app(token: str | None = None, delay: float = 0.0) -> Starlette:
     sessions: set[str] = set()
     #: stream id -> all its events (event id, payload); resumption replays from here.
     streams: dict[str, list[tuple[str, Any]]] = {}
@@ -124,6 +125,7 @@ def build_app(token: str | None = None) -> Starlette:
         body = await request.json()
         method = body.get("method")
         record(request, method)
+        await anyio.sleep(delay)
         if (denied := check_auth(request)) is not None:
             return denied
         rid = body.get("id")
@@ -181,6 +183,7 @@ def build_app(token: str | None = None) -> Starlette:
 
     async def get(request: Request) -> Response:
         record(request, None)
+        await anyio.sleep(delay)
         if (denied := check_auth(request)) is not None:
             return denied
         if (bad := check_session(request)) is not None:
@@ -217,8 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token", default=None)
+    parser.add_argument("--delay", type=float, default=0.0)
     args = parser.parse_args(argv)
-    uvicorn.run(build_app(args.token), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(
+        build_app(args.token, args.delay), host="127.0.0.1", port=args.port, log_level="warning"
+    )
 
 
 if __name__ == "__main__":
