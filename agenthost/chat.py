@@ -6,12 +6,15 @@ Esc Enter for a new line inside a message, Ctrl-C clears the line, Ctrl-D on an 
 line leaves). It runs in a worker thread, so servers keep being served (sampling,
 elicitation, list changes) while the prompt waits; completions that need a server
 (``completion/complete``) are asked from that thread through the Trio loop, with a
-timeout. Without a terminal (a pipe), lines are read plainly. Slash commands:
+timeout. Without a terminal (a pipe), lines are read plainly. Whatever a server sent is
+shown escaped (:func:`agenthost.cli.safe`), prompts and suggestions included. The history
+file is private (0600 in a 0700 directory): it holds what the user typed. Slash commands:
 
   /tools  /servers  /prompts  /resources  /roots  /help  /quit
   /prompt SERVER NAME [key=value ...]   add a server's prompt to the conversation;
                                         missing required arguments are asked for, with
-                                        the server's completions (completion/complete)
+                                        the server's completions (completion/complete,
+                                        a few seconds at most; Ctrl-C cancels)
   /call SERVER__TOOL [JSON]             call one tool (through the policy)
   /read URI                             read a resource
   /model [PROVIDER/MODEL]               show or change the model
@@ -22,6 +25,7 @@ Ctrl-C during a turn cancels it (the servers are told).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -47,7 +51,8 @@ COMMANDS = (
     "call", "clear", "help", "model", "prompt", "prompts", "quit", "read", "resources",
     "roots", "servers", "tools",
 )  # fmt: skip
-#: How long a Tab completion may wait for a server before showing nothing.
+#: How long a completion (Tab, or the suggestions for a missing /prompt argument) may wait
+#: for a server before showing nothing.
 COMPLETION_TIMEOUT = 3.0
 #: Lines kept in the history file (older ones are dropped when it is rewritten).
 HISTORY_LINES = 1000
@@ -66,9 +71,50 @@ def history_path(env: dict[str, str] | None = None) -> Path:
     return Path(base) / "agenthost" / "chat_history"
 
 
+def _private_history(path: Path) -> None:
+    """Make the history file 0600 in a 0700 directory, whatever made them before.
+
+    Why: it holds everything the user typed (arguments, pasted secrets), like the
+    approvals file; prompt_toolkit would create it with the umask's 0644.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _discard_terminal_input() -> bool:
+    """Drop what was typed on the terminal but not read yet; whether there was any.
+
+    Why: while chat waits for a server, typed lines queue in the terminal; the next
+    question must be answered by what is typed after it is shown, not before.
+    """
+    import termios
+
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return False
+        import fcntl
+        import struct
+
+        pending = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (OSError, ValueError):
+        return False
+    return bool(pending)
+
+
 class _Reader(Protocol):
     async def read(self, prompt: str) -> str | None:
         """The next line; ``None`` at end of input."""
+        ...
+
+    def discard_typeahead(self) -> bool:
+        """Drop input typed before now (a terminal only); whether there was any."""
         ...
 
 
@@ -76,10 +122,16 @@ class _PlainReader:
     """Lines from a pipe or file: no editing, no history."""
 
     async def read(self, prompt: str) -> str | None:
-        sys.stderr.write(prompt)
+        from agenthost.cli import safe
+
+        sys.stderr.write(safe(prompt))
         sys.stderr.flush()
         line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         return None if line == "" else line.rstrip("\n")
+
+    def discard_typeahead(self) -> bool:
+        # A pipe's next line is its answer (scripts write them ahead); a terminal's is not.
+        return _discard_terminal_input()
 
 
 class _EditorReader:
@@ -92,7 +144,7 @@ class _EditorReader:
         from prompt_toolkit.key_binding import KeyBindings
 
         path = history_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _private_history(path)
         _trim_history(path)
         bindings = KeyBindings()
 
@@ -118,7 +170,21 @@ class _EditorReader:
                 return None
 
     async def read(self, prompt: str) -> str | None:
-        return await trio.to_thread.run_sync(self._prompt, prompt, abandon_on_cancel=True)
+        from agenthost.cli import safe
+
+        return await trio.to_thread.run_sync(self._prompt, safe(prompt), abandon_on_cancel=True)
+
+    def discard_typeahead(self) -> bool:
+        from prompt_toolkit.input.typeahead import clear_typeahead
+
+        # Keys prompt_toolkit read past the end of the last line, then the terminal's own.
+        had = False
+        with contextlib.suppress(Exception):  # no input object yet: nothing read ahead
+            from prompt_toolkit.input.typeahead import get_typeahead
+
+            had = bool(get_typeahead(self._session.input))
+            clear_typeahead(self._session.input)
+        return _discard_terminal_input() or had
 
 
 def _trim_history(path: Path) -> None:
@@ -155,8 +221,12 @@ class _Completer(Completer):
         if not words:
             words = [""]
         partial = words[-1]
+        from agenthost.cli import safe
+
         for option in self._options(words[:-1], partial):
-            yield Completion(option, start_position=-len(partial))
+            yield Completion(
+                option, start_position=-len(partial), display=safe(option, one_line=True)
+            )
 
     def _run(self, fn: Callable[[], Awaitable[T]]) -> T:
         return trio.from_thread.run(fn, trio_token=self._token)
@@ -258,6 +328,7 @@ async def _complete(
 async def _prompt_command(
     host: Host, console: Console, reader: _Reader, words: list[str]
 ) -> list[Any]:
+    from agenthost.cli import interruptible, safe
     from agenthost.llmcontent import prompt_messages_to_llm
 
     if len(words) < 2:
@@ -268,18 +339,33 @@ async def _prompt_command(
     listed = {p.name: p for s, p in await host.list_prompts() if s == server}
     prompt = listed.get(name)
     if prompt is None:
-        console.line(f"no prompt {name!r} on {server} (have: {', '.join(listed) or 'none'})")
+        have = ", ".join(safe(n, one_line=True) for n in listed) or "none"
+        console.line(f"no prompt {name!r} on {server} (have: {have})")
         return []
     for arg in prompt.arguments or []:
         if arg.name in arguments or not arg.required:
             continue
-        options = await _complete(host, server, name, arg.name, "", arguments)
-        hint = f" (suggestions: {', '.join(options[:10])})" if options else ""
-        value = await reader.read(f"{arg.name}{hint}: ")
+        options: list[str] = []
+        # Bounded, and Ctrl-C ends the wait (and the command), not the chat.
+        async with interruptible() as scope:
+            with trio.move_on_after(COMPLETION_TIMEOUT):
+                options = await _complete(host, server, name, arg.name, "", arguments)
+        if scope.cancelled_caught:
+            console.line("(cancelled)")
+            return []
+        shown = ", ".join(safe(o, one_line=True) for o in options[:10])
+        hint = f" (suggestions: {shown})" if options else ""
+        if reader.discard_typeahead():
+            console.line("(ignored what was typed before the question)")
+        value = await reader.read(f"{safe(arg.name, one_line=True)}{hint}: ")
         if value is None:
             return []
         arguments[arg.name] = value
-    result = await host.get_prompt(server, name, arguments)
+    async with interruptible() as scope:
+        result = await host.get_prompt(server, name, arguments)
+    if scope.cancelled_caught:
+        console.line("(cancelled)")
+        return []
     console.line(f"added prompt {server}/{name} ({len(result.messages)} messages)")
     return list(prompt_messages_to_llm(result.messages))
 

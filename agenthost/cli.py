@@ -31,6 +31,7 @@ import gc
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -77,18 +78,24 @@ class CLIError(Exception):
 # --------------------------------------------------------------------------- output
 
 
-def safe(text: str) -> str:
+def safe(text: str, *, one_line: bool = False) -> str:
     """Server (or model) text made safe for a terminal: control characters shown escaped.
 
     Everything a server sends can reach the screen (tool descriptions and results,
     prompts, resources, errors), and a terminal obeys escape sequences: ``ESC[2J`` clears
     it, ``ESC[8m`` hides what follows (a consent prompt), OSC 52 writes the clipboard.
     The one escaping function (the consent prompts use it too) is applied at every human
-    output sink of the CLI: :func:`say`, :class:`Console` and the log formatter.
+    output sink of the CLI: :func:`say`, :class:`Console`, the log formatter and chat's
+    line readers.
+
+    Args:
+        one_line: also escape line breaks and tabs: for a field shown within one line
+            (a table cell, an audit record's name, a suggestion), where a server's
+            ``\\n`` would otherwise print as lines of its own choosing.
     """
     from policies._text import printable
 
-    return printable(text)
+    return printable(text, one_line=one_line)
 
 
 def say(text: str) -> None:
@@ -165,12 +172,22 @@ class _Redacting:
         return getattr(self._inner, name)
 
 
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """JSON on stdout. ``json.dumps`` escapes C0 controls; C1 controls (``\\x9b`` is a
+    CSI), DEL and the bidi and line separators are escaped here too, as ``\\uNNNN``
+    (the same JSON), so a server's text cannot drive the terminal through ``--json``."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    text = _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    sys.stdout.write(text + "\n")
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
-    cells = [list(header), *[list(r) for r in rows]]
+    """Rows in columns; every cell is one line (its line breaks shown escaped), so a
+    server's name or description cannot add rows."""
+    cells = [list(header), *[[safe(str(c), one_line=True) for c in r] for r in rows]]
     widths = [max(len(str(row[i])) for row in cells) for i in range(len(header))]
     lines = []
     for n, row in enumerate(cells):
@@ -918,29 +935,34 @@ async def cmd_audit(args: argparse.Namespace, console: Console) -> int:
         return EXIT_OK
     console.line(f"audit log {path} ({len(records)} lines shown)")
     for r in records:
-        if r.get("event") == "review":
-            say(
-                f"{r.get('ts', '')[11:19]} review   {r.get('kind')} {r.get('server')}"
-                f" {r.get('name') or ''} -> {r.get('decision')}: {r.get('reason')}"
-            )
-        elif r.get("event") == "suppressed":
-            say(
-                f"{r.get('ts', '')[11:19]} folded   {r.get('kind')} {r.get('server')}"
-                f" {r.get('name') or ''} -> {r.get('reason')}"
-            )
-        elif r.get("event") == "decision":
-            say(
-                f"{r.get('ts', '')[11:19]} decision {r.get('kind')} {r.get('server')}"
-                f" {r.get('name') or ''} -> {r.get('decision')} by {r.get('rule')}:"
-                f" {r.get('reason')}"
-            )
-        else:
-            what = r.get("error") or r.get("result")
-            say(
-                f"{r.get('ts', '')[11:19]} outcome  {r.get('kind')} {r.get('server')}"
-                f" {r.get('name') or ''} -> {_first_line(json.dumps(what, default=str), 80)}"
-            )
+        say(_audit_line(r))
     return EXIT_OK
+
+
+def _audit_line(record: dict[str, Any]) -> str:
+    """One audit record as one line: every field escaped to stay on it.
+
+    Why: names, reasons and results come from servers (a tool named ``x\\n12:00:00
+    decision ...``), and a line break in one would print as records that never were.
+    """
+
+    def field(key: str) -> str:
+        value = record.get(key)
+        return safe("" if value is None else str(value), one_line=True)
+
+    def head(label: str) -> str:
+        time_of_day = field("ts")[11:19]
+        return f"{time_of_day} {label} {field('kind')} {field('server')} {field('name')} ->"
+
+    event = record.get("event")
+    if event == "review":
+        return f"{head('review  ')} {field('decision')}: {field('reason')}"
+    if event == "suppressed":
+        return f"{head('folded  ')} {field('reason')}"
+    if event == "decision":
+        return f"{head('decision')} {field('decision')} by {field('rule')}: {field('reason')}"
+    what = record.get("error") or record.get("result")
+    return f"{head('outcome ')} {_first_line(json.dumps(what, default=str), 80)}"
 
 
 async def cmd_chat(args: argparse.Namespace, console: Console) -> int:
@@ -1081,12 +1103,10 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
         _print_json({"file": str(path), "approvals": [a.to_json() for a in entries]})
         return EXIT_OK
     console.line(f"approvals file {path} ({len(entries)} remembered)")
-    from policies._text import printable
-
     rows = [
         [
-            printable(a.server),
-            printable(a.name),
+            a.server,
+            a.name,
             "always" if a.decision == "allow" else "never",
             a.at,
             _approval_place(a),
@@ -1094,7 +1114,7 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
         for a in entries
     ]
     if rows:
-        print(_table(rows, ["server", "tool", "answer", "since", "where"]))
+        say(_table(rows, ["server", "tool", "answer", "since", "where"]))
     return EXIT_OK
 
 

@@ -87,7 +87,7 @@ async def cmd_auth(args: argparse.Namespace, console: Any) -> int:
 
     from agenthost.auth.flow import OAuth
     from agenthost.auth.loopback import terminal_opener
-    from agenthost.cli import EXIT_OK, EXIT_USAGE, CLIError, _load_config, _print_json
+    from agenthost.cli import EXIT_OK, EXIT_USAGE, CLIError, _load_config, _print_json, say
 
     if args.action != "status" and args.server is None:
         raise CLIError(f"auth {args.action} needs a SERVER", EXIT_USAGE)
@@ -119,16 +119,16 @@ async def cmd_auth(args: argparse.Namespace, console: Any) -> int:
                     results.append(await oauth.login())
                 if not args.json:
                     console.quiet = False
-                    print(_describe(results[-1]))
+                    say(_describe(results[-1]))
             elif args.action == "logout":
                 removed = await oauth.logout()
                 results.append(await oauth.status())
                 if not args.json:
-                    print(f"{server.name}: " + ("logged out" if removed else "was not logged in"))
+                    say(f"{server.name}: " + ("logged out" if removed else "was not logged in"))
             else:
                 results.append(await oauth.status())
                 if not args.json:
-                    print(_describe(results[-1]))
+                    say(_describe(results[-1]))
     if args.json:
         _print_json([_json(status) for status in results])
     return EXIT_OK

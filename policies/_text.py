@@ -3,7 +3,9 @@
 Everything a prompt shows - tool names, arguments, sampling messages, form titles - comes
 from a server or a model, and a terminal obeys escape sequences. A server that could send
 ``\\x1b[2K\\r`` could erase the line that shows a dangerous argument, or hide it with
-colours; so control characters are shown as visible escapes, never emitted.
+colours; so control characters are shown as visible escapes, never emitted. A field
+shown on one line (a tool name in an audit record, a suggestion in a question) escapes
+its line breaks and tabs too: otherwise a name can print as extra, real-looking lines.
 """
 
 from __future__ import annotations
@@ -18,15 +20,29 @@ __all__ = ["pretty_json", "printable"]
 # C0 controls except tab and newline, DEL, C1 controls, and the Unicode bidi overrides
 # and isolates that can reorder what the reader sees ("Trojan Source").
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# The same, plus newline, tab and the Unicode line and paragraph separators.
+_UNSAFE_ONE_LINE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_NAMED = {"\n": "\\n", "\t": "\\t"}
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character replaced by a visible ``\\xNN``/``\\uNNNN``."""
-    return _UNSAFE.sub(_escape, text)
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control character replaced by a visible ``\\xNN``/``\\uNNNN``.
+
+    Args:
+        one_line: also escape line breaks and tabs (``\\n``, ``\\t``, ``\\u2028``), for
+            a field that must stay on the line it is shown in.
+    """
+    return (_UNSAFE_ONE_LINE if one_line else _UNSAFE).sub(_escape, text)
 
 
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    code = ord(char)
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

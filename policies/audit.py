@@ -1,9 +1,11 @@
 """The audit trail: append-only JSONL, one line per decision and one per outcome.
 
 Each line is one self-contained JSON object, written with a single ``write`` on a file
-opened in append mode and flushed at once, so a crash loses at most the line being written
-and concurrent writers (two hosts, one file) interleave whole lines. ``fsync`` per line is
-optional because it costs a disk round trip per action.
+opened in append mode without a Python buffer, so the line is with the OS before
+:meth:`AuditLog.write` returns, and concurrent writers (two hosts, one file) interleave
+whole lines. ``fsync`` per line is optional because it costs a disk round trip per action.
+What a crash (even SIGKILL) can lose: the line being written, and the count of repeats
+folded (below) in the last second, never a line about an action that ran.
 
 Line shapes (``event`` tells them apart)::
 
@@ -18,19 +20,26 @@ which blanks values under secret-sounding keys and values that look like credent
 and truncates long strings and collections (an audit line is a summary, not a copy).
 
 Repeated identical lines are folded, so a server cannot flood the file (100k ``roots/list``
-requests used to write 200k lines). A line is identical to the last one written for the
-same subject (``event``, ``kind``, ``server``, ``name``) when every field but ``ts``,
-``id`` and ``duration`` is equal. Within ``fold_window`` seconds of the written line,
-identical ones are counted instead of written; the count is written as one ``suppressed``
-line when the subject's next line differs (an allow after a deny, other roots, another
-result), when the window ends, on :meth:`AuditLog.flush` and on close::
+requests used to write 200k lines). Only lines about something that did not run may fold:
+those of kind ``roots`` (answering with the roots runs nothing) and ``deny`` decisions. A
+tool call, prompt, resource read, skill, sampling request or elicitation that was allowed
+is written in full every time, decision before it runs, outcome before its result reaches
+the caller. A foldable line is identical to the last one written for the same subject
+(``event``, ``kind``, ``server``, ``name``) when every field but ``ts``, ``id`` and
+``duration`` is equal. Within ``fold_window`` seconds of the written line, identical ones
+are counted instead of written; the count is written as one ``suppressed`` line when the
+subject's next line differs (an allow after a deny, other roots, another result), when
+the window ends, within ``count_every`` seconds (default 1) of the first repeat it counts
+(the host's flusher, :meth:`AuditLog.flush` with ``due_only``), on :meth:`AuditLog.flush`
+and on close::
 
     {"ts": "...", "event": "suppressed", "of": "decision", "kind": "roots", "server": "fs",
      "name": "", "count": 99998, "same_as": "ab12cd34-1", "first": "...", "last": "...",
      "reason": "99998 more decision lines identical to ab12cd34-1"}
 
 So every different line is still written, in order, and the file says how many it
-folded into which line. A line whose ``id`` was folded away (the outcome of a folded
+folded into which line; a flood that lasts writes one count per subject about every
+``count_every`` seconds. A line whose ``id`` was folded away (the outcome of a folded
 decision, when the outcome differs) carries ``same_as``: the written line that stands for
 the folded one.
 """
@@ -50,7 +59,14 @@ import attrs
 import orjson
 import trio
 
-__all__ = ["DEFAULT_FOLD_WINDOW", "REDACTED", "AuditLog", "read_audit", "redact"]
+__all__ = [
+    "DEFAULT_COUNT_EVERY",
+    "DEFAULT_FOLD_WINDOW",
+    "REDACTED",
+    "AuditLog",
+    "read_audit",
+    "redact",
+]
 
 REDACTED = "[redacted]"
 
@@ -77,6 +93,10 @@ _KEYLIKE = re.compile(r"[A-Za-z0-9_\-+=]{32,}")
 _VOLATILE = frozenset({"ts", "id", "duration"})
 #: Default seconds within which identical lines are folded into a count.
 DEFAULT_FOLD_WINDOW = 60.0
+#: Default most seconds a folded count waits before it is written (what a crash can lose).
+DEFAULT_COUNT_EVERY = 1.0
+#: Kinds whose allowed lines may fold too: answering them runs nothing on anyone's behalf.
+_FOLDABLE_KINDS = frozenset({"roots"})
 #: Subjects followed at once, and ids of folded lines remembered for ``same_as``: a
 #: server choosing a new tool name per call must not grow the log's memory either.
 _MAX_SUBJECTS = 1024
@@ -152,6 +172,8 @@ class _Run:
     count: int = 0
     first: str = ""
     last: str = ""
+    #: Monotonic time of the first repeat not yet written in a count.
+    pending_since: float = 0.0
 
 
 class AuditLog:
@@ -165,6 +187,9 @@ class AuditLog:
             is counted instead of written (see the module docstring); ``0`` writes every
             line.
         clock: monotonic seconds for the fold window (injectable for tests).
+        count_every: most seconds a folded count waits unwritten, given a caller of
+            ``flush(due_only=True)`` every ``count_every / 4`` seconds (the host's
+            flusher); what a crash can lose of a flood.
 
     **Resource handling:** the file stays open until :meth:`close`; use the instance as a
     context manager. A closed log refuses further writes. Closing writes the pending
@@ -179,10 +204,14 @@ class AuditLog:
         now: Any = None,
         fold_window: float = DEFAULT_FOLD_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        count_every: float = DEFAULT_COUNT_EVERY,
     ) -> None:
+        if not count_every > 0:
+            raise ValueError("count_every must be a positive number of seconds")
         self.path = Path(path)
         self.fsync = fsync
         self.fold_window = fold_window
+        self.count_every = count_every
         self._now = now or (lambda: datetime.datetime.now(datetime.UTC))
         self._clock = clock
         #: Per subject, in the order their windows end.
@@ -212,14 +241,21 @@ class AuditLog:
         """Write a ``suppressed`` line for every subject with folded lines.
 
         Args:
-            due_only: only subjects whose fold window has ended (what a periodic caller
-                wants: a flood that stopped gets its count written without waiting for
-                the next line or the close).
+            due_only: only the counts that are due: those of subjects whose fold window
+                has ended, and those that have waited ``3/4 count_every`` seconds or
+                more (what a caller every ``count_every / 4`` seconds wants: every count
+                written within ``count_every``, a flood's as it goes on, about one line
+                a second, and one that stopped without waiting for the next line or the
+                close).
         """
         if self._file is None:
             return
         if due_only:
-            self._expire(self._clock())
+            now = self._clock()
+            self._expire(now)
+            for run in list(self._runs.values()):
+                if run.count and now - run.pending_since >= self.count_every * 0.75:
+                    self._write_suppressed(run)
             return
         for run in list(self._runs.values()):
             if run.count:
@@ -228,8 +264,9 @@ class AuditLog:
     def write_now(self, record: Mapping[str, Any]) -> None:
         """Append one line synchronously (no fsync): for paths that cannot await.
 
-        A line identical to the last one of its subject within the fold window is
-        counted, not written (see the module docstring).
+        A foldable line identical to the last one of its subject within the fold window
+        is counted, not written (see the module docstring); any other line is with the
+        OS when this returns.
         """
         if self._file is None:
             raise RuntimeError(f"audit log {self.path} is closed")
@@ -237,13 +274,22 @@ class AuditLog:
         if self.fold_window <= 0:
             self._append({"ts": ts, **record})
             return
-        self._expire(self._clock())
+        now = self._clock()
+        self._expire(now)
         subject = (
             record.get("event"),
             record.get("kind"),
             record.get("server"),
             record.get("name"),
         )
+        if not _foldable(record):
+            # An action that ran: written in full, after the subject's pending count (so
+            # the file stays in order); the next repeat starts a new run.
+            run = self._runs.pop(subject, None)
+            if run is not None and run.count:
+                self._write_suppressed(run)
+            self._append({"ts": ts, **record})
+            return
         key = orjson.dumps(
             {k: v for k, v in record.items() if k not in _VOLATILE},
             default=repr,
@@ -253,6 +299,8 @@ class AuditLog:
         same_as = self._folded.pop(record_id, None) if record_id is not None else None
         run = self._runs.get(subject)
         if run is not None and run.key == key:
+            if not run.count:
+                run.pending_since = now
             run.count += 1
             run.first = run.first or ts
             run.last = ts
@@ -260,6 +308,8 @@ class AuditLog:
                 self._folded[record_id] = run.shown
                 if len(self._folded) > _MAX_FOLDED_IDS:
                     self._folded.popitem(last=False)
+            if now - run.pending_since >= self.count_every:
+                self._write_suppressed(run)  # no flusher keeping up: write it now
             return
         if run is not None:
             if run.count:
@@ -269,7 +319,7 @@ class AuditLog:
         if same_as is not None:
             line["same_as"] = same_as
         self._append(line)
-        self._runs[subject] = _Run(key=key, since=self._clock(), shown=record_id)
+        self._runs[subject] = _Run(key=key, since=now, shown=record_id)
         if len(self._runs) > _MAX_SUBJECTS:
             _, oldest = self._runs.popitem(last=False)
             if oldest.count:
@@ -287,8 +337,14 @@ class AuditLog:
 
     def _append(self, line: Mapping[str, Any]) -> None:
         assert self._file is not None
-        # One write of the whole line on an O_APPEND, unbuffered file: flushed as written.
-        self._file.write(orjson.dumps(line, default=repr) + b"\n")
+        # One write of the whole line on an O_APPEND, unbuffered file: with the OS as
+        # written. A raw write may take part of it (a signal, a full disk): finish it.
+        data = memoryview(orjson.dumps(line, default=repr) + b"\n")
+        while data:
+            written = self._file.write(data)
+            if not written:
+                raise OSError(f"audit log {self.path}: nothing written")
+            data = data[written:]
 
     def _expire(self, now: float) -> None:
         """End the runs whose window is over, writing their counts."""
@@ -321,6 +377,13 @@ class AuditLog:
         )
         run.count = 0
         run.first = run.last = ""
+
+
+def _foldable(record: Mapping[str, Any]) -> bool:
+    """Whether a line may be folded into a count: it records nothing that ran."""
+    if record.get("kind") in _FOLDABLE_KINDS:
+        return True
+    return record.get("event") == "decision" and record.get("decision") == "deny"
 
 
 def read_audit(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -228,11 +228,12 @@ class PolicyEngine:
             self._audit.close()
 
     async def run_audit_flusher(self) -> None:
-        """Write the counts of folded audit lines once their window ends, until cancelled.
+        """Write the counts of folded audit lines as they fall due, until cancelled.
 
-        Why: a flood that stops would otherwise have its ``suppressed`` count written
-        only with the subject's next line or at close (or never, on a crash). The host
-        runs this in its nursery.
+        Why: a count held in memory is lost by a crash, and a flood that stops would
+        otherwise have its ``suppressed`` count written only with the subject's next line
+        or at close. Ticking every ``count_every / 4`` seconds writes each count within
+        ``count_every`` of its first repeat. The host runs this in its nursery.
 
         **Cancellation:** the only way it ends; nothing is left half-written.
         """
@@ -240,7 +241,7 @@ class PolicyEngine:
         if audit is None or audit.fold_window <= 0:
             await trio.sleep_forever()
         while True:
-            await trio.sleep(min(audit.fold_window, 60.0) / 4)
+            await trio.sleep(audit.count_every / 4)
             if audit.closed:
                 await trio.sleep_forever()
             audit.flush(due_only=True)

@@ -172,12 +172,15 @@ def _content_lines(content: Any) -> list[str]:
             lines.append(printable(str(block.get("text", ""))))
         elif kind in ("image", "audio"):
             size = len(str(block.get("data", ""))) * 3 // 4
-            lines.append(f"<{kind} {printable(str(block.get('mimeType', '?')))}, ~{size} bytes>")
+            mime = printable(str(block.get("mimeType", "?")), one_line=True)
+            lines.append(f"<{kind} {mime}, ~{size} bytes>")
         elif kind == "tool_use":
-            lines.append(f"<tool call {printable(str(block.get('name')))}>")
+            lines.append(f"<tool call {printable(str(block.get('name')), one_line=True)}>")
             lines.append(pretty_json(block.get("input", {})))
         elif kind == "tool_result":
-            lines.append(f"<tool result for {printable(str(block.get('toolUseId')))}>")
+            lines.append(
+                f"<tool result for {printable(str(block.get('toolUseId')), one_line=True)}>"
+            )
             lines.extend(_content_lines(block.get("content", [])))
         else:
             lines.append(pretty_json(block))
@@ -193,9 +196,9 @@ def render_action(request: ConsentRequest) -> str:
     """
     action = request.action
     trust = "trusted" if action.trusted else "untrusted"
-    lines = [f"Server:      {printable(action.server)} ({trust})"]
+    lines = [f"Server:      {printable(action.server, one_line=True)} ({trust})"]
     if isinstance(action, ToolCall):
-        lines.append(f"Tool:        {printable(action.tool)}")
+        lines.append(f"Tool:        {printable(action.tool, one_line=True)}")
         if request.changes:
             lines.append(
                 "CHANGED:     the server redefined this tool since you answered 'always': "
@@ -213,21 +216,22 @@ def render_action(request: ConsentRequest) -> str:
         lines.append("Arguments:")
         lines.append(pretty_json(dict(action.arguments)))
     elif isinstance(action, PromptGet):
-        lines.append(f"Prompt:      {printable(action.prompt)}")
+        lines.append(f"Prompt:      {printable(action.prompt, one_line=True)}")
         lines.append("Arguments:")
         lines.append(pretty_json(dict(action.arguments)))
     elif isinstance(action, ResourceRead):
-        lines.append(f"Read:        {printable(action.uri)}")
+        lines.append(f"Read:        {printable(action.uri, one_line=True)}")
     elif isinstance(action, SkillLoad):
-        lines.append(f"Skill:       {printable(action.skill)} ({printable(action.uri)})")
+        skill, uri = printable(action.skill, one_line=True), printable(action.uri, one_line=True)
+        lines.append(f"Skill:       {skill} ({uri})")
         lines.append(f"Description: {printable(action.description)}")
         lines.append("Loading it gives the model this server's instructions to follow.")
     elif isinstance(action, RootsExposure):
         lines.append("Roots the server would see:")
-        lines.extend(f"  {printable(uri)}" for uri in action.roots)
+        lines.extend(f"  {printable(uri, one_line=True)}" for uri in action.roots)
     elif isinstance(action, Sampling):
         model = f"{action.provider or '?'}/{action.model or '(not chosen yet)'}"
-        lines.append(f"Model:       {printable(model)}")
+        lines.append(f"Model:       {printable(model, one_line=True)}")
         if action.model_reason:
             lines.append(f"Chosen because: {printable(action.model_reason)}")
         tokens = str(action.max_tokens)
@@ -235,9 +239,9 @@ def render_action(request: ConsentRequest) -> str:
             tokens += f" (capped to {request.grant.max_tokens})"
         lines.append(f"maxTokens:   {tokens}")
         if action.include_context not in ("none", ""):
-            lines.append(f"includeContext: {printable(action.include_context)}")
+            lines.append(f"includeContext: {printable(action.include_context, one_line=True)}")
         if action.tools:
-            lines.append(f"Tools offered: {printable(', '.join(action.tools))}")
+            lines.append(f"Tools offered: {printable(', '.join(action.tools), one_line=True)}")
         lines.append("System prompt:")
         lines.append(f"  {printable(action.system_prompt)}" if action.system_prompt else "  (none)")
         lines.append("Messages:")

@@ -40,7 +40,12 @@ Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``fail`` (a JSO
 error whose message is ``message``); ``stats`` (counts of the responses and error
 responses the client sent to our requests, and the first error). The config's ``text``
 (default ``"hostile"``) is the description, text and content of the one prompt (``p``)
-and the one resource (``hostile://r``) it serves.
+and the one resource (``hostile://r``) it serves. The prompt takes the config's
+``prompt_arguments`` (default none); with a ``completion`` object (``{"values": [...],
+"sleep": S}``) the server offers completions and answers every ``completion/complete``
+with those values after S seconds (on its reading thread: nothing else is answered
+meanwhile). With ``record`` (a path), every message received is appended to that file,
+one JSON line each.
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ class Server:
         self.extra_tools: list[dict[str, Any]] = list(config.get("tools", []))
         self.on_start: list[dict[str, Any]] = list(config.get("on_start", []))
         self.text = str(config.get("text", "hostile"))
+        self.prompt_arguments: list[dict[str, Any]] = list(config.get("prompt_arguments", []))
+        self.completion: dict[str, Any] | None = config.get("completion")
+        self.record: str | None = config.get("record")
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
         #: HTTP: where this thread's writes go (None: stdout).
@@ -165,6 +173,9 @@ class Server:
     def handle(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         """Answer one message; returns actions to run after the answer is written."""
         method = msg.get("method")
+        if self.record is not None:
+            with open(self.record, "a") as f:
+                f.write(json.dumps(msg) + "\n")
         if method is None:  # a response to one of our requests
             if "error" in msg:
                 self.errors += 1
@@ -182,20 +193,24 @@ class Server:
         later: list[dict[str, Any]] = []
         params = msg.get("params") or {}
         if method == "initialize":
+            capabilities: dict[str, Any] = {
+                "tools": {"listChanged": True},
+                "prompts": {},
+                "resources": {},
+                "logging": {},
+            }
+            if self.completion is not None:
+                capabilities["completions"] = {}
             result = {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {
-                    "tools": {"listChanged": True},
-                    "prompts": {},
-                    "resources": {},
-                    "logging": {},
-                },
+                "capabilities": capabilities,
                 "serverInfo": {"name": "hostile", "version": "1"},
             }
         elif method == "tools/list":
             result = {"tools": BUILTIN_TOOLS + self.extra_tools}
         elif method == "prompts/list":
-            result = {"prompts": [{"name": "p", "description": self.text}]}
+            prompt = {"name": "p", "description": self.text, "arguments": self.prompt_arguments}
+            result = {"prompts": [prompt]}
         elif method == "prompts/get":
             message = {"role": "user", "content": {"type": "text", "text": self.text}}
             result = {"description": self.text, "messages": [message]}
@@ -228,6 +243,10 @@ class Server:
                     }
                 )
             result = {"content": [{"type": "text", "text": text}]}
+        elif method == "completion/complete" and self.completion is not None:
+            time.sleep(float(self.completion.get("sleep", 0)))
+            values = list(self.completion.get("values", []))
+            result = {"completion": {"values": values, "total": len(values), "hasMore": False}}
         elif method in ("ping", "logging/setLevel"):
             result = {}
         else:

@@ -2,13 +2,15 @@
 
 100k ``roots/list`` requests used to write 200k audit lines (41 MiB). The audit log now
 folds a line identical to the last one of its subject into a count, so the flood costs a
-handful of lines, and the file still says exactly how many decisions it folded; a decision
-that differs (a deny after allows) is always written.
+few lines a second (issue 22: each count is written within a second, so a crash loses no
+more), and the file still says exactly how many decisions it folded; a decision that
+differs (a deny after allows) is always written.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -81,7 +83,8 @@ async def test_roots_flood_writes_a_bounded_audit(tmp_path: Path, flood: FloodSi
     assert stats["responses"] > 1_000
     assert _totals(records, "decision", "allow") == stats["responses"]
     assert _totals(records, "outcome") == stats["responses"]
-    assert len(records) <= 8, [r["event"] for r in records]
+    # Two lines, then per subject (decision, outcome) one count every 0.75-1 s.
+    assert len(records) <= 6 + 3 * math.ceil(took), [r["event"] for r in records]
     suppressed = [r for r in records if r["event"] == "suppressed"]
     assert {r["of"] for r in suppressed} == {"decision", "outcome"}
     assert all(r["reason"].endswith(f"identical to {r['same_as']}") for r in suppressed)
@@ -132,7 +135,7 @@ async def test_allow_then_deny_are_both_recorded(tmp_path: Path) -> None:
     # The allow is written, the deny after it is written; the repeats are counted.
     assert decisions[-2:] == ["allow", "deny"]
     assert _totals(records, "decision", "deny") == denied
-    assert len(records) <= 8, [r["event"] for r in records]
+    assert len(records) <= 20, [r["event"] for r in records]
     # `agenthost audit` shows the folded runs too.
     (tmp_path / "agenthost.toml").write_text('[policy]\nmode = "headless"\naudit = "audit.jsonl"\n')
     shown = await trio.run_process(
@@ -142,7 +145,10 @@ async def test_allow_then_deny_are_both_recorded(tmp_path: Path) -> None:
         env={**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")},
     )
     lines = shown.stdout.decode().splitlines()
-    assert any(
-        " folded   roots bad" in line and f"{denied - 1} more decision lines identical to" in line
+    deny_id = next(r["id"] for r in records if r.get("decision") == "deny")
+    counts = [
+        int(line.split(" -> ", 1)[1].split()[0])
         for line in lines
-    ), lines
+        if " folded   roots bad" in line and line.endswith(f"decision lines identical to {deny_id}")
+    ]
+    assert sum(counts) == denied - 1, lines

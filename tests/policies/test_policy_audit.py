@@ -219,7 +219,79 @@ def test_many_subjects_each_keep_their_first_line_and_every_count(tmp_path: Path
     with AuditLog(path, clock=_Clock()) as log:
         for n in range(3000):
             for _ in range(2):
-                log.write_now({**_decision(n), "kind": "tool", "name": f"t{n}"})
+                log.write_now({**_decision(n, "deny"), "kind": "tool", "name": f"t{n}"})
     records = read_audit(path)
     assert sum(1 for r in records if r["event"] == "decision") == 3000
     assert sum(r["count"] for r in records if r["event"] == "suppressed") == 3000
+
+
+def test_lines_of_actions_that_ran_are_never_folded(tmp_path: Path) -> None:
+    """Issue 22: an allowed tool call, sampling request or elicitation is written every
+    time, so no crash can lose it; denies and roots still fold."""
+    path = tmp_path / "a.jsonl"
+    clock = _Clock()
+    log = AuditLog(path, clock=clock)
+    for kind in ("tool", "sampling", "elicitation", "prompt", "resource", "skill"):
+        for n in range(3):
+            log.write_now({**_decision(n), "kind": kind, "name": "x"})
+            log.write_now({**_outcome(n), "kind": kind, "name": "x"})
+            log.write_now({**_decision(n), "event": "review", "kind": kind, "name": "x"})
+        for n in range(3):
+            log.write_now({**_decision(n, "deny"), "kind": kind, "name": "x"})
+    for n in range(3):
+        log.write_now(_decision(n))
+    # Not closed: what a SIGKILL leaves is what was written so far.
+    records = read_audit(path)
+    for kind in ("tool", "sampling", "elicitation", "prompt", "resource", "skill"):
+        mine = [r for r in records if r["kind"] == kind]
+        assert [r["event"] for r in mine[:9]] == ["decision", "outcome", "review"] * 3
+        # The denies fold: the first is written, the next two wait as a count.
+        assert [r.get("decision") for r in mine[9:]] == ["deny"]
+    assert [r["id"] for r in records if r["kind"] == "roots"] == ["d-0"]
+    log.close()
+
+
+def test_a_folded_count_is_due_within_count_every(tmp_path: Path) -> None:
+    """A flood that goes on writes its count as it goes: a crash loses at most the last
+    ``count_every`` seconds of repeats, and a flusher every ``count_every / 4`` keeps that."""
+    path = tmp_path / "a.jsonl"
+    clock = _Clock()
+    with AuditLog(path, clock=clock, fold_window=60, count_every=1.0) as log:
+        log.write_now(_decision(1))
+        log.write_now(_decision(2))  # first repeat at 0.0
+        clock.now = 0.5
+        log.flush(due_only=True)
+        assert _shape(read_audit(path)) == [("decision", None, "d-1", None)]
+        clock.now = 0.75
+        log.flush(due_only=True)  # due by the next tick at 1.0: written now
+        assert _shape(read_audit(path))[1:] == [("suppressed", "decision", "d-1", 1)]
+        # Without a flusher, the next repeat writes a count that waited count_every.
+        log.write_now(_decision(3))  # pending since 0.75
+        clock.now = 1.75
+        log.write_now(_decision(4))
+        assert _shape(read_audit(path))[2:] == [("suppressed", "decision", "d-1", 2)]
+        # The run goes on: still folded into d-1, not written in full.
+        log.write_now(_decision(5))
+    assert _shape(read_audit(path))[3:] == [("suppressed", "decision", "d-1", 1)]
+
+
+async def test_the_host_flusher_writes_a_count_within_a_second(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    import trio
+
+    from policies import PolicyEngine
+
+    path = tmp_path / "a.jsonl"
+    audit = AuditLog(path, clock=trio.current_time)
+    engine = PolicyEngine(rules=[], mode="headless", audit=audit)
+    with engine:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(engine.run_audit_flusher)
+            for n in range(1, 4):
+                audit.write_now(_decision(n))
+            start = trio.current_time()
+            while not any(r["event"] == "suppressed" for r in read_audit(path)):
+                await trio.sleep(0.01)
+            assert trio.current_time() - start <= 1.0
+            nursery.cancel_scope.cancel()

@@ -605,20 +605,21 @@ async def test_canned_answers_for_an_invalid_schema_are_recorded(tmp_path: Path)
 async def test_the_audit_flusher_writes_a_stopped_floods_count(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Identical decisions are folded; once the window ends, the host's flusher writes
-    their count without waiting for another line or the close."""
+    """Identical denials are folded; within a second the host's flusher writes their
+    count without waiting for another line, the window's end or the close (issue 22: a
+    crash loses at most that second)."""
     path = tmp_path / "a.jsonl"
     with AuditLog(path, clock=trio.current_time, fold_window=60) as log:
-        rules = [{"kind": "tool", "decision": "allow", "server": "*", "name": "*"}]
+        rules = [{"kind": "tool", "decision": "deny", "server": "*", "name": "*"}]
         engine = engine_for({"mode": "headless", "rules": rules}, audit=log)
         for _ in range(5):
             await engine.check(write_tool())
         assert [r["event"] for r in read_audit(path)] == ["decision"]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(engine.run_audit_flusher)
-            await trio.sleep(59)
+            await trio.sleep(0.5)
             assert [r["event"] for r in read_audit(path)] == ["decision"]
-            await trio.sleep(20)
+            await trio.sleep(0.5)
             nursery.cancel_scope.cancel()
         folded = read_audit(path)[1]
         assert (folded["event"], folded["of"], folded["count"]) == ("suppressed", "decision", 4)

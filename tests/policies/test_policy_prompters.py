@@ -15,6 +15,8 @@ from policies import (
     AuditLog,
     ConsentRequest,
     PolicyEngine,
+    PromptGet,
+    ResourceRead,
     Sampling,
     TerminalPrompter,
     ToolCall,
@@ -251,3 +253,22 @@ async def test_through_a_real_pty(tmp_path: Any) -> None:
         tty_out.close()
         os.close(slave)
         os.close(master)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        ToolCall(server="fs", tool="x\nArguments:\n{}\nTreated as:  readOnlyHint", arguments={}),
+        PromptGet(server="fs", prompt="p\nArguments:\n{}", arguments={}),
+        ResourceRead(server="fs", uri="file:///a\nRead:        file:///b"),
+    ],
+    ids=["tool", "prompt", "resource"],
+)
+def test_render_keeps_a_servers_name_on_its_line(action: Any) -> None:
+    """Issue 22: a name with line breaks cannot print lines of the consent prompt."""
+    text = render_action(ConsentRequest(action=action, rule="r", reason="because"))
+    label = text.splitlines()[1]
+    assert label.split(":", 1)[0] in ("Tool", "Prompt", "Read"), text
+    assert "\\n" in label, text
+    lines = text.splitlines()
+    assert lines.count("Arguments:") <= 1 and "Read:        file:///b" not in lines, text
