@@ -5,7 +5,9 @@
   server, 3 of 3 tries);
 * ``agenthost run --json`` interrupted mid tool call: the transcript says the call was
   cancelled, not ``"status": "ok"`` with empty output;
-* a call made right after a server crashed names the real state, not "server is ready".
+* a call made right after a server crashed names the real state, not "server is ready";
+* Ctrl-C in a library call (issue 23 item 8) tells the server and ends in
+  KeyboardInterrupt, wherever the signal lands.
 """
 
 from __future__ import annotations
@@ -163,8 +165,11 @@ async def test_call_right_after_a_crash_names_the_real_state(
 
 
 LIBRARY_SCRIPT = """
-import sys, trio
+import signal, sys, trio
 from agenthost import ServerConfig, connect
+
+# Ctrl-C as in a program run from a terminal, whatever SIGINT this process inherited.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 async def main():
     config = ServerConfig(
@@ -181,21 +186,33 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug: in the full suite on a clean clone (.ci/run) the script did not exit"
-    " within 20 s of SIGINT; it passes alone (48/48). Cause not found yet.",
-)
+#: Runs the Python program in the rest of argv with SIGINT ignored, as a non-interactive
+#: shell starts a background job (``.ci/run > log &``) and every process under it.
+IGNORING_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN);"
+    " os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
+
+
+# "ignored": the clean-clone CI failure (issue 23 item 8). The test process had SIGINT
+# ignored, the script inherited that, and Python installs no KeyboardInterrupt handler
+# for an ignored SIGINT: the script never saw the signal (hung, no output), while the CLI,
+# which installs its own handler, passed. The script now sets Ctrl-C up as a program run
+# from a terminal has it.
+@pytest.mark.parametrize("inherited_sigint", ["default", "ignored"])
 @pytest.mark.timeout(60)
 def test_keyboard_interrupt_in_a_library_call_tells_the_server(
-    tmp_path: Path, crashy_cmd: Callable[..., Command]
+    tmp_path: Path, crashy_cmd: Callable[..., Command], inherited_sigint: str
 ) -> None:
     # Trio raises KeyboardInterrupt in the waiting task (no cancel scope involved): the
     # session must still send notifications/cancelled before the error propagates.
     peer_log = tmp_path / "peer.jsonl"
     _, crashy_args = crashy_cmd()
+    start = IGNORING_SIGINT if inherited_sigint == "ignored" else [sys.executable]
     done = _interrupt_when_called(
-        [sys.executable, "-c", LIBRARY_SCRIPT, crashy_args[0], str(peer_log)], peer_log
+        [*start, "-c", LIBRARY_SCRIPT, crashy_args[0], str(peer_log)], peer_log
     )
     assert done.returncode == 130, done.stderr
     assert "notifications/cancelled" in _peer_methods(peer_log)
