@@ -216,3 +216,81 @@ def test_keyboard_interrupt_in_a_library_call_tells_the_server(
     )
     assert done.returncode == 130, done.stderr
     assert "notifications/cancelled" in _peer_methods(peer_log)
+
+
+#: The library script with Ctrl-C landing at one chosen place (argv[3]) while ``hang`` is
+#: waiting for its answer, not at a checkpoint: a Ctrl-C runs in whatever code the
+#: process is executing. ``signal.raise_signal`` runs the handler at once, right there.
+LANDING_SCRIPT = """
+import signal, sys, trio, trio.testing
+from agenthost import ServerConfig, connect
+from agenthost.transports.stdio import StdioTransport
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+where = sys.argv[3]
+echo_sent = False
+send, receive_many = StdioTransport.send, StdioTransport.receive_many
+
+async def send_then_ctrl_c(self, message, **kwargs):
+    await send(self, message, **kwargs)
+    # The request is in the pipe; the caller has not yet noted it as sent.
+    if where == "after-write" and (message.params or {}).get("name") == "hang":
+        signal.raise_signal(signal.SIGINT)
+
+async def receive_then_ctrl_c(self):
+    batch = await receive_many(self)
+    # The session's reader task, taking the echo answer off the pipe.
+    if where == "reader" and echo_sent:
+        signal.raise_signal(signal.SIGINT)
+    return batch
+
+StdioTransport.send = send_then_ctrl_c
+StdioTransport.receive_many = receive_then_ctrl_c
+
+async def echo_while_hanging(session):
+    global echo_sent
+    await trio.testing.wait_all_tasks_blocked()
+    echo_sent = True
+    await session.call_tool("echo", {"message": "hi"})
+
+async def main():
+    config = ServerConfig(
+        name="crashy", transport="stdio", command=sys.executable, args=[sys.argv[1]],
+        env={"AGENTHOST_PEER_LOG": sys.argv[2]},
+    )
+    async with connect(config) as session, trio.open_nursery() as nursery:
+        if where == "reader":
+            nursery.start_soon(echo_while_hanging, session)
+        await session.call_tool("hang", {}, timeout=None)
+
+try:
+    trio.run(main)
+except BaseException as exc:
+    # The script's own nursery wraps what its body raised: unwrap a lone exception.
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, KeyboardInterrupt):
+        sys.exit(130)
+    raise
+"""
+
+
+# Before the fix, Ctrl-C landing in the caller between the write and the note "sent" left
+# the server uninformed (exit 130, no notifications/cancelled: 8 of 31 runs under CPU
+# load), and one landing in the reader task killed it: an ExceptionGroup of
+# KeyboardInterrupt and TransportClosed, exit 1, the server uninformed.
+@pytest.mark.parametrize("where", ["after-write", "reader"])
+@pytest.mark.timeout(60)
+def test_ctrl_c_landing_outside_a_checkpoint_still_tells_the_server(
+    tmp_path: Path, crashy_cmd: Callable[..., Command], where: str
+) -> None:
+    peer_log = tmp_path / "peer.jsonl"
+    _, crashy_args = crashy_cmd()
+    argv = [sys.executable, "-c", LANDING_SCRIPT, crashy_args[0], str(peer_log), where]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    messages = [json.loads(line) for line in peer_log.read_text().splitlines() if line.strip()]
+    [hang] = [msg for msg in messages if msg.get("params", {}).get("name") == "hang"]
+    cancelled = [msg for msg in messages if msg.get("method") == "notifications/cancelled"]
+    assert [msg["params"]["requestId"] for msg in cancelled] == [hang["id"]], messages

@@ -12,6 +12,11 @@ when the server crashed) cannot be traced back to it, nor one whose pid wrapped 
 below the server's; only a cgroup (e.g. start the host under ``systemd-run --user
 --scope``) contains those.
 
+Ctrl-C: the transport's tasks and :meth:`StdioTransport.send` are KI-protected, as the
+RPC endpoint's are (see :mod:`agenthost.rpc`): a KeyboardInterrupt landing in them would
+kill the flusher (later messages queued for no one) or cut a send between its write and
+its bookkeeping (the message written twice); it goes to the main task instead.
+
 The child's environment is an allowlist: only the variables in
 :data:`INHERITED_ENV_VARS` are copied from the host, plus what the server's config names.
 A host holds LLM API keys; a third-party server must never see them by accident.
@@ -174,6 +179,7 @@ class StdioTransport(Transport):
     def pid(self) -> int:
         return self.process.pid
 
+    @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def send(
         self,
         message: jsonrpc.Message,
@@ -273,6 +279,7 @@ class StdioTransport(Transport):
             self._drained = None
             drained.set()
 
+    @trio.lowlevel.enable_ki_protection
     async def _flush_loop(self) -> None:
         """Write the backlog whenever a sender queued some; wait on the pipe when full."""
         try:
@@ -494,6 +501,7 @@ class StdioTransport(Transport):
                 nursery.start_soon(self._watch_exit)
                 nursery.start_soon(self._flush_loop)
 
+    @trio.lowlevel.enable_ki_protection
     async def _watch_exit(self) -> None:
         """End reading when the server has exited, even if its stdout stays open.
 
@@ -508,6 +516,7 @@ class StdioTransport(Transport):
             log.warning("%s: server exited but its stdout is still open; closing it", self.name)
             await self._stdout.aclose()
 
+    @trio.lowlevel.enable_ki_protection
     async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         """Forward the server's stderr to logging, line by line, under its name."""
         server_log = logging.getLogger(f"agenthost.server.{self.name}")
