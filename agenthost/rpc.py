@@ -22,6 +22,14 @@ Performance: deadlines are kept by one watchdog task, not a cancel scope per req
 entering a scope was the largest single cost of a call under load (bench/RESULTS.md,
 "deadline watchdog"). The watchdog wakes about once per timeout period under load.
 
+Ctrl-C: Trio raises KeyboardInterrupt in whatever unprotected code runs when it lands, and
+at a checkpoint only in the main task. Every task of the endpoint and :meth:`RPC.call` are
+therefore KI-protected: there it waits for the main task's next checkpoint, where a
+waiting call tells the server (``notifications/cancelled``) and the caller gets a plain
+KeyboardInterrupt. Unprotected, it killed the reader (the session ended in an exception
+group and the server was never told) or cut a call between writing its request and
+noting it sent (the server was never told either).
+
 Error handling: when the transport ends (server exited, stream closed, message too large),
 every pending request fails at once with :class:`~agenthost.errors.TransportClosed`
 naming the server, and every later request fails the same way. A response to an unknown
@@ -216,6 +224,7 @@ class RPC:
         """A fresh number from the id sequence (also used for progress tokens)."""
         return next(self._ids)
 
+    @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the reader, the notification dispatcher and the watchdog until the end.
 
@@ -389,6 +398,7 @@ class RPC:
 
     # ------------------------------------------------------------------ requests out
 
+    @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def call(
         self,
         method: str,
@@ -492,6 +502,7 @@ class RPC:
             if not queue:
                 del self._deadlines[limit]
 
+    @trio.lowlevel.enable_ki_protection
     async def _watch_deadlines(self) -> None:
         """Time out every request whose deadline passed; sleep until the next one.
 
@@ -576,6 +587,7 @@ class RPC:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
 
+    @trio.lowlevel.enable_ki_protection
     async def _dispatch_notifications(self) -> None:
         async for method, params in self._notify_receive:
             try:
@@ -613,6 +625,7 @@ class RPC:
 
     # ------------------------------------------------------------------ requests in
 
+    @trio.lowlevel.enable_ki_protection
     async def _answer(self, request: Request, scope: trio.CancelScope) -> None:
         """Run the handler for one peer request and send its response."""
         try:

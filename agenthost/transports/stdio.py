@@ -23,6 +23,11 @@ before its server ended (it stays a zombie of the host until then); a cgroup (e.
 the host under ``systemd-run --user --scope``) contains everything. Elsewhere nothing of
 this applies.
 
+Ctrl-C: the transport's tasks and :meth:`StdioTransport.send` are KI-protected, as the
+RPC endpoint's are (see :mod:`agenthost.rpc`): a KeyboardInterrupt landing in them would
+kill the flusher (later messages queued for no one) or cut a send between its write and
+its bookkeeping (the message written twice); it goes to the main task instead.
+
 The child's environment is an allowlist: only the variables in
 :data:`INHERITED_ENV_VARS` are copied from the host, plus what the server's config names.
 A host holds LLM API keys; a third-party server must never see them by accident.
@@ -195,6 +200,7 @@ class StdioTransport(Transport):
     def pid(self) -> int:
         return self.process.pid
 
+    @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def send(
         self,
         message: jsonrpc.Message,
@@ -294,6 +300,7 @@ class StdioTransport(Transport):
             self._drained = None
             drained.set()
 
+    @trio.lowlevel.enable_ki_protection
     async def _flush_loop(self) -> None:
         """Write the backlog whenever a sender queued some; wait on the pipe when full."""
         try:
@@ -515,6 +522,7 @@ class StdioTransport(Transport):
                 nursery.start_soon(self._watch_exit)
                 nursery.start_soon(self._flush_loop)
 
+    @trio.lowlevel.enable_ki_protection
     async def _watch_exit(self) -> None:
         """End reading when the server has exited, even if its stdout stays open.
 
@@ -529,6 +537,7 @@ class StdioTransport(Transport):
             log.warning("%s: server exited but its stdout is still open; closing it", self.name)
             await self._stdout.aclose()
 
+    @trio.lowlevel.enable_ki_protection
     async def _pump_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         """Forward the server's stderr to logging, line by line, under its name."""
         server_log = logging.getLogger(f"agenthost.server.{self.name}")
