@@ -1,0 +1,118 @@
+"""Issue 22 section 4: first-hour defects about consent and roots, through the real CLI.
+
+Each test runs ``agenthost`` as a subprocess, in a project folder of its own with a home
+of its own, against real peers (the Node reference filesystem server, the official SDK
+server), as a new user meets them:
+
+* ``--config`` naming Claude Desktop's file must not make that file's folder the servers'
+  root: the filesystem server would lose the directory it was configured with and could
+  read the file that holds the other servers' secrets.
+* A consent "ask" with no terminal on stdin has nobody to answer it: it is denied as such
+  (said, and audited with its own ``by``), not reported as the user's answer.
+* A policy rule may name a tool as listings show it (``fs__read_text_file``); a rule that
+  can match nothing (a server that is not configured) is warned about at startup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Command = tuple[str, list[str]]
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+#: Several agenthost processes per test, each starting a real server: ~10 s alone on the
+#: 2-core machine, several times that under a full parallel run.
+pytestmark = pytest.mark.timeout(180)
+
+ALLOW_FS = 'mode = "headless"\n[[rules]]\nkind = ["tool", "roots"]\ndecision = "allow"\n'
+
+
+class Project:
+    """A project folder to run ``agenthost`` in, with its own empty home directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "project"
+        self.root.mkdir()
+        self.home = root / "home"
+        self.home.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        self.env.update(
+            HOME=str(self.home),
+            XDG_CONFIG_HOME=str(self.home / ".config"),
+            XDG_STATE_HOME=str(self.home / ".local" / "state"),
+        )
+
+    def run(
+        self, *args: str, stdin: str | None = "", timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """``agenthost ARGS`` in the project folder; stdin is a pipe (not a terminal)."""
+        return subprocess.run(
+            [*AGENTHOST, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+            env=self.env,
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def stdio_entry(cmd: Command) -> dict[str, Any]:
+    return {"command": cmd[0], "args": cmd[1]}
+
+
+# ----------------------------------------------------------------------------- roots
+
+
+def test_claude_desktop_config_folder_is_never_the_root(
+    project: Project, filesystem_cmd: Callable[..., Command]
+) -> None:
+    """The filesystem server keeps its own directory and cannot read the Claude config."""
+    claude_dir = project.home / "Library" / "Application Support" / "Claude"
+    claude_dir.mkdir(parents=True)
+    desktop = claude_dir / "claude_desktop_config.json"
+    desktop.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "fs": stdio_entry(filesystem_cmd(project.root)),
+                    "github": {
+                        "command": "true",
+                        "env": {"GITHUB_TOKEN": "ghp_secret123"},
+                        "disabled": True,
+                    },
+                }
+            }
+        )
+    )
+    (project.root / "notes.txt").write_text("hello from the project\n")
+    policy = project.root.parent / "policy.toml"
+    policy.write_text(ALLOW_FS)
+    base = ("--config", str(desktop), "--policy", str(policy))
+
+    listed = project.run(*base, "servers", "--json")
+    roots = {s["name"]: s["roots"] for s in json.loads(listed.stdout)}
+    assert roots["fs"] == [project.root.resolve().as_uri()], listed.stderr
+
+    own = project.run(
+        *base, "call", "fs__read_text_file", json.dumps({"path": str(project.root / "notes.txt")})
+    )
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "hello from the project" in own.stdout
+
+    secret = project.run(*base, "call", "fs__read_text_file", json.dumps({"path": str(desktop)}))
+    assert secret.returncode == 1, secret.stdout + secret.stderr
+    assert "ghp_secret123" not in secret.stdout + secret.stderr
+    assert "denied" in (secret.stdout + secret.stderr).lower()
