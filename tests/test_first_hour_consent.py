@@ -116,3 +116,36 @@ def test_claude_desktop_config_folder_is_never_the_root(
     assert secret.returncode == 1, secret.stdout + secret.stderr
     assert "ghp_secret123" not in secret.stdout + secret.stderr
     assert "denied" in (secret.stdout + secret.stderr).lower()
+
+
+# ----------------------------------------------------------------------------- no terminal
+
+
+def read_audit(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("typed", ["", "y\n"])
+def test_an_ask_without_a_terminal_is_not_a_users_answer(
+    project: Project, sdk_server_cmd: Callable[..., Command], typed: str
+) -> None:
+    """stdin a pipe: nothing is asked or printed, the deny says why, the audit says who.
+
+    A "y" in the pipe does not approve: a pipe is not a person.
+    """
+    cmd, args = sdk_server_cmd()
+    audit = project.root / "audit.jsonl"
+    (project.root / "agenthost.toml").write_text(
+        f"[servers.sdk]\ncommand = {json.dumps(cmd)}\nargs = {json.dumps(args)}\n"
+        f'[policy]\nmode = "interactive"\naudit = {json.dumps(str(audit))}\n'
+    )
+    proc = project.run("call", "sdk__echo", '{"message": "hi"}', stdin=typed)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no terminal to ask: denied" in proc.stderr
+    assert "--policy" in proc.stderr
+    assert "answered" not in proc.stderr
+    assert "consent needed" not in proc.stderr and "Allow?" not in proc.stderr
+    assert "hi" not in proc.stdout
+    (line,) = [r for r in read_audit(audit) if r["event"] == "decision" and r["kind"] == "tool"]
+    assert (line["decision"], line["by"]) == ("deny", "no-terminal")
+    assert line["reason"].startswith("no terminal to ask: denied")
