@@ -149,3 +149,65 @@ def test_an_ask_without_a_terminal_is_not_a_users_answer(
     (line,) = [r for r in read_audit(audit) if r["event"] == "decision" and r["kind"] == "tool"]
     assert (line["decision"], line["by"]) == ("deny", "no-terminal")
     assert line["reason"].startswith("no terminal to ask: denied")
+
+
+# ----------------------------------------------------------------------------- rule names
+
+
+def test_a_rule_may_name_a_tool_as_listings_show_it(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """``sdk__echo`` in a rule is sdk's echo: allowed; a listed name of another server is not."""
+    cmd, args = sdk_server_cmd()
+    (project.root / "agenthost.toml").write_text(
+        f"[servers.sdk]\ncommand = {json.dumps(cmd)}\nargs = {json.dumps(args)}\n"
+        '[policy]\nmode = "headless"\npreset = "none"\n'
+        '[[policy.rules]]\nkind = "tool"\nname = "sdk__echo"\ndecision = "allow"\n'
+        '[[policy.rules]]\nkind = "tool"\nname = "sdk__add*"\ndecision = "deny"\n'
+        'reason = "listed glob"\n'
+    )
+    allowed = project.run("call", "sdk__echo", '{"message": "through the listed name"}')
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "through the listed name" in allowed.stdout
+    assert "can match nothing" not in allowed.stderr
+    denied = project.run("call", "sdk__add", '{"a": 1, "b": 2}')
+    assert denied.returncode == 3, denied.stdout + denied.stderr
+    assert "listed glob" in denied.stderr
+
+
+def test_rules_that_can_match_nothing_are_warned_about_at_startup(
+    project: Project, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """One line per such rule, naming it and its file; none for rules that can match."""
+    cmd, args = sdk_server_cmd()
+    server = f"command = {json.dumps(cmd)}\nargs = {json.dumps(args)}\n"
+    (project.root / "agenthost.toml").write_text(
+        f'[servers.sdk]\n{server}[servers.other]\n{server}[policy]\nfile = "policy.toml"\n'
+    )
+    policy = project.root / "policy.toml"
+    policy.write_text(
+        'mode = "headless"\n'
+        '[[rules]]\nkind = "tool"\nserver = "gihub"\ndecision = "deny"\n'
+        '[[rules]]\nid = "issues"\nkind = "tool"\nname = "github__create_issue"\n'
+        'decision = "allow"\n'
+        '[[rules]]\nkind = "tool"\nserver = "sdk"\nname = "other__echo"\ndecision = "allow"\n'
+        '[[rules]]\nkind = ["tool", "prompt"]\nserver = "other"\ndecision = "allow"\n'
+        '[[rules]]\nkind = "tool"\nname = ["sdk__echo", "*__add"]\ndecision = "allow"\n'
+    )
+    proc = project.run("tools")
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "can match nothing" in line]
+    assert warned == [
+        f"WARNING agenthost.host: {policy}: policy rule policy.rules[0] can match nothing:"
+        " server 'gihub' is not configured (configured: sdk, other)",
+        f"WARNING agenthost.host: {policy}: policy rule issues can match nothing:"
+        " tool 'github__create_issue' names a server that is not configured"
+        " (configured: sdk, other)",
+        f"WARNING agenthost.host: {policy}: policy rule policy.rules[2] can match nothing:"
+        " tool 'other__echo' is not on a server the rule's server 'sdk' matches",
+    ], proc.stderr
+    # A command that starts one server: the others are still configured, so the rule for
+    # `other` (rules[3]) is not warned about; the same three are.
+    one = project.run("prompt", "sdk", "simple")
+    assert one.returncode == 0, one.stderr
+    assert [line for line in one.stderr.splitlines() if "can match nothing" in line] == warned
