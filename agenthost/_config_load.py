@@ -805,7 +805,9 @@ def _from_json_data(
             ", ".join(join_key(prefix, k) for k in host_keys),
         )
         root = {k: v for k, v in root.items() if k not in _HOST_KEYS}
-    host = _host_sections(root, ctx, folder if default_workspace else None)
+    # The default root is where the user runs the command, never the file's folder: for
+    # Claude Desktop's file that folder holds every server's secrets (issue 22).
+    host = _host_sections(root, ctx, Path.cwd() if default_workspace else None)
     servers_key = join_key(prefix, known[0])
     servers = _servers(
         root[known[0]], ctx, servers_key, host.timeouts, host.restart, host.inherit_env
@@ -892,9 +894,9 @@ def load_file(
     """Read ``path`` and parse it in the format its name or content says.
 
     Args:
-        default_workspace: with no ``workspaces`` key, expose the project folder (the
-            current directory for TOML, ``${workspaceFolder}`` for an editor's file), as
-            the CLI does; the library default is no workspace at all.
+        default_workspace: with no ``workspaces`` key, expose the current directory,
+            whatever the file and wherever it is, as the CLI does; the library default
+            is no workspace at all.
         rules_out: receives the policy rules the file's servers imply (``autoApprove``).
         imported: the file is read for its servers by another file's ``import``.
     """

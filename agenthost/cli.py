@@ -264,10 +264,12 @@ def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCo
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:
-        servers = [s for s in config.servers if s.name == only]
-        if not servers:
+        if not any(s.name == only for s in config.servers):
             known = ", ".join(repr(s.name) for s in config.servers) or "none"
             raise NotFound(f"no server named {only!r} in {path} (configured: {known})")
+        # The others stay configured, only not started: policy rules naming them still
+        # name a configured server.
+        servers = [s if s.name == only else attrs.evolve(s, enabled=False) for s in config.servers]
         config = attrs.evolve(config, servers=servers)
     return config
 

@@ -626,9 +626,9 @@ class HostConfig:
             env: variables for ``${VAR}`` expansion and VS Code inputs; ``os.environ`` by
                 default.
             default_workspace: when the file configures no ``workspaces``, expose the
-                project folder as the CLI does (the current directory; for an editor's
-                file, its ``${workspaceFolder}``). Off by default: a library caller
-                decides what servers see.
+                current directory as the CLI does, whichever file was loaded: never the
+                folder of the file itself (Claude Desktop's folder holds every server's
+                secrets). Off by default: a library caller decides what servers see.
 
         Raises:
             ConfigError: any problem, naming the file, the key path and the problem.

@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -72,10 +72,12 @@ from policies import (
     PromptGet,
     ResourceRead,
     RootsExposure,
+    Rule,
     SkillLoad,
     ToolCall,
     ToolDefinition,
     parse_policy,
+    unmatchable,
 )
 from policies.prompters import Prompter
 from providers.base import Provider
@@ -803,6 +805,20 @@ def _source(config: HostConfig) -> tuple[str, str | None]:
     return config.source, os.path.dirname(os.path.abspath(config.source))
 
 
+def _warn_unmatchable(rules: Sequence[Rule], config: HostConfig) -> None:
+    """One warning line per rule that can match nothing (it names the rule and its file).
+
+    Why: such a rule is accepted and then never fires, and nothing else would say so.
+    Every configured server counts, enabled or not: a rule for a disabled server is fine.
+    """
+    servers = [s.name for s in config.servers]
+    for rule in rules:
+        why = unmatchable(rule, servers)
+        if why is not None:
+            where = rule.source or _source(config)[0]
+            log.warning("%s: policy rule %s can match nothing: %s", where, rule.label, why)
+
+
 @asynccontextmanager
 async def open_host(
     config: HostConfig,
@@ -836,9 +852,9 @@ async def open_host(
     providers_config = parse_providers(config.providers, source=source, base_dir=base_dir)
     engine = policy
     if engine is None:
-        engine = PolicyEngine.from_config(
-            parse_policy(config.policy, source=source, base_dir=base_dir), prompter=prompter
-        )
+        policy_config = parse_policy(config.policy, source=source, base_dir=base_dir)
+        _warn_unmatchable(policy_config.rules, config)
+        engine = PolicyEngine.from_config(policy_config, prompter=prompter)
     try:
         async with AsyncExitStack() as stack:
             live = providers

@@ -56,7 +56,7 @@ from policies.prompters import (
     TerminalPrompter,
     render_action,
 )
-from policies.rules import Rule, SamplingLimits, effective_annotations, parse_rule
+from policies.rules import Rule, SamplingLimits, effective_annotations, parse_rule, unmatchable
 
 __all__ = [
     "Action",
@@ -106,5 +106,6 @@ __all__ = [
     "read_audit",
     "redact",
     "render_action",
+    "unmatchable",
     "validate_content",
 ]

@@ -86,9 +86,19 @@ class Answer(enum.Enum):
 #: Who settled a decision: the first matching rule, the mode's default, a remembered
 #: "always"/"never" of this session or from the approvals file ("stored"), a human, the
 #: embedding application's callback, the headless stand-in that turns "ask" into deny,
-#: or a sampling limit (rate, budget, context, model).
+#: the terminal prompter finding no terminal to ask on ("no-terminal": nobody answered,
+#: so it is never recorded as the user's answer), or a sampling limit (rate, budget,
+#: context, model).
 DecidedBy: TypeAlias = Literal[
-    "rule", "default", "session", "stored", "user", "callback", "headless", "limit"
+    "rule",
+    "default",
+    "session",
+    "stored",
+    "user",
+    "callback",
+    "headless",
+    "no-terminal",
+    "limit",
 ]
 
 

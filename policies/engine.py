@@ -13,10 +13,12 @@ Evaluation of :meth:`PolicyEngine.check` (also in ``POLICY.md``):
 4. ``ask``: a remembered choice ("always"/"never" for the same kind, server and name, from
    this session or, for tools, the approvals file) answers it; otherwise the prompter
    does - a human at the terminal, the application's callback, or, in headless mode, the
-   stand-in that says no. An "always" for a tool is bound to the tool's definition and to
-   where its server runs (command, working directory, environment, config scope): when
-   either changed, the prompter is asked again and told what changed. Remembered
-   choices only ever answer an "ask": they never override a rule's allow or deny.
+   stand-in that says no. With no terminal to ask on (stdin a pipe), the ask is denied
+   as that (``by="no-terminal"``), not as the user's answer. An "always" for a tool is
+   bound to the tool's definition and to where its server runs (command, working
+   directory, environment, config scope): when either changed, the prompter is asked
+   again and told what changed. Remembered choices only ever answer an "ask": they never
+   override a rule's allow or deny.
 5. Sampling that is not allowed in the end gives its rate slot and tokens back; an
    allowed one keeps them until the sampling service settles it with the provider's
    reported usage (:meth:`PolicyEngine.settle_sampling`).
@@ -124,6 +126,14 @@ def _check_elicitation(action: Elicitation) -> None:
 def _binding(action: ToolCall) -> str | None:
     """Where the tool's server runs, to find the answer given for that place."""
     return action.definition.binding if action.definition is not None else None
+
+
+def _no_terminal(what: str) -> str:
+    """The reason for a deny because nobody could be asked: said as that, with the way out."""
+    return (
+        f"no terminal to ask: denied ({what}); add a rule that allows it, or use"
+        " --policy FILE with rules for runs without a terminal"
+    )
 
 
 def _memory_key(action: Action) -> Hashable:
@@ -273,8 +283,11 @@ class PolicyEngine:
                 )
             if remembered is not None and remembered.decision == "deny":
                 return f"you answered 'never' ({reason})"
-            if self.prompter.decided_by == "headless":
+            who = self.prompter.decided_by
+            if who == "headless":
                 return f"{label} says ask and nobody can answer (headless): {reason}"
+            if who == "no-terminal":
+                return _no_terminal(f"{label} says ask: {reason}")
         return None
 
     def _new_id(self) -> str:
@@ -416,15 +429,19 @@ class PolicyEngine:
                 word = "always" if verdict is Verdict.ALLOW else "never"
                 since = "for this session" if where == "session" else f"on {remembered.at}"
                 return verdict, f"remembered '{word}' {since} ({reason})", where
-        answer = await self.prompter.confirm(
-            ConsentRequest(action=action, rule=label, reason=reason, grant=grant, changes=changes)
-        )
+        shown = reason
+        if changes:
+            reason = f"the tool changed since 'always' ({'; '.join(changes)}); {reason}"
         who = self.prompter.decided_by
+        if who == "no-terminal":
+            # Nobody was asked, so nobody answered: never recorded as the user's "no".
+            return Verdict.DENY, _no_terminal(f"{label} says ask: {reason}"), who
+        answer = await self.prompter.confirm(
+            ConsentRequest(action=action, rule=label, reason=shown, grant=grant, changes=changes)
+        )
         if answer in (Answer.ALWAYS, Answer.NEVER):
             await self._remember(action, answer)
         verdict = Verdict.ALLOW if answer in (Answer.ALLOW, Answer.ALWAYS) else Verdict.DENY
-        if changes:
-            reason = f"the tool changed since 'always' ({'; '.join(changes)}); {reason}"
         if who == "headless":
             return (
                 verdict,
@@ -548,13 +565,15 @@ class PolicyEngine:
         if auto:
             approved, by, reason = True, "rule", f"rule {label} sets review = 'auto'"
         else:
-            approved = await self.prompter.review(action, answer)
             by = self.prompter.decided_by
+            approved = await self.prompter.review(action, answer)
             if by == "headless":
                 reason = (
                     f"headless mode: nobody to review, and rule {label} does not set "
                     "review = 'auto'"
                 )
+            elif by == "no-terminal":
+                reason = _no_terminal(f"review of the answer; rule {label} does not set auto")
             else:
                 reason = f"{by} {'approved' if approved else 'rejected'} the answer"
         if self._audit is not None:
@@ -636,6 +655,9 @@ class PolicyEngine:
         elif action.mode == "url" and isinstance(self.prompter, HeadlessPrompter):
             verdict, by = Verdict.DENY, "headless"
             reason = "headless mode: a URL elicitation needs a human to consent and open it"
+        elif action.mode == "url" and self.prompter.decided_by == "no-terminal":
+            verdict, by = Verdict.DENY, "no-terminal"
+            reason = _no_terminal("a URL elicitation needs a human to consent and open it")
         elif action.mode == "form" and rule is not None and rule.answers is not None:
             verdict = Verdict.ALLOW
             try:
@@ -657,6 +679,9 @@ class PolicyEngine:
         elif isinstance(self.prompter, HeadlessPrompter):
             verdict, by = Verdict.DENY, "headless"
             reason = f"headless mode: nobody to answer and rule {label} gives no canned answers"
+        elif self.prompter.decided_by == "no-terminal":
+            verdict, by = Verdict.DENY, "no-terminal"
+            reason = _no_terminal(f"a form to fill in; rule {label} gives no canned answers")
         else:
             verdict, by = Verdict.ALLOW, self.prompter.decided_by
             reason = f"shown to the {by} ({reason})"

@@ -3,7 +3,9 @@
 One protocol, three implementations, one per mode:
 
 * :class:`TerminalPrompter` (interactive): shows the full action on a terminal and reads
-  the answer - once, always/never for this session - and runs elicitation forms.
+  the answer - once, always/never for this session - and runs elicitation forms. With no
+  terminal on stdin there is nobody to ask: it asks nothing, prints nothing, and says so
+  (``decided_by == "no-terminal"``) rather than passing end of input off as a "no".
 * :class:`HeadlessPrompter` (headless): nobody is there; every ask is a deny, every form
   a decline, every review a rejection. Rules, not this class, are how headless runs allow.
 * :class:`CallbackPrompter` (programmatic): an application that embeds the host answers
@@ -275,7 +277,11 @@ class TerminalPrompter:
     """Asks on a terminal (or any pair of text streams).
 
     Args:
-        input: where answers are read; ``sys.stdin`` by default.
+        input: where answers are read; ``sys.stdin`` by default, and then only when it
+            is a terminal: a pipe or ``/dev/null`` is not a person, so without one nothing
+            is asked or printed, every ask is a deny, every review a rejection, every form
+            a decline, and :attr:`decided_by` is ``"no-terminal"``. A stream passed here
+            is read as the user's answers, terminal or not (an application's own UI).
         output: where questions are written; ``sys.stderr`` by default, so prompts never
             mix with a command's ``--json`` output.
         timeout: seconds to wait for each typed line; no answer counts as "no" (deny,
@@ -292,8 +298,6 @@ class TerminalPrompter:
     interleave their prompts.
     """
 
-    decided_by: DecidedBy = "user"
-
     def __init__(
         self,
         *,
@@ -304,11 +308,31 @@ class TerminalPrompter:
         open_url: Callable[[str], object] | None = webbrowser.open,
     ) -> None:
         self._input = input if input is not None else sys.stdin
+        self._needs_terminal = input is None
         self._output = output if output is not None else sys.stderr
         self._timeout = timeout
         self._attempts = attempts
         self._open_url = open_url
         self._lock = trio.Lock()
+
+    @property
+    def can_ask(self) -> bool:
+        """Whether someone can answer: a given input stream, or stdin being a terminal.
+
+        Looked at on every question, not once: stdin can be closed or replaced while a
+        long session runs.
+        """
+        if not self._needs_terminal:
+            return True
+        try:
+            return self._input.isatty()
+        except (OSError, ValueError):  # closed or detached: nobody there either
+            return False
+
+    @property
+    def decided_by(self) -> DecidedBy:
+        """``"user"``, or ``"no-terminal"`` when nobody can be asked (see :attr:`can_ask`)."""
+        return "user" if self.can_ask else "no-terminal"
 
     def _say(self, text: str) -> None:
         self._output.write(text)
@@ -343,6 +367,8 @@ class TerminalPrompter:
         return default
 
     async def confirm(self, request: ConsentRequest) -> Answer:
+        if not self.can_ask:
+            return Answer.DENY  # nobody to show the question to: not shown
         async with self._lock:
             self._say(f"\n== agenthost: consent needed ({request.action.kind.value}) ==\n")
             self._say(render_action(request) + "\n")
@@ -354,6 +380,8 @@ class TerminalPrompter:
             return answer
 
     async def review(self, action: Sampling, answer: str) -> bool:
+        if not self.can_ask:
+            return False
         async with self._lock:
             model = f"{action.provider or '?'}/{action.model or '?'}"
             self._say(
@@ -368,6 +396,8 @@ class TerminalPrompter:
             return approved
 
     async def elicit(self, action: Elicitation) -> ElicitationResponse:
+        if not self.can_ask:
+            return ElicitationResponse(action="decline")
         async with self._lock:
             if action.mode == "url":
                 return await self._elicit_url(action)

@@ -8,6 +8,15 @@ Globs (``server``, ``name``, ``providers``, ``models``) use :mod:`fnmatch` synta
 case-sensitive, because MCP tool names are. They are compiled to regular expressions at
 parse time so matching costs one ``re.match`` per glob.
 
+A tool may be named as its server names it (``read_text_file``) or as every listing shows
+it, ``<server>__<tool>`` (``fs__read_text_file``): a ``name`` glob that contains ``__`` is
+matched against the listed name only, so it also says which server. It is never matched
+against a tool's own name: another server must not be able to define a tool literally
+called ``fs__read_text_file`` and get the rule written for ``fs`` (a tool whose own name
+contains ``__`` is named by its listed name, ``srv__my__tool``). A rule that can match
+nothing, such as one naming a server that is not configured, is found by
+:func:`unmatchable` so the host can say so at startup.
+
 Tool annotations are hints. The spec says clients MUST treat them as untrusted unless the
 server is trusted, so a rule sees the *effective* annotations from
 :func:`effective_annotations`: the spec's defaults (the worst case: not read-only,
@@ -26,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from agenthost.catalog import SEPARATOR, tool_prefix
 from agenthost.errors import ConfigError
 from policies.decision import Action, ActionKind, Elicitation, RootsExposure, ToolCall, Verdict
 
@@ -36,7 +46,9 @@ __all__ = [
     "compile_globs",
     "effective_annotations",
     "first_match",
+    "listed_name",
     "parse_rule",
+    "unmatchable",
 ]
 
 #: The spec's defaults for ToolAnnotations (schema.json, 2025-11-25), i.e. what an
@@ -121,12 +133,28 @@ class Rule:
     #: Elicitation rules only: canned form answers that make "allow" answer by itself.
     answers: Mapping[str, Any] | None = None
     sampling: SamplingLimits | None = None
+    #: The file the rule was written in, for messages about it (``None``: built in code).
+    source: str | None = None
 
     server_patterns: tuple[re.Pattern[str], ...] = attrs.field(
         init=False, default=attrs.Factory(lambda self: compile_globs(self.servers), takes_self=True)
     )
     name_patterns: tuple[re.Pattern[str], ...] = attrs.field(
         init=False, default=attrs.Factory(lambda self: compile_globs(self.names), takes_self=True)
+    )
+    #: Tools only: the ``name`` globs written with the server part, ``fs__read_*``,
+    #: matched against the listed name; and the others, matched against the tool's own.
+    listed_tool_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: compile_globs(n for n in self.names if _is_listed(n)), takes_self=True
+        ),
+    )
+    own_tool_patterns: tuple[re.Pattern[str], ...] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: compile_globs(n for n in self.names if not _is_listed(n)), takes_self=True
+        ),
     )
 
     def matches(self, action: Action) -> bool:
@@ -141,6 +169,12 @@ class Rule:
             if isinstance(action, RootsExposure):
                 # Every root the server would see must be one the rule names.
                 if not all(_any_match(self.name_patterns, uri) for uri in action.roots):
+                    return False
+            elif isinstance(action, ToolCall):
+                if not (
+                    _any_match(self.own_tool_patterns, action.tool)
+                    or _any_match(self.listed_tool_patterns, listed_name(action))
+                ):
                     return False
             elif action.kind not in _NAMED_KINDS or not _any_match(self.name_patterns, action.name):
                 return False
@@ -167,6 +201,54 @@ class Rule:
         if self.mode:
             parts.append(f"mode={self.mode}")
         return f"{self.label} ({', '.join(parts) or 'any action'}) -> {self.verdict.value}"
+
+
+def _is_listed(glob: str) -> bool:
+    """A ``name`` glob written as listings show tools: with the server part."""
+    return SEPARATOR in glob
+
+
+def listed_name(action: ToolCall) -> str:
+    """The tool as listings show it: ``<server>__<tool>`` (the catalog's plain form)."""
+    return f"{tool_prefix(action.server)}{SEPARATOR}{action.tool}"
+
+
+def _literal_head(glob: str) -> str:
+    """The part of ``glob`` before its first wildcard: every match starts with it."""
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=len(glob))
+    return glob[:cut]
+
+
+def unmatchable(rule: Rule, servers: Iterable[str]) -> str | None:
+    """Why ``rule`` can match no action of the configured ``servers``, or None if it may.
+
+    Why: a rule naming a server that is not configured (a typo, a server renamed or
+    removed) is accepted and silently never fires; for an allow rule the user is then
+    asked, for a deny rule the action is not denied. The host warns with this at startup.
+    Errs towards None: only a rule that provably matches nothing is reported.
+    """
+    names = list(servers)
+    configured = ", ".join(names) or "none"
+    candidates = names
+    if rule.server_patterns:
+        candidates = [n for n in names if _any_match(rule.server_patterns, n)]
+        if not candidates:
+            shown = "|".join(rule.servers)
+            return f"server {shown!r} is not configured (configured: {configured})"
+    if rule.kinds == {ActionKind.TOOL} and rule.names and not rule.own_tool_patterns:
+        # Every name has the listed form: each must be able to start with some
+        # candidate server's prefix.
+        heads = [_literal_head(n) for n in rule.names]
+        prefixes = [tool_prefix(n) + SEPARATOR for n in candidates]
+        if not any(h.startswith(p) or p.startswith(h) for h in heads for p in prefixes):
+            shown = "|".join(rule.names)
+            if rule.servers:
+                scope = "|".join(rule.servers)
+                return f"tool {shown!r} is not on a server the rule's server {scope!r} matches"
+            return (
+                f"tool {shown!r} names a server that is not configured (configured: {configured})"
+            )
+    return None
 
 
 def compile_globs(globs: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -325,6 +407,7 @@ def parse_rule(
         mode=mode,
         answers=dict(answers) if answers is not None else None,
         sampling=sampling,
+        source=source,
     )
 
 

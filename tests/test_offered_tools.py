@@ -3,6 +3,7 @@ only those: "ask" with a human (or a callback) to answer still offers the tool."
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from agenthost.agent import _tools
 from agenthost.config import HostConfig, ServerConfig
 from agenthost.host import open_host
+from policies import TerminalPrompter
 
 Command = tuple[str, list[str]]
 
@@ -46,5 +48,8 @@ def _config(cmd: Command, policy: dict[str, Any]) -> HostConfig:
 async def test_offered_tools_follow_the_policy(
     crashy_cmd: Callable[..., Command], policy: dict[str, Any], offered: set[str]
 ) -> None:
-    async with open_host(_config(crashy_cmd(), policy)) as host:
+    # Interactive: a human at a terminal would answer (a stream given to the prompter is
+    # read as answers); the test's own stdin is no terminal, and with none nobody could.
+    prompter = TerminalPrompter(input=io.StringIO()) if policy["mode"] == "interactive" else None
+    async with open_host(_config(crashy_cmd(), policy), prompter=prompter) as host:
         assert {tool.name for tool in _tools(host)} == offered

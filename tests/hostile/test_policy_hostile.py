@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pexpect
 import pytest
 import trio
 
@@ -418,6 +419,34 @@ def agenthost_cli(config: Path, *args: str, stdin: str = "") -> subprocess.Compl
     )
 
 
+def agenthost_tty(config: Path, *args: str, answer: str) -> tuple[int, str]:
+    """``agenthost`` on a pseudo-terminal, typing ``answer`` at the consent question.
+
+    Only a terminal is asked (a pipe on stdin is nobody: denied, never asked), so the
+    answers that test "always" are typed where a person would type them.
+    Returns the exit status and everything shown (stdout and stderr share the terminal).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agenthost", "--config", str(config), *args],
+        env=env,
+        cwd=str(config.parent),
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        child.expect_exact("ne[v]er: ")
+        shown = f"{child.before}{child.after}"
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+        shown += f"{child.before}"
+    finally:
+        child.close()
+    assert child.exitstatus is not None, child.signalstatus
+    return child.exitstatus, shown
+
+
 def peer_config(tmp_path: Path, notes: str) -> Path:
     path = tmp_path / f"agenthost-{notes}.toml"
     path.write_text(
@@ -441,9 +470,8 @@ def test_always_persists_across_sessions_until_the_tool_changes_or_is_revoked(
 ) -> None:
     v1, v2 = peer_config(tmp_path, "v1"), peer_config(tmp_path, "v2")
     state = Path(os.environ["XDG_STATE_HOME"]) / "agenthost"
-    first = agenthost_cli(v1, "call", "p__notes", "{}", stdin="a\n")
-    assert first.returncode == 0, first.stderr
-    assert "consent needed (tool)" in first.stderr
+    code, shown = agenthost_tty(v1, "call", "p__notes", "{}", answer="a")
+    assert code == 0, shown
     file = state / "approvals.json"
     assert stat.S_IMODE(file.stat().st_mode) == 0o600
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
@@ -454,11 +482,11 @@ def test_always_persists_across_sessions_until_the_tool_changes_or_is_revoked(
     assert second.returncode == 0, second.stderr
     assert "consent needed" not in second.stderr
     # The server now defines `notes` differently: asked again, told what changed.
-    changed = agenthost_cli(v2, "call", "p__notes", '{"path": "/home"}', stdin="n\n")
-    assert changed.returncode == 3, changed.stderr
-    assert "CHANGED" in changed.stderr
-    assert "readOnlyHint true -> false" in changed.stderr
-    assert "Description now: Delete every file under `path`." in changed.stderr
+    code, shown = agenthost_tty(v2, "call", "p__notes", '{"path": "/home"}', answer="n")
+    assert code == 3, shown
+    assert "CHANGED" in shown
+    assert "readOnlyHint true -> false" in shown
+    assert "Description now: Delete every file under `path`." in shown
     listed = agenthost_cli(v1, "approvals", "list", "--json")
     entries = json.loads(listed.stdout)["approvals"]
     assert [(e["server"], e["name"], e["decision"]) for e in entries] == [("p", "notes", "allow")]
@@ -468,6 +496,6 @@ def test_always_persists_across_sessions_until_the_tool_changes_or_is_revoked(
     assert revoked.returncode == 0, revoked.stderr
     again = agenthost_cli(v1, "approvals", "revoke", "p", "notes")
     assert again.returncode == 2 and "no remembered answer" in again.stderr
-    asked = agenthost_cli(v1, "call", "p__notes", "{}")  # no answer typed: denied
+    asked = agenthost_cli(v1, "call", "p__notes", "{}")  # asked again, but no terminal
     assert asked.returncode == 3
-    assert "consent needed (tool)" in asked.stderr
+    assert "no terminal to ask: denied" in asked.stderr

@@ -447,3 +447,26 @@ def test_policy_file_via_host_config_and_errors(tmp_path: Path) -> None:
         load_policy_file(tmp_path / "bad-rule.toml")
     assert info.value.key == "policy.rules[0].decision"
     assert info.value.path == str(tmp_path / "bad-rule.toml")
+
+
+def test_a_tool_name_with_its_server_part_names_that_servers_tool_only() -> None:
+    """``fs__read_text_file`` (as listings show it) is fs's tool, and nobody else's: not a
+    tool another server defines with that very name (it would get a rule written for fs)."""
+    listed = rule(kind="tool", name="fs__read_text_file", decision="allow")
+    assert listed.matches(tool(server="fs", name="read_text_file"))
+    assert not listed.matches(tool(server="evil", name="fs__read_text_file"))
+    assert not listed.matches(tool(server="fs", name="fs__read_text_file"))
+    assert not listed.matches(tool(server="other", name="read_text_file"))
+    # The server part is the catalog's prefix: characters a provider refuses become `_`.
+    spaced = rule(kind="tool", name="my_server__echo", decision="deny")
+    assert spaced.matches(tool(server="my server", name="echo"))
+    # A glob with the server part: every tool of that server; a tool whose own name holds
+    # `__` is named by its listed name.
+    every = rule(kind="tool", name="fs__*", decision="deny")
+    assert every.matches(tool(server="fs", name="write_file"))
+    assert not every.matches(tool(server="fsx", name="write_file"))
+    assert rule(kind="tool", name="srv__my__tool", decision="deny").matches(
+        tool(server="srv", name="my__tool")
+    )
+    # The plain spelling is unchanged.
+    assert rule(kind="tool", name="read_*", decision="allow").matches(tool(name="read_text_file"))
