@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from agenthost._config_load import load_file
-from agenthost.config import HostConfig, Workspace
+from agenthost.config import HostConfig
 from agenthost.errors import UntrustedConfig
 from agenthost.trust import ProjectFile, check_user_only, inspect_project
 
@@ -51,13 +51,13 @@ def load_scoped(
             it was expanded, started or contacted).
         ConfigError: any problem in either file, or a user-only key in the project file.
     """
+    if project is None:
+        if user is None:
+            raise ValueError("load_scoped needs a user or a project file")
+        return load_file(user, env=env, default_workspace=default_workspace)
     user_config = None
     if user is not None:
         user_config = load_file(user, env=env, default_workspace=False)
-    if project is None:
-        if user_config is None:
-            raise ValueError("load_scoped needs a user or a project file")
-        return _with_default_workspace(user_config, default_workspace)
     before = inspect_project(project)
     check_user_only(before)
     if trusted_digest is None or before.digest != trusted_digest:
@@ -65,21 +65,16 @@ def load_scoped(
             "this project's config is not trusted, so nothing in it was loaded",
             path=str(project),
         )
-    project_config = load_file(project, env=env, default_workspace=False)
+    # With no workspace of the user's, the project's default (its folder) applies.
+    project_default = default_workspace and not (user_config and user_config.workspaces)
+    project_config = load_file(project, env=env, default_workspace=project_default)
     after = inspect_project(project)
     if after.digest != before.digest:  # changed while it was being read
         raise UntrustedConfig(
             "this project's config changed while it was read; nothing in it was used",
             path=str(project),
         )
-    combined = combine(user_config, project_config, after)
-    return _with_default_workspace(combined, default_workspace)
-
-
-def _with_default_workspace(config: HostConfig, default_workspace: bool) -> HostConfig:
-    if config.workspaces or not default_workspace:
-        return config
-    return attrs.evolve(config, workspaces=[Workspace.from_path(Path.cwd())])
+    return combine(user_config, project_config, after)
 
 
 def _absolute(value: Any, base: Path) -> Any:
