@@ -149,3 +149,64 @@ def test_the_trust_store_is_private(tmp_path: Path) -> None:
         assert store.parent.stat().st_mode & 0o777 == 0o700
     finally:
         repo.listener.close()
+
+
+def test_the_summary_escapes_what_the_file_says(tmp_path: Path) -> None:
+    """The summary is the file's text on the user's terminal: no escape sequence gets out."""
+    repo = Repo(tmp_path, ".mcp.json")
+    try:
+        hostile = {"mcpServers": {"x\x1b[2Jy": {"command": "sh\x1b]52;c;aGk=\x07", "args": []}}}
+        repo.config.write_text(json.dumps(hostile))
+        proc = repo.run("check")
+        assert proc.returncode == 2, proc.stderr
+        assert "\x1b" not in proc.stdout + proc.stderr
+        assert "x\\x1b[2Jy" in proc.stdout
+        assert "sh\\x1b]52;c;aGk=\\x07" in proc.stdout
+    finally:
+        repo.listener.close()
+
+
+def test_a_damaged_trust_store_is_a_one_line_error(tmp_path: Path) -> None:
+    repo = Repo(tmp_path, ".mcp.json")
+    try:
+        store = repo.home / ".local" / "state" / "agenthost" / "trusted-projects.json"
+        store.parent.mkdir(parents=True)
+        store.write_text("{not json")
+        for args in (["tools"], ["trust"], ["trust", "--list"]):
+            proc = repo.run(*args)
+            assert proc.returncode == 2, proc.stderr
+            assert "trust store is not valid" in proc.stderr
+            assert "Traceback" not in proc.stderr
+        assert store.read_text() == "{not json"  # never overwritten
+        assert not repo.ran()
+    finally:
+        repo.listener.close()
+
+
+def test_project_servers_carry_their_scope(tmp_path: Path) -> None:
+    """Approvals are bound to ``ServerConfig.scope``: a project's servers say which file."""
+    from agenthost.config import HostConfig
+    from agenthost.errors import UntrustedConfig
+    from agenthost.trust import inspect_project
+
+    repo = Repo(tmp_path, ".vscode/mcp.json")
+    try:
+        user = tmp_path / "user.toml"
+        user.write_text('[servers.mine]\ncommand = "true"\n')
+        env = {"SOME_SECRET": "x"}
+        with pytest.raises(UntrustedConfig):
+            HostConfig.load_scoped(user=user, project=repo.config, trusted_digest=None, env=env)
+        with pytest.raises(UntrustedConfig):
+            HostConfig.load_scoped(user=user, project=repo.config, trusted_digest="0" * 64, env=env)
+        digest = inspect_project(repo.config).digest
+        config = HostConfig.load_scoped(
+            user=user, project=repo.config, trusted_digest=digest, env=env
+        )
+        scopes = {s.name: s.scope for s in config.servers}
+        assert scopes == {
+            "mine": "user",
+            "local": f"project:{repo.config.resolve()}",
+            "remote": f"project:{repo.config.resolve()}",
+        }
+    finally:
+        repo.listener.close()
