@@ -717,7 +717,11 @@ PROJECT_CONFIGS: tuple[str, ...] = (
 
 
 def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = None) -> Path | None:
-    """Find the config file to use when none is given.
+    """The first config file found here or in the user's config directory (either scope).
+
+    The CLI no longer uses this: it takes the user's file (:func:`user_config_path`) and
+    the project's (:func:`find_project_config`) separately, loads the project's only once
+    the user trusts it, and combines them (:meth:`HostConfig.load_scoped`).
 
     Looks, in order, for each of :data:`PROJECT_CONFIGS` in ``start`` (default: the
     current directory: ``agenthost.toml``, then the ``.mcp.json``, ``.vscode/mcp.json``
