@@ -58,7 +58,7 @@ _MAX_STORE_BYTES = 16 * 1024 * 1024
 #: How long a command waits for another agenthost process holding the store's lock.
 _LOCK_WAIT = 10.0
 
-_VARIABLE = re.compile(r"\$\{([^}:]+)")
+_VARIABLE = re.compile(r"\$\{(input:[^}]+|[^}:]+)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 Decision = Literal["trust", "never"]
@@ -308,7 +308,8 @@ def _policy_violations(
                 f"{key}.rules[{i}].decision",
                 "a project file may add rules that deny or ask, never one that allows",
             )
-    for k, kind in (("audit", "audit"), ("approvals", "approvals")):
+    kinds: tuple[Literal["audit", "approvals"], ...] = ("audit", "approvals")
+    for k in kinds:
         value = policy.get(k)
         if isinstance(value, Mapping):
             value = value.get("path")
@@ -322,7 +323,7 @@ def _policy_violations(
         else:
             target = Path(os.path.expanduser(value))
             target = target if target.is_absolute() else base / target
-            if _not_ours(target.resolve(), kind):  # type: ignore[arg-type]
+            if _not_ours(target.resolve(), k):
                 yield (where, f"{value!r} exists and is not an {k} file; not overwritten")
 
 
@@ -411,6 +412,18 @@ def check_user_only(project: ProjectFile) -> None:
 # -- describing ----------------------------------------------------------------------------
 
 
+def _shown_url(url: object) -> object:
+    """A URL without a literal password or query values (the file may hold a token)."""
+    from agenthost.config import _redact_url
+
+    if not isinstance(url, str):
+        return url
+    try:
+        return _redact_url(url)
+    except ValueError:
+        return url
+
+
 def _server_lines(name: str, s: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     origin = f" (from {_shown(s['from'])})" if "from" in s else ""
@@ -424,7 +437,7 @@ def _server_lines(name: str, s: Mapping[str, Any]) -> list[str]:
             if k in s:
                 lines.append(f"          env file: {_shown(s[k])}")
     elif "url" in s:
-        lines.append(f"  contact {_shown(name)}: {_shown(s['url'])}{origin}")
+        lines.append(f"  contact {_shown(name)}: {_shown(_shown_url(s['url']))}{origin}")
         if "headers" in s:
             lines.append(f"          header keys: {', '.join(_shown(k) for k in s['headers'])}")
     else:

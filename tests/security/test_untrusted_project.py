@@ -155,11 +155,18 @@ def test_the_summary_escapes_what_the_file_says(tmp_path: Path) -> None:
     """The summary is the file's text on the user's terminal: no escape sequence gets out."""
     repo = Repo(tmp_path, ".mcp.json")
     try:
-        hostile = {"mcpServers": {"x\x1b[2Jy": {"command": "sh\x1b]52;c;aGk=\x07", "args": []}}}
+        hostile = {
+            "mcpServers": {
+                "x\x1b[2Jy": {"command": "sh\x1b]52;c;aGk=\x07", "args": []},
+                "r": {"url": "https://me:hunter2@h.example/mcp?token=abc123"},
+            }
+        }
         repo.config.write_text(json.dumps(hostile))
         proc = repo.run("check")
         assert proc.returncode == 2, proc.stderr
         assert "\x1b" not in proc.stdout + proc.stderr
+        assert "hunter2" not in proc.stdout and "abc123" not in proc.stdout  # literal secrets
+        assert "h.example/mcp" in proc.stdout
         assert "x\\x1b[2Jy" in proc.stdout
         assert "sh\\x1b]52;c;aGk=\\x07" in proc.stdout
     finally:
