@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "TransportClosed": "agenthost.errors",
     "TransportError": "agenthost.errors",
     "UnsupportedRevision": "agenthost.errors",
+    "UntrustedConfig": "agenthost.errors",
     # revisions
     "SUPPORTED_REVISIONS": "agenthost.revisions",
     "LATEST_REVISION": "agenthost.revisions",
@@ -95,6 +96,7 @@ __all__ = [
     "TransportClosed",
     "TransportError",
     "UnsupportedRevision",
+    "UntrustedConfig",
     "Workspace",
     "__version__",
     "connect",
@@ -125,6 +127,7 @@ if TYPE_CHECKING:
         TransportClosed,
         TransportError,
         UnsupportedRevision,
+        UntrustedConfig,
     )
     from agenthost.host import Host, open_host
     from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS

@@ -243,30 +243,145 @@ def _one_shot(config: HostConfig) -> HostConfig:
     )
 
 
+def _trust_once(args: argparse.Namespace) -> bool:
+    """``--trust-project`` or ``AGENTHOST_TRUST_PROJECT=1``: for this run, recorded nowhere."""
+    return bool(getattr(args, "trust_project", False)) or (
+        os.environ.get("AGENTHOST_TRUST_PROJECT", "") == "1"
+    )
+
+
+def _can_ask() -> bool:
+    """A person is there to answer: stdin and stderr are both a terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+#: How long the trust question waits for an answer before it counts as "not now".
+TRUST_QUESTION_TIMEOUT = 300.0
+
+
+def _ask_trust(console: Console) -> str:
+    """Ask trust / not now / never on the terminal; bounded, and Ctrl-C interrupts it."""
+    import select
+
+    sys.stderr.write(
+        "Trust this project config and let it run the above? [t]rust / [n]ot now / ne[v]er: "
+    )
+    sys.stderr.flush()
+    ready, _, _ = select.select([sys.stdin], [], [], TRUST_QUESTION_TIMEOUT)
+    if not ready:
+        console.line("")
+        return "not now"
+    answer = sys.stdin.readline().strip().lower()
+    if answer in ("t", "trust", "y", "yes"):
+        return "trust"
+    if answer in ("v", "never"):
+        return "never"
+    return "not now"
+
+
+def _untrusted_message(project: str, changes: Sequence[str]) -> str:
+    changed = ""
+    if changes:
+        changed = f" It changed since you trusted it: {'; '.join(changes)}."
+    return (
+        f"{project}: this project's config is not trusted, so nothing in it was loaded, run"
+        f" or contacted.{changed} Review it with `agenthost check`, then trust it with"
+        " `agenthost trust` (or `--trust-project` / AGENTHOST_TRUST_PROJECT=1 for one run)"
+    )
+
+
+def _project_digest(args: argparse.Namespace, project: Any) -> str:
+    """The digest of the project file the user trusts, asking on a terminal if need be.
+
+    Raises:
+        CLIError: (exit 2) untrusted and nobody to ask, the answer was not "trust", or the
+            user once answered "never".
+        ConfigError: the file cannot be read, or sets a user-only key.
+    """
+    from agenthost.trust import TrustStore, check_user_only, describe, inspect_project
+
+    found = inspect_project(project)
+    check_user_only(found)
+    if _trust_once(args):
+        return found.digest
+    store = TrustStore()
+    verdict = store.verdict(found)
+    console = Console()  # the question is shown even with --quiet
+    if verdict.state == "trusted":
+        return found.digest
+    if verdict.state == "never":
+        raise CLIError(
+            f"{project}: you chose never to trust this project's config; nothing in it was"
+            f" loaded (`agenthost trust --revoke {project}` forgets that answer)",
+            EXIT_USAGE,
+        )
+    lines = describe(found.summary)
+    if verdict.changes:
+        lines += ["it changed since you trusted it:", *(f"  {c}" for c in verdict.changes)]
+    if args.command == "check":
+        for line in lines:
+            say(line)
+        say("untrusted: nothing was started")
+    elif _can_ask():
+        for line in lines:
+            console.line(line)
+        answer = _ask_trust(console)
+        if answer == "trust":
+            store.record(found, "trust")
+            console.line(f"trusted {found.path} (`agenthost trust --revoke` to undo)")
+            return found.digest
+        if answer == "never":
+            store.record(found, "never")
+            raise CLIError(
+                f"{project}: never trusted; nothing in it was loaded"
+                f" (`agenthost trust --revoke {project}` forgets that answer)",
+                EXIT_USAGE,
+            )
+    raise CLIError(_untrusted_message(str(project), verdict.changes), EXIT_USAGE)
+
+
+def _config_paths(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(user file, project file)``: ``--config`` is the user's choice and nothing else is
+    looked for; otherwise ``$XDG_CONFIG_HOME/agenthost/agenthost.toml`` and the project file
+    discovered in the current directory."""
+    from agenthost.config import find_project_config, user_config_path
+
+    if args.config:
+        return args.config, None
+    return user_config_path(), find_project_config()
+
+
 def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
     import logging
 
     import attrs
 
-    from agenthost.config import PROJECT_CONFIGS, HostConfig, find_config
+    from agenthost.config import PROJECT_CONFIGS, HostConfig
     from agenthost.errors import NotFound
 
-    path = args.config or find_config()
-    if path is None:
+    user, project = _config_paths(args)
+    if user is None and project is None:
         raise CLIError(
             "no config: pass --config FILE, or create agenthost.toml (see docs/config.md);"
             f" looked for {', '.join(PROJECT_CONFIGS)} here and"
             " $XDG_CONFIG_HOME/agenthost/agenthost.toml",
             EXIT_USAGE,
         )
-    logging.getLogger("agenthost.cli").info("using config %s", path)
-    config = HostConfig.load(path, default_workspace=True)
+    digest = None
+    if project is not None:
+        digest = _project_digest(args, project)
+    used = " + ".join(str(p) for p in (user, project) if p is not None)
+    logging.getLogger("agenthost.cli").info("using config %s", used)
+    config = HostConfig.load_scoped(
+        user=user, project=project, trusted_digest=digest, default_workspace=True
+    )
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:
         if not any(s.name == only for s in config.servers):
             known = ", ".join(repr(s.name) for s in config.servers) or "none"
-            raise NotFound(f"no server named {only!r} in {path} (configured: {known})")
+            where = config.source or project
+            raise NotFound(f"no server named {only!r} in {where} (configured: {known})")
         # The others stay configured, only not started: policy rules naming them still
         # name a configured server.
         servers = [s if s.name == only else attrs.evolve(s, enabled=False) for s in config.servers]
@@ -344,6 +459,9 @@ async def cmd_servers(args: argparse.Namespace, console: Console) -> int:
     config = _one_shot(_load_config(args))
     if args.command == "check":
         console.line(f"config: {config.source}")
+        projects = sorted({s.scope[8:] for s in config.servers if s.scope.startswith("project:")})
+        for project in projects:
+            console.line(f"project config: {project} (trusted)")
     async with _open_host(args, config, console) as host:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
@@ -706,7 +824,6 @@ async def cmd_prompt(args: argparse.Namespace, console: Console) -> int:
 
 
 async def cmd_models(args: argparse.Namespace, console: Console) -> int:
-    from agenthost.config import HostConfig, find_config
     from providers.cli import (
         explain,
         list_models,
@@ -717,15 +834,14 @@ async def cmd_models(args: argparse.Namespace, console: Console) -> int:
     )
     from providers.config import parse_providers
 
-    path = args.config or find_config()
     raw: dict[str, Any] = {}
     source = "<defaults>"
     base_dir = None
-    if path is not None:
-        config = HostConfig.load(path)
+    if any(p is not None for p in _config_paths(args)):
+        config = _load_config(args)
         raw = dict(config.providers)
-        source = str(path)
-        base_dir = os.path.dirname(os.path.abspath(path))
+        source = config.source or "<config>"
+        base_dir = os.path.dirname(os.path.abspath(source)) if config.source else None
     providers_config = parse_providers(raw, source=source, base_dir=base_dir)
     env = os.environ
     if args.explain is not None:
@@ -1077,11 +1193,10 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
     """List or revoke the remembered "always"/"never" answers for tools."""
     import trio
 
-    from agenthost.config import find_config
     from policies import ApprovalStore, default_approvals_path, parse_policy
 
     path = default_approvals_path()
-    if args.config or find_config() is not None:  # its [policy] may name another file
+    if any(p is not None for p in _config_paths(args)):  # its [policy] may name another file
         config = _load_config(args)
         source = config.source or "<config>"
         base = os.path.dirname(os.path.abspath(source)) if config.source else None
@@ -1131,6 +1246,66 @@ def _approval_place(approval: Approval) -> str:
     return printable(f"{place} in {approval.cwd}" if approval.cwd else place)
 
 
+def _trust_target(path: str | None) -> Any:
+    """The project config ``trust`` means: PATH (a file, or a folder to look in), or here."""
+    from pathlib import Path
+
+    from agenthost.config import PROJECT_CONFIGS, find_project_config
+
+    where = Path(path) if path else Path.cwd()
+    if path and not where.is_dir():
+        return where
+    found = find_project_config(where)
+    if found is None:
+        raise CLIError(
+            f"no project config in {where} (looked for {', '.join(PROJECT_CONFIGS)})", EXIT_USAGE
+        )
+    return found
+
+
+async def cmd_trust(args: argparse.Namespace, console: Console) -> int:
+    """``trust [PATH]``: the command is the consent; ``--list``; ``--revoke [PATH]``."""
+    from agenthost.trust import TrustStore, check_user_only, describe, inspect_project
+
+    store = TrustStore()
+    if args.list:
+        records = store.records()
+        if args.json:
+            _print_json({"file": str(store.path), "projects": [r.to_json() for r in records]})
+            return EXIT_OK
+        console.line(f"trust store {store.path} ({len(records)} recorded)")
+        rows = [[r.decision, str(r.path), r.at] for r in records]
+        if rows:
+            say(_table(rows, ["answer", "config", "since"]))
+        return EXIT_OK
+    if args.revoke:
+        target = args.path or _trust_target(None)
+        gone = store.revoke(target)
+        if not gone:
+            raise CLIError(f"no recorded answer for {target} in {store.path}", EXIT_USAGE)
+        if args.json:
+            _print_json({"file": str(store.path), "revoked": [r.to_json() for r in gone]})
+        else:
+            for r in gone:
+                console.line(f"forgot {r.decision} for {safe(r.path)}")
+        return EXIT_OK
+    found = inspect_project(_trust_target(args.path))
+    check_user_only(found)
+    verdict = store.verdict(found)
+    record = store.record(found, "trust")
+    if args.json:
+        _print_json({"trusted": record.to_json(), "changes": list(verdict.changes)})
+        return EXIT_OK
+    for line in describe(found.summary):
+        say(line)
+    if verdict.changes:
+        say("changed since you last trusted it:")
+        for change in verdict.changes:
+            say(f"  {change}")
+    console.line(f"trusted {found.path} as it is now (`agenthost trust --revoke` to undo)")
+    return EXIT_OK
+
+
 async def cmd_auth(args: argparse.Namespace, console: Console) -> int:
     from agenthost import cli_auth
 
@@ -1155,6 +1330,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], Any]] = {
     "skills": cmd_skills,
     "approvals": cmd_approvals,
     "auth": cmd_auth,
+    "trust": cmd_trust,
 }
 
 
@@ -1180,6 +1356,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
         common.add_argument(
             "-q", "--quiet", action="store_true", help="no progress on stderr", **keep
+        )
+        common.add_argument(
+            "--trust-project",
+            action="store_true",
+            help="trust the project's config file for this run only (records nothing);"
+            " also AGENTHOST_TRUST_PROJECT=1",
+            **keep,
         )
         return common
 
@@ -1261,6 +1444,10 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.add_argument("server", nargs="?", help="revoke: the server's answers")
     approvals.add_argument("tool", nargs="?", help="revoke: only this tool (its MCP name)")
     approvals.add_argument("--all", action="store_true", help="revoke: every answer")
+    trust = add("trust", "trust the project's config file as it is now (shows what it runs)")
+    trust.add_argument("path", nargs="?", help="the config file, or a project folder (default: .)")
+    trust.add_argument("--list", action="store_true", help="every recorded answer")
+    trust.add_argument("--revoke", action="store_true", help="forget the answer for PATH")
     from agenthost.cli_auth import add_parser as add_auth
 
     add_auth(sub, common)

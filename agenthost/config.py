@@ -99,6 +99,8 @@ __all__ = [
     "TransportKind",
     "Workspace",
     "find_config",
+    "find_project_config",
+    "user_config_path",
 ]
 
 #: How a server is reached. ``"http"`` means "probe": try Streamable HTTP, fall back to
@@ -642,6 +644,37 @@ class HostConfig:
         )
 
     @classmethod
+    def load_scoped(
+        cls,
+        *,
+        user: str | os.PathLike[str] | None,
+        project: str | os.PathLike[str] | None,
+        trusted_digest: str | None,
+        env: Mapping[str, str] | None = None,
+        default_workspace: bool = False,
+    ) -> HostConfig:
+        """The user's config combined with a project config the user trusted.
+
+        A project file is loaded only when ``trusted_digest`` is its current digest
+        (:func:`agenthost.trust.inspect_project`); it adds servers (``scope`` set to
+        ``"project:<path>"``), workspaces and deny/ask rules, and the user's settings win
+        where both set one. See :mod:`agenthost._config_scope`.
+
+        Raises:
+            UntrustedConfig: the project file is not trusted as it is now.
+            ConfigError: a problem in either file, or a user-only key in the project's.
+        """
+        from agenthost import _config_scope
+
+        return _config_scope.load_scoped(
+            Path(user) if user is not None else None,
+            Path(project) if project is not None else None,
+            trusted_digest=trusted_digest,
+            env=os.environ if env is None else env,
+            default_workspace=default_workspace,
+        )
+
+    @classmethod
     def from_dict(
         cls,
         data: Mapping[str, Any],
@@ -684,7 +717,11 @@ PROJECT_CONFIGS: tuple[str, ...] = (
 
 
 def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = None) -> Path | None:
-    """Find the config file to use when none is given.
+    """The first config file found here or in the user's config directory (either scope).
+
+    The CLI no longer uses this: it takes the user's file (:func:`user_config_path`) and
+    the project's (:func:`find_project_config`) separately, loads the project's only once
+    the user trusts it, and combines them (:meth:`HostConfig.load_scoped`).
 
     Looks, in order, for each of :data:`PROJECT_CONFIGS` in ``start`` (default: the
     current directory: ``agenthost.toml``, then the ``.mcp.json``, ``.vscode/mcp.json``
@@ -706,6 +743,28 @@ def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = No
         here = folder / name
         if here.is_file():
             return here
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    user = Path(xdg) / "agenthost" / "agenthost.toml"
+    return user if user.is_file() else None
+
+
+def find_project_config(start: Path | None = None) -> Path | None:
+    """The project config in ``start`` (default: the current directory), or ``None``.
+
+    The first of :data:`PROJECT_CONFIGS` that exists. Such a file is *project scope*:
+    someone else's input until the user trusts it (see :mod:`agenthost.trust`).
+    """
+    folder = start if start is not None else Path.cwd()
+    for name in PROJECT_CONFIGS:
+        here = folder / name
+        if here.is_file():
+            return here
+    return None
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """``$XDG_CONFIG_HOME/agenthost/agenthost.toml`` if it exists: the user's own config."""
+    env = os.environ if env is None else env
     xdg = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     user = Path(xdg) / "agenthost" / "agenthost.toml"
     return user if user.is_file() else None

@@ -6,6 +6,7 @@ never leaked::
 
     AgentHostError
     ├── ConfigError                 a config file, key path and problem
+    │   └── UntrustedConfig         a project config the user has not trusted (as it is now)
     ├── NotFound                    no such server, tool, prompt or resource in the host
     │   └── AmbiguousResource       several servers could serve a resource URI: name one
     ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
@@ -56,6 +57,7 @@ __all__ = [
     "TransportError",
     "UnsupportedContent",
     "UnsupportedRevision",
+    "UntrustedConfig",
 ]
 
 
@@ -78,6 +80,10 @@ class ConfigError(AgentHostError):
             where = f"{key}: "
         super().__init__(f"{where}{message}")
         self.problem = message
+
+
+class UntrustedConfig(ConfigError):
+    """A project config file whose exact bytes the user has not trusted: nothing was loaded."""
 
 
 class NotFound(AgentHostError):

@@ -37,18 +37,28 @@ class Project:
         self.env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         self.env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / ".config"))
         self.env.pop("XDG_STATE_HOME", None)
+        # These tests are about what a project file does once its user trusts it (issue
+        # 22); refusing an untrusted one is tests/security's subject.
+        self.env["AGENTHOST_TRUST_PROJECT"] = "1"
+        #: The file given with --config (user scope), if a test wrote one.
+        self.config: Path | None = None
 
-    def write(self, name: str, content: str | dict[str, Any]) -> Path:
+    def write(self, name: str, content: str | dict[str, Any], *, user: bool = False) -> Path:
+        """Write a file into the project; ``user=True``: the person's own config, named
+        with ``--config`` (a policy, ``trusted``, ``autoApprove`` are user-only keys)."""
         path = self.root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+        if user:
+            self.config = path
         return path
 
     def run(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
+        config = ("--config", str(self.config)) if self.config else ()
         return subprocess.run(
-            [*AGENTHOST, *args],
+            [*AGENTHOST, *config, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -139,6 +149,7 @@ mode = "headless"
 kind = ["tool", "roots"]
 decision = "allow"
 """,
+        user=True,
     )
     code, tools, err = project.json("tools")
     assert code == 0, err
@@ -172,6 +183,7 @@ def test_policy_in_a_vscode_file_is_honoured(
                 "rules": [{"kind": "tool", "name": "echo", "decision": "deny", "reason": "no"}],
             },
         },
+        user=True,
     )
     code, data, err = project.json("call", "sdk__echo", '{"message": "hi"}')
     assert code == 3, err
@@ -190,7 +202,9 @@ def test_other_hosts_approval_and_trust_keys_are_mapped(
             }
         },
     )
-    project.write("agenthost.toml", 'import = [".mcp.json"]\n[policy]\nmode = "headless"\n')
+    project.write(
+        "agenthost.toml", 'import = [".mcp.json"]\n[policy]\nmode = "headless"\n', user=True
+    )
     code, _, err = project.json("call", "cline__echo", '{"message": "hi"}')
     assert code == 0, err
     assert "cline.timeout is not used" in err  # warned at the default level, with why
@@ -216,6 +230,7 @@ def test_server_names_with_dots_and_spaces(
             },
             "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
         },
+        user=True,
     )
     code, tools, err = project.json("tools")
     assert code == 0, err
@@ -243,6 +258,7 @@ def test_default_workspace_is_the_project_folder(
             "mcpServers": {"sdk": stdio_entry(sdk_server_cmd())},
             "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
         },
+        user=True,
     )
     uri = project.root.resolve().as_uri()
     code, result, err = project.json("call", "sdk__roots", "{}")
@@ -352,6 +368,7 @@ trusted = true
 command = {toml_str(cmd)}
 args = {toml_str(args)}
 """,
+        user=True,
     )
     proc = project.run("tools")
     assert proc.returncode == 0, proc.stderr
@@ -391,6 +408,7 @@ inherit_env = ["MY_CORP_SETTING"]
 mode = "headless"
 preset = "unsafe-allow-everything"
 """,
+        user=True,
     )
     env = {
         "HTTPS_PROXY": "http://proxy.corp.example:3128",
@@ -503,6 +521,7 @@ def test_the_configured_local_model_is_the_candidate(
                     ],
                 },
             },
+            user=True,
         )
         code, models, err = project.json("models", env=env)
         assert code == 0, err
@@ -529,6 +548,7 @@ def test_unknown_names_and_missing_arguments_are_usage_errors_everywhere(
             "mcpServers": {"sdk": stdio_entry(sdk_server_cmd())},
             "policy": {"mode": "headless", "preset": "unsafe-allow-everything"},
         },
+        user=True,
     )
     code, _, err = project.json("call", "sdk__nosuch", "{}")
     assert code == 2, err
@@ -571,6 +591,7 @@ script = "script.toml"
 mode = "headless"
 preset = "unsafe-allow-everything"
 """,
+        user=True,
     )
     code, transcript, err = project.json("run", "echo three times", "--max-turns", "2")
     assert code == 6, err
@@ -612,6 +633,7 @@ max_retries = 0
 mode = "headless"
 preset = "unsafe-allow-everything"
 """,
+        user=True,
     )
     # A JSON-RPC error from the server: its words, no "(code -32602)".
     proc = project.run("read", "nosuch://x", "--server", "sdk")

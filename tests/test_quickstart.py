@@ -97,7 +97,8 @@ def test_readme_quick_start_with_other_hosts_files(sandbox: tuple[Path, dict[str
     code_project = root / "code-project"
     code_project.mkdir()
     shutil.copy(DATA / "claude-code.mcp.json", code_project / ".mcp.json")
-    check, tools, prompts = follow(in_project, code_project, env)
+    trusted, check, tools, prompts = follow(in_project, code_project, env)
+    assert "server-everything" in trusted  # `agenthost trust` showed what it would run
     assert str(code_project / ".mcp.json") in check
     assert code_project.resolve().as_uri() in check  # the project folder is the root
     assert "everything__echo" in tools
@@ -108,7 +109,7 @@ def test_readme_quick_start_with_other_hosts_files(sandbox: tuple[Path, dict[str
     (vscode_project / ".vscode").mkdir(parents=True)
     shutil.copy(DATA / "vscode.mcp.json", vscode_project / ".vscode" / "mcp.json")
     (vscode_project / "notes.txt").write_text("hello from the project\n")
-    check, tools, _ = follow(in_project, vscode_project, env)
+    _, check, tools, _ = follow(in_project, vscode_project, env)
     assert str(vscode_project / ".vscode" / "mcp.json") in check
     assert "filesystem__read_text_file" in tools
     proc = subprocess.run(
