@@ -10,36 +10,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agenthost._util import lazy_getattr
-
-__version__ = "0.1.0"
+from agenthost._version import __version__
 
 _EXPORTS: dict[str, str] = {
     # host
-    "open_host": "agenthost.host",
-    "Host": "agenthost.host",
-    "ServerState": "agenthost.supervisor",
-    "ServerStatus": "agenthost.supervisor",
-    "CatalogTool": "agenthost.catalog",
+    "open_host": "agenthost.host.host",
+    "Host": "agenthost.host.host",
+    "ServerState": "agenthost.host.supervisor",
+    "ServerStatus": "agenthost.host.supervisor",
+    "CatalogTool": "agenthost.host.catalog",
     # one server
-    "connect": "agenthost.dial",
+    "connect": "agenthost.connection",
     "ClientSession": "agenthost.session",
     "ClientHandlers": "agenthost.session",
     "RequestContext": "agenthost.session",
     "open_session": "agenthost.session",
     "AskTaskLimits": "agenthost.ask_tasks",
     # config
-    "HostConfig": "agenthost.config",
-    "ServerConfig": "agenthost.config",
-    "Workspace": "agenthost.config",
-    "Timeouts": "agenthost.config",
-    "RestartPolicy": "agenthost.config",
+    "HostConfig": "agenthost.config.model",
+    "ServerConfig": "agenthost.config.model",
+    "Workspace": "agenthost.config.model",
+    "Timeouts": "agenthost.config.model",
+    "RestartPolicy": "agenthost.config.model",
     # agent
-    "run_agent": "agenthost.agent",
-    "Transcript": "agenthost.agent",
-    "AgentEvent": "agenthost.agent",
+    "run_agent": "agenthost.agent.loop",
+    "Transcript": "agenthost.agent.loop",
+    "AgentEvent": "agenthost.agent.loop",
     # sampling
-    "SamplingService": "agenthost.sampling",
-    "SamplingEvent": "agenthost.sampling",
+    "SamplingService": "agenthost.host.sampling",
+    "SamplingEvent": "agenthost.host.sampling",
     # errors
     "AgentHostError": "agenthost.errors",
     "AgentHostTimeout": "agenthost.errors",
@@ -58,8 +57,8 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedRevision": "agenthost.errors",
     "UntrustedConfig": "agenthost.errors",
     # revisions
-    "SUPPORTED_REVISIONS": "agenthost.revisions",
-    "LATEST_REVISION": "agenthost.revisions",
+    "SUPPORTED_REVISIONS": "agenthost.protocol.revisions",
+    "LATEST_REVISION": "agenthost.protocol.revisions",
 }
 
 __all__ = [
@@ -106,11 +105,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agenthost.agent import AgentEvent, Transcript, run_agent
+    from agenthost.agent.loop import AgentEvent, Transcript, run_agent
     from agenthost.ask_tasks import AskTaskLimits
-    from agenthost.catalog import CatalogTool
-    from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
-    from agenthost.dial import connect
+    from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
+    from agenthost.connection import connect
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,
@@ -129,11 +127,12 @@ if TYPE_CHECKING:
         UnsupportedRevision,
         UntrustedConfig,
     )
-    from agenthost.host import Host, open_host
-    from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
-    from agenthost.sampling import SamplingEvent, SamplingService
+    from agenthost.host.catalog import CatalogTool
+    from agenthost.host.host import Host, open_host
+    from agenthost.host.sampling import SamplingEvent, SamplingService
+    from agenthost.host.supervisor import ServerState, ServerStatus
+    from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
     from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-    from agenthost.supervisor import ServerState, ServerStatus
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -2,6 +2,6 @@
 
 import sys
 
-from agenthost.cli import run
+from agenthost.cli.app import run
 
 sys.exit(run())

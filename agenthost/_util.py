@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
-__all__ = ["collapse_single_group", "lazy_getattr"]
+__all__ = ["DEFAULT", "DefaultType", "Timeout", "collapse_single_group", "lazy_getattr"]
+
+
+class DefaultType(enum.Enum):
+    """The type of :data:`DEFAULT` (an enum of one, so type checkers can narrow on it)."""
+
+    DEFAULT = "DEFAULT"
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: "Use the limit configured for this kind of request": the default of every ``timeout``
+#: parameter that has one. ``None`` always means *no limit*, at every level (httpx's
+#: rule), so a caller can say "wait forever" and "the usual" without a third meaning.
+DEFAULT: Final = DefaultType.DEFAULT
+
+#: Seconds, ``None`` for no limit, or :data:`DEFAULT` for the configured limit.
+Timeout: TypeAlias = float | None | Literal[DefaultType.DEFAULT]
 
 
 def lazy_getattr(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:

@@ -39,8 +39,8 @@ from typing import Any, Final
 import attrs
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import AgentHostError, JSONRPCError, ProtocolError
+from agenthost.protocol import jsonrpc
 
 __all__ = [
     "RELATED_TASK",

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from agenthost import jsonrpc
-from agenthost.converter import structure, unstructure
 from agenthost.errors import JSONRPCError
-from agenthost.types import CreateMessageRequestParams, ElicitRequestParams
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.converter import structure, unstructure
+from agenthost.protocol.types import CreateMessageRequestParams, ElicitRequestParams
 
 if TYPE_CHECKING:
     from agenthost.session import ClientHandlers, RequestContext

@@ -33,9 +33,9 @@ import trio
 
 from agenthost._util import collapse_single_group
 from agenthost.asks import ASK_METHODS, answer_ask
-from agenthost.converter import structure
 from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.types import InputRequiredResult
+from agenthost.protocol.converter import structure
+from agenthost.protocol.types import InputRequiredResult
 
 if TYPE_CHECKING:
     from agenthost.session import ClientHandlers, RequestContext

@@ -50,7 +50,6 @@ from typing import Any, Final, Protocol
 import outcome
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import (
     AgentHostError,
     AgentHostTimeout,
@@ -59,7 +58,8 @@ from agenthost.errors import (
     TransportClosed,
     TransportError,
 )
-from agenthost.jsonrpc import (
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import (
     ErrorObject,
     ErrorResponse,
     InvalidResponse,

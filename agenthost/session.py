@@ -3,12 +3,12 @@
 Layers (DESIGN.md, "Where the design goes next"): :mod:`agenthost.rpc` owns the JSON-RPC
 endpoint (reader, pending requests, deadlines, cancellation); this module decides what
 the messages mean. Every request is built from the typed method table
-(:mod:`agenthost.methods`): params are typed objects unstructured for the negotiated
+(:mod:`agenthost.protocol.methods`): params are typed objects unstructured for the negotiated
 revision, results are structured into the spec's result type. Server asks (roots,
 sampling, elicitation) go through :func:`agenthost.asks.answer_ask`, the one path both
 eras share.
 
-Two eras (:mod:`agenthost.revisions`): a legacy session is opened with ``initialize``;
+Two eras (:mod:`agenthost.protocol.revisions`): a legacy session is opened with ``initialize``;
 a modern one (2026-07-28) with ``server/discover``, after which every request carries the
 protocol version, client capabilities and client info in ``_meta`` (and, over HTTP, the
 ``Mcp-Method`` / ``Mcp-Name`` / ``Mcp-Param-*`` headers, handed to the transport as
@@ -37,12 +37,10 @@ import attrs
 import orjson
 import trio
 
-from agenthost import __version__, jsonrpc
-from agenthost import methods as m
 from agenthost._util import collapse_single_group
+from agenthost._version import __version__
 from agenthost.ask_tasks import TASK_METHODS, TASKABLE_ASKS, AskTaskLimits, AskTaskStore
 from agenthost.asks import answer_ask
-from agenthost.converter import structure, unstructure
 from agenthost.errors import (
     AgentHostError,
     AgentHostTimeout,
@@ -53,10 +51,13 @@ from agenthost.errors import (
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.headers import param_header_paths, request_headers, tool_param_headers
-from agenthost.jsonrpc import Request, RequestId
 from agenthost.mrtr import DEFAULT_MAX_ROUNDS, answer_input_requests, run_exchange
-from agenthost.revisions import (
+from agenthost.protocol import jsonrpc
+from agenthost.protocol import methods as m
+from agenthost.protocol.converter import structure, unstructure
+from agenthost.protocol.headers import param_header_paths, request_headers, tool_param_headers
+from agenthost.protocol.jsonrpc import Request, RequestId
+from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
     MODERN_REVISIONS,
@@ -66,9 +67,7 @@ from agenthost.revisions import (
     is_known,
     is_modern,
 )
-from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
-from agenthost.types import (
+from agenthost.protocol.types import (
     CallToolResult,
     ClientCapabilities,
     CompleteRequestParams,
@@ -101,6 +100,8 @@ from agenthost.types import (
     Tool,
     UnsubscribeRequestParams,
 )
+from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
+from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = [
     "MODERN_ERROR_CODES",

@@ -23,10 +23,10 @@ import attrs
 import outcome
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import JSONRPCError, TransportClosed
-from agenthost.jsonrpc import ErrorObject, ErrorResponse, Notification, Request, Response
-from agenthost.revisions import SUPPORTED_REVISIONS
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Notification, Request, Response
+from agenthost.protocol.revisions import SUPPORTED_REVISIONS
 from agenthost.transports.base import Transport
 from agenthost.transports.memory import memory_transport_pair
 

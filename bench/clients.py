@@ -62,8 +62,8 @@ def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> l
 async def _agenthost(
     argv: list[str], url: str | None, protocol: str = "auto"
 ) -> AsyncIterator[Call]:
-    from agenthost.config import ServerConfig
-    from agenthost.dial import connect
+    from agenthost.config.model import ServerConfig
+    from agenthost.connection import connect
 
     if url is not None:
         config = ServerConfig(

@@ -32,8 +32,8 @@ __all__ = ["measure_sampling"]
 
 async def measure_sampling(spec: dict[str, Any]) -> dict[str, Any]:
     """Send ``spec["n"]`` sampling requests through a host; p50/p99 of each leg in us."""
-    from agenthost.config import HostConfig
-    from agenthost.host import open_host
+    from agenthost.config.model import HostConfig
+    from agenthost.host.host import open_host
     from providers.base import Request, Result
     from providers.scripted import ScriptedProvider, ScriptedTurn
 

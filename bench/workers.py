@@ -139,9 +139,9 @@ async def _fanout(spec: dict[str, Any]) -> dict[str, Any]:
     client, count = spec["client"], spec["servers"]
     argv = server_argv()
     if client == "agenthost":
-        from agenthost.config import HostConfig, ServerConfig
-        from agenthost.host import open_host
-        from agenthost.supervisor import ServerState
+        from agenthost.config.model import HostConfig, ServerConfig
+        from agenthost.host.host import open_host
+        from agenthost.host.supervisor import ServerState
 
         config = HostConfig(
             servers=[
@@ -293,8 +293,8 @@ async def _connect(spec: dict[str, Any]) -> dict[str, Any]:
     import tempfile
     from pathlib import Path
 
-    from agenthost.config import ServerConfig
-    from agenthost.dial import EraCache, connect
+    from agenthost.config.model import ServerConfig
+    from agenthost.connection import EraCache, connect
 
     argv = server_argv()
     era = spec["era"]
@@ -348,8 +348,8 @@ def pending_state(session: object) -> int:
 
 async def _soak(spec: dict[str, Any]) -> dict[str, Any]:
     """Many calls in one agenthost session: RSS and pending state along the way."""
-    from agenthost.config import ServerConfig
-    from agenthost.dial import connect
+    from agenthost.config.model import ServerConfig
+    from agenthost.connection import connect
 
     argv = server_argv()
     config = ServerConfig(name="minimal", transport="stdio", command=argv[0], args=argv[1:])

@@ -117,6 +117,10 @@ class ToolCall:
     #: What the server says the tool is, as listed. A remembered "always" is bound to it:
     #: when it changed, the user is asked again. ``None``: answers bind to the name only.
     definition: ToolDefinition | None = attrs.field(default=None, eq=False, repr=False)
+    #: The tool's name as the host's listings show it (``<server>__<tool>``, or a hashed
+    #: form for long or clashing names): a rule may name the tool that way. The host
+    #: sets it from its catalog, the one place that knows which form a tool got.
+    listed: str | None = None
 
     kind: ClassVar[ActionKind] = ActionKind.TOOL
 

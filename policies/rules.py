@@ -31,11 +31,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from agenthost.catalog import SEPARATOR, tool_prefix
 from agenthost.errors import ConfigError
 from policies.decision import Action, ActionKind, Elicitation, RootsExposure, ToolCall, Verdict
 
@@ -173,7 +172,7 @@ class Rule:
             elif isinstance(action, ToolCall):
                 if not (
                     _any_match(self.own_tool_patterns, action.tool)
-                    or _any_match(self.listed_tool_patterns, listed_name(action))
+                    or _any_listed(self.listed_tool_patterns, listed_name(action))
                 ):
                     return False
             elif action.kind not in _NAMED_KINDS or not _any_match(self.name_patterns, action.name):
@@ -203,14 +202,21 @@ class Rule:
         return f"{self.label} ({', '.join(parts) or 'any action'}) -> {self.verdict.value}"
 
 
+#: The separator of a listed tool name, ``<server>__<tool>``: the host's catalog
+#: (``agenthost.host.catalog.SEPARATOR``) names tools this way, and a test keeps the two
+#: equal (policies import nothing of the host's: tests/test_layers.py).
+LISTED_SEPARATOR: Final = "__"
+
+
 def _is_listed(glob: str) -> bool:
     """A ``name`` glob written as listings show tools: with the server part."""
-    return SEPARATOR in glob
+    return LISTED_SEPARATOR in glob
 
 
-def listed_name(action: ToolCall) -> str:
-    """The tool as listings show it: ``<server>__<tool>`` (the catalog's plain form)."""
-    return f"{tool_prefix(action.server)}{SEPARATOR}{action.tool}"
+def listed_name(action: ToolCall) -> str | None:
+    """The tool as listings show it (``<server>__<tool>``, or its hashed form), as the host
+    said; None when the host did not say, and then no listed-form glob matches."""
+    return action.listed
 
 
 def _literal_head(glob: str) -> str:
@@ -219,13 +225,17 @@ def _literal_head(glob: str) -> str:
     return glob[:cut]
 
 
-def unmatchable(rule: Rule, servers: Iterable[str]) -> str | None:
+def unmatchable(rule: Rule, servers: Mapping[str, str]) -> str | None:
     """Why ``rule`` can match no action of the configured ``servers``, or None if it may.
 
     Why: a rule naming a server that is not configured (a typo, a server renamed or
     removed) is accepted and silently never fires; for an allow rule the user is then
     asked, for a deny rule the action is not denied. The host warns with this at startup.
     Errs towards None: only a rule that provably matches nothing is reported.
+
+    Args:
+        servers: each configured server's name -> the prefix its listed tool names start
+            with (``<prefix>__``), as the host's catalog builds them.
     """
     names = list(servers)
     configured = ", ".join(names) or "none"
@@ -239,7 +249,7 @@ def unmatchable(rule: Rule, servers: Iterable[str]) -> str | None:
         # Every name has the listed form: each must be able to start with some
         # candidate server's prefix.
         heads = [_literal_head(n) for n in rule.names]
-        prefixes = [tool_prefix(n) + SEPARATOR for n in candidates]
+        prefixes = [servers[n] for n in candidates]
         if not any(h.startswith(p) or p.startswith(h) for h in heads for p in prefixes):
             shown = "|".join(rule.names)
             if rule.servers:
@@ -258,6 +268,10 @@ def compile_globs(globs: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 def _any_match(patterns: tuple[re.Pattern[str], ...], value: str) -> bool:
     return any(pattern.match(value) for pattern in patterns)
+
+
+def _any_listed(patterns: tuple[re.Pattern[str], ...], value: str | None) -> bool:
+    return value is not None and _any_match(patterns, value)
 
 
 def effective_annotations(action: ToolCall) -> dict[str, bool]:

@@ -223,7 +223,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: home directory. Each is pointed into a private home for every test and for the session.
 _XDG_DIRS = {
     "XDG_CONFIG_HOME": ".config",  # agenthost.toml discovery; keyring's keyringrc.cfg
-    "XDG_CACHE_HOME": ".cache",  # the protocol-era cache (agenthost.dial)
+    "XDG_CACHE_HOME": ".cache",  # the protocol-era cache (agenthost.connection)
     "XDG_STATE_HOME": ".local/state",  # approvals (policies/approvals.py), chat history
     "XDG_DATA_HOME": ".local/share",  # OAuth token files (agenthost.auth.store), keyrings.alt
 }
@@ -275,10 +275,10 @@ def _private_home(
     A test must neither read the developer's files (an ``agenthost.toml`` found through
     ``$XDG_CONFIG_HOME``, "always" answers, OAuth tokens, the era cache) nor leave its own
     behind, for itself or for the CLI and server processes it starts. The in-memory era
-    cache (agenthost.dial) is dropped too, so nothing a test learnt about a server
+    cache (agenthost.connection) is dropped too, so nothing a test learnt about a server
     reaches another test.
     """
     home = tmp_path_factory.mktemp("home")
     _point_home_at(home, monkeypatch)
-    monkeypatch.setattr(importlib.import_module("agenthost.dial"), "_default_cache", None)
+    monkeypatch.setattr(importlib.import_module("agenthost.connection"), "_default_cache", None)
     return home

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx2
 
-from agenthost import jsonrpc
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import Host, open_host
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import Host, open_host
+from agenthost.protocol import jsonrpc
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from providers.config import build_provider, parse_providers
 from tests.schemacheck import validate_outgoing

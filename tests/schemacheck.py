@@ -107,7 +107,7 @@ def _envelope(revision: str, kind: str) -> str:
 
 def _result_definition(revision: str, method: str, sender: str) -> str:
     """The result definition answering ``method`` (the receiver of a request sends it)."""
-    from agenthost import methods
+    from agenthost.protocol import methods
 
     table = methods.SERVER_REQUESTS if sender == "client" else methods.CLIENT_REQUESTS
     spec = table.get(method)

@@ -7,9 +7,9 @@ from typing import Any
 
 import trio
 
-from agenthost.agent import Transcript, run_agent
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import open_host
+from agenthost.agent.loop import Transcript, run_agent
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import open_host
 from providers.base import TextContent, ToolResultContent, ToolUseContent
 from providers.scripted import ScriptedProvider, ScriptedTurn
 
@@ -99,8 +99,8 @@ async def test_cancel_interrupts_in_flight_call(crashy_cmd: Callable[..., Comman
 async def test_user_picked_prompt_opens_the_conversation_and_progress_is_reported(
     sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[[], Command]
 ) -> None:
-    from agenthost.agent import AgentEvent
-    from agenthost.llmcontent import prompt_messages_to_llm
+    from agenthost.agent.loop import AgentEvent
+    from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     policy = {"mode": "headless", "preset": "unsafe-allow-everything"}
     sdk, ev = sdk_server_cmd(), everything_cmd()

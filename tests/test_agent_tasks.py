@@ -21,10 +21,10 @@ import httpx2
 import pytest
 import trio
 
-from agenthost.agent import AgentEvent, run_agent
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import open_host
-from agenthost.tasks import list_tasks
+from agenthost.agent.loop import AgentEvent, run_agent
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import open_host
+from agenthost.tool_tasks import list_tasks
 from providers.base import Message, TextContent, ToolResultContent, ToolUseContent
 from providers.config import build_provider, parse_providers
 from providers.scripted import ScriptedProvider, ScriptedTurn

@@ -18,15 +18,15 @@ import pytest
 import trio
 
 from agenthost.ask_tasks import RELATED_TASK, AskTaskLimits
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import (
+from agenthost.protocol.types import (
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestParams,
     ElicitResult,
     TextContent,
 )
+from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.transports.stdio import open_stdio_transport
 from policies import read_audit
 from tests.helpers import RecordingTransport
 from tests.schemacheck import validate_definition, validate_outgoing
@@ -288,7 +288,7 @@ async def test_host_runs_task_sampling_through_policy_and_audit(
 
 
 def test_client_tasks_config_key(tmp_path: Path) -> None:
-    from agenthost.config import HostConfig
+    from agenthost.config.model import HostConfig
     from agenthost.errors import ConfigError
 
     path = tmp_path / "agenthost.toml"
@@ -309,8 +309,8 @@ async def test_sampling_as_a_task_over_streamable_http(
 ) -> None:
     """The same exchange over Streamable HTTP: the server's asks and polls arrive on its
     SSE streams, our answers go back as POSTs."""
-    from agenthost.config import ServerConfig
-    from agenthost.dial import EraCache, connect
+    from agenthost.config.model import ServerConfig
+    from agenthost.connection import EraCache, connect
     from tests.peers.http_launch import free_port, serve
 
     port = free_port()

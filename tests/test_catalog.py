@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from agenthost.catalog import Catalog, namespaced_names
-from agenthost.types import Tool
+from agenthost.host.catalog import Catalog, namespaced_names
+from agenthost.protocol.types import Tool
 
 RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

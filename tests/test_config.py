@@ -10,9 +10,9 @@ from typing import Any
 import attrs
 import pytest
 
-from agenthost._config_load import strip_jsonc
-from agenthost._expand import ExpandContext, expand, input_variable
-from agenthost.config import (
+from agenthost.config.expand import ExpandContext, expand, input_variable
+from agenthost.config.loader import strip_jsonc
+from agenthost.config.model import (
     HostConfig,
     RestartPolicy,
     ServerConfig,

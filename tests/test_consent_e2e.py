@@ -17,11 +17,11 @@ import httpx2
 import pytest
 import trio
 
-from agenthost.config import ServerConfig
+from agenthost.config.model import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host import Host
-from agenthost.sampling import SamplingEvent
-from agenthost.types import TextContent
+from agenthost.host.host import Host
+from agenthost.host.sampling import SamplingEvent
+from agenthost.protocol.types import TextContent
 from policies import (
     Answer,
     CallbackPrompter,

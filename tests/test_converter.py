@@ -19,10 +19,10 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from agenthost import methods, revisions
-from agenthost import types as t
-from agenthost.converter import make_converter, structure, unstructure
 from agenthost.errors import ProtocolError, UnsupportedRevision
+from agenthost.protocol import methods, revisions
+from agenthost.protocol import types as t
+from agenthost.protocol.converter import make_converter, structure, unstructure
 from tests.schemacheck import SPEC_DIR, validate_outgoing
 
 STATEFUL = tuple(reversed(revisions.SUPPORTED_REVISIONS))  # oldest first

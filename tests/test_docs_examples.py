@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.config import HostConfig
+from agenthost.config.model import HostConfig
 from policies import parse_policy
 from providers.config import parse_providers
 

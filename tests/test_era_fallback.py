@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import ServerConfig
-from agenthost.dial import EraCache, connect, default_era_cache
+from agenthost.config.model import ServerConfig
+from agenthost.connection import EraCache, connect, default_era_cache
 from agenthost.errors import BackChannelRequired
-from agenthost.host import Host
-from agenthost.revisions import Era
+from agenthost.host.host import Host
+from agenthost.protocol.revisions import Era
 from tests.conftest import PEER_LOG_ENV, PEERS_DIR, free_port
 from tests.peers.http_launch import serve
 from tests.test_consent_e2e import FakeAnthropic, host_with, sampling_policy
@@ -88,7 +88,7 @@ async def test_host_reconnects_in_the_initialize_era_and_repeats_a_read_only_cal
     peer_log: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = config(peer_log)
-    with caplog.at_level(logging.WARNING, logger="agenthost.supervisor"):
+    with caplog.at_level(logging.WARNING, logger="agenthost.host.supervisor"):
         async with host_for(server, tmp_path) as host:
             first = host.session("bc")
             assert first.era is Era.MODERN
@@ -185,7 +185,7 @@ async def test_concurrent_calls_share_one_switch(
     TransportClosed before the host repeated such calls too), and each call completes
     on the initialize-era session; one switch, one WARNING."""
     results: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="agenthost.supervisor"):
+    with caplog.at_level(logging.WARNING, logger="agenthost.host.supervisor"):
         async with host_for(config(peer_log), tmp_path) as host:
 
             async def one(i: int) -> None:

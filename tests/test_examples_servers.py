@@ -22,17 +22,15 @@ import pytest
 import trio
 
 import providers.base as llm
-from agenthost.client import connect
-from agenthost.config import HostConfig, Workspace
-from agenthost.converter import unstructure
+from agenthost.config.model import HostConfig, Workspace
+from agenthost.connection import connect
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host import open_host
-from agenthost.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
-from agenthost.roots import workspace_root
-from agenthost.sampling import SamplingEvent
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import (
+from agenthost.host.host import open_host
+from agenthost.host.roots import workspace_root
+from agenthost.host.sampling import SamplingEvent
+from agenthost.protocol.converter import unstructure
+from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
+from agenthost.protocol.types import (
     CallToolResult,
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -41,6 +39,8 @@ from agenthost.types import (
     TextContent,
     TextResourceContents,
 )
+from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.transports.stdio import open_stdio_transport
 from policies import (
     AuditConfig,
     PolicyConfig,

@@ -52,7 +52,14 @@ class Project:
     def run(
         self, *args: str, stdin: str | None = "", timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
-        """``agenthost ARGS`` in the project folder; stdin is a pipe (not a terminal)."""
+        """``agenthost ARGS`` in the project folder; stdin is a pipe (not a terminal).
+
+        The folder's ``agenthost.toml`` is named with ``--config`` (the user's own choice):
+        these tests set user-only keys (policy mode, policy file), which a discovered
+        project file may not (tests/security)."""
+        own = self.root / "agenthost.toml"
+        if "--config" not in args and own.exists():
+            args = ("--config", str(own), *args)
         return subprocess.run(
             [*AGENTHOST, *args],
             input=stdin,

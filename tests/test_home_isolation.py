@@ -21,9 +21,9 @@ import pytest
 from agenthost import HostConfig
 from agenthost.auth import FileTokenStore
 from agenthost.auth.store import data_dir, default_token_store
-from agenthost.chat import history_path
-from agenthost.config import find_config
-from agenthost.dial import EraCache
+from agenthost.cli.chat import history_path
+from agenthost.config.model import find_config
+from agenthost.connection import EraCache
 from policies.approvals import default_approvals_path
 from tests.conftest import CRASHY_SERVER, REPO_ROOT
 from tests.test_cli import run as run_cli

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
+from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
 from agenthost.errors import NotFound, ServerUnavailable, TransportClosed
-from agenthost.host import open_host
-from agenthost.supervisor import ServerState
-from agenthost.types import TextContent
+from agenthost.host.host import open_host
+from agenthost.host.supervisor import ServerState
+from agenthost.protocol.types import TextContent
 from tests.helpers import ALLOW_ALL, alive
 
 Command = tuple[str, list[str]]

@@ -16,12 +16,12 @@ import orjson
 import pytest
 from hypothesis import strategies as st
 
-from agenthost import jsonrpc
-from agenthost import types as t
-from agenthost.converter import make_converter, structure, unstructure
 from agenthost.errors import ProtocolError
-from agenthost.methods import call_tool_params
-from agenthost.revisions import LEGACY_REVISIONS, MODERN_REVISIONS
+from agenthost.protocol import jsonrpc
+from agenthost.protocol import types as t
+from agenthost.protocol.converter import make_converter, structure, unstructure
+from agenthost.protocol.methods import call_tool_params
+from agenthost.protocol.revisions import LEGACY_REVISIONS, MODERN_REVISIONS
 
 #: The general hooks only (the detailed converter never takes the short path).
 _GENERAL = make_converter(detailed=True)

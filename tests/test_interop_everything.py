@@ -15,9 +15,7 @@ import pytest
 import trio
 
 from agenthost.errors import JSONRPCError
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import (
+from agenthost.protocol.types import (
     BlobResourceContents,
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -31,6 +29,8 @@ from agenthost.types import (
     TextContent,
     TextResourceContents,
 )
+from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.transports.stdio import open_stdio_transport
 from tests.helpers import RecordingTransport
 
 Command = tuple[str, list[str]]

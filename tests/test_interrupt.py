@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, RestartPolicy, ServerConfig
+from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig
 from agenthost.errors import ServerUnavailable, TransportClosed
-from agenthost.host import open_host
+from agenthost.host.host import open_host
 from tests.helpers import ALLOW_ALL
 
 Command = tuple[str, list[str]]

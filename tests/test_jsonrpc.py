@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agenthost import jsonrpc
 from agenthost.errors import ProtocolError
-from agenthost.jsonrpc import ErrorObject, ErrorResponse, Notification, Request, Response
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Notification, Request, Response
 
 
 @pytest.mark.parametrize(

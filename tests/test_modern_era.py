@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import ServerConfig, Timeouts
-from agenthost.dial import EraCache, connect
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import EraCache, connect
 from agenthost.errors import UnsupportedRevision
-from agenthost.revisions import Era
+from agenthost.protocol.revisions import Era
+from agenthost.protocol.types import TextResourceContents
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import TextResourceContents
 from tests.conftest import PEERS_DIR, free_port
 from tests.helpers import RecordingTransport
 from tests.peers.http_launch import serve

@@ -17,12 +17,12 @@ import trio
 import trio.testing
 
 from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.jsonrpc import Notification, Request, Response
 from agenthost.mrtr import MRTRLimitExceeded
+from agenthost.protocol.jsonrpc import Notification, Request, Response
+from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.testing import memory_transport_pair
 from agenthost.transports.memory import MemoryTransport
-from agenthost.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
 
 SERVER_INFO = {"name": "m", "version": "1"}
 #: ``(round, params) -> result`` for each tools/call the peer receives.

@@ -21,9 +21,9 @@ import httpx
 import pytest
 import trio
 
-from agenthost.config import ServerConfig
+from agenthost.config.model import ServerConfig
 from agenthost.errors import AgentHostTimeout
-from agenthost.revisions import Era
+from agenthost.protocol.revisions import Era
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import PEER_LOG_ENV, free_port

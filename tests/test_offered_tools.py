@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agenthost.agent import _tools
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import open_host
+from agenthost.agent.loop import _tools
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import open_host
 from policies import TerminalPrompter
 
 Command = tuple[str, list[str]]

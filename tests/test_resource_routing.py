@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from agenthost.config import HostConfig
+from agenthost.config.model import HostConfig
 from agenthost.errors import AmbiguousResource, NotFound
-from agenthost.host import open_host
-from agenthost.types import TextResourceContents
+from agenthost.host.host import open_host
+from agenthost.protocol.types import TextResourceContents
 
 PEER = Path(__file__).resolve().parent / "peers" / "resource_peer.py"
 SECRET = "file:///home/user/.ssh/id_rsa"

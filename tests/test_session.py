@@ -22,10 +22,10 @@ from agenthost.errors import (
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.jsonrpc import Notification, Request, Response
+from agenthost.protocol.jsonrpc import Notification, Request, Response
+from agenthost.protocol.types import ListRootsResult, Root
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.testing import ScriptedServer, ServerContext, memory_transport_pair
-from agenthost.types import ListRootsResult, Root
 
 
 def make_server() -> ScriptedServer:
@@ -434,7 +434,12 @@ async def test_server_requests_past_the_cap_are_refused_with_an_error() -> None:
 
 @pytest.mark.parametrize(
     "first",
-    ["import agenthost.dial", "import agenthost.client", "import agenthost.supervisor", "pass"],
+    [
+        "import agenthost.connection",
+        "import agenthost.host",
+        "import agenthost.host.supervisor",
+        "pass",
+    ],
 )
 def test_agenthost_connect_is_the_function_whatever_was_imported_first(first: str) -> None:
     """``agenthost.connect`` is a plain function (no callable-module trick): importing the
@@ -444,8 +449,8 @@ def test_agenthost_connect_is_the_function_whatever_was_imported_first(first: st
 
     script = (
         f"{first}\n"
-        "import inspect, agenthost, agenthost.client, agenthost.dial\n"
-        "assert agenthost.connect is agenthost.dial.connect is agenthost.client.connect\n"
+        "import inspect, agenthost, agenthost.connection\n"
+        "assert agenthost.connect is agenthost.connection.connect\n"
         "assert inspect.isfunction(agenthost.connect), type(agenthost.connect)\n"
         "assert 'connect' in agenthost.__all__\n"
     )

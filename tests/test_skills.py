@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agenthost.config import HostConfig, ServerConfig
+from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError, NotFound
-from agenthost.host import open_host
+from agenthost.host.host import open_host
 from agenthost.session import open_session
 from agenthost.skills import (
     SkillVerificationError,
@@ -190,7 +190,7 @@ decision = "allow"
 
 
 async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path) -> None:
-    from agenthost.agent import SKILL_TOOL, run_agent
+    from agenthost.agent.loop import SKILL_TOOL, run_agent
     from providers.base import ToolResultContent, ToolUseContent
     from providers.scripted import ScriptedProvider, ScriptedTurn
 

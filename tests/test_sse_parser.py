@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agenthost.errors import MessageTooLarge
-from agenthost.transports.sse import ServerSentEvent, SSEParser
+from agenthost.protocol.sse import ServerSentEvent, SSEParser
 
 
 def parse(*chunks: bytes) -> list[ServerSentEvent]:

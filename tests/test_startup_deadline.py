@@ -18,10 +18,10 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from agenthost.config import ServerConfig, Timeouts, TransportKind
-from agenthost.dial import EraCache, connect
+from agenthost.config.model import ServerConfig, Timeouts, TransportKind
+from agenthost.connection import EraCache, connect
 from agenthost.errors import AgentHostTimeout
-from agenthost.revisions import Era
+from agenthost.protocol.revisions import Era
 from tests.conftest import Command, free_port
 from tests.peers.http_launch import PEERS, PY, serve
 

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
-from agenthost.jsonrpc import Message, Notification, Request, Response
+from agenthost.protocol.jsonrpc import Message, Notification, Request, Response
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import child_environment, open_stdio_transport
 from tests.helpers import alive
@@ -357,8 +357,8 @@ for line in sys.stdin:
 
 
 async def test_a_request_cancelled_in_the_same_read_is_never_handled(tmp_path: Path) -> None:
+    from agenthost.protocol.types import ListRootsResult
     from agenthost.session import ClientHandlers
-    from agenthost.types import ListRootsResult
 
     called: list[object] = []
 

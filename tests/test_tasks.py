@@ -16,13 +16,18 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import open_host
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import open_host
+from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
+from agenthost.protocol.types.tasks import Task
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.tasks import call_tool_as_task, list_tasks, server_accepts_tool_tasks, wants_task
+from agenthost.tool_tasks import (
+    call_tool_as_task,
+    list_tasks,
+    server_accepts_tool_tasks,
+    wants_task,
+)
 from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import ElicitRequestParams, ElicitResult, TextContent
-from agenthost.types.tasks import Task
 from tests.helpers import ALLOW_ALL, RecordingTransport
 
 Command = tuple[str, list[str]]

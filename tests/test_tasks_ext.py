@@ -30,11 +30,13 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig, Timeouts
+from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError, ProtocolError
-from agenthost.host import open_host
+from agenthost.host.host import open_host
+from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
+from agenthost.protocol.types.tasks import Task
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.tasks import (
+from agenthost.tool_tasks import (
     MAX_INPUT_ROUNDS,
     MIN_POLL_INTERVAL,
     TASKS_EXTENSION,
@@ -45,8 +47,6 @@ from agenthost.tasks import (
 )
 from agenthost.transports.http import open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
-from agenthost.types import ElicitRequestParams, ElicitResult, TextContent
-from agenthost.types.tasks import Task
 from policies import read_audit
 from tests.conftest import PEERS_DIR, free_port
 from tests.helpers import ALLOW_ALL, RecordingTransport

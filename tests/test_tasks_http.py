@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig
-from agenthost.host import open_host
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.host.host import open_host
+from agenthost.protocol.types import TextContent
+from agenthost.protocol.types.tasks import Task
 from agenthost.session import ClientSession, open_session
-from agenthost.tasks import call_tool_as_task, list_tasks, wants_task
+from agenthost.tool_tasks import call_tool_as_task, list_tasks, wants_task
 from agenthost.transports.http import open_streamable_http_transport
-from agenthost.types import TextContent
-from agenthost.types.tasks import Task
 from tests.conftest import everything_http_cmd, free_port
 from tests.helpers import ALLOW_ALL, RecordingTransport
 from tests.peers.http_launch import bind_localhost_preload, serve

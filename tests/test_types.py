@@ -14,9 +14,9 @@ from typing import Any
 import attrs
 import pytest
 
-from agenthost import methods, revisions
-from agenthost import types as t
-from agenthost.types._base import SINCE, wire_name
+from agenthost.protocol import methods, revisions
+from agenthost.protocol import types as t
+from agenthost.protocol.types._base import SINCE, wire_name
 from tests.schemacheck import load_schema
 
 STATEFUL = tuple(reversed(revisions.SUPPORTED_REVISIONS))  # oldest first
@@ -233,7 +233,7 @@ def test_method_lookup() -> None:
 
 def test_types_have_value_equality_hashing_and_repr() -> None:
     """Record's hand-written methods mean what attrs' generated ones would."""
-    from agenthost.types import ImageContent, TextContent, Tool
+    from agenthost.protocol.types import ImageContent, TextContent, Tool
 
     a, b = TextContent(text="hi"), TextContent(text="hi")
     assert a == b and hash(a) == hash(b)

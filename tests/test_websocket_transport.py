@@ -17,17 +17,17 @@ import pytest
 import trio
 
 import tests.test_interop_sdk as interop_sdk
-from agenthost.config import ServerConfig, Timeouts
+from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.errors import (
     AgentHostTimeout,
     MessageTooLarge,
     TransportClosed,
     TransportError,
 )
+from agenthost.protocol.types import TextContent
 from agenthost.session import open_session
 from agenthost.transports.remote import open_remote_transport
 from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
-from agenthost.types import TextContent
 from tests.helpers import RecordingTransport
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 

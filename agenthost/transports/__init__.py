@@ -18,8 +18,8 @@ _LAZY = {
     "ProbingTransport": "agenthost.transports.remote",
     "open_http_transport": "agenthost.transports.remote",
     "open_remote_transport": "agenthost.transports.remote",
-    "ServerSentEvent": "agenthost.transports.sse",
-    "SSEParser": "agenthost.transports.sse",
+    "ServerSentEvent": "agenthost.protocol.sse",
+    "SSEParser": "agenthost.protocol.sse",
     "WebSocketTransport": "agenthost.transports.websocket",
     "open_websocket_transport": "agenthost.transports.websocket",
     "MemoryTransport": "agenthost.transports.memory",
@@ -29,6 +29,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from agenthost.protocol.sse import ServerSentEvent, SSEParser
     from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
     from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_transport
     from agenthost.transports.memory import MemoryTransport, memory_transport_pair
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
         open_http_transport,
         open_remote_transport,
     )
-    from agenthost.transports.sse import ServerSentEvent, SSEParser
     from agenthost.transports.stdio import StdioTransport, open_stdio_transport
     from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import attrs
 
-from agenthost import jsonrpc
 from agenthost.errors import ProtocolError
+from agenthost.protocol import jsonrpc
 
 __all__ = ["NO_OPTIONS", "SendOptions", "Transport", "decode_frame"]
 

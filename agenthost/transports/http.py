@@ -63,7 +63,6 @@ import httpx
 import orjson
 import trio
 
-from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import (
     AuthorizationError,
@@ -72,11 +71,12 @@ from agenthost.errors import (
     TransportClosed,
     TransportError,
 )
-from agenthost.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.protocol.revisions import at_least, is_modern
+from agenthost.protocol.sse import ServerSentEvent, SSEParser
 from agenthost.redaction import add_secret, add_secrets_of_url, redact
-from agenthost.revisions import at_least, is_modern
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
-from agenthost.transports.sse import ServerSentEvent, SSEParser
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",

@@ -27,7 +27,6 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import (
     AgentHostTimeout,
     MessageTooLarge,
@@ -35,7 +34,9 @@ from agenthost.errors import (
     TransportClosed,
     TransportError,
 )
-from agenthost.jsonrpc import Request
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import Request
+from agenthost.protocol.sse import SSEParser
 from agenthost.transports.base import NO_OPTIONS, SendOptions
 from agenthost.transports.http import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -46,7 +47,6 @@ from agenthost.transports.http import (
     redact_url,
     redirect_note,
 )
-from agenthost.transports.sse import SSEParser
 
 __all__ = ["LegacySSETransport", "open_legacy_sse_transport"]
 

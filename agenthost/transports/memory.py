@@ -10,8 +10,8 @@ import math
 
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import TransportClosed
+from agenthost.protocol import jsonrpc
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["MemoryTransport", "memory_transport_pair"]

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import trio
 
-from agenthost import jsonrpc
 from agenthost.errors import ConfigError, TransportClosed, TransportError
-from agenthost.jsonrpc import Request
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import Request
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.http import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -36,7 +36,7 @@ from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_
 from agenthost.transports.websocket import open_websocket_transport
 
 if TYPE_CHECKING:
-    from agenthost.config import ServerConfig
+    from agenthost.config.model import ServerConfig
 
 __all__ = ["ProbingTransport", "open_http_transport", "open_remote_transport"]
 

@@ -50,9 +50,9 @@ from typing import Final
 
 import trio
 
-from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed, TransportError
+from agenthost.protocol import jsonrpc
 from agenthost.redaction import add_secret
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 

@@ -20,9 +20,9 @@ from contextlib import asynccontextmanager
 import trio
 import trio_websocket
 
-from agenthost import jsonrpc
 from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
+from agenthost.protocol import jsonrpc
 from agenthost.redaction import add_secret, add_secrets_of_url
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
 from agenthost.transports.http import DEFAULT_MAX_MESSAGE_SIZE, redact_url

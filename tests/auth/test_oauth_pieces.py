@@ -26,7 +26,7 @@ from agenthost.auth.discovery import (
     resource_allowed,
 )
 from agenthost.auth.loopback import open_loopback
-from agenthost.config import HostConfig
+from agenthost.config.model import HostConfig
 from agenthost.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

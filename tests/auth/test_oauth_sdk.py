@@ -27,7 +27,7 @@ import trio
 
 import agenthost
 from agenthost.auth import URL_OPENER, FileTokenStore, OAuthSettings
-from agenthost.config import ServerConfig
+from agenthost.config.model import ServerConfig
 from agenthost.errors import AuthorizationError
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 

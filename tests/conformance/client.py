@@ -5,7 +5,7 @@ and runs ``<this script> <server-url>`` with ``MCP_CONFORMANCE_SCENARIO`` (and, 
 scenarios, ``MCP_CONFORMANCE_CONTEXT``, a JSON object) in the environment; it then judges
 the traffic it recorded. This script is what the suite tests, so it is written ONLY
 against agenthost's public API (``agenthost.connect``, ``ServerConfig``,
-``ClientHandlers``, the types in ``agenthost.types``): a check that passes here passes for
+``ClientHandlers``, the types in ``agenthost.protocol.types``): a check that passes here passes for
 any user of the library, and a check that fails names a bug in agenthost, not here.
 
 Each scenario does what its test server expects a client to do (read from the suite's
@@ -35,7 +35,7 @@ import trio
 import agenthost
 from agenthost import skills
 from agenthost.auth import URL_OPENER, OAuthSettings
-from agenthost.types import (
+from agenthost.protocol.types import (
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestParams,

@@ -27,7 +27,7 @@ import attrs
 import pytest
 import trio
 
-from agenthost.config import ServerConfig, Timeouts
+from agenthost.config.model import ServerConfig, Timeouts
 
 __all__ = [
     "ADDED_LATENCY_GOAL",

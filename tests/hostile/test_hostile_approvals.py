@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, ServerConfig
+from agenthost.config.model import HostConfig, ServerConfig
 from policies import Answer, ApprovalStore, CallbackPrompter, ConsentRequest, ToolCall
 from tests.hostile.test_policy_hostile import PEER, agenthost_cli, host_with, peer, text_of
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import trio
 
-from agenthost.config import HostConfig, Workspace
-from agenthost.host import open_host
-from agenthost.types import TextContent
+from agenthost.config.model import HostConfig, Workspace
+from agenthost.host.host import open_host
+from agenthost.protocol.types import TextContent
 from policies import Answer, CallbackPrompter, ConsentRequest, read_audit
 from tests.hostile.conftest import FloodSize, hostile, report
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.catalog import namespaced_names
-from agenthost.config import HostConfig
-from agenthost.host import open_host
-from agenthost.supervisor import ServerState
-from agenthost.types import TextContent
+from agenthost.config.model import HostConfig
+from agenthost.host.catalog import namespaced_names
+from agenthost.host.host import open_host
+from agenthost.host.supervisor import ServerState
+from agenthost.protocol.types import TextContent
 from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import (
     FloodSize,
@@ -72,7 +72,7 @@ def test_a_real_hash_collision_refuses_the_colliding_tools(
             clash = (seen[digest], name)
             break
         seen[digest] = name
-    caplog.set_level(logging.WARNING, logger="agenthost.catalog")
+    caplog.set_level(logging.WARNING, logger="agenthost.host.catalog")
     pairs = [("bad", clash[0]), ("bad", clash[1]), ("bad", "fine"), ("good", "echo")]
     names = namespaced_names(pairs)
     assert names == {("bad", "fine"): "bad__fine", ("good", "echo"): "good__echo"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.config import HostConfig
+from agenthost.config.model import HostConfig
 from agenthost.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

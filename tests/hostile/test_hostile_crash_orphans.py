@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from agenthost.config import HostConfig, RestartPolicy
-from agenthost.host import open_host
-from agenthost.supervisor import ServerState
+from agenthost.config.model import HostConfig, RestartPolicy
+from agenthost.host.host import open_host
+from agenthost.host.supervisor import ServerState
 from agenthost.transports.stdio import open_stdio_transport
 from tests.conftest import Command
 from tests.helpers import ALLOW_ALL, alive

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig
-from agenthost.host import Host, open_host
-from agenthost.types import TextContent
+from agenthost.config.model import HostConfig
+from agenthost.host.host import Host, open_host
+from agenthost.protocol.types import TextContent
 from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import (
     FloodSize,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config import HostConfig, Timeouts
-from agenthost.host import open_host
-from agenthost.types import TextContent
+from agenthost.config.model import HostConfig, Timeouts
+from agenthost.host.host import open_host
+from agenthost.protocol.types import TextContent
 from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import (
     FloodSize,

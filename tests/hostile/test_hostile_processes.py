@@ -9,8 +9,8 @@ from pathlib import Path
 
 import trio
 
-from agenthost.config import HostConfig
-from agenthost.host import open_host
+from agenthost.config.model import HostConfig
+from agenthost.host.host import open_host
 from tests.helpers import ALLOW_ALL, alive
 from tests.hostile.conftest import hostile
 

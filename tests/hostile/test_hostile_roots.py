@@ -12,10 +12,10 @@ from typing import Any
 
 import trio
 
-from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Workspace
-from agenthost.host import open_host
-from agenthost.supervisor import ServerState
-from agenthost.types import TextContent
+from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Workspace
+from agenthost.host.host import open_host
+from agenthost.host.supervisor import ServerState
+from agenthost.protocol.types import TextContent
 from tests.helpers import ALLOW_ALL
 
 Command = tuple[str, list[str]]

@@ -24,10 +24,10 @@ import pexpect
 import pytest
 import trio
 
-from agenthost.config import ServerConfig
+from agenthost.config.model import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host import Host
-from agenthost.types import TextContent
+from agenthost.host.host import Host
+from agenthost.protocol.types import TextContent
 from policies import (
     Answer,
     CallbackPrompter,

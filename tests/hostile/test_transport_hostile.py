@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.client import connect
-from agenthost.config import HostConfig, RestartPolicy, ServerConfig, Timeouts
+from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts
+from agenthost.connection import connect
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -33,11 +33,11 @@ from agenthost.errors import (
     TransportClosed,
     TransportError,
 )
-from agenthost.host import open_host
+from agenthost.host.host import open_host
+from agenthost.protocol.sse import SSEParser
+from agenthost.protocol.types import TextContent
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.remote import open_remote_transport
-from agenthost.transports.sse import SSEParser
-from agenthost.types import TextContent
 from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import hostile, rss_bytes
 from tests.peers.http_launch import PY, free_port, serve

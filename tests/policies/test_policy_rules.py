@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agenthost.errors import ConfigError
+from agenthost.host.catalog import SEPARATOR, tool_prefix
 from policies import (
     Action,
     ActionKind,
@@ -26,7 +27,7 @@ from policies import (
     parse_rule,
     preset_names,
 )
-from policies.rules import first_match
+from policies.rules import LISTED_SEPARATOR, first_match
 
 READ_ONLY = {"readOnlyHint": True}
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True}
@@ -42,7 +43,14 @@ def tool(
 ) -> ToolCall:
     ann = {**(hints or {}), **ann}
     return ToolCall(
-        server=server, tool=name, arguments={"path": "/x"}, annotations=ann or None, trusted=trusted
+        server=server,
+        tool=name,
+        # As the host's catalog lists it (plain form; the catalog hashes only long or
+        # clashing names).
+        listed=f"{tool_prefix(server)}{SEPARATOR}{name}",
+        arguments={"path": "/x"},
+        annotations=ann or None,
+        trusted=trusted,
     )
 
 
@@ -470,3 +478,11 @@ def test_a_tool_name_with_its_server_part_names_that_servers_tool_only() -> None
     )
     # The plain spelling is unchanged.
     assert rule(kind="tool", name="read_*", decision="allow").matches(tool(name="read_text_file"))
+    # The listed form is what the host said the listing shows; unsaid, it matches nothing.
+    unsaid = ToolCall(server="fs", tool="read_text_file")
+    assert not listed.matches(unsaid)
+
+
+def test_the_listed_separator_is_the_catalogs() -> None:
+    """Policies cannot import the host (tests/test_layers.py): the constant is repeated."""
+    assert LISTED_SEPARATOR == SEPARATOR

@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agenthost.trust import TrustStore
+from agenthost.config.trust import TrustStore
 
 WRITER = """
 import sys
 from pathlib import Path
-from agenthost.trust import ProjectFile, TrustStore
+from agenthost.config.trust import ProjectFile, TrustStore
 
 store = TrustStore(sys.argv[1])
 for i in range(int(sys.argv[3])):

@@ -192,9 +192,9 @@ def test_a_damaged_trust_store_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_project_servers_carry_their_scope(tmp_path: Path) -> None:
     """Approvals are bound to ``ServerConfig.scope``: a project's servers say which file."""
-    from agenthost.config import HostConfig
+    from agenthost.config.model import HostConfig
+    from agenthost.config.trust import inspect_project
     from agenthost.errors import UntrustedConfig
-    from agenthost.trust import inspect_project
 
     repo = Repo(tmp_path, ".vscode/mcp.json")
     try:

@@ -1,0 +1,520 @@
+"""``agenthost chat``: a REPL over the agent, with slash commands for the host.
+
+On a terminal the line editor is prompt_toolkit (line editing, history kept across
+sessions in ``$XDG_STATE_HOME/agenthost/chat_history``, Tab completion, Alt-Enter or
+Esc Enter for a new line inside a message, Ctrl-C clears the line, Ctrl-D on an empty
+line leaves). It runs in a worker thread, so servers keep being served (sampling,
+elicitation, list changes) while the prompt waits; completions that need a server
+(``completion/complete``) are asked from that thread through the Trio loop, with a
+timeout. Without a terminal (a pipe), lines are read plainly. Whatever a server sent is
+shown escaped (:func:`agenthost.cli.safe`), prompts and suggestions included. The history
+file is private (0600 in a 0700 directory): it holds what the user typed. Slash commands:
+
+  /tools  /servers  /prompts  /resources  /roots  /help  /quit
+  /prompt SERVER NAME [key=value ...]   add a server's prompt to the conversation;
+                                        missing required arguments are asked for, with
+                                        the server's completions (completion/complete,
+                                        a few seconds at most; Ctrl-C cancels)
+  /call SERVER__TOOL [JSON]             call one tool (through the policy)
+  /read URI                             read a resource
+  /model [PROVIDER/MODEL]               show or change the model
+  /clear                                start a new conversation
+Anything else is a message to the agent, which keeps the conversation across turns;
+Ctrl-C during a turn cancels it (the servers are told).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import trio
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+
+from agenthost.errors import AgentHostError
+
+if TYPE_CHECKING:
+    from agenthost.cli.app import Console
+    from agenthost.host.host import Host
+
+__all__ = ["chat", "history_path"]
+
+HELP = __doc__.split("Slash commands:", 1)[1].strip() if __doc__ else ""
+COMMANDS = (
+    "call", "clear", "help", "model", "prompt", "prompts", "quit", "read", "resources",
+    "roots", "servers", "tools",
+)  # fmt: skip
+#: How long a completion (Tab, or the suggestions for a missing /prompt argument) may wait
+#: for a server before showing nothing.
+COMPLETION_TIMEOUT = 3.0
+#: Lines kept in the history file (older ones are dropped when it is rewritten).
+HISTORY_LINES = 1000
+
+T = TypeVar("T")
+
+
+def history_path(env: dict[str, str] | None = None) -> Path:
+    """Where chat history lives: ``$XDG_STATE_HOME/agenthost/chat_history``.
+
+    The XDG base directory spec puts history in the state directory
+    (``~/.local/state`` when ``XDG_STATE_HOME`` is unset).
+    """
+    source = os.environ if env is None else env
+    base = source.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "agenthost" / "chat_history"
+
+
+def _private_history(path: Path) -> None:
+    """Make the history file 0600 in a 0700 directory, whatever made them before.
+
+    Why: it holds everything the user typed (arguments, pasted secrets), like the
+    approvals file; prompt_toolkit would create it with the umask's 0644.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _discard_terminal_input() -> bool:
+    """Drop what was typed on the terminal but not read yet; whether there was any.
+
+    Why: while chat waits for a server, typed lines queue in the terminal; the next
+    question must be answered by what is typed after it is shown, not before.
+    """
+    import termios
+
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return False
+        import fcntl
+        import struct
+
+        pending = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except (OSError, ValueError):
+        return False
+    return bool(pending)
+
+
+class _Reader(Protocol):
+    async def read(self, prompt: str) -> str | None:
+        """The next line; ``None`` at end of input."""
+        ...
+
+    def discard_typeahead(self) -> bool:
+        """Drop input typed before now (a terminal only); whether there was any."""
+        ...
+
+
+class _PlainReader:
+    """Lines from a pipe or file: no editing, no history."""
+
+    async def read(self, prompt: str) -> str | None:
+        from agenthost.cli.app import safe
+
+        sys.stderr.write(safe(prompt))
+        sys.stderr.flush()
+        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        return None if line == "" else line.rstrip("\n")
+
+    def discard_typeahead(self) -> bool:
+        # A pipe's next line is its answer (scripts write them ahead); a terminal's is not.
+        return _discard_terminal_input()
+
+
+class _EditorReader:
+    """prompt_toolkit in a worker thread: editing, history, completion."""
+
+    def __init__(self, host: Host, token: trio.lowlevel.TrioToken) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.completion import ThreadedCompleter
+        from prompt_toolkit.history import FileHistory
+        from prompt_toolkit.key_binding import KeyBindings
+
+        path = history_path()
+        _private_history(path)
+        _trim_history(path)
+        bindings = KeyBindings()
+
+        @bindings.add("escape", "enter")
+        def _newline(event: Any) -> None:
+            event.current_buffer.insert_text("\n")
+
+        self._session: PromptSession[str] = PromptSession(
+            history=FileHistory(str(path)),
+            completer=ThreadedCompleter(_Completer(host, token)),
+            complete_while_typing=False,
+            key_bindings=bindings,
+            multiline=False,
+        )
+
+    def _prompt(self, prompt: str) -> str | None:
+        while True:
+            try:
+                return self._session.prompt(prompt)
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line, as in a shell
+            except EOFError:
+                return None
+
+    async def read(self, prompt: str) -> str | None:
+        from agenthost.cli.app import safe
+
+        return await trio.to_thread.run_sync(self._prompt, safe(prompt), abandon_on_cancel=True)
+
+    def discard_typeahead(self) -> bool:
+        from prompt_toolkit.input.typeahead import clear_typeahead
+
+        # Keys prompt_toolkit read past the end of the last line, then the terminal's own.
+        had = False
+        with contextlib.suppress(Exception):  # no input object yet: nothing read ahead
+            from prompt_toolkit.input.typeahead import get_typeahead
+
+            had = bool(get_typeahead(self._session.input))
+            clear_typeahead(self._session.input)
+        return _discard_terminal_input() or had
+
+
+def _trim_history(path: Path) -> None:
+    """Keep the history file bounded: drop the oldest entries beyond HISTORY_LINES."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    entries = text.split("\n\n# ")
+    if len(entries) > HISTORY_LINES:
+        kept = entries[-HISTORY_LINES:]
+        path.write_text("# " + "\n\n# ".join(kept).removeprefix("# "), encoding="utf-8")
+
+
+class _Completer(Completer):
+    """Tab completion of slash commands, servers, prompts, arguments and their values.
+
+    Called by prompt_toolkit in its own thread; every look at the host goes through the
+    Trio loop (``trio.from_thread``), and a server's completion has a timeout.
+    """
+
+    def __init__(self, host: Host, token: trio.lowlevel.TrioToken) -> None:
+        self._host = host
+        self._token = token
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        try:
+            words = shlex.split(text[1:]) + ([""] if text.endswith(" ") else [])
+        except ValueError:  # an open quote
+            return
+        if not words:
+            words = [""]
+        partial = words[-1]
+        from agenthost.cli.app import safe
+
+        for option in self._options(words[:-1], partial):
+            yield Completion(
+                option, start_position=-len(partial), display=safe(option, one_line=True)
+            )
+
+    def _run(self, fn: Callable[[], Awaitable[T]]) -> T:
+        return trio.from_thread.run(fn, trio_token=self._token)
+
+    def _options(self, done: list[str], partial: str) -> Iterable[str]:
+        host = self._host
+        if not done:
+            return [c for c in COMMANDS if c.startswith(partial)]
+        command = done[0]
+
+        async def servers_with_prompts() -> list[str]:
+            return sorted({s for s, _ in await host.list_prompts()})
+
+        if command == "prompt" and len(done) == 1:
+            return [
+                shlex.quote(s) for s in self._run(servers_with_prompts) if s.startswith(partial)
+            ]
+        if command == "prompt" and len(done) == 2:
+
+            async def prompt_names() -> list[str]:
+                return [p.name for s, p in await host.list_prompts() if s == done[1]]
+
+            return [n for n in self._run(prompt_names) if n.startswith(partial)]
+        if command == "prompt":
+            return self._prompt_arguments(done[1], done[2], done[3:], partial)
+        if command == "call" and len(done) == 1:
+
+            async def tools() -> list[str]:
+                return [t.name for t in await host.list_tools()]
+
+            return [t for t in self._run(tools) if t.startswith(partial)]
+        if command == "read" and len(done) == 1:
+
+            async def uris() -> list[str]:
+                return [r.uri for _, r in await host.list_resources()]
+
+            return [u for u in self._run(uris) if u.startswith(partial)]
+        if command == "model" and len(done) == 1:
+
+            async def models() -> list[str]:
+                from providers.config import available_models
+
+                return [
+                    f"{m.provider}/{m.id}"
+                    for m in available_models(host.providers_config, host.env)
+                    if m.provider in host.providers
+                ]
+
+            return [m for m in self._run(models) if m.startswith(partial)]
+        return []
+
+    def _prompt_arguments(
+        self, server: str, name: str, given: list[str], partial: str
+    ) -> Iterable[str]:
+        host = self._host
+        earlier = dict(p.split("=", 1) for p in given if "=" in p)
+
+        async def argument_names() -> list[str]:
+            for s, p in await host.list_prompts():
+                if s == server and p.name == name:
+                    return [a.name for a in p.arguments or []]
+            return []
+
+        if "=" not in partial:
+            names = self._run(argument_names)
+            return [f"{n}=" for n in names if n.startswith(partial) and n not in earlier]
+        argument, _, value = partial.partition("=")
+
+        async def values() -> list[str]:
+            with trio.move_on_after(COMPLETION_TIMEOUT):
+                return await _complete(host, server, name, argument, value, earlier)
+            return []
+
+        return [f"{argument}={shlex.quote(v)}" for v in self._run(values)]
+
+
+async def _complete(
+    host: Host,
+    server: str,
+    prompt: str,
+    argument: str,
+    value: str,
+    context: dict[str, str] | None = None,
+) -> list[str]:
+    """The server's suggestions for an argument, given the arguments chosen before it."""
+    session = host.session(server)
+    caps = session.server_capabilities
+    if caps is None or getattr(caps, "completions", None) is None:
+        return []
+    try:
+        result = await session.complete(
+            {"type": "ref/prompt", "name": prompt}, argument, value, context=context or None
+        )
+    except AgentHostError:
+        return []
+    return list(result.completion.values)
+
+
+async def _prompt_command(
+    host: Host, console: Console, reader: _Reader, words: list[str]
+) -> list[Any]:
+    from agenthost.cli.app import interruptible, safe
+    from agenthost.mcp_to_llm import prompt_messages_to_llm
+
+    if len(words) < 2:
+        console.line("usage: /prompt SERVER NAME [key=value ...]")
+        return []
+    server, name, *pairs = words
+    arguments = dict(p.split("=", 1) for p in pairs if "=" in p)
+    listed = {p.name: p for s, p in await host.list_prompts() if s == server}
+    prompt = listed.get(name)
+    if prompt is None:
+        have = ", ".join(safe(n, one_line=True) for n in listed) or "none"
+        console.line(f"no prompt {name!r} on {server} (have: {have})")
+        return []
+    for arg in prompt.arguments or []:
+        if arg.name in arguments or not arg.required:
+            continue
+        options: list[str] = []
+        # Bounded, and Ctrl-C ends the wait (and the command), not the chat.
+        async with interruptible() as scope:
+            with trio.move_on_after(COMPLETION_TIMEOUT):
+                options = await _complete(host, server, name, arg.name, "", arguments)
+        if scope.cancelled_caught:
+            console.line("(cancelled)")
+            return []
+        shown = ", ".join(safe(o, one_line=True) for o in options[:10])
+        hint = f" (suggestions: {shown})" if options else ""
+        if reader.discard_typeahead():
+            console.line("(ignored what was typed before the question)")
+        value = await reader.read(f"{safe(arg.name, one_line=True)}{hint}: ")
+        if value is None:
+            return []
+        arguments[arg.name] = value
+    async with interruptible() as scope:
+        result = await host.get_prompt(server, name, arguments)
+    if scope.cancelled_caught:
+        console.line("(cancelled)")
+        return []
+    console.line(f"added prompt {server}/{name} ({len(result.messages)} messages)")
+    return list(prompt_messages_to_llm(result.messages))
+
+
+def _reader_for(host: Host) -> _Reader:
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return _EditorReader(host, trio.lowlevel.current_trio_token())
+    return _PlainReader()
+
+
+async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
+    from agenthost.agent.loop import Transcript, run_agent
+    from agenthost.cli.app import _agent_printer, _content_text, _Stream, _table, interruptible, say
+
+    reader = _reader_for(host)
+    transcript: Transcript | None = None
+    pending_prompt: list[Any] = []
+    console.line("agenthost chat: /help for commands, /quit or Ctrl-D to leave")
+    while True:
+        line = await reader.read("> ")
+        if line is None or line.strip() in ("/quit", "/exit"):
+            return 0
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("/"):
+            try:
+                words = shlex.split(line[1:])
+            except ValueError as exc:
+                console.line(f"! {exc}")
+                continue
+            command = words[0] if words else ""
+            try:
+                if command == "tools":
+                    say(
+                        _table(
+                            [
+                                [t.name, (t.tool.description or "")[:60]]
+                                for t in await host.list_tools()
+                            ],
+                            ["tool", "description"],
+                        )
+                    )
+                elif command == "servers":
+                    say(
+                        _table(
+                            [[s.name, s.state.value, s.revision or "-"] for s in host.status()],
+                            ["server", "state", "revision"],
+                        )
+                    )
+                elif command == "prompts":
+                    say(
+                        _table(
+                            [
+                                [s, p.name, " ".join(a.name for a in p.arguments or [])]
+                                for s, p in await host.list_prompts()
+                            ],
+                            ["server", "prompt", "arguments"],
+                        )
+                    )
+                elif command == "resources":
+                    say(
+                        _table(
+                            [[s, r.uri, r.name] for s, r in await host.list_resources()],
+                            ["server", "uri", "name"],
+                        )
+                    )
+                elif command == "roots":
+                    for status in host.status():
+                        uris = [r.uri for r in host.roots_for(status.name)]
+                        say(f"{status.name}: {', '.join(uris) or '(none)'}")
+                elif command == "prompt":
+                    pending_prompt.extend(await _prompt_command(host, console, reader, words[1:]))
+                elif command == "call":
+                    if len(words) < 2:
+                        console.line("usage: /call SERVER__TOOL [JSON arguments]")
+                        continue
+                    arguments = json.loads(" ".join(words[2:]) or "{}")
+                    if not isinstance(arguments, dict):
+                        console.line("the arguments must be a JSON object")
+                        continue
+                    async with interruptible():
+                        result = await host.call_tool(words[1], arguments)
+                    say(_content_text(result.content) or json.dumps(result.structured_content))
+                elif command == "read":
+                    if len(words) != 2:
+                        console.line("usage: /read URI")
+                        continue
+                    read = await host.read_resource(words[1])
+                    for contents in read.contents:
+                        text = getattr(contents, "text", None)
+                        say(text if text is not None else f"[binary {contents.mime_type}]")
+                elif command == "model":
+                    if len(words) == 1:
+                        shown = f"{provider}/{model}" if provider and model else "the default"
+                        say(f"model: {shown}")
+                    else:
+                        chosen, sep, name = words[1].partition("/")
+                        if not sep or chosen not in host.providers:
+                            have = ", ".join(host.providers) or "none"
+                            console.line(
+                                f"use /model PROVIDER/MODEL (configured providers: {have})"
+                            )
+                        else:
+                            provider, model = chosen, name
+                            if transcript is not None:
+                                transcript.provider, transcript.model = provider, model
+                            say(f"model: {provider}/{model}")
+                elif command == "clear":
+                    transcript, pending_prompt = None, []
+                    say("(new conversation)")
+                elif command == "help":
+                    console.line(HELP)
+                else:
+                    console.line(f"unknown command /{command}; /help lists them")
+            except json.JSONDecodeError as exc:
+                console.line(f"! the arguments are not valid JSON: {exc}")
+            except AgentHostError as exc:
+                console.line(f"! {exc}")
+            continue
+        if transcript is None:
+            transcript = Transcript(task=line, provider=provider or "", model=model or "")
+        interrupted = False
+        stream = _Stream()
+        try:
+            async with interruptible() as scope:
+                await run_agent(
+                    host,
+                    line,
+                    provider=provider,
+                    model=model,
+                    prompt_messages=pending_prompt,
+                    transcript=transcript,
+                    on_event=_agent_printer(console, stream),
+                    stream=True,
+                )
+            interrupted = scope.cancelled_caught
+            stream.end_line()
+        except AgentHostError as exc:
+            stream.end_line()
+            console.line(f"! {exc}")
+            continue
+        finally:
+            pending_prompt = []
+        if interrupted:
+            console.line("(interrupted)")
+        elif transcript.stop != "end_turn":
+            console.line(
+                f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
+            )
+        if transcript.final_text and not stream.shown:
+            say(transcript.final_text)

@@ -1,0 +1,379 @@
+"""ServerConfig -> transport -> session: one server without a host, in either era.
+
+``async with connect(ServerConfig(...)) as session``. Building a transport from a config
+entry lives here, not in ``transports/`` (transports know nothing of config or MCP), and
+so does the era negotiation of ``protocol = "auto"`` (``basic/versioning.mdx`` of
+2026-07-28) and its cache:
+
+* stdio: probe with ``server/discover`` (modern ``_meta``); a result or a modern error
+  (-32020..-32022) means 2026-07-28; any other error, or no answer within
+  :data:`PROBE_TIMEOUT` (at most half the startup limit), means legacy: ``initialize``
+  on the same process. Some servers
+  exit on an unexpected first message: then the server is started again and spoken to
+  with ``initialize`` (a restart costs one process start, once: the era is cached).
+* HTTP: the probe goes to the URL as Streamable HTTP only. A 400 whose body is a modern
+  JSON-RPC error is modern; 401/403 are authentication (raised, never era evidence);
+  anything else means legacy: a fresh transport (``http`` still falls back to legacy
+  SSE) and ``initialize``.
+* ``sse`` and ``websocket`` servers are legacy (2026-07-28 defines neither).
+
+``timeouts.startup`` is one deadline for the whole attempt: connecting, the probe and
+every fallback after it (a fresh transport, a restarted process) share it, and running
+out of it raises :class:`~agenthost.errors.AgentHostTimeout` naming that limit.
+
+The cache (:class:`EraCache`) remembers the revision learned per server, in memory and in
+``$XDG_CACHE_HOME/agenthost/eras.json``, so a restart or the next CLI run goes straight to
+``initialize`` or ``server/discover``; if the cached era later fails (the server was
+upgraded), the entry is dropped and the server probed again.
+
+The module is ``dial``, not ``connect``: a submodule named like the public
+``agenthost.connect`` function would replace that attribute of the package when imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+
+from agenthost.config.model import ServerConfig
+from agenthost.errors import (
+    AgentHostTimeout,
+    JSONRPCError,
+    TransportClosed,
+    UnsupportedRevision,
+)
+from agenthost.protocol.revisions import (
+    LATEST_MODERN,
+    LATEST_REVISION,
+    Era,
+    era_of,
+    is_known,
+    is_modern,
+)
+from agenthost.session import (
+    MODERN_ERROR_CODES,
+    ClientHandlers,
+    ClientSession,
+    NotModern,
+    open_session,
+)
+from agenthost.transports.base import Transport
+
+__all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
+
+log = logging.getLogger("agenthost.connection")
+
+
+def _limit(seconds: float) -> float | None:
+    return None if math.isinf(seconds) else seconds
+
+
+@asynccontextmanager
+async def open_transport(config: ServerConfig) -> AsyncIterator[Transport]:
+    """Open the transport ``config`` describes (stdio, or a remote one by URL).
+
+    Remote transports are imported only when used: a stdio-only host never pays for
+    httpx or trio-websocket at start-up.
+    """
+    if config.transport == "stdio":
+        from agenthost.transports.stdio import open_stdio_transport
+
+        assert config.command is not None
+        async with open_stdio_transport(
+            config.command,
+            config.args,
+            name=config.name,
+            cwd=config.cwd,
+            env=config.env,
+            inherit=config.inherit_env,
+            max_message_size=config.max_message_size,
+            shutdown_timeout=config.timeouts.shutdown,
+        ) as stdio:
+            yield stdio
+    else:
+        from agenthost.transports.remote import open_remote_transport
+
+        async with open_remote_transport(config) as remote:
+            yield remote
+
+
+@asynccontextmanager
+async def connect(
+    config: ServerConfig,
+    *,
+    handlers: ClientHandlers | None = None,
+    protocol_version: str = LATEST_REVISION,
+    era_cache: EraCache | None = None,
+) -> AsyncIterator[ClientSession]:
+    """Start (or reach) one server and yield its session, in the era ``config.protocol``
+    says (``auto``: negotiated and cached, see the module doc).
+
+    ``protocol_version`` is the legacy revision ``initialize`` offers. ``era_cache``:
+    where ``auto`` remembers what it learned (default: :func:`default_era_cache`).
+
+    Raises:
+        TransportError: the server cannot be started or reached.
+        UnsupportedRevision: no MCP revision both sides speak.
+        AgentHostTimeout: the server was not reached and spoken to within
+            ``timeouts.startup`` (one deadline for connecting, the era probe and every
+            fallback; the message names the limit and what was still awaited), or the
+            transport's own connect timeout ran out first.
+
+    Resource handling: the server process, or the remote session, is closed when the block
+    exits, however it exits (a probe that failed closes its own first).
+    """
+    cache = era_cache if era_cache is not None else default_era_cache()
+    mode = config.protocol
+    stdio = config.transport == "stdio"
+    plan: tuple[str, str | None]
+    if mode == "legacy":
+        plan = ("legacy", "config: protocol = legacy")
+    elif mode != "auto":
+        plan = ("modern", f"config: protocol = {mode}")
+    elif config.transport in ("sse", "websocket"):
+        plan = ("legacy", f"{config.transport} transport (no 2026-07-28 binding)")
+    else:
+        cached = cache.get(config)
+        if cached is None:
+            plan = ("auto", None)
+        else:
+            why = cache.reason(config)
+            how = f"cached ({why})" if why else "cached"
+            plan = ("modern" if cached[0] is Era.MODERN else "legacy", how)
+    # One deadline for the whole attempt: connecting, the probe, and every fallback
+    # after it (a fresh transport, a restarted process, initialize after the probe).
+    # Each used to get the whole limit again (issue 22: 10-11 s for startup = 5).
+    startup = config.timeouts.startup
+    deadline = trio.current_time() + startup
+    offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
+    for _ in range(4):
+        era, learned = plan
+        yielded = False
+        stage = "still connecting" if config.is_remote else "still starting the server"
+        with trio.CancelScope(deadline=deadline) as limit:
+            try:
+                async with open_transport(_for_era(config, era)) as transport:
+                    stage = _waiting_for(era, learned, stdio)
+                    async with open_session(
+                        transport,
+                        name=config.name,
+                        handlers=handlers,
+                        request_timeout=_limit(config.timeouts.request),
+                        initialize_timeout=max(0.0, deadline - trio.current_time()),
+                        protocol_version=offer if era == "modern" else protocol_version,
+                        era=era,
+                        # stdio: a server may stay silent on the probe, so the probe gets
+                        # part of the limit and initialize the rest; HTTP always answers,
+                        # so the probe may take it all (a slow server is not legacy).
+                        probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
+                        fallback_in_place=stdio,
+                        max_input_rounds=config.max_input_rounds,
+                        learned=learned,
+                    ) as session:
+                        limit.deadline = math.inf  # started: the limit is spent
+                        if mode == "auto" and session.revision is not None:
+                            cache.put(config, session.revision)
+                        yielded = True
+                        yield session
+                return
+            except NotModern as exc:
+                if yielded or era != "auto":
+                    raise
+                reason = str(exc).removeprefix(f"{config.name}: ")
+                plan = ("legacy", f"probe: {reason}; initialize")
+            except TransportClosed:
+                if yielded or era != "auto" or not stdio:
+                    raise
+                log.info(
+                    "%s: the server exited on the server/discover probe; restarting it",
+                    config.name,
+                )
+                plan = (
+                    "legacy",
+                    "probe: the server exited on server/discover; restarted; initialize",
+                )
+            except AgentHostTimeout:
+                if yielded:
+                    raise
+                if trio.current_time() < deadline:
+                    # A limit of its own (the transport's connect timeout) ran out
+                    # first: the server is unreachable; another attempt cannot help.
+                    raise
+                limit.cancel()  # the same error as when the deadline cancels us, below
+            except (JSONRPCError, UnsupportedRevision) as exc:
+                if yielded:
+                    raise
+                if learned is not None and learned.startswith("cached"):
+                    log.info("%s: the cached protocol era failed; probing again", config.name)
+                    cache.forget(config)
+                    plan = ("auto", None)
+                elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
+                    # initialize refused with a 2026-07-28 error: the probe was wrong (it
+                    # timed out on a slow start, say); the server itself says it is modern.
+                    plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
+                else:
+                    raise
+        if limit.cancel_called and not yielded:
+            if learned is not None and learned.startswith("cached"):
+                # No time is left to probe again now: the next attempt will, so a server
+                # that changed era is not stuck on the era it had.
+                cache.forget(config)
+            raise AgentHostTimeout(
+                f"did not start within {startup:g}s (timeouts.startup): {stage}",
+                server=config.name,
+                timeout=startup,
+            )
+    raise AssertionError("unreachable: at most a re-probe, a fallback and a correction")
+
+
+def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:
+    """What the attempt is waiting for in ``era``, for the startup timeout's message."""
+    if era == "legacy":
+        what = "no answer to initialize"
+    elif era == "modern":
+        what = "no answer to server/discover"
+    elif stdio:
+        what = "no answer to server/discover (the era probe) nor to initialize after it"
+    else:
+        what = "no answer to server/discover (the era probe)"
+    return f"{what} ({learned})" if learned else what
+
+
+def _modern_evidence(exc: BaseException) -> bool:
+    """A 2026-07-28 error code, or a revision list naming a modern revision."""
+    if isinstance(exc, JSONRPCError) and exc.code in MODERN_ERROR_CODES:
+        return True
+    return any(is_modern(v) for v in getattr(exc, "supported", ()))
+
+
+def _for_era(config: ServerConfig, era: str) -> ServerConfig:
+    """The config to open for ``era``: a modern (or probing) HTTP session goes to the URL
+    as Streamable HTTP only (legacy SSE has no modern binding, and the legacy fallback
+    opens a transport of its own)."""
+    if era != "legacy" and config.transport == "http":
+        return attrs.evolve(config, transport="streamable-http")
+    return config
+
+
+# ---------------------------------------------------------------------------- era cache
+
+#: ``ServerConfig.protocol`` values.
+PROTOCOLS: Final = ("auto", "legacy", LATEST_MODERN)
+_CACHE_MAX_ENTRIES: Final = 256
+#: The first probe of a stdio server waits at most this long for ``server/discover``
+#: (a legacy server that ignores unknown requests costs this much, once: the era is
+#: cached). Never more than half the startup timeout: initialize needs the rest.
+PROBE_TIMEOUT: Final = 5.0
+
+
+class EraCache:
+    """What ``auto`` learned about each server, so it probes once, not at every start.
+
+    Kept in memory for the process and, when ``path`` is set, in a small JSON file so the
+    next CLI run does not probe again (default ``$XDG_CACHE_HOME/agenthost/eras.json``,
+    else ``~/.cache/agenthost/eras.json``). A server is keyed by a digest of what
+    identifies it (transport, command, args, cwd or URL; never env or headers, which may
+    hold secrets). The file is bounded (:data:`_CACHE_MAX_ENTRIES`, oldest dropped), a
+    corrupt file is ignored, and a write failure only costs the next run a probe.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def default(cls) -> EraCache:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return cls(Path(base) / "agenthost" / "eras.json")
+
+    @staticmethod
+    def key(config: ServerConfig) -> str:
+        identity = [config.transport, config.command, list(config.args), config.cwd, config.url]
+        return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._entries is None:
+            self._entries = {}
+            if self.path is not None:
+                with suppress(OSError, orjson.JSONDecodeError, ValueError):
+                    data = orjson.loads(self.path.read_bytes())
+                    if isinstance(data, dict):
+                        self._entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+        return self._entries
+
+    def get(self, config: ServerConfig) -> tuple[Era, str] | None:
+        """The era and revision learned for ``config``, if any."""
+        entry = self._load().get(self.key(config))
+        if entry is None:
+            return None
+        revision = entry.get("revision")
+        if not isinstance(revision, str) or not is_known(revision):
+            return None
+        return era_of(revision), revision
+
+    def reason(self, config: ServerConfig) -> str | None:
+        """Why the entry for ``config`` holds its era, when more than a probe decided it
+        (the fallback of :meth:`agenthost.host.supervisor.Supervisor.fall_back_to_legacy`)."""
+        reason = self._load().get(self.key(config), {}).get("reason")
+        return reason[:300] if isinstance(reason, str) else None
+
+    def put(self, config: ServerConfig, revision: str, *, reason: str | None = None) -> None:
+        """Remember ``revision`` for ``config``; ``reason`` says why, when a probe did not
+        decide it (kept while the era stays the same)."""
+        entries = self._load()
+        key = self.key(config)
+        old = entries.get(key, {})
+        if old.get("revision") == revision and (reason is None or old.get("reason") == reason):
+            return
+        before = old.get("revision")
+        if (
+            reason is None
+            and isinstance(before, str)
+            and is_known(before)
+            and era_of(before) is era_of(revision)
+        ):
+            reason = old.get("reason")
+        entries.pop(key, None)
+        entries[key] = {"revision": revision, "at": int(time.time())}
+        if reason is not None:
+            entries[key]["reason"] = reason[:300]
+        while len(entries) > _CACHE_MAX_ENTRIES:
+            entries.pop(next(iter(entries)))
+        self._save(entries)
+
+    def forget(self, config: ServerConfig) -> None:
+        if self._load().pop(self.key(config), None) is not None:
+            self._save(self._load())
+
+    def _save(self, entries: dict[str, dict[str, Any]]) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(entries))
+            tmp.replace(self.path)
+        except OSError as exc:
+            log.debug("era cache not saved to %s: %s", self.path, exc)
+
+
+_default_cache: EraCache | None = None
+
+
+def default_era_cache() -> EraCache:
+    """The process-wide cache (the file is read once)."""
+    global _default_cache
+    if _default_cache is None:
+        _default_cache = EraCache.default()
+    return _default_cache

@@ -1,0 +1,13 @@
+"""The host: servers supervised in one nursery, their catalog, roots and sampling."""
+
+from agenthost.host.host import (
+    EventSink,
+    Host,
+    open_host,
+)
+
+__all__ = [
+    "EventSink",
+    "Host",
+    "open_host",
+]
