@@ -327,9 +327,25 @@ def _policy_violations(
                 yield (where, f"{value!r} exists and is not an {k} file; not overwritten")
 
 
-def _server_violations(table: object, key: str) -> Iterator[tuple[str, str]]:
+def _server_violations(
+    table: object, key: str, project: ProjectFile, base: Path
+) -> Iterator[tuple[str, str]]:
     if not isinstance(table, Mapping):
         return
+    for k in ("env_file", "envFile"):
+        raw = table.get(k)
+        if not isinstance(raw, str):
+            continue
+        # An env file is read by the host and its values handed to the server: outside
+        # the project it could be any secret file of the user's (~/.aws/credentials).
+        if "$" in raw:
+            yield (f"{key}.{k}", "a project file's env file path must be literal (no ${VAR})")
+        elif not _inside(project.root, raw, base):
+            yield (
+                f"{key}.{k}",
+                f"a project file may not read an env file outside the project ({project.root}):"
+                " its values would go to the server",
+            )
     if table.get("trusted") is True or table.get("trust") is True:
         k = "trusted" if "trusted" in table else "trust"
         yield (
@@ -354,7 +370,8 @@ def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
         skey = "mcpServers" if "mcpServers" in file_data else "servers"
         servers = file_data.get(skey, {})
         for name, entry in servers.items() if isinstance(servers, Mapping) else ():
-            for key, problem in _server_violations(entry, f"{skey}.{name}"):
+            violations = _server_violations(entry, f"{skey}.{name}", project, Path(path).parent)
+            for key, problem in violations:
                 yield path, key, problem
     policy = data.get("policy")
     if isinstance(policy, Mapping):
