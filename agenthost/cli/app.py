@@ -93,7 +93,7 @@ def safe(text: str, *, one_line: bool = False) -> str:
             (a table cell, an audit record's name, a suggestion), where a server's
             ``\\n`` would otherwise print as lines of its own choosing.
     """
-    from policies._text import printable
+    from policies.text import printable
 
     return printable(text, one_line=one_line)
 
@@ -1238,7 +1238,7 @@ async def cmd_approvals(args: argparse.Namespace, console: Console) -> int:
 def _approval_place(approval: Approval) -> str:
     """Where an answer holds (config scope and directory): the same tool may have one
     answer per place."""
-    from policies._text import printable
+    from policies.text import printable
 
     if approval.binding is None:
         return "(not recorded: asked again)" if approval.decision == "allow" else "(not recorded)"
