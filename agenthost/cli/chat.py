@@ -38,10 +38,11 @@ import trio
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
+from agenthost.cli.common import interruptible
+from agenthost.cli.render import Console, Stream, agent_printer, content_text, safe, say, table
 from agenthost.errors import AgentHostError
 
 if TYPE_CHECKING:
-    from agenthost.cli.app import Console
     from agenthost.host.host import Host
 
 __all__ = ["chat", "history_path"]
@@ -122,7 +123,6 @@ class _PlainReader:
     """Lines from a pipe or file: no editing, no history."""
 
     async def read(self, prompt: str) -> str | None:
-        from agenthost.cli.app import safe
 
         sys.stderr.write(safe(prompt))
         sys.stderr.flush()
@@ -170,7 +170,6 @@ class _EditorReader:
                 return None
 
     async def read(self, prompt: str) -> str | None:
-        from agenthost.cli.app import safe
 
         return await trio.to_thread.run_sync(self._prompt, safe(prompt), abandon_on_cancel=True)
 
@@ -221,7 +220,6 @@ class _Completer(Completer):
         if not words:
             words = [""]
         partial = words[-1]
-        from agenthost.cli.app import safe
 
         for option in self._options(words[:-1], partial):
             yield Completion(
@@ -328,7 +326,6 @@ async def _complete(
 async def _prompt_command(
     host: Host, console: Console, reader: _Reader, words: list[str]
 ) -> list[Any]:
-    from agenthost.cli.app import interruptible, safe
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     if len(words) < 2:
@@ -378,7 +375,6 @@ def _reader_for(host: Host) -> _Reader:
 
 async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
     from agenthost.agent.loop import Transcript, run_agent
-    from agenthost.cli.app import _agent_printer, _content_text, _Stream, _table, interruptible, say
 
     reader = _reader_for(host)
     transcript: Transcript | None = None
@@ -401,7 +397,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
             try:
                 if command == "tools":
                     say(
-                        _table(
+                        table(
                             [
                                 [t.name, (t.tool.description or "")[:60]]
                                 for t in await host.list_tools()
@@ -411,14 +407,14 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                     )
                 elif command == "servers":
                     say(
-                        _table(
+                        table(
                             [[s.name, s.state.value, s.revision or "-"] for s in host.status()],
                             ["server", "state", "revision"],
                         )
                     )
                 elif command == "prompts":
                     say(
-                        _table(
+                        table(
                             [
                                 [s, p.name, " ".join(a.name for a in p.arguments or [])]
                                 for s, p in await host.list_prompts()
@@ -428,7 +424,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                     )
                 elif command == "resources":
                     say(
-                        _table(
+                        table(
                             [[s, r.uri, r.name] for s, r in await host.list_resources()],
                             ["server", "uri", "name"],
                         )
@@ -449,7 +445,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                         continue
                     async with interruptible():
                         result = await host.call_tool(words[1], arguments)
-                    say(_content_text(result.content) or json.dumps(result.structured_content))
+                    say(content_text(result.content) or json.dumps(result.structured_content))
                 elif command == "read":
                     if len(words) != 2:
                         console.line("usage: /read URI")
@@ -489,7 +485,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
         if transcript is None:
             transcript = Transcript(task=line, provider=provider or "", model=model or "")
         interrupted = False
-        stream = _Stream()
+        stream = Stream()
         try:
             async with interruptible() as scope:
                 await run_agent(
@@ -499,7 +495,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
                     model=model,
                     prompt_messages=pending_prompt,
                     transcript=transcript,
-                    on_event=_agent_printer(console, stream),
+                    on_event=agent_printer(console, stream),
                     stream=True,
                 )
             interrupted = scope.cancelled_caught
