@@ -182,6 +182,13 @@ def config_paths(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostConfig:
+    """The config this command line means (``--config``, or the user's file plus a trusted
+    project file), with ``--policy`` applied; ``only``: start just that server.
+
+    Raises:
+        CLIError: (exit 2) no config, or an untrusted project config.
+        NotFound: ``only`` names no configured server.
+    """
     import logging
 
     import attrs
@@ -223,6 +230,8 @@ def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCon
 async def open_host(
     args: argparse.Namespace, config: HostConfig, console: Console
 ) -> AsyncIterator[Host]:
+    """The host for one command, its sampling shown on ``console``; the terminal opener
+    for OAuth logins only with a person at the terminal."""
     from agenthost.auth.loopback import URL_OPENER
     from agenthost.host.host import open_host as open_library_host
 
@@ -266,6 +275,7 @@ def report_failed_servers(host: Host, console: Console) -> bool:
 
 
 def parse_json_arguments(text: str) -> dict[str, Any]:
+    """A tool's arguments from the command line: a JSON object, else a usage error (exit 2)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -278,6 +288,8 @@ def parse_json_arguments(text: str) -> dict[str, Any]:
 
 
 def progress_callback(console: Console, label: str) -> Any:
+    """A tool call's progress notifications, shown as a progress line labelled ``label``."""
+
     async def progress(value: float, total: float | None, message: str | None) -> None:
         console.progress(label, value, total, message)
 
@@ -285,11 +297,13 @@ def progress_callback(console: Console, label: str) -> Any:
 
 
 def offers_resources(host: Host, server: str) -> bool:
+    """Whether ``server`` declared the resources capability (``read`` asks only those)."""
     caps = host.session(server).server_capabilities
     return caps is not None and getattr(caps, "resources", None) is not None
 
 
 def key_values(items: Sequence[str]) -> dict[str, str]:
+    """Prompt arguments given as ``key=value`` words; anything else is a usage error."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -317,6 +331,7 @@ def check_prompt(host: Host, server: str, name: str, arguments: dict[str, str]) 
 
 
 def split_model(value: str | None) -> tuple[str | None, str | None]:
+    """``--model provider/model`` as ``(provider, model)``; ``(None, None)`` for the default."""
     if not value:
         return None, None
     provider, sep, model = value.partition("/")

@@ -156,6 +156,7 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 
 
 def first_line(text: str | None, width: int = 70) -> str:
+    """The first line of a description, cut to ``width``: a table cell stays one short line."""
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
 
@@ -187,6 +188,7 @@ def content_text(blocks: Sequence[Any]) -> str:
 
 
 def sampling_printer(console: Console) -> Callable[[Any], None]:
+    """What the host's sampling service did, as lines on the console (``on_event``)."""
     from agenthost.host.sampling import SamplingEvent
 
     def on_event(event: Any) -> None:
@@ -225,6 +227,9 @@ class Stream:
 
 
 def agent_printer(console: Console, stream: Stream | None = None) -> Callable[[AgentEvent], None]:
+    """The agent's events as the user follows them: text streamed to stdout (with
+    ``stream``), tool calls, progress and results as lines on the console."""
+
     def on_event(event: AgentEvent) -> None:
         record = event.record
         if event.kind == "delta" and stream is not None:

@@ -7,23 +7,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from agenthost.cli.common import (
-    config_paths,
-    load_config,
-)
-from agenthost.cli.exit import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CLIError,
-)
-from agenthost.cli.render import (
-    Console,
-    first_line,
-    print_json,
-    safe,
-    say,
-    table,
-)
+from agenthost.cli.common import config_paths, load_config
+from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, first_line, print_json, safe, say, table
 
 if TYPE_CHECKING:
     from policies import Approval

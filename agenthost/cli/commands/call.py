@@ -20,19 +20,8 @@ from agenthost.cli.common import (
     report_failed_servers,
     require_ready,
 )
-from agenthost.cli.exit import (
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    CLIError,
-)
-from agenthost.cli.render import (
-    Console,
-    content_text,
-    print_json,
-    say,
-)
+from agenthost.cli.exit import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, content_text, print_json, say
 
 if TYPE_CHECKING:
     from agenthost.errors import AmbiguousResource

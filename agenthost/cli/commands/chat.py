@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import (
-    load_config,
-    open_host,
-    split_model,
-)
-from agenthost.cli.render import (
-    Console,
-)
+from agenthost.cli.common import load_config, open_host, split_model
+from agenthost.cli.render import Console
 
 __all__ = ["add_parser", "run"]
 

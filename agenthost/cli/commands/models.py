@@ -6,18 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from agenthost.cli.common import (
-    config_paths,
-    load_config,
-)
-from agenthost.cli.exit import (
-    EXIT_OK,
-)
-from agenthost.cli.render import (
-    Console,
-    print_json,
-    say,
-)
+from agenthost.cli.common import config_paths, load_config
+from agenthost.cli.exit import EXIT_OK
+from agenthost.cli.render import Console, print_json, say
 
 __all__ = ["add_parser", "run"]
 

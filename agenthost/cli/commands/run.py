@@ -27,13 +27,7 @@ from agenthost.cli.exit import (
     EXIT_USAGE,
     CLIError,
 )
-from agenthost.cli.render import (
-    Console,
-    Stream,
-    agent_printer,
-    print_json,
-    say,
-)
+from agenthost.cli.render import Console, Stream, agent_printer, print_json, say
 
 __all__ = ["add_parser", "run"]
 

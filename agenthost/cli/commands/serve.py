@@ -5,17 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import (
-    interruptible,
-    load_config,
-    open_host,
-)
-from agenthost.cli.exit import (
-    EXIT_OK,
-)
-from agenthost.cli.render import (
-    Console,
-)
+from agenthost.cli.common import interruptible, load_config, open_host
+from agenthost.cli.exit import EXIT_OK
+from agenthost.cli.render import Console
 
 __all__ = ["add_parser", "run"]
 

@@ -8,22 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import (
-    load_config,
-    one_shot,
-    open_host,
-)
-from agenthost.cli.exit import (
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-)
-from agenthost.cli.render import (
-    Console,
-    first_line,
-    print_json,
-    say,
-    table,
-)
+from agenthost.cli.common import load_config, one_shot, open_host
+from agenthost.cli.exit import EXIT_OK, EXIT_UNAVAILABLE
+from agenthost.cli.render import Console, first_line, print_json, say, table
 
 __all__ = ["add_parser", "run"]
 

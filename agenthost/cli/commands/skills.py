@@ -5,22 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import (
-    load_config,
-    open_host,
-    report_failed_servers,
-    require_ready,
-)
-from agenthost.cli.exit import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CLIError,
-)
-from agenthost.cli.render import (
-    Console,
-    print_json,
-    say,
-)
+from agenthost.cli.common import load_config, open_host, report_failed_servers, require_ready
+from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, print_json, say
 
 __all__ = ["add_parser", "run"]
 

@@ -5,24 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import (
-    interruptible,
-    load_config,
-    open_host,
-    require_ready,
-)
-from agenthost.cli.exit import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    CLIError,
-)
-from agenthost.cli.render import (
-    Console,
-    content_text,
-    print_json,
-    say,
-)
+from agenthost.cli.common import interruptible, load_config, open_host, require_ready
+from agenthost.cli.exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, content_text, print_json, say
 
 __all__ = ["add_parser", "run"]
 

@@ -8,18 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.exit import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CLIError,
-)
-from agenthost.cli.render import (
-    Console,
-    print_json,
-    safe,
-    say,
-    table,
-)
+from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, print_json, safe, say, table
 
 __all__ = ["add_parser", "run"]
 
