@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from agenthost.cli import auth
 from agenthost.cli.commands import (
@@ -38,12 +38,21 @@ from agenthost.cli.common import AFTER_STARTUP
 from agenthost.cli.exit import failure
 from agenthost.cli.render import Console, Redacting, SafeFormatter, print_json
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["COMMAND_MODULES", "CommandModule", "build_parser", "main", "run"]
 
 Command = Callable[[argparse.Namespace, Console], Awaitable[int]]
 
+
+class CommandModule(Protocol):
+    """The shape of every module in :mod:`agenthost.cli.commands` (and :mod:`.auth`)."""
+
+    def add_parser(self, sub: Any, common: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, console: Console) -> Awaitable[int]: ...
+
+
 #: The command modules, in the order ``agenthost --help`` lists their commands.
-COMMAND_MODULES: tuple[Any, ...] = (
+COMMAND_MODULES: tuple[CommandModule, ...] = (
     servers,
     catalog,
     call,

@@ -12,7 +12,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
-from agenthost.cli.common import load_config
+from agenthost.cli.common import add_command, load_config
 from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, print_json, say
 
@@ -28,7 +28,7 @@ _HTTP_KINDS = ("http", "streamable-http", "sse")
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``auth`` on the CLI's subparsers."""
     text = "log in to a remote server with OAuth, show or forget saved logins"
-    auth = sub.add_parser("auth", help=text, parents=[common], description=text)
+    auth = add_command(sub, common, "auth", text)
     auth.add_argument("action", choices=("login", "status", "logout"))
     auth.add_argument("server", nargs="?", help="the server (status: default all remote ones)")
     auth.add_argument(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AFTER_STARTUP",
     "TRUST_QUESTION_TIMEOUT",
+    "add_command",
     "check_prompt",
     "config_paths",
     "interactive_opener",
@@ -50,6 +51,17 @@ __all__ = [
 AFTER_STARTUP: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "agenthost_cli_after_startup", default=None
 )
+
+
+def add_command(
+    sub: Any, common: argparse.ArgumentParser, name: str, text: str
+) -> argparse.ArgumentParser:
+    """Register one command on the CLI's subparsers, taking the common options; ``text``
+    is both its line in ``agenthost --help`` and its own ``--help`` description."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, parents=[common], description=text
+    )
+    return parser
 
 
 def interactive_opener() -> UrlOpener | None:

@@ -7,7 +7,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from agenthost.cli.common import config_paths, load_config
+from agenthost.cli.common import add_command, config_paths, load_config
 from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, first_line, print_json, safe, say, table
 
@@ -19,18 +19,10 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``audit`` and ``approvals`` on the CLI's subparsers."""
-    audit = sub.add_parser(
-        "audit",
-        help="show the policy's audit log",
-        parents=[common],
-        description="show the policy's audit log",
-    )
+    audit = add_command(sub, common, "audit", "show the policy's audit log")
     audit.add_argument("--tail", type=int, default=0, help="only the last N lines")
-    approvals = sub.add_parser(
-        "approvals",
-        help="list or revoke remembered always/never answers for tools",
-        parents=[common],
-        description="list or revoke remembered always/never answers for tools",
+    approvals = add_command(
+        sub, common, "approvals", "list or revoke remembered always/never answers for tools"
     )
     approvals.add_argument("action", nargs="?", choices=["list", "revoke"], default="list")
     approvals.add_argument("server", nargs="?", help="revoke: the server's answers")

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from agenthost.cli.common import (
+    add_command,
     check_prompt,
     interruptible,
     key_values,
@@ -31,28 +32,13 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``call`` and ``read`` and ``prompt`` on the CLI's subparsers."""
-    call = sub.add_parser(
-        "call",
-        help="call one tool: call server__tool '{\"arg\": 1}'",
-        parents=[common],
-        description="call one tool: call server__tool '{\"arg\": 1}'",
-    )
+    call = add_command(sub, common, "call", "call one tool: call server__tool '{\"arg\": 1}'")
     call.add_argument("tool")
     call.add_argument("arguments", nargs="?", default="{}")
-    read = sub.add_parser(
-        "read",
-        help="read a resource by URI",
-        parents=[common],
-        description="read a resource by URI",
-    )
+    read = add_command(sub, common, "read", "read a resource by URI")
     read.add_argument("uri")
     read.add_argument("--server", help="the server to ask (default: the one that lists it)")
-    prompt = sub.add_parser(
-        "prompt",
-        help="get a prompt: prompt SERVER NAME [key=value ...]",
-        parents=[common],
-        description="get a prompt: prompt SERVER NAME [key=value ...]",
-    )
+    prompt = add_command(sub, common, "prompt", "get a prompt: prompt SERVER NAME [key=value ...]")
     prompt.add_argument("server")
     prompt.add_argument("name")
     prompt.add_argument("arguments", nargs="*")

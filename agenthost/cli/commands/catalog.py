@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import load_config, one_shot, open_host, report_failed_servers
+from agenthost.cli.common import (
+    add_command,
+    load_config,
+    one_shot,
+    open_host,
+    report_failed_servers,
+)
 from agenthost.cli.exit import EXIT_OK, EXIT_UNAVAILABLE
 from agenthost.cli.render import Console, first_line, print_json, say, table
 
@@ -14,24 +20,9 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``tools`` and ``prompts`` and ``resources`` on the CLI's subparsers."""
-    sub.add_parser(
-        "tools",
-        help="list every server's tools, namespaced server__tool",
-        parents=[common],
-        description="list every server's tools, namespaced server__tool",
-    )
-    sub.add_parser(
-        "prompts",
-        help="list every server's prompts",
-        parents=[common],
-        description="list every server's prompts",
-    )
-    sub.add_parser(
-        "resources",
-        help="list every server's resources and resource templates",
-        parents=[common],
-        description="list every server's resources and resource templates",
-    )
+    add_command(sub, common, "tools", "list every server's tools, namespaced server__tool")
+    add_command(sub, common, "prompts", "list every server's prompts")
+    add_command(sub, common, "resources", "list every server's resources and resource templates")
 
 
 async def _tools(args: argparse.Namespace, console: Console) -> int:

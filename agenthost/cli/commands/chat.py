@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import load_config, open_host, split_model
+from agenthost.cli.common import add_command, load_config, open_host, split_model
 from agenthost.cli.render import Console
 
 __all__ = ["add_parser", "run"]
@@ -13,11 +13,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``chat`` on the CLI's subparsers."""
-    chat = sub.add_parser(
-        "chat",
-        help="an interactive session with slash commands (/tools, /prompts, ...)",
-        parents=[common],
-        description="an interactive session with slash commands (/tools, /prompts, ...)",
+    chat = add_command(
+        sub, common, "chat", "an interactive session with slash commands (/tools, /prompts, ...)"
     )
     chat.add_argument("--model", help="provider/model")
 

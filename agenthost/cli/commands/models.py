@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from agenthost.cli.common import config_paths, load_config
+from agenthost.cli.common import add_command, config_paths, load_config
 from agenthost.cli.exit import EXIT_OK
 from agenthost.cli.render import Console, print_json, say
 
@@ -15,12 +15,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``models`` on the CLI's subparsers."""
-    models = sub.add_parser(
-        "models",
-        help="list the models sampling and agents can use",
-        parents=[common],
-        description="list the models sampling and agents can use",
-    )
+    models = add_command(sub, common, "models", "list the models sampling and agents can use")
     models.add_argument(
         "--explain", metavar="JSON", help="explain the choice for a modelPreferences JSON"
     )

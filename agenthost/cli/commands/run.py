@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from agenthost.cli.common import (
+    add_command,
     check_prompt,
     interruptible,
     key_values,
@@ -34,11 +35,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``run`` on the CLI's subparsers."""
-    run_parser = sub.add_parser(
-        "run",
-        help="run the agent on a task over every server's tools",
-        parents=[common],
-        description="run the agent on a task over every server's tools",
+    run_parser = add_command(
+        sub, common, "run", "run the agent on a task over every server's tools"
     )
     run_parser.add_argument("task")
     run_parser.add_argument("--model", help="provider/model (default: the configured default)")

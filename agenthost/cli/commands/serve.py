@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import interruptible, load_config, open_host
+from agenthost.cli.common import add_command, interruptible, load_config, open_host
 from agenthost.cli.exit import EXIT_OK
 from agenthost.cli.render import Console
 
@@ -14,11 +14,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``serve`` on the CLI's subparsers."""
-    sub.add_parser(
-        "serve",
-        help="keep every session up and serve sampling/elicitation until Ctrl-C",
-        parents=[common],
-        description="keep every session up and serve sampling/elicitation until Ctrl-C",
+    add_command(
+        sub, common, "serve", "keep every session up and serve sampling/elicitation until Ctrl-C"
     )
 
 

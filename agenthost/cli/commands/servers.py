@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import load_config, one_shot, open_host
+from agenthost.cli.common import add_command, load_config, one_shot, open_host
 from agenthost.cli.exit import EXIT_OK, EXIT_UNAVAILABLE
 from agenthost.cli.render import Console, first_line, print_json, say, table
 
@@ -17,17 +17,14 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``servers`` and ``check`` on the CLI's subparsers."""
-    sub.add_parser(
-        "servers",
-        help="start every server and show its state and negotiated revision",
-        parents=[common],
-        description="start every server and show its state and negotiated revision",
+    add_command(
+        sub, common, "servers", "start every server and show its state and negotiated revision"
     )
-    sub.add_parser(
+    add_command(
+        sub,
+        common,
         "check",
-        help="validate the config, start each server, report status (exit 5 if any failed)",
-        parents=[common],
-        description="validate the config, start each server, report status (exit 5 if any failed)",
+        "validate the config, start each server, report status (exit 5 if any failed)",
     )
 
 

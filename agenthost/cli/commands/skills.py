@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import load_config, open_host, report_failed_servers, require_ready
+from agenthost.cli.common import (
+    add_command,
+    load_config,
+    open_host,
+    report_failed_servers,
+    require_ready,
+)
 from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, print_json, say
 
@@ -14,11 +20,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``skills`` on the CLI's subparsers."""
-    skills = sub.add_parser(
-        "skills",
-        help="servers' skills: skills [SERVER] | skills show SERVER NAME",
-        parents=[common],
-        description="servers' skills: skills [SERVER] | skills show SERVER NAME",
+    skills = add_command(
+        sub, common, "skills", "servers' skills: skills [SERVER] | skills show SERVER NAME"
     )
     skills.add_argument("words", nargs="*", metavar="SERVER | show SERVER NAME")
 

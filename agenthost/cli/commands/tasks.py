@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import interruptible, load_config, open_host, require_ready
+from agenthost.cli.common import add_command, interruptible, load_config, open_host, require_ready
 from agenthost.cli.exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, content_text, print_json, say
 
@@ -14,11 +14,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``tasks`` on the CLI's subparsers."""
-    tasks = sub.add_parser(
-        "tasks",
-        help="a server's tasks: tasks list|get|result|cancel SERVER [ID]",
-        parents=[common],
-        description="a server's tasks: tasks list|get|result|cancel SERVER [ID]",
+    tasks = add_command(
+        sub, common, "tasks", "a server's tasks: tasks list|get|result|cancel SERVER [ID]"
     )
     tasks.add_argument("action", choices=("list", "get", "result", "cancel"))
     tasks.add_argument("server")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agenthost.cli.common import add_command
 from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, print_json, safe, say, table
 
@@ -16,11 +17,8 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``trust`` on the CLI's subparsers."""
-    trust = sub.add_parser(
-        "trust",
-        help="trust the project's config file as it is now (shows what it runs)",
-        parents=[common],
-        description="trust the project's config file as it is now (shows what it runs)",
+    trust = add_command(
+        sub, common, "trust", "trust the project's config file as it is now (shows what it runs)"
     )
     trust.add_argument("path", nargs="?", help="the config file, or a project folder (default: .)")
     trust.add_argument("--list", action="store_true", help="every recorded answer")
