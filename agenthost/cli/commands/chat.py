@@ -20,6 +20,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``agenthost chat``; returns the exit code."""
     from agenthost.cli.chat import chat
 
     config = load_config(args)

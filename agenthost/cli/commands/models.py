@@ -22,6 +22,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``agenthost models``; returns the exit code."""
     from providers.cli import (
         explain,
         list_models,

@@ -60,6 +60,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``agenthost run``; returns the exit code."""
 
     from agenthost.agent.loop import Transcript, run_agent
     from agenthost.mcp_to_llm import prompt_messages_to_llm

@@ -20,6 +20,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``agenthost serve``; returns the exit code."""
     import math
 
     import trio

@@ -29,6 +29,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``agenthost servers`` or ``agenthost check``; returns the exit code."""
     from agenthost.host.supervisor import ServerState
 
     config = one_shot(load_config(args))
