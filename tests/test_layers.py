@@ -232,7 +232,6 @@ ALLOWED_CYCLES: list[list[str]] = [
     ],
     ["agenthost.asks", "agenthost.mrtr", "agenthost.session"],
     ["agenthost.agent.loop", "agenthost.host.host"],
-    ["agenthost.cli.app", "agenthost.cli.auth", "agenthost.cli.chat"],
 ]
 
 
