@@ -61,7 +61,7 @@ from agenthost.auth.loopback import URL_OPENER, UrlOpener, open_loopback
 from agenthost.auth.settings import OAuthSettings
 from agenthost.auth.store import TokenStore, default_token_store
 from agenthost.errors import AuthorizationError
-from agenthost.redaction import add_secret
+from agenthost.redaction import add_secret, redact_url
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -144,11 +144,6 @@ class _Redact:
             text = text.replace(secret, "***")
         text = " ".join(text.split())
         return text[:_MAX_TEXT] + ("..." if len(text) > _MAX_TEXT else "")
-
-
-def _shown(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 class OAuth(httpx.Auth):
@@ -446,7 +441,7 @@ class OAuth(httpx.Auth):
                 if prm.resource is not None and not resource_allowed(self.url, prm.resource):
                     raise DiscoveryError(
                         f"the protected resource metadata is for {prm.resource!r}, not for"
-                        f" {_shown(self.url)!r} (refused: tokens would go to another resource)"
+                        f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
                 issuer = prm.authorization_servers[0]
@@ -552,12 +547,13 @@ class OAuth(httpx.Auth):
             raw = await self._bounded(response)
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach the registration endpoint {_shown(endpoint)}: {type(exc).__name__}"
+                f"cannot reach the registration endpoint {redact_url(endpoint)}:"
+                f" {type(exc).__name__}"
             ) from None
         data = self._json_object(response, raw, "registration endpoint", endpoint)
         if response.status_code not in (200, 201) or not isinstance(data.get("client_id"), str):
             raise self._error(
-                f"client registration at {_shown(endpoint)} failed (HTTP {response.status_code}"
+                f"client registration at {redact_url(endpoint)} failed (HTTP {response.status_code}"
                 f"{self._oauth_error(data)})",
                 f"set client_id in [servers.{self.server}.oauth] to use a pre-registered client",
             )
@@ -616,7 +612,7 @@ class OAuth(httpx.Auth):
                 resource=self._resource,
             )
             expected_issuer = meta.issuer
-            log.info("%s: waiting for the browser login at %s", self.server, _shown(url))
+            log.info("%s: waiting for the browser login at %s", self.server, redact_url(url))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(opener, self.server, url)
                 with trio.move_on_after(self.settings.login_timeout) as waited:
@@ -723,13 +719,13 @@ class OAuth(httpx.Auth):
             raw = await self._bounded(response)
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach the identity provider {_shown(endpoint)}: {type(exc).__name__}"
+                f"cannot reach the identity provider {redact_url(endpoint)}: {type(exc).__name__}"
             ) from None
         data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
         jag = data.get("access_token")
         if response.status_code != 200 or not isinstance(jag, str) or not jag:
             raise self._error(
-                f"the identity provider {_shown(endpoint)} refused the token exchange"
+                f"the identity provider {redact_url(endpoint)} refused the token exchange"
                 f" (HTTP {response.status_code}{self._oauth_error(data)})",
                 "sign in to your identity provider again and update id_token",
             )
@@ -801,7 +797,7 @@ class OAuth(httpx.Auth):
             raw = await self._bounded(response)
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach the token endpoint {_shown(endpoint)}: {type(exc).__name__}",
+                f"cannot reach the token endpoint {redact_url(endpoint)}: {type(exc).__name__}",
                 "check your network, then retry",
             ) from None
         data = self._json_object(response, raw, "token endpoint", endpoint)
@@ -813,17 +809,17 @@ class OAuth(httpx.Auth):
                 else f"check the client settings in [servers.{self.server}.oauth]"
             )
             raise self._error(
-                f"the token endpoint {_shown(endpoint)} refused the {grant} request"
+                f"the token endpoint {redact_url(endpoint)} refused the {grant} request"
                 f" (HTTP {response.status_code}{self._oauth_error(data)})",
                 fix,
             )
         access = data.get("access_token")
         token_type = data.get("token_type")
         if not isinstance(access, str) or not access:
-            raise self._error(f"the token endpoint {_shown(endpoint)} returned no access_token")
+            raise self._error(f"the token endpoint {redact_url(endpoint)} returned no access_token")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             raise self._error(
-                f"the token endpoint {_shown(endpoint)} returned a token of type"
+                f"the token endpoint {redact_url(endpoint)} returned a token of type"
                 f" {str(token_type)[:20]!r}, not Bearer"
             )
         refresh = data.get("refresh_token")
@@ -895,7 +891,7 @@ class OAuth(httpx.Auth):
 
     async def _bounded(self, response: httpx.Response) -> bytes:
         if len(response.content) > MAX_DOCUMENT:
-            raise self._error(f"an answer from {_shown(str(response.url))} is too large")
+            raise self._error(f"an answer from {redact_url(str(response.url))} is too large")
         return response.content
 
     def _json_object(
@@ -908,7 +904,7 @@ class OAuth(httpx.Auth):
             data = None
         if not isinstance(data, dict):
             raise self._error(
-                f"the {what} {_shown(url)} answered HTTP {response.status_code} with"
+                f"the {what} {redact_url(url)} answered HTTP {response.status_code} with"
                 f" {kind or 'no content type'}, not a JSON object",
                 "check the server's authorization setup (a proxy or login page may be in the way)",
             )
@@ -944,7 +940,8 @@ class OAuth(httpx.Auth):
             )
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach {_shown(self.url)}: {type(exc).__name__}", "check the server's URL"
+                f"cannot reach {redact_url(self.url)}: {type(exc).__name__}",
+                "check the server's URL",
             ) from None
         if response.status_code in (401, 403):
             challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))

@@ -57,7 +57,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -75,23 +74,26 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
-from agenthost.redaction import add_secret, add_secrets_of_url, redact
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
+from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.transports.base import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    NO_OPTIONS,
+    SendOptions,
+    Transport,
+    decode_frame,
+)
 
 __all__ = [
-    "DEFAULT_MAX_MESSAGE_SIZE",
     "HTTP_ERROR_CODE",
     "MAX_REDIRECTS",
     "StreamableHTTPTransport",
     "auth_hint",
     "open_streamable_http_transport",
-    "redact_url",
     "redirect_note",
 ]
 
 log = logging.getLogger("agenthost.transports.http")
 
-DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 #: JSON-RPC code of the error responses synthesised for requests the server failed at
 #: the HTTP level (the -32000 range is "implementation-defined server errors").
 HTTP_ERROR_CODE: Final = -32000
@@ -105,17 +107,6 @@ _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
 _SUMMARY_CHARS: Final = 200
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password or query values, which often carry tokens: safe to log."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:

@@ -37,14 +37,13 @@ from agenthost.errors import (
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
 from agenthost.protocol.sse import SSEParser
-from agenthost.transports.base import NO_OPTIONS, SendOptions
+from agenthost.redaction import redact_url
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions
 from agenthost.transports.http import (
-    DEFAULT_MAX_MESSAGE_SIZE,
     HTTPTransportBase,
     _content_type,
     _summary,
     http_resources,
-    redact_url,
     redirect_note,
 )
 

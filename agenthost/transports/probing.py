@@ -24,12 +24,11 @@ import trio
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.redaction import redact_url
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.http import (
-    DEFAULT_MAX_MESSAGE_SIZE,
     StreamableHTTPTransport,
     http_resources,
-    redact_url,
 )
 from agenthost.transports.legacy_sse import LegacySSETransport
 
