@@ -51,7 +51,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError, ProtocolError
+from agenthost.errors import (
+    AgentHostError,
+    AgentHostTimeout,
+    JSONRPCError,
+    ProtocolError,
+    TaskCancelled,
+)
 from agenthost.protocol.converter import structure
 from agenthost.protocol.revisions import Era
 from agenthost.protocol.types import CallToolResult, Tool
@@ -65,7 +71,6 @@ __all__ = [
     "MODEL_IMMEDIATE_RESPONSE",
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
-    "TaskCancelled",
     "TaskCreatedCallback",
     "TaskStatusCallback",
     "call_tool_as_task",
@@ -89,10 +94,6 @@ _TASK_OR_COMPLETE: Final = frozenset({"complete", "task"})
 MAX_INPUT_ROUNDS: Final = 32
 #: -32021, Missing Required Client Capability (2026-07-28).
 _MISSING_CAPABILITY: Final = -32021
-
-
-class TaskCancelled(ProtocolError):
-    """The server reports the task ``cancelled`` (by someone else, or on its own)."""
 
 
 #: A task in one of these states never changes again.
