@@ -25,10 +25,10 @@ from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
 from agenthost.redaction import redact_url
+from agenthost.transports._httpx import open_http_client
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.http import (
     StreamableHTTPTransport,
-    http_resources,
 )
 from agenthost.transports.legacy_sse import LegacySSETransport
 
@@ -202,7 +202,7 @@ async def open_http_transport(
     Resource handling: whichever transport was chosen is closed on exit (a Streamable
     HTTP session is deleted), then our client is closed; shielded and bounded.
     """
-    async with http_resources(
+    async with open_http_client(
         client, connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout
     ) as (http, nursery):
         transport = ProbingTransport(
