@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -67,7 +67,7 @@ class SendOptions:
 DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 
 #: The options of a message that needs none.
-NO_OPTIONS: Any = SendOptions()
+NO_OPTIONS: Final = SendOptions()
 
 
 class Transport(ABC):

@@ -430,11 +430,28 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self,
         url: str,
         *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
         resume_attempts: int = 5,
         open_get_stream: bool = True,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(url, **kwargs)
+        super().__init__(
+            url,
+            name=name,
+            client=client,
+            nursery=nursery,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+            buffer=buffer,
+        )
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._resume_attempts = resume_attempts

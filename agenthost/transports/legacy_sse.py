@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -65,8 +64,30 @@ class LegacySSETransport(HTTPTransportBase):
     Call :meth:`connect` before sending; ``endpoint`` is the POST URL it learned.
     """
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
+    ) -> None:
+        super().__init__(
+            url,
+            name=name,
+            client=client,
+            nursery=nursery,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+            buffer=buffer,
+        )
         self.endpoint: str | None = None
         self._connect_timeout = self._stream_timeout.connect or 10.0
 

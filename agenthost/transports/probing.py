@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TypedDict
 
 import httpx
 import trio
@@ -37,6 +37,13 @@ __all__ = ["ProbingTransport", "open_http_transport"]
 log = logging.getLogger("agenthost.transports.probing")
 
 
+class _Options(TypedDict):
+    headers: Mapping[str, str] | None
+    connect_timeout: float
+    ack_timeout: float
+    max_message_size: int
+
+
 class ProbingTransport(Transport):
     """Streamable HTTP or legacy HTTP+SSE, decided by the first message. See the module doc.
 
@@ -51,15 +58,24 @@ class ProbingTransport(Transport):
         name: str,
         client: httpx.AsyncClient,
         nursery: trio.Nursery,
-        **options: Any,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
         self.name = name
         self.url = url
         self._client = client
         self._nursery = nursery
-        self._options = options
+        #: What both candidate transports are built with.
+        self._options = _Options(
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+        )
         self._streamable = StreamableHTTPTransport(
-            url, name=name, client=client, nursery=nursery, **options
+            url, name=name, client=client, nursery=nursery, **self._options
         )
         self._chosen: Transport | None = None
         self._failure: TransportError | None = None
