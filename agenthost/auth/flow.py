@@ -481,14 +481,7 @@ class OAuth(httpx.Auth):
             body["scope"] = " ".join(scopes)
         endpoint = meta.registration_endpoint
         assert endpoint is not None
-        try:
-            response = await self._http.post(endpoint, json=body)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the registration endpoint {redact_url(endpoint)}:"
-                f" {type(exc).__name__}"
-            ) from None
+        response, raw = await self._post("registration endpoint", endpoint, json=body)
         data = self._json_object(response, raw, "registration endpoint", endpoint)
         if response.status_code not in (200, 201) or not isinstance(data.get("client_id"), str):
             raise self._error(
@@ -653,13 +646,9 @@ class OAuth(httpx.Auth):
                 method="client_secret_basic" if settings.idp_client_secret else "none",
             )
             body, headers = self._client_auth(idp_client, endpoint, body, headers, "")
-        try:
-            response = await self._http.post(endpoint, content=body.encode(), headers=headers)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the identity provider {redact_url(endpoint)}: {type(exc).__name__}"
-            ) from None
+        response, raw = await self._post(
+            "identity provider", endpoint, content=body.encode(), headers=headers
+        )
         data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
         jag = data.get("access_token")
         if response.status_code != 200 or not isinstance(jag, str) or not jag:
@@ -725,14 +714,13 @@ class OAuth(httpx.Auth):
             "Accept": "application/json",
         }
         body, headers = self._client_auth(client, endpoint, body, headers, issuer)
-        try:
-            response = await self._http.post(endpoint, content=body.encode(), headers=headers)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the token endpoint {redact_url(endpoint)}: {type(exc).__name__}",
-                "check your network, then retry",
-            ) from None
+        response, raw = await self._post(
+            "token endpoint",
+            endpoint,
+            fix="check your network, then retry",
+            content=body.encode(),
+            headers=headers,
+        )
         data = self._json_object(response, raw, "token endpoint", endpoint)
         if response.status_code != 200:
             error = data.get("error")
@@ -805,6 +793,23 @@ class OAuth(httpx.Auth):
             "the configured private key is not an RSA, EC or OKP PEM key",
             f"check private_key in [servers.{self.server}.oauth]",
         )
+
+    async def _post(
+        self, what: str, endpoint: str, *, fix: str | None = None, **request: Any
+    ) -> tuple[httpx.Response, bytes]:
+        """POST to an authorization-server endpoint and read the bounded answer.
+
+        Error handling: any httpx error becomes one :class:`AuthorizationError` naming
+        ``what`` and the (redacted) endpoint, with only the error's type: httpx's own
+        message can quote the request.
+        """
+        try:
+            response = await self._http.post(endpoint, **request)
+            return response, await self._bounded(response)
+        except httpx.HTTPError as exc:
+            raise self._error(
+                f"cannot reach the {what} {redact_url(endpoint)}: {type(exc).__name__}", fix
+            ) from None
 
     async def _bounded(self, response: httpx.Response) -> bytes:
         if len(response.content) > MAX_DOCUMENT:
