@@ -25,6 +25,7 @@ import trio
 import tests.test_interop_everything as interop_everything
 import tests.test_interop_sdk as interop_sdk
 from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -38,7 +39,7 @@ from agenthost.protocol.types import TextContent
 from agenthost.session import ClientHandlers, ClientSession, open_session
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
-from agenthost.transports.remote import ProbingTransport, open_http_transport, open_remote_transport
+from agenthost.transports.probing import ProbingTransport, open_http_transport
 from tests.helpers import RecordingTransport
 from tests.peers.http_launch import (
     EVERYTHING,

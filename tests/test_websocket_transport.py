@@ -18,6 +18,7 @@ import trio
 
 import tests.test_interop_sdk as interop_sdk
 from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport
 from agenthost.errors import (
     AgentHostTimeout,
     MessageTooLarge,
@@ -26,7 +27,6 @@ from agenthost.errors import (
 )
 from agenthost.protocol.types import TextContent
 from agenthost.session import open_session
-from agenthost.transports.remote import open_remote_transport
 from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
 from tests.helpers import RecordingTransport
 from tests.peers.http_launch import PEERS, PY, free_port, serve

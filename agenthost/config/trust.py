@@ -37,6 +37,7 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.errors import ConfigError
+from agenthost.redaction import redact_url
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -431,12 +432,10 @@ def check_user_only(project: ProjectFile) -> None:
 
 def _shown_url(url: object) -> object:
     """A URL without a literal password or query values (the file may hold a token)."""
-    from agenthost.config.model import _redact_url
-
     if not isinstance(url, str):
         return url
     try:
-        return _redact_url(url)
+        return redact_url(url)
     except ValueError:
         return url
 
