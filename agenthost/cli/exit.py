@@ -89,7 +89,7 @@ def failure(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, ProviderError):
         return f"provider error: {exc}", EXIT_PROVIDER
     if isinstance(exc, ServerUnavailable | TransportError):
-        return exc.text if isinstance(exc, JSONRPCError) else str(exc), EXIT_UNAVAILABLE
+        return str(exc), EXIT_UNAVAILABLE
     if isinstance(exc, NotFound):
         return str(exc), EXIT_USAGE
     if isinstance(exc, JSONRPCError):
