@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "Workspace": "agenthost.config.model",
     "Timeouts": "agenthost.config.model",
     "RestartPolicy": "agenthost.config.model",
+    "load_config": "agenthost.config.loader",
     # agent
     "run_agent": "agenthost.agent.loop",
     "Transcript": "agenthost.agent.loop",
@@ -99,6 +100,7 @@ __all__ = [
     "Workspace",
     "__version__",
     "connect",
+    "load_config",
     "open_host",
     "open_session",
     "run_agent",
@@ -107,6 +109,7 @@ __all__ = [
 if TYPE_CHECKING:
     from agenthost.agent.loop import AgentEvent, Transcript, run_agent
     from agenthost.ask_tasks import AskTaskLimits
+    from agenthost.config.loader import load_config
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
     from agenthost.connection import connect
     from agenthost.errors import (

@@ -356,7 +356,8 @@ def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCo
 
     import attrs
 
-    from agenthost.config.model import PROJECT_CONFIGS, HostConfig
+    from agenthost.config import load_scoped
+    from agenthost.config.model import PROJECT_CONFIGS
     from agenthost.errors import NotFound
 
     user, project = _config_paths(args)
@@ -372,9 +373,7 @@ def _load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCo
         digest = _project_digest(args, project)
     used = " + ".join(str(p) for p in (user, project) if p is not None)
     logging.getLogger("agenthost.cli").info("using config %s", used)
-    config = HostConfig.load_scoped(
-        user=user, project=project, trusted_digest=digest, default_workspace=True
-    )
+    config = load_scoped(user=user, project=project, trusted_digest=digest, default_workspace=True)
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:
