@@ -35,8 +35,8 @@ _EXPORTS: dict[str, str] = {
     "load_config": "agenthost.config.loader",
     # agent
     "run_agent": "agenthost.agent.loop",
-    "Transcript": "agenthost.agent.loop",
-    "AgentEvent": "agenthost.agent.loop",
+    "Transcript": "agenthost.agent.transcript",
+    "AgentEvent": "agenthost.agent.transcript",
     # sampling
     "SamplingService": "agenthost.host.sampling",
     "SamplingEvent": "agenthost.host.sampling",
@@ -107,7 +107,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import AgentEvent, Transcript, run_agent
+    from agenthost.agent.loop import run_agent
+    from agenthost.agent.transcript import AgentEvent, Transcript
     from agenthost.ask_tasks import AskTaskLimits
     from agenthost.config.loader import load_config
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace

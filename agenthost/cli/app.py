@@ -38,7 +38,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import AgentEvent
+    from agenthost.agent.transcript import AgentEvent
     from agenthost.config.model import HostConfig
     from agenthost.errors import AmbiguousResource
     from agenthost.host.host import Host
@@ -917,7 +917,7 @@ def _agent_printer(console: Console, stream: _Stream | None = None) -> Callable[
 
 async def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
-    from agenthost.agent.loop import Transcript, run_agent
+    from agenthost.agent.transcript import Transcript
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     if not args.task_grace >= 0:
@@ -939,8 +939,7 @@ async def cmd_run(args: argparse.Namespace, console: Console) -> int:
         # The answer streams to stdout as it arrives; --json prints the transcript at the end.
         stream = None if args.json else _Stream()
         async with interruptible() as scope:
-            await run_agent(
-                host,
+            await host.run_agent(
                 args.task,
                 provider=provider,
                 model=model,

@@ -377,7 +377,7 @@ def _reader_for(host: Host) -> _Reader:
 
 
 async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
-    from agenthost.agent.loop import Transcript, run_agent
+    from agenthost.agent.transcript import Transcript
     from agenthost.cli.app import _agent_printer, _content_text, _Stream, _table, interruptible, say
 
     reader = _reader_for(host)
@@ -492,8 +492,7 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
         stream = _Stream()
         try:
             async with interruptible() as scope:
-                await run_agent(
-                    host,
+                await host.run_agent(
                     line,
                     provider=provider,
                     model=model,
