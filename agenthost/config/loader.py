@@ -151,14 +151,8 @@ def _wrong(ctx: _Ctx, key: str, expected: str, value: object) -> ConfigError:
 def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], ctx: _Ctx, key: str) -> None:
     """Unknown keys are errors in our format (a typo must not silently drop a setting)."""
     for k in table:
-        if k in allowed:
-            continue
-        close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ctx.error(
-            f"unknown key {k!r}{hint}; valid keys: {', '.join(sorted(allowed))}",
-            join_key(key, k),
-        )
+        if k not in allowed:
+            raise ConfigError.unknown_key(join_key(key, k), k, allowed, path=ctx.source)
 
 
 def _ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
