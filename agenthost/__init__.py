@@ -32,10 +32,11 @@ _EXPORTS: dict[str, str] = {
     "Workspace": "agenthost.config.model",
     "Timeouts": "agenthost.config.model",
     "RestartPolicy": "agenthost.config.model",
+    "load_config": "agenthost.config.loader",
     # agent
     "run_agent": "agenthost.agent.loop",
-    "Transcript": "agenthost.agent.loop",
-    "AgentEvent": "agenthost.agent.loop",
+    "Transcript": "agenthost.agent.transcript",
+    "AgentEvent": "agenthost.agent.transcript",
     # sampling
     "SamplingService": "agenthost.host.sampling",
     "SamplingEvent": "agenthost.host.sampling",
@@ -99,14 +100,17 @@ __all__ = [
     "Workspace",
     "__version__",
     "connect",
+    "load_config",
     "open_host",
     "open_session",
     "run_agent",
 ]
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import AgentEvent, Transcript, run_agent
+    from agenthost.agent.loop import run_agent
+    from agenthost.agent.transcript import AgentEvent, Transcript
     from agenthost.ask_tasks import AskTaskLimits
+    from agenthost.config.loader import load_config
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
     from agenthost.connection import connect
     from agenthost.errors import (

@@ -34,6 +34,8 @@ has one, because a host talks to many servers and "connection closed" alone is u
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -82,6 +84,27 @@ class ConfigError(AgentHostError):
             where = f"{key}: "
         super().__init__(f"{where}{message}")
         self.problem = message
+
+    @classmethod
+    def unknown_key(
+        cls, key: str, got: str, allowed: Iterable[str], *, path: str | None = None
+    ) -> ConfigError:
+        """The one wording of "this key is not a setting", for every config file.
+
+        Unknown keys are errors wherever we read settings (the host's file, OAuth,
+        providers, policies, rules, scripts): a typo must not silently drop a setting, and
+        one wording means a user learns it once. A close match is suggested.
+
+        Args:
+            key: the key path of the unknown key (``servers.x.comand``).
+            got: the unknown key itself (``comand``).
+            allowed: the keys that table takes.
+            path: the file, if there is one.
+        """
+        valid = sorted(allowed)
+        close = difflib.get_close_matches(got, valid, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return cls(f"unknown key {got!r}{hint}; valid keys: {', '.join(valid)}", path=path, key=key)
 
 
 class UntrustedConfig(ConfigError):

@@ -32,7 +32,7 @@ __all__ = ["measure_sampling"]
 
 async def measure_sampling(spec: dict[str, Any]) -> dict[str, Any]:
     """Send ``spec["n"]`` sampling requests through a host; p50/p99 of each leg in us."""
-    from agenthost.config.model import HostConfig
+    from agenthost.config import config_from_mapping
     from agenthost.host.host import open_host
     from providers.base import Request, Result
     from providers.scripted import ScriptedProvider, ScriptedTurn
@@ -54,7 +54,7 @@ async def measure_sampling(spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agenthost-bench-") as tmp:
         script = Path(tmp, "script.toml")
         script.write_text('[[turns]]\ntext = "ok"\n', encoding="utf-8")
-        config = HostConfig.from_dict(
+        config = config_from_mapping(
             {
                 "servers": {
                     "sampler": {

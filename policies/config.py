@@ -162,11 +162,7 @@ def parse_policy(
         raise ConfigError("must be a table", path=source, key="policy")
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
-        raise ConfigError(
-            f"unknown key (known: {', '.join(sorted(_KEYS))})",
-            path=source,
-            key=f"policy.{unknown[0]}",
-        )
+        raise ConfigError.unknown_key(f"policy.{unknown[0]}", unknown[0], _KEYS, path=source)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
 
     if "file" in raw:
@@ -280,10 +276,8 @@ def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:
         )
     unknown = sorted(set(raw) - {"path", "fsync", "fold"})
     if unknown:
-        raise ConfigError(
-            "unknown key (known: path, fsync, fold)",
-            path=source,
-            key=f"policy.audit.{unknown[0]}",
+        raise ConfigError.unknown_key(
+            f"policy.audit.{unknown[0]}", unknown[0], ("path", "fsync", "fold"), path=source
         )
     path = raw.get("path")
     if not isinstance(path, str) or not path:

@@ -328,9 +328,7 @@ def parse_rule(
         raise fail("a rule must be a table")
     unknown = sorted(set(raw) - _ALL_KEYS)
     if unknown:
-        raise fail(
-            f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALL_KEYS))})", unknown[0]
-        )
+        raise ConfigError.unknown_key(f"{key}.{unknown[0]}", unknown[0], _ALL_KEYS, path=source)
 
     if "id" in raw:
         if not isinstance(raw["id"], str) or not raw["id"]:

@@ -199,9 +199,7 @@ def _parse_one(name: str, table: Any, source: str) -> ProviderSettings:
         raise ConfigError("must be a table", path=source, key=key)
     for field in table:
         if field not in _FIELDS:
-            raise ConfigError(
-                f"unknown field; known: {', '.join(_FIELDS)}", path=source, key=f"{key}.{field}"
-            )
+            raise ConfigError.unknown_key(f"{key}.{field}", field, _FIELDS, path=source)
     kind = table.get("kind", name if name in KINDS else None)
     if kind not in KINDS:
         raise ConfigError(f"kind must be one of {', '.join(KINDS)}", path=source, key=f"{key}.kind")

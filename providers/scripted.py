@@ -180,13 +180,10 @@ def _turn(raw: Any, source: str, index: int) -> ScriptedTurn:
     key = f"turns[{index}]"
     if not isinstance(raw, Mapping):
         raise ConfigError("must be a table", path=source, key=key)
-    unknown = set(raw) - {"text", "tool_calls", "stop_reason"}
+    known = ("text", "tool_calls", "stop_reason")
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(
-            f"unknown field(s) {sorted(unknown)}; known: text, tool_calls, stop_reason",
-            path=source,
-            key=key,
-        )
+        raise ConfigError.unknown_key(f"{key}.{unknown[0]}", unknown[0], known, path=source)
     text = raw.get("text")
     stop = raw.get("stop_reason")
     if text is not None and not isinstance(text, str):

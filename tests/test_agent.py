@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from agenthost.agent.loop import Transcript, run_agent
+from agenthost.agent.transcript import Transcript
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from providers.base import TextContent, ToolResultContent, ToolUseContent
@@ -45,7 +45,7 @@ async def test_multi_step_task_with_denial(crashy_cmd: Callable[..., Command]) -
         name="replay",
     )
     async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
-        transcript = await run_agent(host, "echo then crash", provider="replay", model="r")
+        transcript = await host.run_agent("echo then crash", provider="replay", model="r")
     assert transcript.stop == "end_turn"
     assert transcript.final_text == "Done: echoed hi; crash was denied."
     assert [(c.name, c.status) for c in transcript.tool_calls] == [
@@ -76,7 +76,7 @@ async def test_max_turns(crashy_cmd: Callable[..., Command]) -> None:
     loop = [ScriptedTurn(tool_calls=(use(f"t{i}", "c__echo", message=str(i)),)) for i in range(5)]
     replay = ScriptedProvider(loop, name="replay")
     async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
-        transcript = await run_agent(host, "loop", provider="replay", model="r", max_turns=3)
+        transcript = await host.run_agent("loop", provider="replay", model="r", max_turns=3)
     assert transcript.stop == "max_turns"
     assert transcript.turns == 3
 
@@ -88,7 +88,7 @@ async def test_cancel_interrupts_in_flight_call(crashy_cmd: Callable[..., Comman
     transcript = Transcript(task="hang", provider="replay", model="r")
     async with open_host(cfg, providers={"replay": replay}) as host:
         with trio.move_on_after(0.3) as scope:
-            await run_agent(host, "hang", provider="replay", model="r", transcript=transcript)
+            await host.run_agent("hang", provider="replay", model="r", transcript=transcript)
         assert scope.cancelled_caught
         # the session survived the cancelled call
         assert (await host.call_tool("c__echo", {"message": "ok"})).content
@@ -99,7 +99,7 @@ async def test_cancel_interrupts_in_flight_call(crashy_cmd: Callable[..., Comman
 async def test_user_picked_prompt_opens_the_conversation_and_progress_is_reported(
     sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[[], Command]
 ) -> None:
-    from agenthost.agent.loop import AgentEvent
+    from agenthost.agent.transcript import AgentEvent
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     policy = {"mode": "headless", "preset": "unsafe-allow-everything"}
@@ -125,8 +125,7 @@ async def test_user_picked_prompt_opens_the_conversation_and_progress_is_reporte
             "ev", "resource-prompt", {"resourceType": "Text", "resourceId": "1"}
         )
         opening = prompt_messages_to_llm([*greet.messages, *embedded.messages])
-        transcript = await run_agent(
-            host,
+        transcript = await host.run_agent(
             "continue",
             provider="replay",
             model="r",
@@ -153,8 +152,8 @@ async def test_runs_sharing_a_transcript_each_get_their_own_turns(
     transcript = Transcript(task="chat", provider="replay", model="r")
     async with open_host(config(crashy_cmd()), providers={"replay": replay}) as host:
         for expected in ("first", "second"):
-            await run_agent(
-                host, "hi", provider="replay", model="r", max_turns=1, transcript=transcript
+            await host.run_agent(
+                "hi", provider="replay", model="r", max_turns=1, transcript=transcript
             )
             assert transcript.stop == "end_turn"
             assert transcript.final_text == expected
@@ -183,7 +182,7 @@ async def test_one_turns_tool_calls_run_at_once(sdk_server_cmd: Callable[..., Co
     )
     async with open_host(config, providers={"replay": replay}) as host:
         started = trio.current_time()
-        transcript = await run_agent(host, "two slow things", provider="replay", model="r")
+        transcript = await host.run_agent("two slow things", provider="replay", model="r")
         elapsed = trio.current_time() - started
     assert [(c.id, c.status) for c in transcript.tool_calls] == [("a", "ok"), ("b", "ok")]
     durations = [c.duration for c in transcript.tool_calls]

@@ -21,7 +21,7 @@ import httpx2
 import pytest
 import trio
 
-from agenthost.agent.loop import AgentEvent, run_agent
+from agenthost.agent.transcript import AgentEvent
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from agenthost.tool_tasks import list_tasks
@@ -77,8 +77,7 @@ async def test_model_goes_on_while_a_task_runs(everything_cmd: Callable[[], Comm
     async with open_host(host_config(everything_cmd()), providers={"replay": replay}) as host:
         started = trio.current_time()
         with trio.fail_after(60):
-            transcript = await run_agent(
-                host,
+            transcript = await host.run_agent(
                 "research tides",
                 provider="replay",
                 model="r",
@@ -138,8 +137,8 @@ async def test_several_tasks_at_once_each_delivered_once(
     async with open_host(host_config(everything_cmd()), providers={"replay": replay}) as host:
         started = trio.current_time()
         with trio.fail_after(60):
-            transcript = await run_agent(
-                host, "research", provider="replay", model="r", task_grace=GRACE
+            transcript = await host.run_agent(
+                "research", provider="replay", model="r", task_grace=GRACE
             )
         elapsed = trio.current_time() - started
     assert transcript.stop == "end_turn"
@@ -165,8 +164,8 @@ async def test_max_turns_cancels_pending_tasks(everything_cmd: Callable[[], Comm
     )
     async with open_host(host_config(everything_cmd()), providers={"replay": replay}) as host:
         with trio.fail_after(30):
-            transcript = await run_agent(
-                host, "research", provider="replay", model="r", task_grace=GRACE, max_turns=2
+            transcript = await host.run_agent(
+                "research", provider="replay", model="r", task_grace=GRACE, max_turns=2
             )
         assert transcript.stop == "max_turns"
         [call] = transcript.tool_calls
@@ -188,8 +187,8 @@ async def test_no_grace_waits_within_the_turn(everything_cmd: Callable[[], Comma
     )
     async with open_host(host_config(everything_cmd()), providers={"replay": replay}) as host:
         with trio.fail_after(30):
-            transcript = await run_agent(
-                host, "research", provider="replay", model="r", task_grace=None
+            transcript = await host.run_agent(
+                "research", provider="replay", model="r", task_grace=None
             )
     [call] = transcript.tool_calls
     assert (call.status, call.deferred) == ("ok", False)
@@ -241,8 +240,7 @@ async def test_anthropic_api_gets_the_deferred_result(
             host_config(everything_cmd()), providers={"anthropic": provider}
         ) as host:
             with trio.fail_after(60):
-                transcript = await run_agent(
-                    host,
+                transcript = await host.run_agent(
                     "research tides",
                     provider="anthropic",
                     model="claude-sonnet-5-5",
@@ -305,8 +303,7 @@ async def test_openai_api_gets_the_deferred_result(everything_cmd: Callable[[], 
     try:
         async with open_host(host_config(everything_cmd()), providers={"openai": provider}) as host:
             with trio.fail_after(60):
-                transcript = await run_agent(
-                    host,
+                transcript = await host.run_agent(
                     "research tides",
                     provider="openai",
                     model="gpt-6.2-sol",
@@ -362,8 +359,8 @@ async def test_server_immediate_response_is_what_the_model_reads() -> None:
     )
     async with open_host(config, providers={"replay": replay}) as host:
         with trio.fail_after(30):
-            transcript = await run_agent(
-                host, "survey tides", provider="replay", model="r", task_grace=0.3
+            transcript = await host.run_agent(
+                "survey tides", provider="replay", model="r", task_grace=0.3
             )
     assert transcript.stop == "end_turn"
     [immediate] = replay.requests[1].messages[-1].content
@@ -394,8 +391,7 @@ async def test_token_budget_cancels_pending_tasks(everything_cmd: Callable[[], C
             host_config(everything_cmd()), providers={"anthropic": provider}
         ) as host:
             with trio.fail_after(30):
-                transcript = await run_agent(
-                    host,
+                transcript = await host.run_agent(
                     "research",
                     provider="anthropic",
                     model="claude-sonnet-5-5",

@@ -288,18 +288,18 @@ async def test_host_runs_task_sampling_through_policy_and_audit(
 
 
 def test_client_tasks_config_key(tmp_path: Path) -> None:
-    from agenthost.config.model import HostConfig
+    from agenthost.config import load_config
     from agenthost.errors import ConfigError
 
     path = tmp_path / "agenthost.toml"
     path.write_text('[servers.s]\ncommand = "x"\nclient_tasks = true\n')
-    [server] = HostConfig.load(path).servers
+    [server] = load_config(path).servers
     assert server.client_tasks is True
     path.write_text('[servers.s]\ncommand = "x"\n')
-    assert HostConfig.load(path).servers[0].client_tasks is False
+    assert load_config(path).servers[0].client_tasks is False
     path.write_text('[servers.s]\ncommand = "x"\nclient_tasks = "yes"\n')
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path)
+        load_config(path)
     assert info.value.key == "servers.s.client_tasks"
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 
+from agenthost.config import config_from_mapping, load_config
 from agenthost.config.expand import ExpandContext, expand, input_variable
 from agenthost.config.loader import strip_jsonc
 from agenthost.config.model import (
@@ -41,7 +42,7 @@ FIXTURE_ENV = {
 
 
 def test_agenthost_toml_loads() -> None:
-    cfg = HostConfig.load(DATA / "agenthost.toml", env=FIXTURE_ENV)
+    cfg = load_config(DATA / "agenthost.toml", env=FIXTURE_ENV)
     assert cfg.source == str(DATA / "agenthost.toml")
     assert cfg.timeouts == Timeouts(startup=20.0, request=45.5)
     assert cfg.restart == RestartPolicy(max_restarts=3, initial_backoff=1.0)
@@ -91,7 +92,7 @@ def test_agenthost_toml_loads() -> None:
 
 
 def test_claude_desktop_config_loads() -> None:
-    cfg = HostConfig.load(DATA / "claude_desktop_config.json", env={})
+    cfg = load_config(DATA / "claude_desktop_config.json", env={})
     fs, weather = cfg.servers
     assert fs == ServerConfig(
         name="filesystem",
@@ -107,7 +108,7 @@ def test_claude_desktop_config_loads() -> None:
 
 
 def test_claude_code_mcp_json_loads() -> None:
-    cfg = HostConfig.load(DATA / "claude-code" / ".mcp.json", env=FIXTURE_ENV)
+    cfg = load_config(DATA / "claude-code" / ".mcp.json", env=FIXTURE_ENV)
     local = cfg.server("local")
     assert local.transport == "stdio"
     assert local.command == "/home/user/bin/server"
@@ -121,7 +122,7 @@ def test_claude_code_mcp_json_loads() -> None:
 
 
 def test_cursor_mcp_json_loads() -> None:
-    cfg = HostConfig.load(DATA / "cursor" / ".cursor" / "mcp.json", env=FIXTURE_ENV)
+    cfg = load_config(DATA / "cursor" / ".cursor" / "mcp.json", env=FIXTURE_ENV)
     project = cfg.server("project")
     folder = os.path.realpath(DATA / "cursor")  # .cursor/ -> the project root
     assert project.args == (f"{folder}/server.py",)
@@ -131,7 +132,7 @@ def test_cursor_mcp_json_loads() -> None:
 
 
 def test_vscode_mcp_json_loads() -> None:
-    cfg = HostConfig.load(DATA / "vscode" / ".vscode" / "mcp.json", env=FIXTURE_ENV)
+    cfg = load_config(DATA / "vscode" / ".vscode" / "mcp.json", env=FIXTURE_ENV)
     folder = os.path.realpath(DATA / "vscode")
     gh = cfg.server("github")
     assert gh.transport == "http"
@@ -146,7 +147,7 @@ def test_vscode_mcp_json_loads() -> None:
 def test_vscode_settings_json_mcp_object(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     path.write_text('{"editor.fontSize": 12, "mcp": {"servers": {"a": {"command": "x"}}}}')
-    cfg = HostConfig.load(path, env={})
+    cfg = load_config(path, env={})
     assert [s.name for s in cfg.servers] == ["a"]
 
 
@@ -161,7 +162,7 @@ def test_vscode_settings_json_mcp_object(tmp_path: Path) -> None:
 def test_format_sniffed_without_a_known_suffix(tmp_path: Path, text: str, transport: str) -> None:
     path = tmp_path / "config"
     path.write_text(text)
-    assert HostConfig.load(path, env={}).servers[0].transport == transport
+    assert load_config(path, env={}).servers[0].transport == transport
 
 
 def test_from_dict_is_the_toml_shape(tmp_path: Path) -> None:
@@ -171,7 +172,7 @@ def test_from_dict_is_the_toml_shape(tmp_path: Path) -> None:
         "timeouts": {"request": 5},
         "servers": {"a": {"command": "${CMD}", "cwd": "ws"}},
     }
-    cfg = HostConfig.from_dict(data, env={"CMD": "python"}, base_dir=tmp_path)
+    cfg = config_from_mapping(data, env={"CMD": "python"}, base_dir=tmp_path)
     assert cfg.source is None
     a = cfg.server("a")
     assert (a.command, a.cwd, a.timeouts.request) == ("python", str(tmp_path / "ws"), 5.0)
@@ -521,7 +522,7 @@ def test_malformed(
     path.parent.mkdir(exist_ok=True)
     path.write_text(content)
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path, env=env)
+        load_config(path, env=env)
     err = info.value
     assert err.path == str(path)
     assert err.key == key
@@ -535,7 +536,7 @@ def test_malformed(
 def test_missing_file_names_it(tmp_path: Path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path, env={})
+        load_config(path, env={})
     assert info.value.path == str(path)
     assert info.value.key is None
     assert "cannot read config file" in info.value.problem
@@ -546,7 +547,7 @@ def test_env_file_bad_line_names_env_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "agenthost.toml"
     path.write_text('[servers.a]\ncommand = "x"\nenv_file = "bad.env"\n')
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path, env={})
+        load_config(path, env={})
     assert info.value.path == str(tmp_path / "bad.env")
     assert info.value.key == "servers.a.env_file"
     assert info.value.problem.startswith("line 2: expected NAME=value")
@@ -603,7 +604,7 @@ def test_other_hosts_keys_are_mapped_or_logged_by_name_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level("DEBUG", logger="agenthost.config")
-    cfg = HostConfig.load(DATA / "claude_desktop_config.json", env={})
+    cfg = load_config(DATA / "claude_desktop_config.json", env={})
     assert "globalShortcut" in caplog.text  # the desktop app's own setting: debug only
     rules = cfg.policy["rules"]
     assert [(r["server"], r["name"], r["decision"]) for r in rules] == [
@@ -633,7 +634,7 @@ def test_the_annotated_example_in_docs_config_md_loads(
     path.write_text(example.group(1))
     monkeypatch.setenv("HOME", str(home))  # "~" in a workspace path
     env = {"HOME": str(home), "GITHUB_TOKEN": "t0ken", "ANTHROPIC_API_KEY": "k"}
-    config = HostConfig.load(path, env=env)
+    config = load_config(path, env=env)
     servers = {server.name: server for server in config.servers}
     assert servers["filesystem"].protocol == "auto"
     assert servers["filesystem"].max_input_rounds == 10
@@ -644,13 +645,13 @@ def test_protocol_and_max_input_rounds_are_checked(tmp_path: Path) -> None:
     path = tmp_path / "agenthost.toml"
     path.write_text('[servers.s]\ncommand = "x"\nprotocol = "2025-06-18"\n')
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path, env={})
+        load_config(path, env={})
     assert info.value.key == "servers.s.protocol"
     assert "unknown protocol '2025-06-18'; valid: auto, legacy, 2026-07-28" in str(info.value)
     path.write_text('[servers.s]\ncommand = "x"\nmax_input_rounds = 0\n')
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path, env={})
+        load_config(path, env={})
     assert info.value.key == "servers.s.max_input_rounds"
     path.write_text('[servers.s]\ncommand = "x"\nprotocol = "legacy"\nmax_input_rounds = 3\n')
-    server = HostConfig.load(path, env={}).servers[0]
+    server = load_config(path, env={}).servers[0]
     assert (server.protocol, server.max_input_rounds) == ("legacy", 3)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.config.model import HostConfig
+from agenthost.config import load_config
 from policies import parse_policy
 from providers.config import parse_providers
 
@@ -91,6 +91,6 @@ def test_example_loads(
         )
     config_file.write_text(text, encoding="utf-8")
     monkeypatch.chdir(project)
-    config = HostConfig.load(config_file, env=env, default_workspace=True)
+    config = load_config(config_file, env=env, default_workspace=True)
     parse_policy(config.policy, source=where, base_dir=project)
     parse_providers(dict(config.providers), source=where, base_dir=str(project))

@@ -22,6 +22,7 @@ import pytest
 import trio
 
 import providers.base as llm
+from agenthost.config import load_config
 from agenthost.config.model import HostConfig, Workspace
 from agenthost.connection import connect
 from agenthost.errors import ConsentDenied, JSONRPCError
@@ -380,7 +381,7 @@ async def test_summary_preferences_map_to_the_configured_models(workspace: Path)
         await call_ok(session, "summarize_note", {"name": "ideas"})
     raw = unstructure(client.sampling[0].model_preferences, LATEST_REVISION)
     prefs = ModelPreferences.from_mcp(raw)
-    config = HostConfig.load(CONFIG, env={})
+    config = load_config(CONFIG, env={})
     providers = parse_providers(config.providers, source=str(CONFIG))
 
     def pick(env: dict[str, str]) -> tuple[str, str, str]:
@@ -462,7 +463,7 @@ async def test_resources_index_and_template(workspace: Path) -> None:
 
 
 def demo_config(env: dict[str, str] | None = None) -> HostConfig:
-    return HostConfig.load(CONFIG, env={} if env is None else env)
+    return load_config(CONFIG, env={} if env is None else env)
 
 
 def demo_policy() -> PolicyConfig:

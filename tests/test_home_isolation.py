@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from agenthost import HostConfig
 from agenthost.auth import FileTokenStore
 from agenthost.auth.store import data_dir, default_token_store
 from agenthost.cli.chat import history_path
+from agenthost.config import load_config
 from agenthost.config.model import find_config
 from agenthost.connection import EraCache
 from policies.approvals import default_approvals_path
@@ -67,7 +67,7 @@ def test_a_cli_process_writes_its_era_cache_into_the_tests_home(tmp_path: Path) 
     assert code == 0, stderr
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "agenthost" / "eras.json"
     assert _test_home() in cache.parents
-    key = EraCache.key(HostConfig.load(config).servers[0])
+    key = EraCache.key(load_config(config).servers[0])
     assert json.loads(cache.read_bytes())[key]["revision"] == "2025-11-25"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from agenthost.config.model import HostConfig
+from agenthost.config import load_config
 from agenthost.errors import AmbiguousResource, NotFound
 from agenthost.host.host import open_host
 from agenthost.protocol.types import TextResourceContents
@@ -121,7 +121,7 @@ def test_cli_read_asks_on_a_terminal_which_server(tmp_path: Path) -> None:
 
 
 async def test_host_api_routes_and_refuses_ties(tmp_path: Path) -> None:
-    config = HostConfig.load(write_config(tmp_path))
+    config = load_config(write_config(tmp_path))
     async with open_host(config) as host:
         with trio.fail_after(30):
             result = await host.read_resource(SECRET)

@@ -190,7 +190,7 @@ decision = "allow"
 
 
 async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path) -> None:
-    from agenthost.agent.loop import SKILL_TOOL, run_agent
+    from agenthost.agent.calls import SKILL_TOOL
     from providers.base import ToolResultContent, ToolUseContent
     from providers.scripted import ScriptedProvider, ScriptedTurn
 
@@ -211,7 +211,7 @@ async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path
         policy={"mode": "headless", "rules": [{"kind": "skill", "decision": "allow"}]},
     )
     async with open_host(config, providers={"replay": replay}) as host:
-        transcript = await run_agent(host, "fill the PDF form", provider="replay", model="r")
+        transcript = await host.run_agent("fill the PDF form", provider="replay", model="r")
     first = replay.requests[0]
     [skill_tool] = [t for t in first.tools if t.name == SKILL_TOOL]
     assert skill_tool.description is not None

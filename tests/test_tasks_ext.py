@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import trio
 
+from agenthost.config import load_config
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError, ProtocolError
 from agenthost.host.host import open_host
@@ -507,13 +508,13 @@ def test_the_docs_task_after_example_means_what_it_says(tmp_path: Path) -> None:
     ]
     path = tmp_path / "agenthost.toml"
     path.write_text(block)
-    config = HostConfig.load(path)
+    config = load_config(path)
     [builds] = config.servers
     assert builds.timeouts.task_after == 0
     assert config.timeouts.task_after == 30
     path.write_text("[timeouts]\ntask_after = -1\n")
     with pytest.raises(ConfigError, match=r"timeouts.task_after.*>= 0 \(or inf for never\)"):
-        HostConfig.load(path)
+        load_config(path)
 
 
 # -- task_after on 2025-11-25: a tool whose taskSupport is "optional" -------------------

@@ -148,7 +148,7 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
     table: Mapping[str, Any] = value
     for key in table:
         if key not in KEYS:
-            raise ConfigError(f"unknown key; valid keys: {', '.join(sorted(KEYS))}", key=key)
+            raise ConfigError.unknown_key(key, key, KEYS)
     fields: dict[str, Any] = {}
 
     def text(key: str) -> str | None:

@@ -44,7 +44,7 @@ from agenthost.cli.render import Console, Stream, agent_printer, content_text, s
 from agenthost.errors import AgentHostError
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import Transcript
+    from agenthost.agent.transcript import Transcript
     from agenthost.host.host import Host
 
 __all__ = ["chat", "history_path"]
@@ -426,7 +426,7 @@ async def _slash(session: _Chat, line: str) -> None:
 
 async def _turn(session: _Chat, line: str) -> None:
     """One message to the agent; Ctrl-C cancels the turn (the servers are told)."""
-    from agenthost.agent.loop import Transcript, run_agent
+    from agenthost.agent.transcript import Transcript
 
     console = session.console
     if session.transcript is None:
@@ -438,8 +438,7 @@ async def _turn(session: _Chat, line: str) -> None:
     stream = Stream()
     try:
         async with interruptible() as scope:
-            await run_agent(
-                session.host,
+            await session.host.run_agent(
                 line,
                 provider=session.provider,
                 model=session.model,

@@ -205,7 +205,8 @@ def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCon
 
     import attrs
 
-    from agenthost.config.model import PROJECT_CONFIGS, HostConfig
+    from agenthost.config import load_scoped
+    from agenthost.config.model import PROJECT_CONFIGS
     from agenthost.errors import NotFound
 
     user, project = config_paths(args)
@@ -221,9 +222,7 @@ def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCon
         digest = project_digest(args, project)
     used = " + ".join(str(p) for p in (user, project) if p is not None)
     logging.getLogger("agenthost.cli").info("using config %s", used)
-    config = HostConfig.load_scoped(
-        user=user, project=project, trusted_digest=digest, default_workspace=True
-    )
+    config = load_scoped(user=user, project=project, trusted_digest=digest, default_workspace=True)
     if args.policy:
         config = attrs.evolve(config, policy={"file": os.path.abspath(args.policy)})
     if only is not None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import AgentEvent
+    from agenthost.agent.transcript import AgentEvent
 
 __all__ = [
     "Console",

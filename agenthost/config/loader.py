@@ -36,7 +36,7 @@ from agenthost.config.model import (
 )
 from agenthost.errors import ConfigError
 
-__all__ = ["from_toml_data", "join_key", "load_file", "strip_jsonc"]
+__all__ = ["config_from_mapping", "join_key", "load_config", "strip_jsonc"]
 
 log = logging.getLogger("agenthost.config")
 
@@ -151,14 +151,8 @@ def _wrong(ctx: _Ctx, key: str, expected: str, value: object) -> ConfigError:
 def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], ctx: _Ctx, key: str) -> None:
     """Unknown keys are errors in our format (a typo must not silently drop a setting)."""
     for k in table:
-        if k in allowed:
-            continue
-        close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ctx.error(
-            f"unknown key {k!r}{hint}; valid keys: {', '.join(sorted(allowed))}",
-            join_key(key, k),
-        )
+        if k not in allowed:
+            raise ConfigError.unknown_key(join_key(key, k), k, allowed, path=ctx.source)
 
 
 def _ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
@@ -571,7 +565,7 @@ def _check_workspace_refs(
                 )
 
 
-def from_toml_data(
+def _from_toml_data(
     data: Mapping[str, Any],
     *,
     source: str | None,
@@ -697,7 +691,7 @@ def _imports(
         path = Path(_path(raw, ctx, key))
         implied: list[dict[str, Any]] = []
         try:
-            other = load_file(path, env=ctx.expand.env, rules_out=implied, imported=True)
+            other = _load_file(path, env=ctx.expand.env, rules_out=implied, imported=True)
         except ConfigError as exc:
             if exc.path == str(path):
                 raise  # a problem inside that file: it names itself and its key
@@ -883,7 +877,7 @@ def _parse_json(text: str, source: str) -> object:
         raise ConfigError(f"invalid JSON: {problem}", path=source) from None
 
 
-def load_file(
+def _load_file(
     path: Path,
     *,
     env: Mapping[str, str],
@@ -932,10 +926,72 @@ def load_file(
             " cannot import another one",
             path=source,
         )
-    return from_toml_data(
+    return _from_toml_data(
         data,
         source=source,
         env=env,
         base_dir=path.resolve().parent,
         default_workspace=Path.cwd() if default_workspace else None,
+    )
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    default_workspace: bool = False,
+) -> HostConfig:
+    """Load a config file in any supported format (see :mod:`agenthost.config.model`).
+
+    A function here rather than a ``HostConfig`` classmethod: the loader builds the model's
+    classes, so a method on the model that called back into the loader was an import circle.
+
+    Args:
+        path: the file. ``*.toml`` is agenthost's format; ``*.json`` / ``*.jsonc`` is an
+            editor's (``mcpServers`` or VS Code ``servers``); otherwise the content
+            decides (``{`` first means JSON).
+        env: variables for ``${VAR}`` expansion and VS Code inputs; ``os.environ`` by
+            default.
+        default_workspace: when the file configures no ``workspaces``, expose the
+            current directory as the CLI does, whichever file was loaded: never the
+            folder of the file itself (Claude Desktop's folder holds every server's
+            secrets). Off by default: a library caller decides what servers see.
+
+    Raises:
+        ConfigError: any problem, naming the file, the key path and the problem.
+    """
+    return _load_file(
+        Path(path),
+        env=os.environ if env is None else env,
+        default_workspace=default_workspace,
+    )
+
+
+def config_from_mapping(
+    data: Mapping[str, Any],
+    *,
+    source: str | None = None,
+    env: Mapping[str, str] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> HostConfig:
+    """Build from a mapping shaped like ``agenthost.toml`` (as ``tomllib`` returns it).
+
+    Args:
+        data: the TOML-shaped mapping.
+        source: named in error messages; also the default ``base_dir`` (its directory).
+        env: variables for ``${VAR}`` expansion; ``os.environ`` by default.
+        base_dir: where relative ``cwd``, ``env_file`` and workspace paths resolve;
+            default: ``source``'s directory, else the current directory.
+
+    Raises:
+        ConfigError: as for :func:`load_config`.
+    """
+    if base_dir is not None:
+        base = Path(base_dir)
+    elif source:
+        base = Path(source).parent
+    else:
+        base = Path.cwd()
+    return _from_toml_data(
+        data, source=source, env=os.environ if env is None else env, base_dir=base
     )

@@ -1,10 +1,12 @@
 """Host configuration: what servers to run, which workspaces they see, and how long to wait.
 
-A :class:`HostConfig` comes from a file (:meth:`HostConfig.load`), from a TOML-shaped
-mapping (:meth:`HostConfig.from_dict`), or is built in code from the attrs classes below;
-all three go through the same validators, so an invalid config cannot be built at all.
+A :class:`HostConfig` comes from a file (:func:`agenthost.config.load_config`), from a
+TOML-shaped mapping (:func:`agenthost.config.config_from_mapping`), or is built in code from
+the attrs classes below; all three go through the same validators, so an invalid config
+cannot be built at all. The loaders live in :mod:`agenthost.config.loader`, which builds
+these classes; this module imports nothing from it, so the model has no circle.
 
-Formats :meth:`HostConfig.load` reads (chosen by name, then by content):
+Formats :func:`~agenthost.config.load_config` reads (chosen by name, then by content):
 
 * ``agenthost.toml`` (any ``*.toml``): the full format, documented in ``docs/config.md``.
 * ``{"mcpServers": {...}}`` JSON: Claude Desktop's ``claude_desktop_config.json``, Claude
@@ -597,100 +599,6 @@ class HostConfig:
         wanted = set(server.workspaces)
         return tuple(w for w in self.workspaces if w.name in wanted)
 
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        default_workspace: bool = False,
-    ) -> HostConfig:
-        """Load a config file in any supported format (see the module docstring).
-
-        Args:
-            path: the file. ``*.toml`` is agenthost's format; ``*.json`` / ``*.jsonc`` is an
-                editor's (``mcpServers`` or VS Code ``servers``); otherwise the content
-                decides (``{`` first means JSON).
-            env: variables for ``${VAR}`` expansion and VS Code inputs; ``os.environ`` by
-                default.
-            default_workspace: when the file configures no ``workspaces``, expose the
-                current directory as the CLI does, whichever file was loaded: never the
-                folder of the file itself (Claude Desktop's folder holds every server's
-                secrets). Off by default: a library caller decides what servers see.
-
-        Raises:
-            ConfigError: any problem, naming the file, the key path and the problem.
-        """
-        from agenthost.config import loader as _config_load
-
-        return _config_load.load_file(
-            Path(path),
-            env=os.environ if env is None else env,
-            default_workspace=default_workspace,
-        )
-
-    @classmethod
-    def load_scoped(
-        cls,
-        *,
-        user: str | os.PathLike[str] | None,
-        project: str | os.PathLike[str] | None,
-        trusted_digest: str | None,
-        env: Mapping[str, str] | None = None,
-        default_workspace: bool = False,
-    ) -> HostConfig:
-        """The user's config combined with a project config the user trusted.
-
-        A project file is loaded only when ``trusted_digest`` is its current digest
-        (:func:`agenthost.config.trust.inspect_project`); it adds servers (``scope`` set to
-        ``"project:<path>"``), workspaces and deny/ask rules, and the user's settings win
-        where both set one. See :mod:`agenthost.config.scope`.
-
-        Raises:
-            UntrustedConfig: the project file is not trusted as it is now.
-            ConfigError: a problem in either file, or a user-only key in the project's.
-        """
-        from agenthost.config import scope as _config_scope
-
-        return _config_scope.load_scoped(
-            Path(user) if user is not None else None,
-            Path(project) if project is not None else None,
-            trusted_digest=trusted_digest,
-            env=os.environ if env is None else env,
-            default_workspace=default_workspace,
-        )
-
-    @classmethod
-    def from_dict(
-        cls,
-        data: Mapping[str, Any],
-        *,
-        source: str | None = None,
-        env: Mapping[str, str] | None = None,
-        base_dir: str | os.PathLike[str] | None = None,
-    ) -> HostConfig:
-        """Build from a mapping shaped like ``agenthost.toml`` (as ``tomllib`` returns it).
-
-        Args:
-            data: the TOML-shaped mapping.
-            source: named in error messages; also the default ``base_dir`` (its directory).
-            env: variables for ``${VAR}`` expansion; ``os.environ`` by default.
-            base_dir: where relative ``cwd``, ``env_file`` and workspace paths resolve;
-                default: ``source``'s directory, else the current directory.
-
-        Raises:
-            ConfigError: as for :meth:`load`.
-        """
-        from agenthost.config import loader as _config_load
-
-        if base_dir is None:
-            base = Path(source).parent if source else Path.cwd()
-        else:
-            base = Path(base_dir)
-        return _config_load.from_toml_data(
-            data, source=source, env=os.environ if env is None else env, base_dir=base
-        )
-
 
 #: Where :func:`find_config` looks in the current directory, in order: our own file, then
 #: the project files other hosts read (Claude Code, VS Code, Cursor).
@@ -707,7 +615,7 @@ def find_config(start: Path | None = None, *, env: Mapping[str, str] | None = No
 
     The CLI no longer uses this: it takes the user's file (:func:`user_config_path`) and
     the project's (:func:`find_project_config`) separately, loads the project's only once
-    the user trusts it, and combines them (:meth:`HostConfig.load_scoped`).
+    the user trusts it, and combines them (:func:`agenthost.config.load_scoped`).
 
     Looks, in order, for each of :data:`PROJECT_CONFIGS` in ``start`` (default: the
     current directory: ``agenthost.toml``, then the ``.mcp.json``, ``.vscode/mcp.json``

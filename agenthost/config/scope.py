@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from agenthost.config.loader import load_file
+from agenthost.config.loader import load_config
 from agenthost.config.model import HostConfig
 from agenthost.config.trust import ProjectFile, check_user_only, inspect_project
 from agenthost.errors import UntrustedConfig
@@ -29,12 +29,12 @@ log = logging.getLogger("agenthost.config")
 
 
 def load_scoped(
-    user: Path | None,
-    project: Path | None,
     *,
+    user: str | os.PathLike[str] | None,
+    project: str | os.PathLike[str] | None,
     trusted_digest: str | None,
-    env: Mapping[str, str],
-    default_workspace: bool,
+    env: Mapping[str, str] | None = None,
+    default_workspace: bool = False,
 ) -> HostConfig:
     """The user's config combined with the project's, if the user trusted the project's bytes.
 
@@ -43,7 +43,8 @@ def load_scoped(
         project: the discovered project file, or None.
         trusted_digest: the :attr:`~agenthost.config.trust.ProjectFile.digest` the user trusted
             (recorded, or for this run only); ``None`` means the project is not trusted.
-        env: for ``${VAR}`` expansion (only ever of a trusted file).
+        env: for ``${VAR}`` expansion (only ever of a trusted file); ``os.environ``
+            by default.
         default_workspace: with no workspace configured, expose the current directory.
 
     Raises:
@@ -51,13 +52,15 @@ def load_scoped(
             it was expanded, started or contacted).
         ConfigError: any problem in either file, or a user-only key in the project file.
     """
+    if env is None:
+        env = os.environ
     if project is None:
         if user is None:
             raise ValueError("load_scoped needs a user or a project file")
-        return load_file(user, env=env, default_workspace=default_workspace)
+        return load_config(user, env=env, default_workspace=default_workspace)
     user_config = None
     if user is not None:
-        user_config = load_file(user, env=env, default_workspace=False)
+        user_config = load_config(user, env=env, default_workspace=False)
     before = inspect_project(project)
     check_user_only(before)
     if trusted_digest is None or before.digest != trusted_digest:
@@ -67,7 +70,7 @@ def load_scoped(
         )
     # With no workspace of the user's, the project's default (its folder) applies.
     project_default = default_workspace and not (user_config and user_config.workspaces)
-    project_config = load_file(project, env=env, default_workspace=project_default)
+    project_config = load_config(project, env=env, default_workspace=project_default)
     after = inspect_project(project)
     if after.digest != before.digest:  # changed while it was being read
         raise UntrustedConfig(

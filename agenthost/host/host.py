@@ -22,12 +22,14 @@ import attrs
 import trio
 
 from agenthost._util import DEFAULT, Timeout, collapse_single_group
+from agenthost.agent.loop import DEFAULT_SYSTEM_PROMPT, DEFAULT_TASK_GRACE, run_agent
 from agenthost.ask_tasks import AskTaskLimits
 from agenthost.config.model import PROXY_ENV_VARS, HostConfig, ServerConfig, Workspace
 from agenthost.errors import (
     AgentHostError,
     AmbiguousResource,
     BackChannelRequired,
+    ConfigError,
     JSONRPCError,
     NotFound,
     ServerUnavailable,
@@ -90,8 +92,9 @@ from providers.config import (
 )
 
 if TYPE_CHECKING:
-    from agenthost.agent.loop import Transcript
-    from agenthost.host.sampling import SamplingService
+    from agenthost.agent.transcript import AgentEvent, Transcript
+    from agenthost.host.sampling import SamplingEvent, SamplingService
+    from providers.base import Message
 
 __all__ = ["EventSink", "Host", "open_host"]
 
@@ -109,7 +112,9 @@ _LIST_CHANGED = {
 }
 
 
-EventSink = Callable[[Any], None]
+#: Where the host's own events go (for a UI): today only sampling's, one
+#: :class:`~agenthost.host.sampling.SamplingEvent` per stage of a ``sampling/createMessage``.
+EventSink = Callable[["SamplingEvent"], None]
 
 
 class Host:
@@ -179,7 +184,7 @@ class Host:
             )
         return self._sampling
 
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: SamplingEvent) -> None:
         if self._on_event is not None:
             self._on_event(event)
 
@@ -333,6 +338,10 @@ class Host:
 
     async def list_tools(self) -> list[CatalogTool]:
         """Every ready server's tools, namespaced ``server__tool``."""
+        return self.catalog.tools()
+
+    def tools(self) -> list[CatalogTool]:
+        """Every tool of every ready server, as the model would see it (the catalog's)."""
         return self.catalog.tools()
 
     def resolve_tool(self, name: str) -> CatalogTool:
@@ -669,11 +678,67 @@ class Host:
 
     # ------------------------------------------------------------------ agent
 
-    async def run_agent(self, task: str, **options: Any) -> Transcript:
-        """Run the agent loop over this host's tools; see :func:`agenthost.agent.run_agent`."""
-        from agenthost.agent.loop import run_agent
+    async def run_agent(
+        self,
+        task: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        prompt_messages: Sequence[Message] = (),
+        max_turns: int = 20,
+        max_tokens: int = 4096,
+        token_budget: int | None = None,
+        transcript: Transcript | None = None,
+        on_event: Callable[[AgentEvent], None] | None = None,
+        stream: bool = False,
+        task_grace: float | None = DEFAULT_TASK_GRACE,
+    ) -> Transcript:
+        """Run the agent loop over this host's tools (:func:`agenthost.agent.run_agent`).
 
-        return await run_agent(self, task, **options)
+        The host picks the LLM, not the agent: ``provider`` and ``model`` default to the
+        configured default (``[providers] default``, else the first configured provider),
+        and the agent is handed the provider itself, so it needs no configuration.
+        The other arguments are the agent's, passed on.
+
+        Raises:
+            ConfigError: no provider is configured, or ``provider`` is not one of them.
+        """
+        name, model = self._agent_model(provider, model)
+        return await run_agent(
+            self,
+            task,
+            provider=self.providers[name],
+            model=model,
+            system_prompt=system_prompt,
+            prompt_messages=prompt_messages,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            token_budget=token_budget,
+            transcript=transcript,
+            on_event=on_event,
+            stream=stream,
+            task_grace=task_grace,
+        )
+
+    def _agent_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
+        """The (provider name, model) a run uses: the caller's, else the configured default."""
+        if provider is None or model is None:
+            choice = default_choice(self.providers_config, self.env)
+            if choice is None:
+                raise ConfigError(
+                    "no LLM provider is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY,"
+                    " or add a [providers.<name>] section",
+                    key="providers",
+                )
+            provider = provider or choice[0]
+            model = model or choice[1]
+        if provider not in self.providers:
+            raise ConfigError(
+                f"provider {provider!r} is not configured (have: {', '.join(self.providers)})",
+                key="providers",
+            )
+        return provider, model
 
     # ------------------------------------------------------------------ roots
 

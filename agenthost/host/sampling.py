@@ -47,7 +47,7 @@ from agenthost.protocol.types import (
     TextContent,
     ToolUseContent,
 )
-from policies import PolicyEngine, Sampling
+from policies import Decision, PolicyEngine, Sampling
 from providers.base import ModelInfo, Provider
 from providers.selection import Constraints, ModelPreferences, Selection, select_model
 
@@ -131,25 +131,13 @@ class SamplingService:
     ) -> CreateMessageResult:
         """Answer one sampling request (see the module docstring for the errors).
 
+        Select a model, ask the policy, call the provider, let the policy review the
+        answer, audit the outcome: each step is a method below.
+
         ``via``: for an MRTR ask (2026-07-28), the request and round it belongs to; the
         audit records it.
         """
-        messages = sampling_messages_to_llm(params.messages)
-        tools = tuple(
-            llm.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
-            for t in params.tools or ()
-        )
-        draft = llm.Request(
-            model="",
-            messages=messages,
-            max_tokens=params.max_tokens,
-            system_prompt=params.system_prompt,
-            temperature=params.temperature,
-            stop_sequences=tuple(params.stop_sequences or ()),
-            metadata=params.metadata,
-            tools=tools,
-            tool_choice=params.tool_choice.mode if params.tool_choice else None,
-        )
+        draft = _draft(params)
         selection = self.select(server, params, draft)
         self._emit(
             SamplingEvent(
@@ -161,22 +149,55 @@ class SamplingService:
             )
         )
         action = _action(server, params, selection, trusted=trusted, via=via)
-        decision = await self._engine.check(action)
-        if not decision.allowed:
-            self._emit(SamplingEvent(server=server, stage="denied", message=decision.reason))
-            if decision.by == "limit":
-                raise JSONRPCError(
-                    LIMIT_EXCEEDED,
-                    f"Sampling limit exceeded: {decision.reason}",
-                    {"rule": decision.rule},
-                )
-            raise JSONRPCError(
-                USER_REJECTED,
-                "User rejected sampling request",
-                {"reason": decision.reason, "rule": decision.rule},
-            )
+        decision = await self._admit(server, action)
         max_tokens = decision.sampling.max_tokens if decision.sampling else params.max_tokens
         request = attrs.evolve(draft, model=selection.model, max_tokens=max_tokens)
+        started = time.monotonic()
+        result, tokens = await self._complete(server, selection, request, action, decision)
+        await self._engine.record_outcome(
+            decision.id,
+            result={"model": result.model, "stop_reason": result.stop_reason, "tokens": tokens},
+            duration=time.monotonic() - started,
+        )
+        self._emit(
+            SamplingEvent(
+                server=server,
+                stage="answered",
+                message=f"{result.model} answered ({tokens} tokens, {result.stop_reason})",
+                provider=selection.provider,
+                model=result.model,
+            )
+        )
+        return _to_mcp(result, revision)
+
+    async def _admit(self, server: str, action: Sampling) -> Decision:
+        """The policy's decision, or the JSON-RPC error a refusal is (limit or rejection)."""
+        decision = await self._engine.check(action)
+        if decision.allowed:
+            return decision
+        self._emit(SamplingEvent(server=server, stage="denied", message=decision.reason))
+        if decision.by == "limit":
+            raise JSONRPCError(
+                LIMIT_EXCEEDED,
+                f"Sampling limit exceeded: {decision.reason}",
+                {"rule": decision.rule},
+            )
+        raise JSONRPCError(
+            USER_REJECTED,
+            "User rejected sampling request",
+            {"reason": decision.reason, "rule": decision.rule},
+        )
+
+    async def _complete(
+        self,
+        server: str,
+        selection: Selection,
+        request: llm.Request,
+        action: Sampling,
+        decision: Decision,
+    ) -> tuple[llm.Result, int]:
+        """The provider's answer, its tokens settled and the answer reviewed; on any
+        failure (cancellation included) the reservation is settled and the outcome audited."""
         started = time.monotonic()
         try:
             try:
@@ -209,21 +230,25 @@ class SamplingService:
                     decision.id, error=exc, duration=time.monotonic() - started
                 )
             raise
-        await self._engine.record_outcome(
-            decision.id,
-            result={"model": result.model, "stop_reason": result.stop_reason, "tokens": tokens},
-            duration=time.monotonic() - started,
-        )
-        self._emit(
-            SamplingEvent(
-                server=server,
-                stage="answered",
-                message=f"{result.model} answered ({tokens} tokens, {result.stop_reason})",
-                provider=selection.provider,
-                model=result.model,
-            )
-        )
-        return _to_mcp(result, revision)
+        return result, tokens
+
+
+def _draft(params: CreateMessageRequestParams) -> llm.Request:
+    """The provider request a sampling request asks for, before a model is chosen."""
+    return llm.Request(
+        model="",
+        messages=sampling_messages_to_llm(params.messages),
+        max_tokens=params.max_tokens,
+        system_prompt=params.system_prompt,
+        temperature=params.temperature,
+        stop_sequences=tuple(params.stop_sequences or ()),
+        metadata=params.metadata,
+        tools=tuple(
+            llm.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in params.tools or ()
+        ),
+        tool_choice=params.tool_choice.mode if params.tool_choice else None,
+    )
 
 
 def _action(

@@ -26,7 +26,7 @@ from agenthost.auth.discovery import (
     resource_allowed,
 )
 from agenthost.auth.loopback import open_loopback
-from agenthost.config.model import HostConfig
+from agenthost.config import load_config
 from agenthost.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,7 +190,7 @@ def test_every_oauth_example_in_the_docs_loads(tmp_path: Path, doc: str, heading
     for n, block in enumerate(blocks):
         path = tmp_path / f"example{n}.toml"
         path.write_text(block)
-        config = HostConfig.load(path, env=env)
+        config = load_config(path, env=env)
         assert config.servers
     if doc == "docs/config.md":
         servers = {s.name: s for s in config.servers}
@@ -226,6 +226,6 @@ def test_oauth_config_errors_name_the_key(
     path = tmp_path / "agenthost.toml"
     path.write_text(table)
     with pytest.raises(ConfigError) as caught:
-        HostConfig.load(path, env={})
+        load_config(path, env={})
     assert caught.value.key == key
     assert problem in caught.value.problem

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import trio
 
-from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.config import config_from_mapping
+from agenthost.config.model import ServerConfig
 from policies import Answer, ApprovalStore, CallbackPrompter, ConsentRequest, ToolCall
 from tests.hostile.test_policy_hostile import PEER, agenthost_cli, host_with, peer, text_of
 
@@ -113,7 +114,7 @@ async def test_env_file_content_is_part_of_the_environment(tmp_path: Path) -> No
                 }
             }
         }
-        [config] = HostConfig.from_dict(data, source=str(tmp_path / "agenthost.toml")).servers
+        [config] = config_from_mapping(data, source=str(tmp_path / "agenthost.toml")).servers
         return config
 
     env_file.write_text("SECRET_TOKEN=hunter2-one\n", encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agenthost.config.model import HostConfig
+from agenthost.config import load_config
 from agenthost.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,13 +28,13 @@ def _write(tmp_path: Path, depth: int) -> Path:
 def test_deeply_nested_defaults_are_a_config_error(tmp_path: Path) -> None:
     path = _write(tmp_path, 2000)
     with pytest.raises(ConfigError) as info:
-        HostConfig.load(path)
+        load_config(path)
     assert "nested" in str(info.value)
     assert "DEEP" in str(info.value)
 
 
 def test_moderate_nesting_still_expands(tmp_path: Path) -> None:
-    config = HostConfig.load(_write(tmp_path, 10))
+    config = load_config(_write(tmp_path, 10))
     assert config.servers[0].env["DEEP"] == "leaf"
 
 

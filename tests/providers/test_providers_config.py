@@ -37,7 +37,11 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-secret-value", "OPENAI_API_KEY": "sk-openai
         ({"x": {}}, "providers.x.kind", "kind must be one of"),
         ({"x": {"kind": "bedrock"}}, "providers.x.kind", "kind must be one of"),
         ({"x": "anthropic"}, "providers.x", "must be a table"),
-        ({"anthropic": {"api_key": "sk-..."}}, "providers.anthropic.api_key", "unknown field"),
+        (
+            {"anthropic": {"api_key": "sk-..."}},
+            "providers.anthropic.api_key",
+            "unknown key 'api_key'",
+        ),
         ({"anthropic": {"timeout": 0}}, "providers.anthropic.timeout", "positive"),
         ({"anthropic": {"timeout": True}}, "providers.anthropic.timeout", "positive"),
         ({"anthropic": {"max_retries": -1}}, "providers.anthropic.max_retries", "non-negative"),

@@ -192,7 +192,7 @@ def test_a_damaged_trust_store_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_project_servers_carry_their_scope(tmp_path: Path) -> None:
     """Approvals are bound to ``ServerConfig.scope``: a project's servers say which file."""
-    from agenthost.config.model import HostConfig
+    from agenthost.config import load_scoped
     from agenthost.config.trust import inspect_project
     from agenthost.errors import UntrustedConfig
 
@@ -202,13 +202,11 @@ def test_project_servers_carry_their_scope(tmp_path: Path) -> None:
         user.write_text('[servers.mine]\ncommand = "true"\n')
         env = {"SOME_SECRET": "x"}
         with pytest.raises(UntrustedConfig):
-            HostConfig.load_scoped(user=user, project=repo.config, trusted_digest=None, env=env)
+            load_scoped(user=user, project=repo.config, trusted_digest=None, env=env)
         with pytest.raises(UntrustedConfig):
-            HostConfig.load_scoped(user=user, project=repo.config, trusted_digest="0" * 64, env=env)
+            load_scoped(user=user, project=repo.config, trusted_digest="0" * 64, env=env)
         digest = inspect_project(repo.config).digest
-        config = HostConfig.load_scoped(
-            user=user, project=repo.config, trusted_digest=digest, env=env
-        )
+        config = load_scoped(user=user, project=repo.config, trusted_digest=digest, env=env)
         scopes = {s.name: s.scope for s in config.servers}
         assert scopes == {
             "mine": "user",

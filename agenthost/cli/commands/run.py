@@ -62,7 +62,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace, console: Console) -> int:
     """Run ``agenthost run``; returns the exit code."""
 
-    from agenthost.agent.loop import Transcript, run_agent
+    from agenthost.agent.transcript import Transcript
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     if not args.task_grace >= 0:
@@ -84,8 +84,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         # The answer streams to stdout as it arrives; --json prints the transcript at the end.
         stream = None if args.json else Stream()
         async with interruptible() as scope:
-            await run_agent(
-                host,
+            await host.run_agent(
                 args.task,
                 provider=provider,
                 model=model,
