@@ -10,7 +10,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -20,69 +19,13 @@ from agenthost.errors import JSONRPCError
 from agenthost.protocol.revisions import SUPPORTED_REVISIONS, at_least
 from agenthost.protocol.types import (
     BlobResourceContents,
-    CreateMessageRequestParams,
-    CreateMessageResult,
-    ElicitRequestParams,
-    ElicitResult,
-    ListRootsResult,
-    Root,
-    TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import RecordingTransport
+from tests.helpers import Recorder, RecordingTransport, text_of
 
 Command = tuple[str, list[str]]
-
-
-class Recorder:
-    """Handlers that answer like a user/LLM would, and remember what they were asked."""
-
-    def __init__(self) -> None:
-        self.sampling: list[CreateMessageRequestParams] = []
-        self.elicitations: list[ElicitRequestParams] = []
-        self.updated: list[str] = []
-        self.tools_changed = 0
-
-    async def on_sampling(
-        self, ctx: RequestContext, params: CreateMessageRequestParams
-    ) -> CreateMessageResult:
-        self.sampling.append(params)
-        first = params.messages[0].content
-        assert isinstance(first, TextContent)
-        return CreateMessageResult(
-            role="assistant",
-            content=TextContent(text=f"sampled: {first.text}"),
-            model="test-model",
-            stop_reason="endTurn",
-        )
-
-    async def on_roots(self, ctx: RequestContext, params: Any) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri="file:///srv/work%20space", name="work")])
-
-    async def on_elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
-        self.elicitations.append(params)
-        if params.mode == "url":
-            return ElicitResult(action="accept")
-        return ElicitResult(action="accept", content={"name": "Ada", "age": 36})
-
-    async def on_updated(self, ctx: RequestContext, params: Any) -> None:
-        self.updated.append(params["uri"])
-
-    async def on_tools_changed(self, ctx: RequestContext, params: Any) -> None:
-        self.tools_changed += 1
-
-    def handlers(self) -> ClientHandlers:
-        return ClientHandlers(
-            roots=self.on_roots,
-            sampling=self.on_sampling,
-            elicitation=self.on_elicit,
-            notifications={
-                "notifications/resources/updated": self.on_updated,
-                "notifications/tools/list_changed": self.on_tools_changed,
-            },
-        )
 
 
 @asynccontextmanager
@@ -96,10 +39,6 @@ async def sdk_session(
             recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
         ) as session:
             yield session, recording
-
-
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 @pytest.mark.parametrize("revision", SUPPORTED_REVISIONS)

@@ -20,7 +20,7 @@ from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientHandlers, RequestContext, open_session
 from agenthost.tool_tasks import (
     call_tool_as_task,
     list_tasks,
@@ -28,7 +28,7 @@ from agenthost.tool_tasks import (
     wants_task,
 )
 from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import ALLOW_ALL, RecordingTransport
+from tests.helpers import ALLOW_ALL, RecordingTransport, cancel_once_running
 
 Command = tuple[str, list[str]]
 TOOL = "simulate-research-query"
@@ -200,21 +200,3 @@ def test_cli_call_and_agent_run_task_tools(
     missing = _agenthost(config, "tasks", "get", "ev")
     assert missing.returncode == 2
     assert "needs a task id" in missing.stderr
-
-
-async def cancel_once_running(session: ClientSession, tool: str, limit: float) -> None:
-    """Call ``tool`` as a task and cancel the call once the task has a first status."""
-    started = trio.Event()
-
-    async def on_status(task: Task) -> None:
-        started.set()
-
-    async with trio.open_nursery() as nursery:
-
-        async def call() -> None:
-            await call_tool_as_task(session, tool, {"topic": "x"}, on_status=on_status)
-
-        nursery.start_soon(call)
-        with trio.fail_after(limit):
-            await started.wait()
-        nursery.cancel_scope.cancel()
