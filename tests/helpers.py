@@ -21,7 +21,7 @@ from typing import Any
 import httpx2
 import trio
 
-from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.host.host import Host, open_host
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.types import (
@@ -37,7 +37,11 @@ from agenthost.protocol.types.tasks import Task
 from agenthost.session import ClientHandlers, ClientSession, RequestContext
 from agenthost.tool_tasks import call_tool_as_task
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.transports.remote import ProbingTransport, open_remote_transport
+from agenthost.transports.stdio import open_stdio_transport
+from agenthost.transports.websocket import WebSocketTransport
 from providers.config import build_provider, parse_providers
+from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
 from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing
 
@@ -327,3 +331,75 @@ async def cancel_once_running(session: ClientSession, tool: str, limit: float) -
         with trio.fail_after(limit):
             await started.wait()
         nursery.cancel_scope.cancel()
+
+
+#: The transports the interop suites run their peers over (their ``transport`` parameter).
+PEER_TRANSPORTS = ("stdio", "streamable-http", "sse", "websocket")
+
+
+def _remote(kind: str, url: str) -> AbstractAsyncContextManager[Transport]:
+    config = ServerConfig(
+        name="remote",
+        transport=kind,  # type: ignore[arg-type]
+        url=url,
+        timeouts=Timeouts(connect=5.0, shutdown=2.0),
+    )
+    return open_remote_transport(config)
+
+
+@asynccontextmanager
+async def open_sdk_peer(
+    transport: str, cmd: Command, env: dict[str, str] | None = None
+) -> AsyncIterator[Transport]:
+    """The official-SDK peer (tests/peers/sdk_server.py) reached over ``transport``.
+
+    stdio runs ``cmd``; the HTTP transports run the peer in that mode on a free port and
+    connect from a plain URL (transport "http"), so the probe must pick the transport the
+    peer speaks; "websocket" runs the stdio peer behind tests/peers/ws_bridge.py.
+    """
+    if transport == "stdio":
+        async with open_stdio_transport(cmd[0], cmd[1], name="sdk", env=env) as stdio:
+            yield stdio
+        return
+    port = free_port()
+    if transport == "websocket":
+        argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port), "--", PY]
+        argv.append(str(PEERS / "sdk_server.py"))
+        argv.append("stdio")
+        config = ServerConfig(name="sdk", transport="websocket", url=f"ws://127.0.0.1:{port}/")
+        async with serve(argv, port, env=env), open_remote_transport(config) as ws:
+            assert isinstance(ws, WebSocketTransport)
+            assert ws.subprotocol == "mcp"
+            yield ws
+        return
+    path = {"streamable-http": "/mcp", "sse": "/sse"}[transport]
+    argv = [PY, str(PEERS / "sdk_server.py"), transport, "--port", str(port)]
+    url = f"http://127.0.0.1:{port}{path}"
+    async with serve(argv, port, env=env), _remote("http", url) as probing:
+        assert isinstance(probing, ProbingTransport)
+        yield probing
+        assert probing.kind == transport
+
+
+@asynccontextmanager
+async def open_everything_peer(
+    transport: str, cmd: Command, preload_dir: Path
+) -> AsyncIterator[Transport]:
+    """``@modelcontextprotocol/server-everything`` over stdio (``cmd``) or HTTP.
+
+    Over HTTP it runs in that mode on a free port, bound to 127.0.0.1 by a preload
+    (node takes no host setting), and is reached from a plain URL through the probe.
+    """
+    if transport == "stdio":
+        async with open_stdio_transport(cmd[0], cmd[1], name="everything") as stdio:
+            yield stdio
+        return
+    port = free_port()
+    mode, path = {"streamable-http": ("streamableHttp", "/mcp"), "sse": ("sse", "/sse")}[transport]
+    preload = bind_localhost_preload(preload_dir)
+    argv = ["node", "--require", str(preload), str(EVERYTHING / "index.js"), mode]
+    url = f"http://127.0.0.1:{port}{path}"
+    async with serve(argv, port, env={"PORT": str(port)}), _remote("http", url) as probing:
+        assert isinstance(probing, ProbingTransport)
+        yield probing
+        assert probing.kind == transport

@@ -38,17 +38,6 @@ KNOWN_PRIVATE_STATE: frozenset[tuple[str, str]] = frozenset(
     }
 )
 
-#: Test modules still imported by another, to be replaced by a parametrized ``transport``
-#: fixture in the imported module (today the HTTP and WebSocket suites monkeypatch and
-#: re-run it). The list may only shrink.
-KNOWN_TEST_MODULE_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("tests/test_http_transport.py", "tests.test_interop_everything"),
-        ("tests/test_http_transport.py", "tests.test_interop_sdk"),
-        ("tests/test_websocket_transport.py", "tests.test_interop_sdk"),
-    }
-)
-
 #: Private names of the standard library and peers' SDKs that are the documented way.
 _ALLOWED_ATTRIBUTES = frozenset({"_exit", "_lowlevel_server"})
 
@@ -113,14 +102,7 @@ def test_no_test_module_imports_another() -> None:
         for path in _test_files()
         for file, name, line in _test_module_imports(path)
     }
-    new = sorted(
-        f"{file}:{line}: {name}"
-        for (file, name), line in found.items()
-        if (file, name) not in KNOWN_TEST_MODULE_IMPORTS
-    )
-    assert new == [], "shared test helpers belong in tests/helpers.py"
-    stale = sorted(KNOWN_TEST_MODULE_IMPORTS - set(found))
-    assert stale == [], f"clean now: remove from KNOWN_TEST_MODULE_IMPORTS: {stale}"
+    assert found == {}, "shared test helpers belong in tests/helpers.py"
 
 
 def test_private_state_is_read_only_where_still_listed() -> None:

@@ -22,27 +22,44 @@ from agenthost.protocol.types import (
     TextResourceContents,
 )
 from agenthost.session import ClientSession, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import Recorder, RecordingTransport, text_of
+from tests.helpers import PEER_TRANSPORTS, Recorder, RecordingTransport, open_sdk_peer, text_of
 
 Command = tuple[str, list[str]]
 
 
+#: Where the peer runs: over stdio and over both HTTP transports under every revision
+#: (from a plain URL: agenthost's probe must pick the transport the server speaks), and
+#: behind a WebSocket bridge (tests/peers/ws_bridge.py) under the current one.
+TRANSPORT_CASES = [
+    *(
+        (transport, revision)
+        for transport in PEER_TRANSPORTS[:3]
+        for revision in SUPPORTED_REVISIONS
+    ),
+    ("websocket", "2025-11-25"),
+]
+
+
 @asynccontextmanager
 async def sdk_session(
-    cmd: Command, revision: str, recorder: Recorder, env: dict[str, str] | None = None
+    cmd: Command,
+    revision: str,
+    recorder: Recorder,
+    env: dict[str, str] | None = None,
+    transport: str = "stdio",
 ) -> AsyncIterator[tuple[ClientSession, RecordingTransport]]:
-    command, args = cmd
-    async with open_stdio_transport(command, args, name="sdk", env=env) as stdio:
-        recording = RecordingTransport(stdio)
+    """A session with the SDK peer over ``transport`` (one of :data:`PEER_TRANSPORTS`)."""
+    async with open_sdk_peer(transport, cmd, env) as opened:
+        recording = RecordingTransport(opened)
         async with open_session(
             recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
         ) as session:
             yield session, recording
 
 
-@pytest.mark.parametrize("revision", SUPPORTED_REVISIONS)
+@pytest.mark.parametrize(("transport", "revision"), TRANSPORT_CASES)
 async def test_sdk_server_every_feature(
+    transport: str,
     revision: str,
     sdk_server_cmd: Callable[..., Command],
     peer_log: Path,
@@ -51,7 +68,8 @@ async def test_sdk_server_every_feature(
     caplog.set_level(logging.DEBUG, logger="agenthost.server.sdk")
     recorder = Recorder()
     env = {"AGENTHOST_PEER_LOG": str(peer_log)}
-    async with sdk_session(sdk_server_cmd(), revision, recorder, env) as (session, recording):
+    peer = sdk_session(sdk_server_cmd(), revision, recorder, env, transport)
+    async with peer as (session, recording):
         assert session.revision == revision
         assert session.initialize_result is not None
         assert session.initialize_result.server_info.name
