@@ -33,8 +33,6 @@ KNOWN_PRIVATE_STATE: frozenset[tuple[str, str]] = frozenset(
         ("tests/test_stdio.py", "_backlog"),
         ("tests/test_stdio.py", "_offset"),
         ("tests/test_stdio.py", "_stdin"),
-        # PolicyEngine's audit log: needs a public audit accessor (or a behaviour test).
-        ("tests/policies/test_policy_engine.py", "_audit"),
     }
 )
 
