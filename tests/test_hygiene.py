@@ -27,7 +27,6 @@ KNOWN_PRIVATE_STATE: frozenset[tuple[str, str]] = frozenset(
         ("tests/test_session.py", "_rpc"),
         ("tests/test_session.py", "_deadlines"),
         ("tests/test_session.py", "_transport"),
-        ("tests/test_tasks.py", "_transport"),
         # Stdio transport buffers: needs public buffered-bytes / stdin accessors.
         ("tests/test_stdio.py", "_buf"),
         ("tests/test_stdio.py", "_backlog"),

@@ -43,7 +43,7 @@ async def test_required_task_tool_runs_to_its_result(everything_cmd: Callable[[]
     command, args = everything_cmd()
     async with (
         open_stdio_transport(command, args, name="everything") as stdio,
-        open_session(RecordingTransport(stdio), name="everything") as session,
+        open_session(recording := RecordingTransport(stdio), name="everything") as session,
     ):
         tools = {tool.name: tool for tool in await session.list_tools()}
         assert server_accepts_tool_tasks(session.server_capabilities)
@@ -60,8 +60,7 @@ async def test_required_task_tool_runs_to_its_result(everything_cmd: Callable[[]
         assert "Research Report: tides" in text_of(result)
         assert statuses[0] == "working"
         assert statuses[-1] == "completed" or statuses[-1] == "working"
-        transport = session._transport
-        assert isinstance(transport, RecordingTransport)
+        transport = recording
         methods = [m.get("method") for m in transport.sent]
         assert "tasks/get" in methods
         assert methods.count("tasks/result") == 1
@@ -75,11 +74,10 @@ async def test_cancelling_a_task_sends_tasks_cancel(everything_cmd: Callable[[],
     command, args = everything_cmd()
     async with (
         open_stdio_transport(command, args, name="everything") as stdio,
-        open_session(RecordingTransport(stdio), name="everything") as session,
+        open_session(recording := RecordingTransport(stdio), name="everything") as session,
     ):
         await cancel_once_running(session, TOOL, 10)
-        transport = session._transport
-        assert isinstance(transport, RecordingTransport)
+        transport = recording
         created = [m for m in transport.sent if m.get("method") == "tasks/cancel"]
         assert len(created) == 1, [m.get("method") for m in transport.sent]
         task_id = created[0]["params"]["taskId"]
