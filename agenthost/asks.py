@@ -41,11 +41,11 @@ async def answer_ask(
     method = ctx.method
     revision = ctx.revision
     if method == "roots/list" and handlers.roots is not None:
-        return unstructure(await handlers.roots(ctx, params), revision)  # type: ignore[no-any-return]
+        return unstructure(await handlers.roots(ctx, params), revision)
     if method == "sampling/createMessage" and handlers.sampling is not None:
         typed = structure(params, CreateMessageRequestParams)
-        return unstructure(await handlers.sampling(ctx, typed), revision)  # type: ignore[no-any-return]
+        return unstructure(await handlers.sampling(ctx, typed), revision)
     if method == "elicitation/create" and handlers.elicitation is not None:
         elicit = structure(params, ElicitRequestParams)
-        return unstructure(await handlers.elicitation(ctx, elicit), revision)  # type: ignore[no-any-return]
+        return unstructure(await handlers.elicitation(ctx, elicit), revision)
     raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")

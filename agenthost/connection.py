@@ -38,9 +38,9 @@ import math
 import os
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import orjson
@@ -49,6 +49,7 @@ import trio
 from agenthost.config.model import ServerConfig
 from agenthost.errors import (
     AgentHostTimeout,
+    ConfigError,
     JSONRPCError,
     TransportClosed,
     UnsupportedRevision,
@@ -69,6 +70,9 @@ from agenthost.session import (
     open_session,
 )
 from agenthost.transports.base import Transport
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
 
@@ -102,8 +106,6 @@ async def open_transport(config: ServerConfig) -> AsyncIterator[Transport]:
         ) as stdio:
             yield stdio
     else:
-        from agenthost.transports.remote import open_remote_transport
-
         async with open_remote_transport(config) as remote:
             yield remote
 
@@ -377,3 +379,99 @@ def default_era_cache() -> EraCache:
     if _default_cache is None:
         _default_cache = EraCache.default()
     return _default_cache
+
+
+# -- remote transports from a config entry (transports/ know nothing of config or OAuth)
+
+
+def open_remote_transport(
+    config: ServerConfig, *, client: httpx.AsyncClient | None = None
+) -> AbstractAsyncContextManager[Transport]:
+    """The transport context manager for a remote server's config entry.
+
+    ``config.transport`` picks it: ``"http"`` (probe), ``"streamable-http"``, ``"sse"``
+    or ``"websocket"``. ``config.headers`` are already expanded (``${VAR}``) by the config
+    loader; they are sent on every request and never logged. ``client`` is used for the
+    HTTP kinds and never closed here.
+
+    Returns:
+        An async context manager yielding a :class:`~agenthost.transports.base.Transport`.
+
+    Raises:
+        ConfigError: a stdio entry, or one without a URL.
+    """
+    from agenthost.transports.http import open_streamable_http_transport
+    from agenthost.transports.legacy_sse import open_legacy_sse_transport
+    from agenthost.transports.probing import open_http_transport
+    from agenthost.transports.websocket import open_websocket_transport
+
+    url = config.url
+    if not config.is_remote or url is None:
+        raise ConfigError("not a remote server (no url)", key=f"servers.{config.name}")
+    timeouts = config.timeouts
+    ack = timeouts.request if math.isfinite(timeouts.request) else 60.0
+    common: dict[str, Any] = {
+        "name": config.name,
+        "headers": config.headers,
+        "connect_timeout": timeouts.connect,
+        "shutdown_timeout": timeouts.shutdown,
+        "max_message_size": config.max_message_size,
+    }
+    kind = config.transport
+    if kind == "websocket":
+        return open_websocket_transport(url, **common)
+    common.update(client=client, ack_timeout=ack)
+    if client is None and _wants_oauth(config):
+        return _with_oauth(config, url, common)
+    if kind == "streamable-http":
+        return open_streamable_http_transport(url, **common)
+    if kind == "sse":
+        return open_legacy_sse_transport(url, **common)
+    return open_http_transport(url, **common)
+
+
+def _wants_oauth(config: ServerConfig) -> bool:
+    """OAuth unless turned off or a static ``Authorization`` header is configured."""
+    if config.oauth is not None and not config.oauth.enabled:
+        return False
+    return not any(name.lower() == "authorization" for name in config.headers)
+
+
+@asynccontextmanager
+async def _with_oauth(
+    config: ServerConfig, url: str, common: dict[str, Any]
+) -> AsyncIterator[Transport]:
+    """The HTTP transport on a client whose ``auth`` is the server's OAuth flow.
+
+    The authorization server is reached through a second client without that ``auth``
+    (the flow must not recurse into itself). Both clients are ours and closed on exit.
+    """
+    import httpx
+
+    from agenthost.auth.flow import OAuth
+    from agenthost.transports.http import open_streamable_http_transport
+    from agenthost.transports.legacy_sse import open_legacy_sse_transport
+    from agenthost.transports.probing import open_http_transport
+
+    timeouts = config.timeouts
+    timeout = httpx.Timeout(timeouts.connect, read=None)
+    shutdown = timeouts.shutdown
+    as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
+    auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
+    mcp_client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, auth=auth)
+    options = dict(common, client=mcp_client)
+    try:
+        kind = config.transport
+        opener = (
+            open_streamable_http_transport
+            if kind == "streamable-http"
+            else open_legacy_sse_transport
+            if kind == "sse"
+            else open_http_transport
+        )
+        async with opener(url, **options) as transport:
+            yield transport
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(shutdown):
+            await mcp_client.aclose()
+            await as_client.aclose()

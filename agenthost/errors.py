@@ -10,15 +10,16 @@ never leaked::
     ├── NotFound                    no such server, tool, prompt or resource in the host
     │   └── AmbiguousResource       several servers could serve a resource URI: name one
     ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
-    │   └── UnsupportedRevision     no MCP revision both sides speak
+    │   ├── UnsupportedRevision     no MCP revision both sides speak
+    │   └── TaskCancelled           the server reports a task ``cancelled`` (not by us)
     ├── TransportError
     │   ├── TransportClosed         the peer closed or the process exited
     │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
     │   ├── MessageTooLarge         a frame over the configured maximum
     │   └── AuthorizationError      OAuth failed or is needed (names the server and the fix)
     ├── AgentHostTimeout            a request or operation exceeded its timeout
+    ├── ServerUnavailable           the server is gone/restarting; the request never ran
     ├── JSONRPCError                the peer answered with an error (code, message, data)
-    │   ├── ServerUnavailable       the server is gone/restarting; the request never ran
     │   └── BackChannelRequired     a 2026-07-28 server's tool asked the pre-2026 way
     ├── OutputValidationError       structuredContent does not fit the tool's outputSchema
     ├── ConsentDenied               the consent policy denied an action
@@ -53,6 +54,7 @@ __all__ = [
     "ProviderError",
     "ServerUnavailable",
     "SessionExpired",
+    "TaskCancelled",
     "TransportClosed",
     "TransportError",
     "UnsupportedContent",
@@ -131,6 +133,11 @@ class UnsupportedRevision(ProtocolError):
     """The server answered with an MCP revision agenthost does not speak."""
 
 
+class TaskCancelled(ProtocolError):
+    """The server reports a task ``cancelled`` that we did not cancel (someone else did,
+    or the server gave up on it): there is no result to wait for."""
+
+
 class TransportError(AgentHostError):
     """The connection to a server failed."""
 
@@ -193,11 +200,17 @@ class JSONRPCError(AgentHostError):
         return f"{self.server}: {self.message}" if self.server else self.message
 
 
-class ServerUnavailable(JSONRPCError):
-    """The server went away (crash, restart, shutdown) before answering."""
+class ServerUnavailable(AgentHostError):
+    """The host has no working session to the server (it is starting, restarting, failed
+    or stopped, or went away before answering): the request never ran.
+
+    Not a :class:`JSONRPCError`: no peer answered, so there is no code to report, and a
+    caller that handles a server's error answer must not mistake this for one.
+    """
 
     def __init__(self, message: str, *, server: str | None = None) -> None:
-        super().__init__(-32000, message, server=server)
+        self.server = server
+        super().__init__(f"{server}: {message}" if server else message)
 
 
 class BackChannelRequired(JSONRPCError):

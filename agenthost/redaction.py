@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = [
     "MAX_SECRETS",
@@ -40,6 +40,7 @@ __all__ = [
     "discard_secret",
     "redact",
     "redact_json",
+    "redact_url",
     "secret_count",
 ]
 
@@ -200,3 +201,19 @@ def _scrub(record: logging.LogRecord) -> None:
         text = logging.Formatter().formatException(record.exc_info)
         # Formatters use exc_text when set: the traceback is rendered (and scrubbed) once.
         record.exc_text = redact(text)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a literal password or query values, safe to log and show.
+
+    Tokens travel in both (``https://user:TOKEN@host``, ``?api_key=...``); the path stays,
+    because it is what tells one endpoint from another in a message. The one place that
+    rule lives: config reprs, the transports and the OAuth flow all call it.
+    """
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:{REDACTED}@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, REDACTED if parts.query else "", ""))

@@ -45,13 +45,22 @@ on the wire, not in what a caller sees (:func:`call_tool_via_extension`):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError, ProtocolError
+from agenthost._util import DEFAULT, Timeout
+from agenthost.errors import (
+    AgentHostError,
+    AgentHostTimeout,
+    JSONRPCError,
+    ProtocolError,
+    TaskCancelled,
+)
 from agenthost.protocol.converter import structure
 from agenthost.protocol.revisions import Era
 from agenthost.protocol.types import CallToolResult, Tool
@@ -65,7 +74,6 @@ __all__ = [
     "MODEL_IMMEDIATE_RESPONSE",
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
-    "TaskCancelled",
     "TaskCreatedCallback",
     "TaskStatusCallback",
     "call_tool_as_task",
@@ -89,10 +97,6 @@ _TASK_OR_COMPLETE: Final = frozenset({"complete", "task"})
 MAX_INPUT_ROUNDS: Final = 32
 #: -32021, Missing Required Client Capability (2026-07-28).
 _MISSING_CAPABILITY: Final = -32021
-
-
-class TaskCancelled(ProtocolError):
-    """The server reports the task ``cancelled`` (by someone else, or on its own)."""
 
 
 #: A task in one of these states never changes again.
@@ -189,10 +193,14 @@ async def get_task(session: ClientSession, task_id: str) -> GetTaskResult:
 
 
 async def task_result(
-    session: ClientSession, task_id: str, *, timeout: float | None = None
+    session: ClientSession, task_id: str, *, timeout: Timeout = DEFAULT
 ) -> CallToolResult:
     """The result of a tool-call task, once it is terminal: ``tasks/result`` (2025-11-25,
     which blocks), or ``tasks/get`` polled to a terminal state (the extension).
+
+    ``timeout``: seconds; ``None`` waits as long as the task runs; :data:`DEFAULT` is the
+    task's ttl (the extension) or :data:`DEFAULT_TASK_TIMEOUT` (``tasks/result``, which
+    does not tell the ttl before it answers).
 
     Raises:
         JSONRPCError: the task failed (or was cancelled) with an error.
@@ -200,12 +208,13 @@ async def task_result(
     """
     if offers_tasks_extension(session):
         latest = await session.send_request(
-            "tasks/get", {"taskId": task_id}, extensions=_DECLARE, timeout=timeout
+            "tasks/get", {"taskId": task_id}, extensions=_DECLARE, timeout=_per_request(timeout)
         )
         # Its asks (if any) are answered here too, through this session's handlers. Only
         # the waiting stops when the caller does: the task is not ours to cancel here.
         return await _follow(session, latest, "tools/call", None, timeout, own=False)
-    raw = await session.send_request("tasks/result", {"taskId": task_id}, timeout=timeout)
+    limit = DEFAULT_TASK_TIMEOUT if timeout is DEFAULT else timeout
+    raw = await session.send_request("tasks/result", {"taskId": task_id}, timeout=limit)
     return structure(raw, CallToolResult)
 
 
@@ -253,7 +262,7 @@ async def call_tool_as_task(
     arguments: Mapping[str, Any] | None = None,
     *,
     ttl_ms: int | None = None,
-    timeout: float | None = None,
+    timeout: Timeout = DEFAULT,
     on_status: TaskStatusCallback | None = None,
     progress: ProgressCallback | None = None,
     on_created: TaskCreatedCallback | None = None,
@@ -262,7 +271,8 @@ async def call_tool_as_task(
 
     Args:
         ttl_ms: the task lifetime to ask for (the server may choose another).
-        timeout: seconds for the whole exchange; default the task's ttl, else one hour.
+        timeout: seconds for the whole exchange; ``None``: no limit; :data:`DEFAULT`: the
+            task's ttl, else one hour.
         on_status: told every status change (``working`` -> ``input_required`` -> ...).
         progress: also told every status change, as ``(n, None, "status: message")``,
             so a progress bar shows what the task is doing.
@@ -340,12 +350,18 @@ async def call_tool_as_task(
         remove()
 
 
-def _task_limit(task: Task, timeout: float | None) -> float:
-    """How long to follow ``task``: the caller's timeout, else the task's ttl, else the
-    default (a task must not be polled forever)."""
-    if timeout is not None:
-        return timeout
-    return task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+def _task_limit(task: Task, timeout: Timeout) -> float:
+    """How long to follow ``task``: the caller's seconds; ``None``, no limit (infinity,
+    for ``trio.fail_at``); :data:`DEFAULT`, the task's ttl, else
+    :data:`DEFAULT_TASK_TIMEOUT` (a task nobody bounded is not polled forever)."""
+    if timeout is DEFAULT:
+        return task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+    return math.inf if timeout is None else timeout
+
+
+def _per_request(timeout: Timeout) -> float | None | EllipsisType:
+    """``timeout`` in the session's spelling for one request (``...``: its default)."""
+    return ... if timeout is DEFAULT else timeout
 
 
 class _Teller:
@@ -392,7 +408,7 @@ async def call_tool_via_extension(
     name: str,
     arguments: Mapping[str, Any] | None = None,
     *,
-    timeout: float | None = None,
+    timeout: Timeout = DEFAULT,
     on_status: TaskStatusCallback | None = None,
     progress: ProgressCallback | None = None,
     on_created: TaskCreatedCallback | None = None,
@@ -404,8 +420,8 @@ async def call_tool_via_extension(
     ``inputRequests`` through the session's handlers (``tasks/update``).
 
     Args:
-        timeout: seconds for the whole exchange; default the task's ``ttlMs``, else one
-            hour.
+        timeout: seconds for the whole exchange; ``None``: no limit; :data:`DEFAULT`: the
+            task's ``ttlMs``, else one hour.
         on_status, progress: told every status change, as for :func:`call_tool_as_task`
             (the extension's ``statusMessage`` carries the tool's progress text).
         on_created: told once the server has created the task, as for
@@ -426,7 +442,7 @@ async def call_tool_via_extension(
     raw = await session.exchange(
         "tools/call",
         params,
-        timeout=... if timeout is None else timeout,
+        timeout=_per_request(timeout),
         extensions=_DECLARE,
         final_kinds=_TASK_OR_COMPLETE,
     )
@@ -445,7 +461,7 @@ async def call_tool_via_extension(
             await _cancel_quietly(session, created.task.task_id, _DECLARE)
             raise
     left = timeout
-    if left is not None:
+    if left is not None and left is not DEFAULT:
         # One limit for the whole exchange: the creating call spent part of it.
         left = max(0.001, left - (trio.current_time() - started))
     return await _follow(
@@ -458,11 +474,11 @@ async def _follow(
     raw: Mapping[str, Any],
     origin: str,
     name: str | None,
-    timeout: float | None,
+    timeout: Timeout,
     on_status: TaskStatusCallback | None = None,
     progress: ProgressCallback | None = None,
     *,
-    stated: float | None = None,
+    stated: Timeout = DEFAULT,
     own: bool = True,
 ) -> CallToolResult:
     """Poll an extension task (``raw``: its latest state) to its result.
@@ -557,7 +573,7 @@ async def _follow(
     except trio.TooSlowError:
         if own:
             await _cancel_quietly(session, task.task_id, _DECLARE)
-        said = stated if stated is not None else limit
+        said = stated if stated is not None and stated is not DEFAULT else limit
         raise AgentHostTimeout(
             f"task {task.task_id} of {name or 'a tool'} did not finish within {said:g}s"
             + (" (cancelled)" if own else ""),

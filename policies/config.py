@@ -24,6 +24,7 @@ import attrs
 from agenthost.errors import ConfigError
 from policies.approvals import default_approvals_path
 from policies.audit import DEFAULT_FOLD_WINDOW
+from policies.decision import Verdict
 from policies.rules import Rule, parse_rule
 
 __all__ = [
@@ -46,7 +47,9 @@ DEFAULT_PRESETS: Mapping[Mode, str] = {
     "headless": "headless-readonly",
     "programmatic": "interactive",
 }
-_KEYS = frozenset({"mode", "preset", "rules", "audit", "prompt_timeout", "file", "approvals"})
+_KEYS = frozenset(
+    {"mode", "preset", "rules", "audit", "prompt_timeout", "file", "approvals", "project"}
+)
 #: Only a preset whose name starts with this may hold an unconditional allow rule.
 _UNSAFE_PREFIX = "unsafe-"
 
@@ -74,6 +77,10 @@ class PolicyConfig:
     rules: tuple[Rule, ...] = ()
     #: The preset's rules, consulted after the user's.
     preset_rules: tuple[Rule, ...] = ()
+    #: Rules a trusted project file added (``deny`` or ``ask`` only). They can only make
+    #: a decision stricter: the engine takes one when it is stricter than what the user's
+    #: rules and preset decide, never otherwise, and never its sampling limits.
+    project_rules: tuple[Rule, ...] = ()
     audit: AuditConfig | None = None
     #: Seconds the terminal prompter waits for each answer.
     prompt_timeout: float = 300.0
@@ -163,7 +170,7 @@ def parse_policy(
     base = Path(base_dir) if base_dir is not None else Path.cwd()
 
     if "file" in raw:
-        others = sorted(set(raw) - {"file"})
+        others = sorted(set(raw) - {"file", "project"})
         if others:
             raise ConfigError(
                 "a policy kept in its own file is configured there; remove this key",
@@ -172,7 +179,8 @@ def parse_policy(
             )
         if not isinstance(raw["file"], str):
             raise ConfigError("must be a path string", path=source, key="policy.file")
-        return load_policy_file(base / raw["file"])
+        loaded = load_policy_file(base / raw["file"])
+        return attrs.evolve(loaded, project_rules=_project_rules(raw.get("project"), source))
 
     mode = raw.get("mode", "interactive")
     if mode not in _MODES:
@@ -217,11 +225,34 @@ def parse_policy(
         preset=preset,
         rules=rules,
         preset_rules=preset_rules,
+        project_rules=_project_rules(raw.get("project"), source),
         audit=_parse_audit(raw.get("audit"), source=source, base=base),
         prompt_timeout=float(timeout),
         approvals=_parse_approvals(raw.get("approvals"), mode=mode, source=source, base=base),
         source=source,
     )
+
+
+def _project_rules(raw: Any, source: str) -> tuple[Rule, ...]:
+    """``project = {file = "...", rules = [...]}``: a trusted project's rules, which may
+    only deny or ask (the config loader puts them here; the project file cannot)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("rules", []), list):
+        raise ConfigError("must be {file = ..., rules = [...]}", path=source, key="policy.project")
+    where = str(raw.get("file", source))
+    rules = tuple(
+        parse_rule(r, label=f"project:policy.rules[{i}]", source=where, key=f"policy.rules[{i}]")
+        for i, r in enumerate(raw.get("rules", []))
+    )
+    for i, rule in enumerate(rules):
+        if rule.verdict is Verdict.ALLOW:
+            raise ConfigError(
+                "a project file may add rules that deny or ask, never one that allows",
+                path=where,
+                key=f"policy.rules[{i}].decision",
+            )
+    return rules
 
 
 def _parse_approvals(raw: Any, *, mode: Mode, source: str, base: Path) -> Path | None:

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
-from policies._text import printable
+from policies.text import printable
 
 __all__ = [
     "FieldKind",

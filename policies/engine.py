@@ -142,11 +142,16 @@ def _memory_key(action: Action) -> Hashable:
     return (action.kind, action.server, action.name)
 
 
+_STRICTNESS = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
+
+
 class PolicyEngine:
     """Decides, asks, remembers, limits and records every consent-relevant action.
 
     Args:
         rules: all rules in evaluation order (``PolicyConfig.all_rules``).
+        project_rules: a trusted project's rules (``PolicyConfig.project_rules``): each
+            only ever makes a decision stricter (see :meth:`_rule_view`).
         mode: ``interactive``, ``headless`` or ``programmatic``; decides the default for
             actions no rule matches and who answers an "ask".
         prompter: who answers an "ask". Interactive: a :class:`TerminalPrompter` on
@@ -172,6 +177,7 @@ class PolicyEngine:
         audit: AuditLog | None = None,
         clock: Clock = time.monotonic,
         approvals: ApprovalStore | None = None,
+        project_rules: Sequence[Rule] = (),
     ) -> None:
         if mode == "headless":
             if prompter is not None and not isinstance(prompter, HeadlessPrompter):
@@ -183,6 +189,7 @@ class PolicyEngine:
             prompter = TerminalPrompter()
         self.mode: Mode = mode
         self.rules: tuple[Rule, ...] = tuple(rules)
+        self.project_rules: tuple[Rule, ...] = tuple(project_rules)
         self.prompter: Prompter = prompter
         self.limiter = SamplingLimiter(clock=clock)
         self._audit = audit
@@ -217,6 +224,7 @@ class PolicyEngine:
         approvals = ApprovalStore(config.approvals) if config.approvals is not None else None
         engine = cls(
             rules=config.all_rules,
+            project_rules=config.project_rules,
             mode=config.mode,
             prompter=prompter,
             audit=audit,
@@ -294,14 +302,33 @@ class PolicyEngine:
         return f"{self._prefix}-{next(self._ids)}"
 
     def _rule_view(self, action: Action) -> tuple[Rule | None, Verdict, str, str, DecidedBy]:
+        """The deciding rule (None: the mode's default), verdict, label, reason and who.
+
+        A project's rule is consulted after the user's rules and preset have decided, and
+        replaces their verdict only when it is stricter (deny over ask over allow): a
+        project can add caution, never remove any (issue 22). The user's rule stays the
+        one whose sampling limits apply.
+        """
         rule = self.match(action)
         if rule is None:
             reason = (
                 f"no rule matches this {action.kind.value} action; "
                 f"the {self.mode} mode's default is {self._default.value}"
             )
-            return None, self._default, f"default:{self.mode}", reason, "default"
-        return rule, rule.verdict, rule.label, rule.reason or rule.describe(), "rule"
+            view: tuple[Rule | None, Verdict, str, str, DecidedBy] = (
+                None,
+                self._default,
+                f"default:{self.mode}",
+                reason,
+                "default",
+            )
+        else:
+            view = (rule, rule.verdict, rule.label, rule.reason or rule.describe(), "rule")
+        project = first_match(self.project_rules, action) if self.project_rules else None
+        if project is not None and _STRICTNESS[project.verdict] > _STRICTNESS[view[1]]:
+            reason = project.reason or project.describe()
+            return rule, project.verdict, project.label, reason, "rule"
+        return view
 
     async def check(self, action: Action) -> Decision:
         """Decide one action: allow or deny (an "ask" is resolved here), and record it.

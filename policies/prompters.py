@@ -25,7 +25,6 @@ import attrs
 import trio
 
 from agenthost.errors import InvalidAnswer
-from policies._text import pretty_json, printable
 from policies.decision import (
     Action,
     Answer,
@@ -42,6 +41,7 @@ from policies.decision import (
 )
 from policies.elicitation import FormField, inspect_url, parse_form, validate_content
 from policies.rules import effective_annotations
+from policies.text import pretty_json, printable
 
 __all__ = [
     "CallbackPrompter",

@@ -22,6 +22,7 @@ import httpx2
 import trio
 
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport
 from agenthost.host.host import Host, open_host
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.types import (
@@ -37,7 +38,7 @@ from agenthost.protocol.types.tasks import Task
 from agenthost.session import ClientHandlers, ClientSession, RequestContext
 from agenthost.tool_tasks import call_tool_as_task
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
-from agenthost.transports.remote import ProbingTransport, open_remote_transport
+from agenthost.transports.probing import ProbingTransport
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost.transports.websocket import WebSocketTransport
 from providers.config import build_provider, parse_providers

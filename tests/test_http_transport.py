@@ -23,6 +23,7 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -35,7 +36,7 @@ from agenthost.protocol.types import TextContent
 from agenthost.session import ClientHandlers, ClientSession, open_session
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
-from agenthost.transports.remote import open_http_transport, open_remote_transport
+from agenthost.transports.probing import open_http_transport
 from tests.peers.http_launch import (
     PEERS,
     PY,

@@ -17,8 +17,10 @@ What happens, per the MCP authorization spec (2025-11-25; 2026-07-28 unchanged h
 
 Protocol pieces come from Authlib (PKCE challenge, grant URI and token request encoding,
 client authentication including ``private_key_jwt`` signed by joserfc); the HTTP goes
-through httpx under Trio. State (client registration and tokens, per issuer) is saved in a
-:class:`~agenthost.auth.store.TokenStore` only once a grant succeeded.
+through httpx under Trio. State (client registration and tokens, per issuer;
+:mod:`agenthost.auth.state`) is saved in a :class:`~agenthost.auth.store.TokenStore` only
+once a grant succeeded. Token-request forms and client authentication are built by the
+pure functions of :mod:`agenthost.auth.grants`; this module is the driver that sends them.
 
 Secrets: access and refresh tokens, codes, verifiers, client secrets and assertions are
 never put in a log record, an exception message or a repr; text from the authorization
@@ -27,20 +29,17 @@ server that is quoted in an error is scrubbed of every secret we know.
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
-import time
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator
 from typing import Any, Final
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
 import orjson
 import trio
 from authlib.common.security import generate_token
-from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
@@ -57,11 +56,21 @@ from agenthost.auth.discovery import (
     prm_urls,
     resource_allowed,
 )
+from agenthost.auth.grants import JWT_BEARER, client_auth, default_alg, token_form
 from agenthost.auth.loopback import URL_OPENER, UrlOpener, open_loopback
 from agenthost.auth.settings import OAuthSettings
+from agenthost.auth.state import (
+    Client,
+    IssuerState,
+    SavedState,
+    Tokens,
+    dump_state,
+    now,
+    parse_state,
+)
 from agenthost.auth.store import TokenStore, default_token_store
 from agenthost.errors import AuthorizationError
-from agenthost.redaction import add_secret
+from agenthost.redaction import add_secret, redact_url
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -71,47 +80,7 @@ log = logging.getLogger("agenthost.auth")
 MAX_STEP_UPS: Final = 3
 #: Authorization servers remembered per server (a server may move; it must not grow us).
 MAX_ISSUERS: Final = 8
-#: Refresh this many seconds before the access token expires.
-REFRESH_LEEWAY: Final = 60.0
-_STATE_VERSION: Final = 1
 _MAX_TEXT: Final = 200
-_JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-
-
-def _now() -> float:
-    return time.time()
-
-
-@attrs.define(kw_only=True)
-class _Client:
-    client_id: str
-    client_secret: str | None = attrs.field(default=None, repr=False)
-    method: str = "none"
-    redirect_uris: tuple[str, ...] = ()
-    #: "config", "cimd" or "dcr"; only "dcr" clients are saved.
-    source: str = "config"
-
-
-@attrs.define(kw_only=True)
-class _Tokens:
-    access_token: str = attrs.field(repr=False)
-    refresh_token: str | None = attrs.field(default=None, repr=False)
-    expires_at: float | None = None
-    scope: str | None = None
-
-    def expiring(self, leeway: float = REFRESH_LEEWAY) -> bool:
-        return self.expires_at is not None and _now() >= self.expires_at - leeway
-
-
-@attrs.define(kw_only=True)
-class _IssuerState:
-    token_endpoint: str
-    client: _Client | None = None
-    tokens: _Tokens | None = None
-    #: Scopes asked for so far (the step-up union grows from it).
-    scopes: tuple[str, ...] | None = None
-    #: Authorization server facts needed to refresh without re-discovering.
-    auth_methods: tuple[str, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -144,11 +113,6 @@ class _Redact:
             text = text.replace(secret, "***")
         text = " ".join(text.split())
         return text[:_MAX_TEXT] + ("..." if len(text) > _MAX_TEXT else "")
-
-
-def _shown(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 class OAuth(httpx.Auth):
@@ -189,7 +153,7 @@ class OAuth(httpx.Auth):
         self._opener = opener if opener is not None else URL_OPENER.get()
         self._lock = trio.Lock()
         self._loaded = False
-        self._issuers: dict[str, _IssuerState] = {}
+        self._issuers: dict[str, IssuerState] = {}
         self._current: str | None = None
         self._resource: str | None = None
         self._step_ups = 0
@@ -217,7 +181,7 @@ class OAuth(httpx.Auth):
         return self._store
 
     @property
-    def _state(self) -> _IssuerState | None:
+    def _state(self) -> IssuerState | None:
         return self._issuers.get(self._current) if self._current else None
 
     def _access_token(self) -> str | None:
@@ -234,29 +198,15 @@ class OAuth(httpx.Auth):
         if not raw:
             return
         try:
-            data = orjson.loads(raw)
-            if data.get("version") != _STATE_VERSION or data.get("url") != self.url:
-                return  # another server URL: its tokens are not for this resource
-            for issuer, entry in data.get("issuers", {}).items():
-                client = entry.get("client")
-                tokens = entry.get("tokens")
-                self._issuers[issuer] = _IssuerState(
-                    token_endpoint=entry["token_endpoint"],
-                    client=_Client(**client) if client else None,
-                    tokens=_Tokens(**tokens) if tokens else None,
-                    scopes=tuple(entry["scopes"]) if entry.get("scopes") is not None else None,
-                    auth_methods=(
-                        tuple(entry["auth_methods"]) if entry.get("auth_methods") else None
-                    ),
-                )
-            current = data.get("current")
-            self._current = current if current in self._issuers else None
-            self._resource = data.get("resource")
+            saved = parse_state(raw, self.url)
         except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+            saved = None
             log.warning("%s: ignoring unreadable saved authorization state", self.server)
-            self._issuers.clear()
-            self._current = None
+        if saved is None:  # unreadable, or another server URL's (not for this resource)
             return
+        self._issuers.update(saved.issuers)
+        self._current = saved.current
+        self._resource = saved.resource
         for state in self._issuers.values():
             if state.client:
                 self._redact.add(state.client.client_secret)
@@ -264,24 +214,8 @@ class OAuth(httpx.Auth):
                 self._redact.add(state.tokens.access_token, state.tokens.refresh_token)
 
     async def _save(self) -> None:
-        issuers: dict[str, Any] = {}
-        for issuer, state in self._issuers.items():
-            client = state.client
-            issuers[issuer] = {
-                "token_endpoint": state.token_endpoint,
-                "client": attrs.asdict(client) if client and client.source == "dcr" else None,
-                "tokens": attrs.asdict(state.tokens) if state.tokens else None,
-                "scopes": list(state.scopes) if state.scopes is not None else None,
-                "auth_methods": list(state.auth_methods) if state.auth_methods else None,
-            }
-        data = {
-            "version": _STATE_VERSION,
-            "url": self.url,
-            "resource": self._resource,
-            "current": self._current,
-            "issuers": issuers,
-        }
-        await self._storage().save(self.server, orjson.dumps(data).decode())
+        saved = SavedState(issuers=self._issuers, current=self._current, resource=self._resource)
+        await self._storage().save(self.server, dump_state(self.url, saved))
 
     # -- the httpx.Auth hook
 
@@ -376,7 +310,7 @@ class OAuth(httpx.Auth):
             scopes = tuple(dict.fromkeys((*(scopes or ()), *self.settings.scopes)))
         state = self._issuers.get(meta.issuer)
         if state is None:
-            state = _IssuerState(token_endpoint=meta.token_endpoint)
+            state = IssuerState(token_endpoint=meta.token_endpoint)
         state.token_endpoint = meta.token_endpoint
         state.auth_methods = meta.token_endpoint_auth_methods_supported
         if self.settings.grant == "client_credentials":
@@ -395,7 +329,7 @@ class OAuth(httpx.Auth):
             tokens = await self._token_request(
                 meta.token_endpoint,
                 client,
-                {"grant_type": _JWT_BEARER, "assertion": assertion, "scope": scopes},
+                {"grant_type": JWT_BEARER, "assertion": assertion, "scope": scopes},
                 issuer=meta.issuer,
             )
         elif self.settings.grant == "jwt_bearer":
@@ -407,7 +341,7 @@ class OAuth(httpx.Auth):
             tokens = await self._token_request(
                 meta.token_endpoint,
                 client,
-                {"grant_type": _JWT_BEARER, "assertion": workload, "scope": scopes},
+                {"grant_type": JWT_BEARER, "assertion": workload, "scope": scopes},
                 issuer=meta.issuer,
             )
         else:
@@ -446,7 +380,7 @@ class OAuth(httpx.Auth):
                 if prm.resource is not None and not resource_allowed(self.url, prm.resource):
                     raise DiscoveryError(
                         f"the protected resource metadata is for {prm.resource!r}, not for"
-                        f" {_shown(self.url)!r} (refused: tokens would go to another resource)"
+                        f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
                 issuer = prm.authorization_servers[0]
@@ -480,7 +414,7 @@ class OAuth(httpx.Auth):
             )
         return meta, prm
 
-    def _configured_client(self, meta: AuthServerMetadata) -> _Client | None:
+    def _configured_client(self, meta: AuthServerMetadata) -> Client | None:
         settings = self.settings
         if not settings.client_id:
             return None
@@ -497,7 +431,7 @@ class OAuth(httpx.Auth):
                 )
             else:
                 method = "none"
-        return _Client(
+        return Client(
             client_id=settings.client_id,
             client_secret=settings.client_secret,
             method=method,
@@ -505,8 +439,8 @@ class OAuth(httpx.Auth):
         )
 
     async def _client_for(
-        self, meta: AuthServerMetadata, state: _IssuerState, redirect_uri: str, scopes: Any
-    ) -> _Client:
+        self, meta: AuthServerMetadata, state: IssuerState, redirect_uri: str, scopes: Any
+    ) -> Client:
         """Client identity in the spec's order: configured, CIMD, a saved or new DCR."""
         configured = self._configured_client(meta)
         if configured is not None:
@@ -514,7 +448,7 @@ class OAuth(httpx.Auth):
         url = self.settings.client_metadata_url
         if url and meta.client_id_metadata_document_supported:
             method = "private_key_jwt" if self.settings.private_key else "none"
-            return _Client(client_id=url, method=method, source="cimd")
+            return Client(client_id=url, method=method, source="cimd")
         saved = state.client
         if saved is not None and saved.source == "dcr" and redirect_uri in saved.redirect_uris:
             return saved
@@ -525,7 +459,7 @@ class OAuth(httpx.Auth):
             )
         return await self._register(meta, redirect_uri, scopes)
 
-    async def _register(self, meta: AuthServerMetadata, redirect_uri: str, scopes: Any) -> _Client:
+    async def _register(self, meta: AuthServerMetadata, redirect_uri: str, scopes: Any) -> Client:
         supported = meta.token_endpoint_auth_methods_supported
         if supported is None or "none" in supported:
             method = "none"
@@ -547,17 +481,11 @@ class OAuth(httpx.Auth):
             body["scope"] = " ".join(scopes)
         endpoint = meta.registration_endpoint
         assert endpoint is not None
-        try:
-            response = await self._http.post(endpoint, json=body)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the registration endpoint {_shown(endpoint)}: {type(exc).__name__}"
-            ) from None
+        response, raw = await self._post("registration endpoint", endpoint, json=body)
         data = self._json_object(response, raw, "registration endpoint", endpoint)
         if response.status_code not in (200, 201) or not isinstance(data.get("client_id"), str):
             raise self._error(
-                f"client registration at {_shown(endpoint)} failed (HTTP {response.status_code}"
+                f"client registration at {redact_url(endpoint)} failed (HTTP {response.status_code}"
                 f"{self._oauth_error(data)})",
                 f"set client_id in [servers.{self.server}.oauth] to use a pre-registered client",
             )
@@ -574,7 +502,7 @@ class OAuth(httpx.Auth):
         if method != "none" and secret is None:
             method = "none"
         log.info("%s: registered a client with %s", self.server, meta.issuer)
-        return _Client(
+        return Client(
             client_id=data["client_id"],
             client_secret=secret,
             method=method,
@@ -583,8 +511,8 @@ class OAuth(httpx.Auth):
         )
 
     async def _authorization_code(
-        self, meta: AuthServerMetadata, state: _IssuerState, scopes: tuple[str, ...] | None
-    ) -> tuple[_Tokens, _Client]:
+        self, meta: AuthServerMetadata, state: IssuerState, scopes: tuple[str, ...] | None
+    ) -> tuple[Tokens, Client]:
         opener = self._opener
         if opener is None:
             raise self._error("the server needs a person to log in", self._login_hint())
@@ -616,7 +544,7 @@ class OAuth(httpx.Auth):
                 resource=self._resource,
             )
             expected_issuer = meta.issuer
-            log.info("%s: waiting for the browser login at %s", self.server, _shown(url))
+            log.info("%s: waiting for the browser login at %s", self.server, redact_url(url))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(opener, self.server, url)
                 with trio.move_on_after(self.settings.login_timeout) as waited:
@@ -712,31 +640,27 @@ class OAuth(httpx.Auth):
             "Accept": "application/json",
         }
         if settings.idp_client_id:
-            idp_client = _Client(
+            idp_client = Client(
                 client_id=settings.idp_client_id,
                 client_secret=settings.idp_client_secret,
                 method="client_secret_basic" if settings.idp_client_secret else "none",
             )
             body, headers = self._client_auth(idp_client, endpoint, body, headers, "")
-        try:
-            response = await self._http.post(endpoint, content=body.encode(), headers=headers)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the identity provider {_shown(endpoint)}: {type(exc).__name__}"
-            ) from None
+        response, raw = await self._post(
+            "identity provider", endpoint, content=body.encode(), headers=headers
+        )
         data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
         jag = data.get("access_token")
         if response.status_code != 200 or not isinstance(jag, str) or not jag:
             raise self._error(
-                f"the identity provider {_shown(endpoint)} refused the token exchange"
+                f"the identity provider {redact_url(endpoint)} refused the token exchange"
                 f" (HTTP {response.status_code}{self._oauth_error(data)})",
                 "sign in to your identity provider again and update id_token",
             )
         self._redact.add(jag)
         return jag
 
-    async def _try_refresh(self, state: _IssuerState) -> bool:
+    async def _try_refresh(self, state: IssuerState) -> bool:
         """Refresh ``state``'s tokens; False if there is no refresh token or it failed."""
         tokens = state.tokens
         if tokens is None or tokens.refresh_token is None:
@@ -752,7 +676,7 @@ class OAuth(httpx.Auth):
                 )
             )
         if client is None and self.settings.client_metadata_url:
-            client = _Client(client_id=self.settings.client_metadata_url, source="cimd")
+            client = Client(client_id=self.settings.client_metadata_url, source="cimd")
         if client is None:
             return False
         try:
@@ -781,29 +705,22 @@ class OAuth(httpx.Auth):
         return True
 
     async def _token_request(
-        self, endpoint: str, client: _Client, params: dict[str, Any], *, issuer: str
-    ) -> _Tokens:
+        self, endpoint: str, client: Client, params: dict[str, Any], *, issuer: str
+    ) -> Tokens:
         """POST to the token endpoint with client authentication; parse the answer."""
-        fields = {k: v for k, v in params.items() if v}
-        if isinstance(fields.get("scope"), (tuple, list)):
-            fields["scope"] = " ".join(fields["scope"])
-        if self._resource:
-            fields["resource"] = self._resource
-        grant = fields.pop("grant_type")
-        body: str = prepare_token_request(grant, **fields)
+        grant, body = token_form(params, self._resource)
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
         }
         body, headers = self._client_auth(client, endpoint, body, headers, issuer)
-        try:
-            response = await self._http.post(endpoint, content=body.encode(), headers=headers)
-            raw = await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the token endpoint {_shown(endpoint)}: {type(exc).__name__}",
-                "check your network, then retry",
-            ) from None
+        response, raw = await self._post(
+            "token endpoint",
+            endpoint,
+            fix="check your network, then retry",
+            content=body.encode(),
+            headers=headers,
+        )
         data = self._json_object(response, raw, "token endpoint", endpoint)
         if response.status_code != 200:
             error = data.get("error")
@@ -813,17 +730,17 @@ class OAuth(httpx.Auth):
                 else f"check the client settings in [servers.{self.server}.oauth]"
             )
             raise self._error(
-                f"the token endpoint {_shown(endpoint)} refused the {grant} request"
+                f"the token endpoint {redact_url(endpoint)} refused the {grant} request"
                 f" (HTTP {response.status_code}{self._oauth_error(data)})",
                 fix,
             )
         access = data.get("access_token")
         token_type = data.get("token_type")
         if not isinstance(access, str) or not access:
-            raise self._error(f"the token endpoint {_shown(endpoint)} returned no access_token")
+            raise self._error(f"the token endpoint {redact_url(endpoint)} returned no access_token")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             raise self._error(
-                f"the token endpoint {_shown(endpoint)} returned a token of type"
+                f"the token endpoint {redact_url(endpoint)} returned a token of type"
                 f" {str(token_type)[:20]!r}, not Bearer"
             )
         refresh = data.get("refresh_token")
@@ -831,7 +748,7 @@ class OAuth(httpx.Auth):
         self._redact.add(access, refresh)
         expires_in = data.get("expires_in")
         expires_at = (
-            _now() + float(expires_in)
+            now() + float(expires_in)
             if isinstance(expires_in, (int, float))
             and not isinstance(expires_in, bool)
             and math.isfinite(expires_in)
@@ -839,7 +756,7 @@ class OAuth(httpx.Auth):
             else None
         )
         scope = data.get("scope")
-        return _Tokens(
+        return Tokens(
             access_token=access,
             refresh_token=refresh,
             expires_at=expires_at,
@@ -847,34 +764,18 @@ class OAuth(httpx.Auth):
         )
 
     def _client_auth(
-        self, client: _Client, endpoint: str, body: str, headers: dict[str, str], issuer: str
+        self, client: Client, endpoint: str, body: str, headers: dict[str, str], issuer: str
     ) -> tuple[str, dict[str, str]]:
-        method = client.method
-        if method == "private_key_jwt":
-            # Imported here: joserfc's JWT stack costs a quarter second to import, and
-            # only private_key_jwt clients need it.
-            from authlib.oauth2.rfc7523 import PrivateKeyJWT
-
+        """:func:`~agenthost.auth.grants.client_auth` with this server's signing key; the
+        signed assertion joins the secrets scrubbed from messages."""
+        key = alg = None
+        if client.method == "private_key_jwt":
             key = self._signing_key()
-            alg = self.settings.signing_algorithm or _default_alg(key)
-            # RFC 7523bis: the audience is the authorization server's issuer identifier.
-            signer = PrivateKeyJWT(endpoint, claims={"aud": issuer or endpoint}, alg=alg)
-            auth = ClientAuth(client.client_id, key, signer)
-            _, headers, body = auth.prepare("POST", endpoint, headers, body)
-            body_fields = dict(_parse_qs(body))
-            self._redact.add(body_fields.get("client_assertion"))
-            body = f"{body}&client_id={quote(client.client_id, safe='')}"
-            return body, headers
-        if method == "client_secret_basic":
-            # RFC 6749 2.3.1: form-encode both parts before base64.
-            user, password = client.client_id, client.client_secret or ""
-            pair = f"{quote(user, safe='')}:{quote(password, safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-            # client_id in the body too: RFC 6749 allows it, and some servers (the official
-            # SDK's) look the client up by it before checking the header.
-            return f"{body}&client_id={quote(user, safe='')}", headers
-        auth = ClientAuth(client.client_id, client.client_secret, method)
-        _, headers, body = auth.prepare("POST", endpoint, headers, body)
+            alg = self.settings.signing_algorithm or default_alg(key)
+        body, headers, assertion = client_auth(
+            client, endpoint, body, headers, issuer=issuer, key=key, alg=alg
+        )
+        self._redact.add(assertion)
         return body, headers
 
     def _signing_key(self) -> Any:
@@ -893,9 +794,26 @@ class OAuth(httpx.Auth):
             f"check private_key in [servers.{self.server}.oauth]",
         )
 
+    async def _post(
+        self, what: str, endpoint: str, *, fix: str | None = None, **request: Any
+    ) -> tuple[httpx.Response, bytes]:
+        """POST to an authorization-server endpoint and read the bounded answer.
+
+        Error handling: any httpx error becomes one :class:`AuthorizationError` naming
+        ``what`` and the (redacted) endpoint, with only the error's type: httpx's own
+        message can quote the request.
+        """
+        try:
+            response = await self._http.post(endpoint, **request)
+            return response, await self._bounded(response)
+        except httpx.HTTPError as exc:
+            raise self._error(
+                f"cannot reach the {what} {redact_url(endpoint)}: {type(exc).__name__}", fix
+            ) from None
+
     async def _bounded(self, response: httpx.Response) -> bytes:
         if len(response.content) > MAX_DOCUMENT:
-            raise self._error(f"an answer from {_shown(str(response.url))} is too large")
+            raise self._error(f"an answer from {redact_url(str(response.url))} is too large")
         return response.content
 
     def _json_object(
@@ -908,7 +826,7 @@ class OAuth(httpx.Auth):
             data = None
         if not isinstance(data, dict):
             raise self._error(
-                f"the {what} {_shown(url)} answered HTTP {response.status_code} with"
+                f"the {what} {redact_url(url)} answered HTTP {response.status_code} with"
                 f" {kind or 'no content type'}, not a JSON object",
                 "check the server's authorization setup (a proxy or login page may be in the way)",
             )
@@ -944,7 +862,8 @@ class OAuth(httpx.Auth):
             )
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach {_shown(self.url)}: {type(exc).__name__}", "check the server's URL"
+                f"cannot reach {redact_url(self.url)}: {type(exc).__name__}",
+                "check the server's URL",
             ) from None
         if response.status_code in (401, 403):
             challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
@@ -974,20 +893,3 @@ class OAuth(httpx.Auth):
         self._current = None
         self._loaded = True
         return await self._storage().delete(self.server)
-
-
-def _default_alg(key: Any) -> str:
-    from joserfc.jwk import ECKey, OKPKey
-
-    if isinstance(key, ECKey):
-        curve = key.curve_name
-        return {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}.get(curve, "ES256")
-    if isinstance(key, OKPKey):
-        return "EdDSA"
-    return "RS256"
-
-
-def _parse_qs(body: str) -> Iterable[tuple[str, str]]:
-    from urllib.parse import parse_qsl
-
-    return parse_qsl(body, keep_blank_values=True)

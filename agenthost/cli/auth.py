@@ -9,15 +9,18 @@ client credentials or the enterprise grant) and saves the result in the token st
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+from agenthost.cli.common import add_command, load_config
+from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.render import Console, print_json, say
 
 if TYPE_CHECKING:
     from agenthost.auth.flow import OAuth, OAuthStatus
     from agenthost.config.model import ServerConfig
 
-__all__ = ["add_parser", "cmd_auth", "interactive_opener"]
+__all__ = ["add_parser", "run"]
 
 _HTTP_KINDS = ("http", "streamable-http", "sse")
 
@@ -25,7 +28,7 @@ _HTTP_KINDS = ("http", "streamable-http", "sse")
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``auth`` on the CLI's subparsers."""
     text = "log in to a remote server with OAuth, show or forget saved logins"
-    auth = sub.add_parser("auth", help=text, parents=[common], description=text)
+    auth = add_command(sub, common, "auth", text)
     auth.add_argument("action", choices=("login", "status", "logout"))
     auth.add_argument("server", nargs="?", help="the server (status: default all remote ones)")
     auth.add_argument(
@@ -33,18 +36,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
 
 
-def interactive_opener() -> Any:
-    """The terminal opener when a person is at the terminal (stdin and stderr), else None."""
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return None
-    from agenthost.auth.loopback import terminal_opener
-
-    return terminal_opener()
-
-
 def _oauth_servers(config: Any, name: str | None) -> list[ServerConfig]:
-    from agenthost.cli.app import EXIT_USAGE, CLIError
-
     servers = [s for s in config.servers if s.transport in _HTTP_KINDS]
     if name is not None:
         servers = [s for s in servers if s.name == name]
@@ -81,17 +73,17 @@ def _json(status: OAuthStatus) -> dict[str, Any]:
     }
 
 
-async def cmd_auth(args: argparse.Namespace, console: Any) -> int:
+async def run(args: argparse.Namespace, console: Console) -> int:
+    """Run ``auth login|status|logout``."""
     import httpx
     import trio
 
     from agenthost.auth.flow import OAuth
     from agenthost.auth.loopback import terminal_opener
-    from agenthost.cli.app import EXIT_OK, EXIT_USAGE, CLIError, _load_config, _print_json, say
 
     if args.action != "status" and args.server is None:
         raise CLIError(f"auth {args.action} needs a SERVER", EXIT_USAGE)
-    config = _load_config(args)
+    config = load_config(args)
     servers = _oauth_servers(config, args.server)
     results: list[OAuthStatus] = []
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=30.0)) as http:
@@ -130,5 +122,5 @@ async def cmd_auth(args: argparse.Namespace, console: Any) -> int:
                 if not args.json:
                     say(_describe(results[-1]))
     if args.json:
-        _print_json([_json(status) for status in results])
+        print_json([_json(status) for status in results])
     return EXIT_OK

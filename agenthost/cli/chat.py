@@ -34,23 +34,22 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import attrs
 import trio
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
+from agenthost.cli.common import interruptible
+from agenthost.cli.render import Console, Stream, agent_printer, content_text, safe, say, table
 from agenthost.errors import AgentHostError
 
 if TYPE_CHECKING:
-    from agenthost.cli.app import Console
+    from agenthost.agent.loop import Transcript
     from agenthost.host.host import Host
 
 __all__ = ["chat", "history_path"]
 
 HELP = __doc__.split("Slash commands:", 1)[1].strip() if __doc__ else ""
-COMMANDS = (
-    "call", "clear", "help", "model", "prompt", "prompts", "quit", "read", "resources",
-    "roots", "servers", "tools",
-)  # fmt: skip
 #: How long a completion (Tab, or the suggestions for a missing /prompt argument) may wait
 #: for a server before showing nothing.
 COMPLETION_TIMEOUT = 3.0
@@ -122,7 +121,6 @@ class _PlainReader:
     """Lines from a pipe or file: no editing, no history."""
 
     async def read(self, prompt: str) -> str | None:
-        from agenthost.cli.app import safe
 
         sys.stderr.write(safe(prompt))
         sys.stderr.flush()
@@ -170,7 +168,6 @@ class _EditorReader:
                 return None
 
     async def read(self, prompt: str) -> str | None:
-        from agenthost.cli.app import safe
 
         return await trio.to_thread.run_sync(self._prompt, safe(prompt), abandon_on_cancel=True)
 
@@ -221,7 +218,6 @@ class _Completer(Completer):
         if not words:
             words = [""]
         partial = words[-1]
-        from agenthost.cli.app import safe
 
         for option in self._options(words[:-1], partial):
             yield Completion(
@@ -328,7 +324,6 @@ async def _complete(
 async def _prompt_command(
     host: Host, console: Console, reader: _Reader, words: list[str]
 ) -> list[Any]:
-    from agenthost.cli.app import interruptible, safe
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
     if len(words) < 2:
@@ -376,145 +371,215 @@ def _reader_for(host: Host) -> _Reader:
     return _PlainReader()
 
 
-async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
-    from agenthost.agent.loop import Transcript, run_agent
-    from agenthost.cli.app import _agent_printer, _content_text, _Stream, _table, interruptible, say
+@attrs.define(kw_only=True)
+class _Chat:
+    """What one chat session remembers between lines."""
 
-    reader = _reader_for(host)
+    host: Host
+    console: Console
+    reader: _Reader
+    provider: str | None
+    model: str | None
+    #: The conversation so far; ``None`` until the first message (and after ``/clear``).
     transcript: Transcript | None = None
-    pending_prompt: list[Any] = []
+    #: Prompt messages added with ``/prompt``, sent with the next message.
+    pending_prompt: list[Any] = attrs.Factory(list)
+
+
+async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
+    """Read lines until ``/quit`` or end of input: slash commands run at once, anything
+    else is a turn of the agent in the ongoing conversation. Returns the exit code (0)."""
+    session = _Chat(
+        host=host, console=console, reader=_reader_for(host), provider=provider, model=model
+    )
     console.line("agenthost chat: /help for commands, /quit or Ctrl-D to leave")
     while True:
-        line = await reader.read("> ")
+        line = await session.reader.read("> ")
         if line is None or line.strip() in ("/quit", "/exit"):
             return 0
         line = line.strip()
-        if not line:
-            continue
         if line.startswith("/"):
-            try:
-                words = shlex.split(line[1:])
-            except ValueError as exc:
-                console.line(f"! {exc}")
-                continue
-            command = words[0] if words else ""
-            try:
-                if command == "tools":
-                    say(
-                        _table(
-                            [
-                                [t.name, (t.tool.description or "")[:60]]
-                                for t in await host.list_tools()
-                            ],
-                            ["tool", "description"],
-                        )
-                    )
-                elif command == "servers":
-                    say(
-                        _table(
-                            [[s.name, s.state.value, s.revision or "-"] for s in host.status()],
-                            ["server", "state", "revision"],
-                        )
-                    )
-                elif command == "prompts":
-                    say(
-                        _table(
-                            [
-                                [s, p.name, " ".join(a.name for a in p.arguments or [])]
-                                for s, p in await host.list_prompts()
-                            ],
-                            ["server", "prompt", "arguments"],
-                        )
-                    )
-                elif command == "resources":
-                    say(
-                        _table(
-                            [[s, r.uri, r.name] for s, r in await host.list_resources()],
-                            ["server", "uri", "name"],
-                        )
-                    )
-                elif command == "roots":
-                    for status in host.status():
-                        uris = [r.uri for r in host.roots_for(status.name)]
-                        say(f"{status.name}: {', '.join(uris) or '(none)'}")
-                elif command == "prompt":
-                    pending_prompt.extend(await _prompt_command(host, console, reader, words[1:]))
-                elif command == "call":
-                    if len(words) < 2:
-                        console.line("usage: /call SERVER__TOOL [JSON arguments]")
-                        continue
-                    arguments = json.loads(" ".join(words[2:]) or "{}")
-                    if not isinstance(arguments, dict):
-                        console.line("the arguments must be a JSON object")
-                        continue
-                    async with interruptible():
-                        result = await host.call_tool(words[1], arguments)
-                    say(_content_text(result.content) or json.dumps(result.structured_content))
-                elif command == "read":
-                    if len(words) != 2:
-                        console.line("usage: /read URI")
-                        continue
-                    read = await host.read_resource(words[1])
-                    for contents in read.contents:
-                        text = getattr(contents, "text", None)
-                        say(text if text is not None else f"[binary {contents.mime_type}]")
-                elif command == "model":
-                    if len(words) == 1:
-                        shown = f"{provider}/{model}" if provider and model else "the default"
-                        say(f"model: {shown}")
-                    else:
-                        chosen, sep, name = words[1].partition("/")
-                        if not sep or chosen not in host.providers:
-                            have = ", ".join(host.providers) or "none"
-                            console.line(
-                                f"use /model PROVIDER/MODEL (configured providers: {have})"
-                            )
-                        else:
-                            provider, model = chosen, name
-                            if transcript is not None:
-                                transcript.provider, transcript.model = provider, model
-                            say(f"model: {provider}/{model}")
-                elif command == "clear":
-                    transcript, pending_prompt = None, []
-                    say("(new conversation)")
-                elif command == "help":
-                    console.line(HELP)
-                else:
-                    console.line(f"unknown command /{command}; /help lists them")
-            except json.JSONDecodeError as exc:
-                console.line(f"! the arguments are not valid JSON: {exc}")
-            except AgentHostError as exc:
-                console.line(f"! {exc}")
-            continue
-        if transcript is None:
-            transcript = Transcript(task=line, provider=provider or "", model=model or "")
-        interrupted = False
-        stream = _Stream()
-        try:
-            async with interruptible() as scope:
-                await run_agent(
-                    host,
-                    line,
-                    provider=provider,
-                    model=model,
-                    prompt_messages=pending_prompt,
-                    transcript=transcript,
-                    on_event=_agent_printer(console, stream),
-                    stream=True,
-                )
-            interrupted = scope.cancelled_caught
-            stream.end_line()
-        except AgentHostError as exc:
-            stream.end_line()
-            console.line(f"! {exc}")
-            continue
-        finally:
-            pending_prompt = []
-        if interrupted:
-            console.line("(interrupted)")
-        elif transcript.stop != "end_turn":
-            console.line(
-                f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
+            await _slash(session, line)
+        elif line:
+            await _turn(session, line)
+
+
+async def _slash(session: _Chat, line: str) -> None:
+    """Run one slash command; its failure is a line on the console, never the end of chat."""
+    try:
+        words = shlex.split(line[1:])
+    except ValueError as exc:
+        session.console.line(f"! {exc}")
+        return
+    command = words[0] if words else ""
+    handler = SLASH_COMMANDS.get(command)
+    try:
+        if handler is None:
+            session.console.line(f"unknown command /{command}; /help lists them")
+        else:
+            await handler(session, words)
+    except json.JSONDecodeError as exc:
+        session.console.line(f"! the arguments are not valid JSON: {exc}")
+    except AgentHostError as exc:
+        session.console.line(f"! {exc}")
+
+
+async def _turn(session: _Chat, line: str) -> None:
+    """One message to the agent; Ctrl-C cancels the turn (the servers are told)."""
+    from agenthost.agent.loop import Transcript, run_agent
+
+    console = session.console
+    if session.transcript is None:
+        session.transcript = Transcript(
+            task=line, provider=session.provider or "", model=session.model or ""
+        )
+    transcript = session.transcript
+    interrupted = False
+    stream = Stream()
+    try:
+        async with interruptible() as scope:
+            await run_agent(
+                session.host,
+                line,
+                provider=session.provider,
+                model=session.model,
+                prompt_messages=session.pending_prompt,
+                transcript=transcript,
+                on_event=agent_printer(console, stream),
+                stream=True,
             )
-        if transcript.final_text and not stream.shown:
-            say(transcript.final_text)
+        interrupted = scope.cancelled_caught
+        stream.end_line()
+    except AgentHostError as exc:
+        stream.end_line()
+        console.line(f"! {exc}")
+        return
+    finally:
+        session.pending_prompt = []
+    if interrupted:
+        console.line("(interrupted)")
+    elif transcript.stop != "end_turn":
+        console.line(
+            f"(stopped: {transcript.stop}{': ' + transcript.error if transcript.error else ''})"
+        )
+    if transcript.final_text and not stream.shown:
+        say(transcript.final_text)
+
+
+# ----------------------------------------------------------------- slash commands
+
+
+async def _tools(session: _Chat, words: list[str]) -> None:
+    tools = await session.host.list_tools()
+    say(table([[t.name, (t.tool.description or "")[:60]] for t in tools], ["tool", "description"]))
+
+
+async def _servers(session: _Chat, words: list[str]) -> None:
+    say(
+        table(
+            [[s.name, s.state.value, s.revision or "-"] for s in session.host.status()],
+            ["server", "state", "revision"],
+        )
+    )
+
+
+async def _prompts(session: _Chat, words: list[str]) -> None:
+    say(
+        table(
+            [
+                [s, p.name, " ".join(a.name for a in p.arguments or [])]
+                for s, p in await session.host.list_prompts()
+            ],
+            ["server", "prompt", "arguments"],
+        )
+    )
+
+
+async def _resources(session: _Chat, words: list[str]) -> None:
+    say(
+        table(
+            [[s, r.uri, r.name] for s, r in await session.host.list_resources()],
+            ["server", "uri", "name"],
+        )
+    )
+
+
+async def _roots(session: _Chat, words: list[str]) -> None:
+    for status in session.host.status():
+        uris = [r.uri for r in session.host.roots_for(status.name)]
+        say(f"{status.name}: {', '.join(uris) or '(none)'}")
+
+
+async def _prompt(session: _Chat, words: list[str]) -> None:
+    session.pending_prompt.extend(
+        await _prompt_command(session.host, session.console, session.reader, words[1:])
+    )
+
+
+async def _call(session: _Chat, words: list[str]) -> None:
+    if len(words) < 2:
+        session.console.line("usage: /call SERVER__TOOL [JSON arguments]")
+        return
+    arguments = json.loads(" ".join(words[2:]) or "{}")
+    if not isinstance(arguments, dict):
+        session.console.line("the arguments must be a JSON object")
+        return
+    async with interruptible():
+        result = await session.host.call_tool(words[1], arguments)
+    say(content_text(result.content) or json.dumps(result.structured_content))
+
+
+async def _read(session: _Chat, words: list[str]) -> None:
+    if len(words) != 2:
+        session.console.line("usage: /read URI")
+        return
+    read = await session.host.read_resource(words[1])
+    for contents in read.contents:
+        text = getattr(contents, "text", None)
+        say(text if text is not None else f"[binary {contents.mime_type}]")
+
+
+async def _model(session: _Chat, words: list[str]) -> None:
+    if len(words) == 1:
+        provider, model = session.provider, session.model
+        shown = f"{provider}/{model}" if provider and model else "the default"
+        say(f"model: {shown}")
+        return
+    chosen, sep, name = words[1].partition("/")
+    if not sep or chosen not in session.host.providers:
+        have = ", ".join(session.host.providers) or "none"
+        session.console.line(f"use /model PROVIDER/MODEL (configured providers: {have})")
+        return
+    session.provider, session.model = chosen, name
+    if session.transcript is not None:
+        session.transcript.provider, session.transcript.model = chosen, name
+    say(f"model: {chosen}/{name}")
+
+
+async def _clear(session: _Chat, words: list[str]) -> None:
+    session.transcript, session.pending_prompt = None, []
+    say("(new conversation)")
+
+
+async def _help(session: _Chat, words: list[str]) -> None:
+    session.console.line(HELP)
+
+
+#: Slash command -> handler, called with the session and the line's words (the command
+#: first). ``/quit`` and ``/exit`` are not here: the loop in :func:`chat` ends on them.
+SLASH_COMMANDS: dict[str, Callable[[_Chat, list[str]], Awaitable[None]]] = {
+    "call": _call,
+    "clear": _clear,
+    "help": _help,
+    "model": _model,
+    "prompt": _prompt,
+    "prompts": _prompts,
+    "read": _read,
+    "resources": _resources,
+    "roots": _roots,
+    "servers": _servers,
+    "tools": _tools,
+}
+
+#: What Tab completes after ``/``.
+COMMANDS = tuple(sorted([*SLASH_COMMANDS, "quit"]))

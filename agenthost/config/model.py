@@ -78,13 +78,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import attrs
 
 from agenthost.auth.settings import OAuthSettings
 from agenthost.errors import ConfigError
-from agenthost.redaction import add_secret, add_secrets_of_url
+from agenthost.redaction import add_secret, add_secrets_of_url, redact_url
 
 __all__ = [
     "PROJECT_CONFIGS",
@@ -203,22 +203,8 @@ def _plain_repr(value: Mapping[str, Any]) -> str:
     return repr(dict(value))
 
 
-def _redact_url(url: str | None) -> str | None:
-    """The URL without a password in it or query values (tokens travel in both)."""
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:{REDACTED}@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    query = REDACTED if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
 def _url_repr(url: str | None) -> str:
-    return repr(_redact_url(url))
+    return repr(None if url is None else redact_url(url))
 
 
 # -- the classes --
@@ -486,7 +472,7 @@ class ServerConfig:
             self,
             env=dict.fromkeys(self.env, REDACTED),
             headers=dict.fromkeys(self.headers, REDACTED),
-            url=_redact_url(self.url),
+            url=None if self.url is None else redact_url(self.url),
         )
 
 

@@ -99,6 +99,11 @@ def combine(user: HostConfig | None, project: HostConfig, file: ProjectFile) -> 
     for key in ("audit", "approvals"):
         if key in project_policy:
             project_policy[key] = _absolute(project_policy[key], file.path.parent)
+    project_rules = project_policy.pop("rules", [])
+    if project_rules:
+        # Consulted after the user's rules and preset, and only where stricter
+        # (policies.engine): a project adds caution, never removes any.
+        project_policy["project"] = {"file": str(file.path), "rules": project_rules}
     if user is None:
         return attrs.evolve(project, servers=project_servers, policy=project_policy)
     names = {s.name for s in user.servers}
@@ -115,19 +120,8 @@ def combine(user: HostConfig | None, project: HostConfig, file: ProjectFile) -> 
     workspaces = [*user.workspaces, *(w for w in project.workspaces if w.path not in paths)]
     providers = {**project.providers, **user.providers}
     policy = dict(user.policy)
-    project_rules = project_policy.pop("rules", [])
     for key, value in project_policy.items():
         policy.setdefault(key, value)
-    if project_rules:
-        if "file" in policy:
-            log.warning(
-                "%s: your policy lives in %s, so this project's deny/ask rules are not added",
-                file.path,
-                policy["file"],
-            )
-        else:
-            # After the user's own rules (first match wins), before any preset's.
-            policy["rules"] = [*policy.get("rules", []), *project_rules]
     return attrs.evolve(
         user, servers=servers, workspaces=workspaces, providers=providers, policy=policy
     )

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.errors import ConfigError
+from agenthost.redaction import redact_url
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -327,9 +328,25 @@ def _policy_violations(
                 yield (where, f"{value!r} exists and is not an {k} file; not overwritten")
 
 
-def _server_violations(table: object, key: str) -> Iterator[tuple[str, str]]:
+def _server_violations(
+    table: object, key: str, project: ProjectFile, base: Path
+) -> Iterator[tuple[str, str]]:
     if not isinstance(table, Mapping):
         return
+    for k in ("env_file", "envFile"):
+        raw = table.get(k)
+        if not isinstance(raw, str):
+            continue
+        # An env file is read by the host and its values handed to the server: outside
+        # the project it could be any secret file of the user's (~/.aws/credentials).
+        if "$" in raw:
+            yield (f"{key}.{k}", "a project file's env file path must be literal (no ${VAR})")
+        elif not _inside(project.root, raw, base):
+            yield (
+                f"{key}.{k}",
+                f"a project file may not read an env file outside the project ({project.root}):"
+                " its values would go to the server",
+            )
     if table.get("trusted") is True or table.get("trust") is True:
         k = "trusted" if "trusted" in table else "trust"
         yield (
@@ -354,7 +371,8 @@ def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
         skey = "mcpServers" if "mcpServers" in file_data else "servers"
         servers = file_data.get(skey, {})
         for name, entry in servers.items() if isinstance(servers, Mapping) else ():
-            for key, problem in _server_violations(entry, f"{skey}.{name}"):
+            violations = _server_violations(entry, f"{skey}.{name}", project, Path(path).parent)
+            for key, problem in violations:
                 yield path, key, problem
     policy = data.get("policy")
     if isinstance(policy, Mapping):
@@ -414,12 +432,10 @@ def check_user_only(project: ProjectFile) -> None:
 
 def _shown_url(url: object) -> object:
     """A URL without a literal password or query values (the file may hold a token)."""
-    from agenthost.config.model import _redact_url
-
     if not isinstance(url, str):
         return url
     try:
-        return _redact_url(url)
+        return redact_url(url)
     except ValueError:
         return url
 

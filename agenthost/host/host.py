@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
-from agenthost._util import collapse_single_group
+from agenthost._util import DEFAULT, Timeout, collapse_single_group
 from agenthost.ask_tasks import AskTaskLimits
 from agenthost.config.model import PROXY_ENV_VARS, HostConfig, ServerConfig, Workspace
 from agenthost.errors import (
@@ -346,7 +346,7 @@ class Host:
         name: str,
         arguments: Mapping[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
         on_task: TaskCreatedCallback | None = None,
         task: bool | None = None,
@@ -364,6 +364,9 @@ class Host:
         the 2026-07-28 tasks extension when it offers it, else 2025-11-25's. Either way the
         consent and the audit line are those of a plain call, and every status change
         reaches ``progress``.
+
+        ``timeout``: seconds; ``None`` for no limit; :data:`~agenthost._util.DEFAULT` for
+        the server's ``timeouts.request`` (a task: its ttl, else one hour).
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -487,7 +490,7 @@ class Host:
         config: ServerConfig,
         arguments: Mapping[str, Any] | None,
         *,
-        timeout: float | None,
+        timeout: Timeout,
         progress: ProgressCallback | None,
         task: bool | None,
         on_task: TaskCreatedCallback | None = None,
@@ -512,7 +515,7 @@ class Host:
             )
         started = trio.current_time()
         try:
-            if timeout is None:
+            if timeout is DEFAULT:
                 return await session.call_tool(name, arguments, progress=progress)
             return await session.call_tool(name, arguments, progress=progress, timeout=timeout)
         except JSONRPCError as exc:

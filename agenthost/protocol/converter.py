@@ -31,9 +31,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import UnionType
-from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, overload
 
 import attrs
 import cattrs
@@ -45,7 +45,7 @@ from cattrs.v import format_exception
 from agenthost.errors import ProtocolError, UnsupportedRevision
 from agenthost.protocol import types as t
 from agenthost.protocol.revisions import REVISIONS, at_least
-from agenthost.protocol.types._base import SINCE, STRICT, wire_name
+from agenthost.protocol.types._base import SINCE, STRICT, Record, wire_name
 
 __all__ = ["INVALID_PARAMS", "make_converter", "structure", "unstructure"]
 
@@ -622,7 +622,15 @@ def _send_converter(revision: str) -> cattrs.Converter:
     return conv
 
 
-def unstructure(obj: Any, revision: str) -> Any:
+@overload
+def unstructure(obj: Record, revision: str) -> dict[str, Any]: ...
+@overload
+def unstructure(obj: Sequence[Record], revision: str) -> list[dict[str, Any]]: ...
+@overload
+def unstructure(obj: None, revision: str) -> None: ...
+def unstructure(
+    obj: Record | Sequence[Record] | None, revision: str
+) -> dict[str, Any] | list[dict[str, Any]] | None:
     """Turn an object we are about to send into JSON that fits ``revision``.
 
     Args:
@@ -645,4 +653,5 @@ def unstructure(obj: Any, revision: str) -> Any:
     hook = hooks.get(cls)
     if hook is None:
         hook = hooks[cls] = _send_converters[revision].get_unstructure_hook(cls)
-    return hook(obj)
+    out: dict[str, Any] | list[dict[str, Any]] | None = hook(obj)
+    return out

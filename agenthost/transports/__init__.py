@@ -15,9 +15,8 @@ _LAZY = {
     "open_streamable_http_transport": "agenthost.transports.http",
     "LegacySSETransport": "agenthost.transports.legacy_sse",
     "open_legacy_sse_transport": "agenthost.transports.legacy_sse",
-    "ProbingTransport": "agenthost.transports.remote",
-    "open_http_transport": "agenthost.transports.remote",
-    "open_remote_transport": "agenthost.transports.remote",
+    "ProbingTransport": "agenthost.transports.probing",
+    "open_http_transport": "agenthost.transports.probing",
     "ServerSentEvent": "agenthost.protocol.sse",
     "SSEParser": "agenthost.protocol.sse",
     "WebSocketTransport": "agenthost.transports.websocket",
@@ -33,11 +32,7 @@ if TYPE_CHECKING:
     from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
     from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_transport
     from agenthost.transports.memory import MemoryTransport, memory_transport_pair
-    from agenthost.transports.remote import (
-        ProbingTransport,
-        open_http_transport,
-        open_remote_transport,
-    )
+    from agenthost.transports.probing import ProbingTransport, open_http_transport
     from agenthost.transports.stdio import StdioTransport, open_stdio_transport
     from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
 
@@ -54,7 +49,6 @@ __all__ = [
     "memory_transport_pair",
     "open_http_transport",
     "open_legacy_sse_transport",
-    "open_remote_transport",
     "open_stdio_transport",
     "open_streamable_http_transport",
     "open_websocket_transport",

@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Final
 
 import attrs
 
@@ -61,8 +61,13 @@ class SendOptions:
     abort_on_cancel: bool = False
 
 
+#: The largest message a transport accepts unless told otherwise (a JSON-RPC frame, an
+#: HTTP body, an SSE event or a WebSocket message): big enough for real tool results,
+#: small enough that a hostile server cannot exhaust memory with one line.
+DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
+
 #: The options of a message that needs none.
-NO_OPTIONS: Any = SendOptions()
+NO_OPTIONS: Final = SendOptions()
 
 
 class Transport(ABC):

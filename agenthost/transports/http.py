@@ -55,15 +55,13 @@ import logging
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
 import trio
 
-from agenthost._util import collapse_single_group
 from agenthost.errors import (
     AuthorizationError,
     MessageTooLarge,
@@ -75,23 +73,27 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
-from agenthost.redaction import add_secret, add_secrets_of_url, redact
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
+from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.transports._httpx import map_httpx_errors, open_http_client, reason_of
+from agenthost.transports.base import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    NO_OPTIONS,
+    SendOptions,
+    Transport,
+    decode_frame,
+)
 
 __all__ = [
-    "DEFAULT_MAX_MESSAGE_SIZE",
     "HTTP_ERROR_CODE",
     "MAX_REDIRECTS",
     "StreamableHTTPTransport",
     "auth_hint",
     "open_streamable_http_transport",
-    "redact_url",
     "redirect_note",
 ]
 
 log = logging.getLogger("agenthost.transports.http")
 
-DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 #: JSON-RPC code of the error responses synthesised for requests the server failed at
 #: the HTTP level (the -32000 range is "implementation-defined server errors").
 HTTP_ERROR_CODE: Final = -32000
@@ -105,17 +107,6 @@ _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
 _SUMMARY_CHARS: Final = 200
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password or query values, which often carry tokens: safe to log."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
@@ -389,8 +380,9 @@ class HTTPTransportBase(Transport):
     async def _read_quietly(self, response: httpx.Response) -> bytes:
         """An error response's body, or nothing if it cannot be read (or is too large)."""
         try:
-            return await self._read_limited(response)
-        except (httpx.HTTPError, MessageTooLarge):
+            with self._map_errors():
+                return await self._read_limited(response)
+        except TransportError:  # httpx's (mapped), or MessageTooLarge
             return b""
 
     async def _error_summary(self, response: httpx.Response) -> str:
@@ -414,9 +406,9 @@ class HTTPTransportBase(Transport):
             )
         )
 
-    def _describe(self, exc: BaseException) -> str:
-        text = str(exc)
-        return self._redact(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+    def _map_errors(self, url: str | None = None) -> AbstractContextManager[None]:
+        """:func:`map_httpx_errors` for this server: its name, its secrets scrubbed."""
+        return map_httpx_errors(url or self.url, server=self.name, scrub=self._redact)
 
     async def _close_background(self) -> None:
         self._closed = True
@@ -438,11 +430,28 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self,
         url: str,
         *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
         resume_attempts: int = 5,
         open_get_stream: bool = True,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(url, **kwargs)
+        super().__init__(
+            url,
+            name=name,
+            client=client,
+            nursery=nursery,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+            buffer=buffer,
+        )
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._resume_attempts = resume_attempts
@@ -539,15 +548,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if scope is not None:
             scope.cancel()
 
-    def _pool_exhausted(self, exc: httpx.PoolTimeout) -> None:
-        """No connection came free in time: every one is held by a request that does not
-        end. The session cannot work any more; end it so a supervisor starts afresh."""
-        self._fail(
-            TransportClosed,
-            "no connection to the server came free in time (every pooled connection is held"
-            f" by a request the server does not answer): {self._describe(exc)}",
-        )
-
     async def probe(self, request: Request, options: SendOptions = NO_OPTIONS) -> int | None:
         """POST ``request`` as the backwards-compatibility probe.
 
@@ -572,27 +572,26 @@ class StreamableHTTPTransport(HTTPTransportBase):
     async def _post_message(self, body: bytes, options: SendOptions) -> None:
         had_session = self.session_id is not None
         try:
-            response, content = await self._request(
-                "POST",
-                self._target,
-                content=body,
-                headers={
-                    **self._headers_for(_ACCEPT_BOTH),
-                    **options.headers,
-                    "Content-Type": _JSON,
-                },
-                timeout=self._ack_timeout,
-            )
-        except httpx.ConnectError as exc:
-            reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
-            self._fail(TransportClosed, reason)
+            with self._map_errors():
+                response, content = await self._request(
+                    "POST",
+                    self._target,
+                    content=body,
+                    headers={
+                        **self._headers_for(_ACCEPT_BOTH),
+                        **options.headers,
+                        "Content-Type": _JSON,
+                    },
+                    timeout=self._ack_timeout,
+                )
+        except (MessageTooLarge, AuthorizationError):
+            raise
+        except TransportClosed as exc:  # unreachable, or no pooled connection came free
+            self._fail(TransportClosed, reason_of(exc))
             raise self._error() from None
-        except httpx.PoolTimeout as exc:
-            self._pool_exhausted(exc)
-            raise self._error() from None
-        except httpx.HTTPError as exc:
+        except TransportError as exc:
             raise TransportError(
-                f"POST to {redact_url(self.url)} failed: {self._describe(exc)}", server=self.name
+                f"POST to {redact_url(self.url)} failed: {reason_of(exc)}", server=self.name
             ) from None
         status = response.status_code
         log.debug("%s: POST message -> HTTP %d", self.name, status)
@@ -627,59 +626,41 @@ class StreamableHTTPTransport(HTTPTransportBase):
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
-                async with self._stream(
-                    "POST",
-                    self._target,
-                    content=body,
-                    headers={
-                        **self._headers_for(_ACCEPT_BOTH),
-                        **options.headers,
-                        "Content-Type": _JSON,
-                    },
-                    timeout=self._stream_timeout,
-                ) as response:
-                    status = response.status_code
-                    log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
-                    if probe and status in _PROBE_STATUSES:
-                        body = await self._read_quietly(response)
-                        error = _jsonrpc_error(body)
-                        if error is None or error.code not in _MODERN_CODES:
-                            task_status.started(status)
+                with self._map_errors():
+                    async with self._stream(
+                        "POST",
+                        self._target,
+                        content=body,
+                        headers={
+                            **self._headers_for(_ACCEPT_BOTH),
+                            **options.headers,
+                            "Content-Type": _JSON,
+                        },
+                        timeout=self._stream_timeout,
+                    ) as response:
+                        status = response.status_code
+                        log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
+                        if probe and status in _PROBE_STATUSES:
+                            body = await self._read_quietly(response)
+                            error = _jsonrpc_error(body)
+                            if error is None or error.code not in _MODERN_CODES:
+                                task_status.started(status)
+                                return
+                            # A modern server's error (basic/transports, "Backward
+                            # Compatibility"): this is Streamable HTTP; answer with it.
+                            task_status.started(None)
+                            started = True
+                            await self._deliver_jsonrpc_error(request_id, error, status)
                             return
-                        # A modern server's error (basic/transports, "Backward
-                        # Compatibility"): this is Streamable HTTP; answer with it.
                         task_status.started(None)
                         started = True
-                        await self._deliver_jsonrpc_error(request_id, error, status)
-                        return
-                    task_status.started(None)
-                    started = True
-                    if (
-                        self.session_id is None
-                        and self._has_sessions()
-                        and not self._take_session_id(response)
-                    ):
-                        return
-                    await self._handle_response(response, request_id, had_session)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
-                if not started and probe:
-                    raise TransportClosed(reason, server=self.name) from None
-                self._fail(TransportClosed, reason)
-                return
-            except httpx.PoolTimeout as exc:
-                if not started:
-                    task_status.started(None)
-                    started = True
-                self._pool_exhausted(exc)
-                return
-            except httpx.HTTPError as exc:
-                if not started:
-                    task_status.started(None)
-                    started = True
-                await self._deliver_error(
-                    request_id, f"HTTP request failed: {self._describe(exc)}", None
-                )
+                        if (
+                            self.session_id is None
+                            and self._has_sessions()
+                            and not self._take_session_id(response)
+                        ):
+                            return
+                        await self._handle_response(response, request_id, had_session)
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None)
             except AuthorizationError as exc:
@@ -687,8 +668,20 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 # someone logs in, so the transport ends with the reason.
                 if not started and probe:
                     raise
-                self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
+                self._fail(AuthorizationError, reason_of(exc))
                 return
+            except TransportClosed as exc:  # unreachable, or no pooled connection came free
+                if not started and probe:
+                    raise
+                self._fail(TransportClosed, reason_of(exc))
+                return
+            except TransportError as exc:
+                if not started:
+                    task_status.started(None)
+                    started = True
+                await self._deliver_error(
+                    request_id, f"HTTP request failed: {reason_of(exc)}", None
+                )
             finally:
                 self._requests.pop(request_id, None)
         if started and not self._initialized and 200 <= status < 300:
@@ -766,12 +759,15 @@ class StreamableHTTPTransport(HTTPTransportBase):
         resume. Too large a message propagates.
         """
         try:
-            async for chunk in response.aiter_bytes():
-                for event in parser.feed(chunk):
-                    if await self._on_event(event, watch):
-                        return True
-        except httpx.HTTPError as exc:
-            log.debug("%s: stream broke: %s", self.name, self._describe(exc))
+            with self._map_errors():
+                async for chunk in response.aiter_bytes():
+                    for event in parser.feed(chunk):
+                        if await self._on_event(event, watch):
+                            return True
+        except (MessageTooLarge, AuthorizationError):
+            raise
+        except TransportError as exc:
+            log.debug("%s: stream broke: %s", self.name, reason_of(exc))
         return False
 
     async def _on_event(self, event: ServerSentEvent, watch: RequestId | None) -> bool:
@@ -800,28 +796,31 @@ class StreamableHTTPTransport(HTTPTransportBase):
             headers = self._headers_for(_SSE)
             headers["Last-Event-ID"] = before
             try:
-                async with self._stream(
-                    "GET", self._target, headers=headers, timeout=self._stream_timeout
-                ) as response:
-                    status = response.status_code
-                    log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
-                    if status == 404 and self.session_id is not None:
-                        self._fail(
-                            SessionExpired, "the server no longer knows this session (HTTP 404)"
-                        )
-                        return
-                    if status == 405:
-                        break  # the server does not offer resumption
-                    if status != 200 or _content_type(response) != _SSE:
-                        continue
-                    if await self._consume(response, parser, request_id):
-                        return
-            except httpx.HTTPError as exc:
-                log.debug("%s: resume failed: %s", self.name, self._describe(exc))
-                continue
+                with self._map_errors():
+                    async with self._stream(
+                        "GET", self._target, headers=headers, timeout=self._stream_timeout
+                    ) as response:
+                        status = response.status_code
+                        log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
+                        if status == 404 and self.session_id is not None:
+                            self._fail(
+                                SessionExpired, "the server no longer knows this session (HTTP 404)"
+                            )
+                            return
+                        if status == 405:
+                            break  # the server does not offer resumption
+                        if status != 200 or _content_type(response) != _SSE:
+                            continue
+                        if await self._consume(response, parser, request_id):
+                            return
+            except MessageTooLarge:
+                raise
             except AuthorizationError as exc:
-                self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
+                self._fail(AuthorizationError, reason_of(exc))
                 return
+            except TransportError as exc:
+                log.debug("%s: resume failed: %s", self.name, reason_of(exc))
+                continue
             if parser.last_event_id != before:
                 attempts = 0  # progress: the server is there, it just keeps polling us
         await self._deliver_error(
@@ -840,39 +839,40 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 if parser.last_event_id:
                     headers["Last-Event-ID"] = parser.last_event_id
                 try:
-                    async with self._stream(
-                        "GET", self._target, headers=headers, timeout=self._stream_timeout
-                    ) as response:
-                        status = response.status_code
-                        log.debug("%s: GET stream -> HTTP %d", self.name, status)
-                        if status == 405:
-                            return  # no server-initiated stream at this endpoint
-                        if status == 404 and self.session_id is not None:
-                            self._fail(
-                                SessionExpired,
-                                "the server no longer knows this session (HTTP 404)",
-                            )
-                            return
-                        if status == 200 and _content_type(response) == _SSE:
-                            failures = 0
-                            await self._consume(response, parser, None)
-                        else:
-                            failures += 1
-                            log.info(
-                                "%s: GET stream refused with HTTP %d: %s",
-                                self.name,
-                                status,
-                                await self._error_summary(response),
-                            )
-                except httpx.HTTPError as exc:
-                    failures += 1
-                    log.debug("%s: GET stream failed: %s", self.name, self._describe(exc))
+                    with self._map_errors():
+                        async with self._stream(
+                            "GET", self._target, headers=headers, timeout=self._stream_timeout
+                        ) as response:
+                            status = response.status_code
+                            log.debug("%s: GET stream -> HTTP %d", self.name, status)
+                            if status == 405:
+                                return  # no server-initiated stream at this endpoint
+                            if status == 404 and self.session_id is not None:
+                                self._fail(
+                                    SessionExpired,
+                                    "the server no longer knows this session (HTTP 404)",
+                                )
+                                return
+                            if status == 200 and _content_type(response) == _SSE:
+                                failures = 0
+                                await self._consume(response, parser, None)
+                            else:
+                                failures += 1
+                                log.info(
+                                    "%s: GET stream refused with HTTP %d: %s",
+                                    self.name,
+                                    status,
+                                    await self._error_summary(response),
+                                )
                 except MessageTooLarge as exc:
                     self._fail(MessageTooLarge, str(exc))
                     return
                 except AuthorizationError as exc:
-                    self._fail(AuthorizationError, str(exc).removeprefix(f"{self.name}: "))
+                    self._fail(AuthorizationError, reason_of(exc))
                     return
+                except TransportError as exc:
+                    failures += 1
+                    log.debug("%s: GET stream failed: %s", self.name, reason_of(exc))
                 if failures > self._resume_attempts:
                     log.warning(
                         "%s: giving up on the server-initiated message stream after %d failures",
@@ -898,15 +898,16 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._deleted = True
                 with trio.move_on_after(timeout):
                     try:
-                        response, _ = await self._request(
-                            "DELETE",
-                            self._target,
-                            headers=self._headers_for(_ACCEPT_BOTH),
-                            timeout=self._ack_timeout,
-                        )
+                        with self._map_errors():
+                            response, _ = await self._request(
+                                "DELETE",
+                                self._target,
+                                headers=self._headers_for(_ACCEPT_BOTH),
+                                timeout=self._ack_timeout,
+                            )
                         log.debug("%s: DELETE session -> HTTP %d", self.name, response.status_code)
-                    except (httpx.HTTPError, MessageTooLarge) as exc:
-                        log.debug("%s: DELETE failed: %s", self.name, self._describe(exc))
+                    except TransportError as exc:  # httpx's (mapped), or MessageTooLarge
+                        log.debug("%s: DELETE failed: %s", self.name, reason_of(exc))
             await self._close_background()
 
 
@@ -914,27 +915,6 @@ def _delay(retry_ms: int | None, attempt: int) -> float:
     """Seconds to wait before reconnecting: the server's ``retry``, backing off on failure."""
     base = retry_ms / 1000 if retry_ms is not None else _DEFAULT_RETRY
     return float(min(base * (2 ** max(0, attempt - 1)), max(base, _MAX_RETRY)))
-
-
-@asynccontextmanager
-async def http_resources(
-    client: httpx.AsyncClient | None, *, connect_timeout: float, shutdown_timeout: float
-) -> AsyncIterator[tuple[httpx.AsyncClient, trio.Nursery]]:
-    """A client (ours, or the one given, which we never close) and a nursery for tasks.
-
-    Resource handling: a client created here is closed on the way out (shielded, bounded).
-    """
-    owned = client is None
-    # Redirects are followed by the transports themselves, within the origin only.
-    http = client or httpx.AsyncClient(timeout=httpx.Timeout(connect_timeout, read=None))
-    try:
-        with collapse_single_group():
-            async with trio.open_nursery() as nursery:
-                yield http, nursery
-    finally:
-        if owned:
-            with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
-                await http.aclose()
 
 
 @asynccontextmanager
@@ -972,7 +952,7 @@ async def open_streamable_http_transport(
     Resource handling: on exit the session is deleted on the server, every stream is
     closed and our client is closed, shielded from cancellation and bounded.
     """
-    async with http_resources(
+    async with open_http_client(
         client, connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout
     ) as (http, nursery):
         transport = StreamableHTTPTransport(

@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -29,6 +28,7 @@ import trio
 
 from agenthost.errors import (
     AgentHostTimeout,
+    AuthorizationError,
     MessageTooLarge,
     SessionExpired,
     TransportClosed,
@@ -37,14 +37,13 @@ from agenthost.errors import (
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
 from agenthost.protocol.sse import SSEParser
-from agenthost.transports.base import NO_OPTIONS, SendOptions
+from agenthost.redaction import redact_url
+from agenthost.transports._httpx import open_http_client, reason_of
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions
 from agenthost.transports.http import (
-    DEFAULT_MAX_MESSAGE_SIZE,
     HTTPTransportBase,
     _content_type,
     _summary,
-    http_resources,
-    redact_url,
     redirect_note,
 )
 
@@ -65,8 +64,30 @@ class LegacySSETransport(HTTPTransportBase):
     Call :meth:`connect` before sending; ``endpoint`` is the POST URL it learned.
     """
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
+    ) -> None:
+        super().__init__(
+            url,
+            name=name,
+            client=client,
+            nursery=nursery,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+            buffer=buffer,
+        )
         self.endpoint: str | None = None
         self._connect_timeout = self._stream_timeout.connect or 10.0
 
@@ -93,59 +114,60 @@ class LegacySSETransport(HTTPTransportBase):
         started = False
         with self._tracked():
             try:
-                async with self._stream(
-                    "GET",
-                    self.url,
-                    headers=self._headers_for("text/event-stream"),
-                    timeout=self._stream_timeout,
-                ) as response:
-                    status = response.status_code
-                    log.debug("%s: GET %s -> HTTP %d", self.name, redact_url(self.url), status)
-                    if status != 200 or _content_type(response) != "text/event-stream":
-                        summary = (
-                            redirect_note(response)
-                            if 300 <= status < 400
-                            else await self._error_summary(response)
+                with self._map_errors():
+                    async with self._stream(
+                        "GET",
+                        self.url,
+                        headers=self._headers_for("text/event-stream"),
+                        timeout=self._stream_timeout,
+                    ) as response:
+                        status = response.status_code
+                        log.debug("%s: GET %s -> HTTP %d", self.name, redact_url(self.url), status)
+                        if status != 200 or _content_type(response) != "text/event-stream":
+                            summary = (
+                                redirect_note(response)
+                                if 300 <= status < 400
+                                else await self._error_summary(response)
+                            )
+                            raise TransportError(
+                                f"{redact_url(self.url)} is not an SSE endpoint (HTTP {status},"
+                                f" {_content_type(response) or 'no content type'}): {summary}",
+                                server=self.name,
+                            )
+                        parser = SSEParser(max_size=self._max)
+                        async for chunk in response.aiter_bytes():
+                            for event in parser.feed(chunk):
+                                if event.event == "endpoint":
+                                    if started:
+                                        log.warning(
+                                            "%s: ignoring a second endpoint event", self.name
+                                        )
+                                        continue
+                                    endpoint = self._resolve(event.data.strip())
+                                    started = True
+                                    task_status.started(endpoint)
+                                elif event.event == "message":
+                                    if not started:
+                                        log.warning(
+                                            "%s: message before the endpoint event", self.name
+                                        )
+                                    await self._deliver_frame(event.data)
+                                else:
+                                    log.debug("%s: ignoring SSE event %r", self.name, event.event)
+                    if not started:
+                        raise TransportClosed(
+                            "the SSE stream ended before the endpoint event", server=self.name
                         )
-                        raise TransportError(
-                            f"{redact_url(self.url)} is not an SSE endpoint (HTTP {status},"
-                            f" {_content_type(response) or 'no content type'}): {summary}",
-                            server=self.name,
-                        )
-                    parser = SSEParser(max_size=self._max)
-                    async for chunk in response.aiter_bytes():
-                        for event in parser.feed(chunk):
-                            if event.event == "endpoint":
-                                if started:
-                                    log.warning("%s: ignoring a second endpoint event", self.name)
-                                    continue
-                                endpoint = self._resolve(event.data.strip())
-                                started = True
-                                task_status.started(endpoint)
-                            elif event.event == "message":
-                                if not started:
-                                    log.warning("%s: message before the endpoint event", self.name)
-                                await self._deliver_frame(event.data)
-                            else:
-                                log.debug("%s: ignoring SSE event %r", self.name, event.event)
+                    self._fail(TransportClosed, "the server closed the SSE stream")
+            except TransportError as exc:
+                # Before the endpoint event the caller of connect() gets the error as it
+                # is (ours, or httpx's mapped); after it, the transport ends with it.
                 if not started:
-                    raise TransportClosed(
-                        "the SSE stream ended before the endpoint event", server=self.name
-                    )
-                self._fail(TransportClosed, "the server closed the SSE stream")
-            except (httpx.HTTPError, MessageTooLarge) as exc:
-                cls: type[TransportError]
-                if isinstance(exc, MessageTooLarge):
-                    reason, cls = str(exc), MessageTooLarge
-                elif isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-                    reason = f"cannot reach {redact_url(self.url)}: {self._describe(exc)}"
-                    cls = TransportClosed
+                    raise
+                if isinstance(exc, TransportClosed | MessageTooLarge | AuthorizationError):
+                    self._fail(type(exc), reason_of(exc))
                 else:
-                    reason = f"the SSE stream broke: {self._describe(exc)}"
-                    cls = TransportClosed
-                if not started:
-                    raise cls(reason, server=self.name) from None
-                self._fail(cls, reason)
+                    self._fail(TransportClosed, f"the SSE stream broke: {reason_of(exc)}")
 
     def _resolve(self, data: str) -> str:
         endpoint = urljoin(self.url, data)
@@ -175,7 +197,7 @@ class LegacySSETransport(HTTPTransportBase):
             raise TransportError("not connected (no endpoint yet)", server=self.name)
         body = jsonrpc.encode(message)
         try:
-            with trio.fail_at(deadline):
+            with trio.fail_at(deadline), self._map_errors(self.endpoint):
                 response, content = await self._request(
                     "POST",
                     self.endpoint,
@@ -186,12 +208,14 @@ class LegacySSETransport(HTTPTransportBase):
                     },
                     timeout=self._ack_timeout,
                 )
-        except httpx.ConnectError as exc:
-            self._fail(TransportClosed, f"cannot reach the endpoint: {self._describe(exc)}")
+        except (MessageTooLarge, AuthorizationError):
+            raise
+        except TransportClosed as exc:  # unreachable, or no pooled connection came free
+            self._fail(TransportClosed, reason_of(exc))
             raise self._error() from None
-        except httpx.HTTPError as exc:
+        except TransportError as exc:
             raise TransportError(
-                f"POST to the endpoint failed: {self._describe(exc)}", server=self.name
+                f"POST to the endpoint failed: {reason_of(exc)}", server=self.name
             ) from None
         status = response.status_code
         log.debug("%s: POST message -> HTTP %d", self.name, status)
@@ -239,7 +263,7 @@ async def open_legacy_sse_transport(
 
     Resource handling: the SSE stream (the session) is closed on exit, and our client too.
     """
-    async with http_resources(
+    async with open_http_client(
         client, connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout
     ) as (http, nursery):
         transport = LegacySSETransport(

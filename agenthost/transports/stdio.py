@@ -54,10 +54,15 @@ from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.redaction import add_secret
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
+from agenthost.transports.base import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    NO_OPTIONS,
+    SendOptions,
+    Transport,
+    decode_frame,
+)
 
 __all__ = [
-    "DEFAULT_MAX_MESSAGE_SIZE",
     "INHERITED_ENV_VARS",
     "SERVER_TAG_ENV",
     "StdioTransport",
@@ -67,7 +72,6 @@ __all__ = [
 
 log = logging.getLogger("agenthost.transports.stdio")
 
-DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 
 #: Host variables a server inherits. Everything else (API keys above all) stays behind
 #: unless the server's config passes it explicitly.

@@ -23,9 +23,14 @@ import trio_websocket
 from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
-from agenthost.redaction import add_secret, add_secrets_of_url
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport, decode_frame
-from agenthost.transports.http import DEFAULT_MAX_MESSAGE_SIZE, redact_url
+from agenthost.redaction import add_secret, add_secrets_of_url, redact_url
+from agenthost.transports.base import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    NO_OPTIONS,
+    SendOptions,
+    Transport,
+    decode_frame,
+)
 
 __all__ = ["WebSocketTransport", "open_websocket_transport"]
 

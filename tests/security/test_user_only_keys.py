@@ -44,6 +44,13 @@ CASES: list[tuple[str, str, str]] = [
     ("agenthost.toml", 'workspaces = ["~"]\n', "workspaces[0]"),
     ("agenthost.toml", 'import = ["/etc/mcp.json"]\n', "import[0]"),
     ("agenthost.toml", _SERVER + "trusted = true\n", "servers.ok.trusted"),
+    ("agenthost.toml", _SERVER + 'env_file = "~/.aws/credentials"\n', "servers.ok.env_file"),
+    ("agenthost.toml", _SERVER + 'env_file = "../.env"\n', "servers.ok.env_file"),
+    (
+        ".mcp.json",
+        json.dumps({"mcpServers": {"ok": {"command": "true", "envFile": "/etc/secret.env"}}}),
+        "mcpServers.ok.envFile",
+    ),
     (
         ".mcp.json",
         json.dumps({"mcpServers": {"ok": {"command": "true", "trust": True}}}),
@@ -84,7 +91,8 @@ def test_a_user_only_key_is_refused_at_trust_and_at_use(
 
 def test_a_trusted_project_adds_to_the_users_config(tmp_path: Path) -> None:
     """The project no longer shadows the user's config: servers and rules combine, the
-    user's settings win, and deny rules from the project apply."""
+    user's settings win, and the project's deny/ask rules apply wherever they are stricter,
+    even over the user's own allow (a project adds caution, never removes any)."""
     repo = Repo(tmp_path, "agenthost.toml")
     try:
         user = repo.home / ".config" / "agenthost" / "agenthost.toml"
@@ -96,10 +104,12 @@ def test_a_trusted_project_adds_to_the_users_config(tmp_path: Path) -> None:
             f"[servers.mine]\n{server}[servers.ok]\n{server}"
             '[policy]\nmode = "headless"\npreset = "none"\n'
             '[[policy.rules]]\nkind = "tool"\nserver = "mine"\ndecision = "allow"\n'
+            '[[policy.rules]]\nkind = "tool"\nserver = "ok"\ndecision = "allow"\n'
         )
         repo.config.write_text(
             f'[servers.ok]\ncommand = "false"\n[servers.theirs]\n{server}'
-            '[[policy.rules]]\nkind = "tool"\nname = "echo"\ndecision = "deny"\n'
+            '[[policy.rules]]\nkind = "tool"\nserver = "ok"\nname = "echo"\n'
+            'decision = "deny"\n'
             '[[policy.rules]]\nkind = "tool"\nserver = "theirs"\ndecision = "ask"\n'
         )
         assert repo.run("trust").returncode == 0
@@ -110,11 +120,16 @@ def test_a_trusted_project_adds_to_the_users_config(tmp_path: Path) -> None:
             "ok": "ready",  # the user's 'ok' (the project's would run `false`)
             "theirs": "ready",
         }
-        # The user's allow comes first; the project's deny applies where it does not.
+        # The user's allow stands where the project says nothing.
         mine = repo.run("call", "mine__echo", '{"message": "hi"}', "--json")
         assert mine.returncode == 0, mine.stderr
+        # The project's deny is stricter than the user's allow: it applies.
+        ok = repo.run("call", "ok__echo", '{"message": "hi"}', "--json")
+        assert ok.returncode == 3, ok.stderr
+        assert "project:policy.rules[0] (kind=tool, server=ok, name=echo) -> deny" in ok.stderr
+        # The project's ask is no stricter than headless's default deny: that stands.
         theirs = repo.run("call", "theirs__echo", '{"message": "hi"}', "--json")
         assert theirs.returncode == 3, theirs.stderr
-        assert "policy.rules[1] (kind=tool, name=echo) -> deny" in theirs.stderr
+        assert "the headless mode's default is deny" in theirs.stderr
     finally:
         repo.listener.close()

@@ -1,4 +1,4 @@
-"""Remote transports from config, and the spec's backwards-compatibility probe.
+"""The spec's backwards-compatibility probe: Streamable HTTP or legacy HTTP+SSE, found out.
 
 A server entry with a plain ``url`` (transport ``"http"``) may speak Streamable HTTP or
 the legacy HTTP+SSE transport; users should not need to know which. The probe follows the
@@ -15,32 +15,33 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import asynccontextmanager
+from typing import TypedDict
 
 import httpx
 import trio
 
-from agenthost.errors import ConfigError, TransportClosed, TransportError
+from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.redaction import redact_url
+from agenthost.transports._httpx import open_http_client
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.http import (
-    DEFAULT_MAX_MESSAGE_SIZE,
     StreamableHTTPTransport,
-    http_resources,
-    open_streamable_http_transport,
-    redact_url,
 )
-from agenthost.transports.legacy_sse import LegacySSETransport, open_legacy_sse_transport
-from agenthost.transports.websocket import open_websocket_transport
+from agenthost.transports.legacy_sse import LegacySSETransport
 
-if TYPE_CHECKING:
-    from agenthost.config.model import ServerConfig
+__all__ = ["ProbingTransport", "open_http_transport"]
 
-__all__ = ["ProbingTransport", "open_http_transport", "open_remote_transport"]
+log = logging.getLogger("agenthost.transports.probing")
 
-log = logging.getLogger("agenthost.transports.remote")
+
+class _Options(TypedDict):
+    headers: Mapping[str, str] | None
+    connect_timeout: float
+    ack_timeout: float
+    max_message_size: int
 
 
 class ProbingTransport(Transport):
@@ -57,15 +58,24 @@ class ProbingTransport(Transport):
         name: str,
         client: httpx.AsyncClient,
         nursery: trio.Nursery,
-        **options: Any,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
         self.name = name
         self.url = url
         self._client = client
         self._nursery = nursery
-        self._options = options
+        #: What both candidate transports are built with.
+        self._options = _Options(
+            headers=headers,
+            connect_timeout=connect_timeout,
+            ack_timeout=ack_timeout,
+            max_message_size=max_message_size,
+        )
         self._streamable = StreamableHTTPTransport(
-            url, name=name, client=client, nursery=nursery, **options
+            url, name=name, client=client, nursery=nursery, **self._options
         )
         self._chosen: Transport | None = None
         self._failure: TransportError | None = None
@@ -208,7 +218,7 @@ async def open_http_transport(
     Resource handling: whichever transport was chosen is closed on exit (a Streamable
     HTTP session is deleted), then our client is closed; shielded and bounded.
     """
-    async with http_resources(
+    async with open_http_client(
         client, connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout
     ) as (http, nursery):
         transport = ProbingTransport(
@@ -225,86 +235,3 @@ async def open_http_transport(
             yield transport
         finally:
             await transport.shutdown(shutdown_timeout)
-
-
-def open_remote_transport(
-    config: ServerConfig, *, client: httpx.AsyncClient | None = None
-) -> AbstractAsyncContextManager[Transport]:
-    """The transport context manager for a remote server's config entry.
-
-    ``config.transport`` picks it: ``"http"`` (probe), ``"streamable-http"``, ``"sse"``
-    or ``"websocket"``. ``config.headers`` are already expanded (``${VAR}``) by the config
-    loader; they are sent on every request and never logged. ``client`` is used for the
-    HTTP kinds and never closed here.
-
-    Returns:
-        An async context manager yielding a :class:`~agenthost.transports.base.Transport`.
-
-    Raises:
-        ConfigError: a stdio entry, or one without a URL.
-    """
-    url = config.url
-    if not config.is_remote or url is None:
-        raise ConfigError("not a remote server (no url)", key=f"servers.{config.name}")
-    timeouts = config.timeouts
-    ack = timeouts.request if math.isfinite(timeouts.request) else 60.0
-    common: dict[str, Any] = {
-        "name": config.name,
-        "headers": config.headers,
-        "connect_timeout": timeouts.connect,
-        "shutdown_timeout": timeouts.shutdown,
-        "max_message_size": config.max_message_size,
-    }
-    kind = config.transport
-    if kind == "websocket":
-        return open_websocket_transport(url, **common)
-    common.update(client=client, ack_timeout=ack)
-    if client is None and _wants_oauth(config):
-        return _with_oauth(config, url, common)
-    if kind == "streamable-http":
-        return open_streamable_http_transport(url, **common)
-    if kind == "sse":
-        return open_legacy_sse_transport(url, **common)
-    return open_http_transport(url, **common)
-
-
-def _wants_oauth(config: ServerConfig) -> bool:
-    """OAuth unless turned off or a static ``Authorization`` header is configured."""
-    if config.oauth is not None and not config.oauth.enabled:
-        return False
-    return not any(name.lower() == "authorization" for name in config.headers)
-
-
-@asynccontextmanager
-async def _with_oauth(
-    config: ServerConfig, url: str, common: dict[str, Any]
-) -> AsyncIterator[Transport]:
-    """The HTTP transport on a client whose ``auth`` is the server's OAuth flow.
-
-    The authorization server is reached through a second client without that ``auth``
-    (the flow must not recurse into itself). Both clients are ours and closed on exit.
-    """
-    from agenthost.auth.flow import OAuth
-
-    timeouts = config.timeouts
-    timeout = httpx.Timeout(timeouts.connect, read=None)
-    shutdown = timeouts.shutdown
-    as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
-    auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
-    mcp_client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, auth=auth)
-    options = dict(common, client=mcp_client)
-    try:
-        kind = config.transport
-        opener = (
-            open_streamable_http_transport
-            if kind == "streamable-http"
-            else open_legacy_sse_transport
-            if kind == "sse"
-            else open_http_transport
-        )
-        async with opener(url, **options) as transport:
-            yield transport
-    finally:
-        with trio.CancelScope(shield=True), trio.move_on_after(shutdown):
-            await mcp_client.aclose()
-            await as_client.aclose()
