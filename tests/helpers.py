@@ -1,22 +1,56 @@
-"""Shared test helpers: a transport wrapper that records what agenthost sends, and a host
-whose LLM provider is Anthropic's API answered by an ``httpx2.MockTransport``."""
+"""Shared test helpers: a transport wrapper that records what agenthost sends, a host
+whose LLM provider is Anthropic's API answered by an ``httpx2.MockTransport``, the
+handlers that answer a server's asks like a user would, and the CLI as a subprocess.
+
+Why here: a helper used by more than one test module lives in this module, so no test
+module imports another (tests/test_hygiene.py keeps it so).
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
+import trio
 
-from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.config.model import HostConfig, ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport
 from agenthost.host.host import Host, open_host
 from agenthost.protocol import jsonrpc
+from agenthost.protocol.types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    ListRootsResult,
+    Root,
+    TextContent,
+)
+from agenthost.protocol.types.tasks import Task
+from agenthost.session import ClientHandlers, ClientSession, RequestContext
+from agenthost.tool_tasks import call_tool_as_task
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.transports.probing import ProbingTransport
+from agenthost.transports.stdio import open_stdio_transport
+from agenthost.transports.websocket import WebSocketTransport
 from providers.config import build_provider, parse_providers
+from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
+from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing
+
+Command = tuple[str, list[str]]
+"""``(command, args)``: what a stdio ``ServerConfig`` takes."""
+
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class RecordingTransport(Transport):
@@ -141,3 +175,232 @@ async def host_with_anthropic(
             yield host
     finally:
         await provider.aclose()
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+class FakeAnthropic:
+    """The Messages API as MockTransport: answers with real-shaped payloads, records bodies."""
+
+    def __init__(self, answer: str = "Paris is the capital of France.") -> None:
+        self.answer = answer
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        return anthropic_message(
+            [{"type": "text", "text": self.answer}],
+            model=body["model"],
+            usage={"input_tokens": 21, "output_tokens": 9},
+        )
+
+
+def host_with(
+    servers: list[ServerConfig],
+    policy: dict[str, Any],
+    *,
+    fake: FakeAnthropic | None = None,
+    prompter: Any = None,
+    events: list[Any] | None = None,
+) -> AbstractAsyncContextManager[Host]:
+    api = fake or FakeAnthropic()
+    return host_with_anthropic(servers, policy, api, prompter=prompter, events=events)
+
+
+def stdio(name: str, cmd: Command, **kwargs: Any) -> ServerConfig:
+    return ServerConfig(name=name, transport="stdio", command=cmd[0], args=tuple(cmd[1]), **kwargs)
+
+
+def sampling_policy(tmp_path: Path, **limits: Any) -> dict[str, Any]:
+    return {
+        "mode": "headless",
+        "audit": str(tmp_path / "audit.jsonl"),
+        "rules": [
+            {"kind": "tool", "decision": "allow", "server": "*", "name": "*"},
+            {"kind": "roots", "decision": "allow", "server": "*"},
+            {"kind": "sampling", "decision": "allow", "server": "*", "review": "auto", **limits},
+        ],
+    }
+
+
+class Recorder:
+    """Handlers that answer like a user/LLM would, and remember what they were asked."""
+
+    def __init__(self) -> None:
+        self.sampling: list[CreateMessageRequestParams] = []
+        self.elicitations: list[ElicitRequestParams] = []
+        self.updated: list[str] = []
+        self.tools_changed = 0
+
+    async def on_sampling(
+        self, ctx: RequestContext, params: CreateMessageRequestParams
+    ) -> CreateMessageResult:
+        self.sampling.append(params)
+        first = params.messages[0].content
+        assert isinstance(first, TextContent)
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(text=f"sampled: {first.text}"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async def on_roots(self, ctx: RequestContext, params: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///srv/work%20space", name="work")])
+
+    async def on_elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+        self.elicitations.append(params)
+        if params.mode == "url":
+            return ElicitResult(action="accept")
+        return ElicitResult(action="accept", content={"name": "Ada", "age": 36})
+
+    async def on_updated(self, ctx: RequestContext, params: Any) -> None:
+        self.updated.append(params["uri"])
+
+    async def on_tools_changed(self, ctx: RequestContext, params: Any) -> None:
+        self.tools_changed += 1
+
+    def handlers(self) -> ClientHandlers:
+        return ClientHandlers(
+            roots=self.on_roots,
+            sampling=self.on_sampling,
+            elicitation=self.on_elicit,
+            notifications={
+                "notifications/resources/updated": self.on_updated,
+                "notifications/tools/list_changed": self.on_tools_changed,
+            },
+        )
+
+
+class ContextRecorder(Recorder):
+    """A Recorder that also keeps the RequestContext of every ask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: list[Any] = []
+
+    async def on_sampling(self, ctx: Any, params: Any) -> Any:
+        self.contexts.append(ctx)
+        return await super().on_sampling(ctx, params)
+
+    async def on_roots(self, ctx: Any, params: Any) -> Any:
+        self.contexts.append(ctx)
+        return await super().on_roots(ctx, params)
+
+    async def on_elicit(self, ctx: Any, params: Any) -> Any:
+        self.contexts.append(ctx)
+        return await super().on_elicit(ctx, params)
+
+
+def comparable_audit(record: dict[str, Any]) -> dict[str, Any]:
+    """An audit line without what differs between two runs (time, ids, durations) and
+    without ``via`` (which only an MRTR ask has: it is checked separately)."""
+    drop = {"ts", "id", "duration", "via"}
+    return {key: value for key, value in record.items() if key not in drop}
+
+
+def run_cli(config: Path, *args: str, timeout: float = 60) -> tuple[int, Any, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.run(
+        [*AGENTHOST, "--config", str(config), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
+    data = json.loads(proc.stdout) if proc.stdout.strip() else None
+    return proc.returncode, data, proc.stderr
+
+
+async def cancel_once_running(session: ClientSession, tool: str, limit: float) -> None:
+    """Call ``tool`` as a task and cancel the call once the task has a first status."""
+    started = trio.Event()
+
+    async def on_status(task: Task) -> None:
+        started.set()
+
+    async with trio.open_nursery() as nursery:
+
+        async def call() -> None:
+            await call_tool_as_task(session, tool, {"topic": "x"}, on_status=on_status)
+
+        nursery.start_soon(call)
+        with trio.fail_after(limit):
+            await started.wait()
+        nursery.cancel_scope.cancel()
+
+
+#: The transports the interop suites run their peers over (their ``transport`` parameter).
+PEER_TRANSPORTS = ("stdio", "streamable-http", "sse", "websocket")
+
+
+def _remote(kind: str, url: str) -> AbstractAsyncContextManager[Transport]:
+    config = ServerConfig(
+        name="remote",
+        transport=kind,  # type: ignore[arg-type]
+        url=url,
+        timeouts=Timeouts(connect=5.0, shutdown=2.0),
+    )
+    return open_remote_transport(config)
+
+
+@asynccontextmanager
+async def open_sdk_peer(
+    transport: str, cmd: Command, env: dict[str, str] | None = None
+) -> AsyncIterator[Transport]:
+    """The official-SDK peer (tests/peers/sdk_server.py) reached over ``transport``.
+
+    stdio runs ``cmd``; the HTTP transports run the peer in that mode on a free port and
+    connect from a plain URL (transport "http"), so the probe must pick the transport the
+    peer speaks; "websocket" runs the stdio peer behind tests/peers/ws_bridge.py.
+    """
+    if transport == "stdio":
+        async with open_stdio_transport(cmd[0], cmd[1], name="sdk", env=env) as stdio:
+            yield stdio
+        return
+    port = free_port()
+    if transport == "websocket":
+        argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port), "--", PY]
+        argv.append(str(PEERS / "sdk_server.py"))
+        argv.append("stdio")
+        config = ServerConfig(name="sdk", transport="websocket", url=f"ws://127.0.0.1:{port}/")
+        async with serve(argv, port, env=env), open_remote_transport(config) as ws:
+            assert isinstance(ws, WebSocketTransport)
+            assert ws.subprotocol == "mcp"
+            yield ws
+        return
+    path = {"streamable-http": "/mcp", "sse": "/sse"}[transport]
+    argv = [PY, str(PEERS / "sdk_server.py"), transport, "--port", str(port)]
+    url = f"http://127.0.0.1:{port}{path}"
+    async with serve(argv, port, env=env), _remote("http", url) as probing:
+        assert isinstance(probing, ProbingTransport)
+        yield probing
+        assert probing.kind == transport
+
+
+@asynccontextmanager
+async def open_everything_peer(
+    transport: str, cmd: Command, preload_dir: Path
+) -> AsyncIterator[Transport]:
+    """``@modelcontextprotocol/server-everything`` over stdio (``cmd``) or HTTP.
+
+    Over HTTP it runs in that mode on a free port, bound to 127.0.0.1 by a preload
+    (node takes no host setting), and is reached from a plain URL through the probe.
+    """
+    if transport == "stdio":
+        async with open_stdio_transport(cmd[0], cmd[1], name="everything") as stdio:
+            yield stdio
+        return
+    port = free_port()
+    mode, path = {"streamable-http": ("streamableHttp", "/mcp"), "sse": ("sse", "/sse")}[transport]
+    preload = bind_localhost_preload(preload_dir)
+    argv = ["node", "--require", str(preload), str(EVERYTHING / "index.js"), mode]
+    url = f"http://127.0.0.1:{port}{path}"
+    async with serve(argv, port, env={"PORT": str(port)}), _remote("http", url) as probing:
+        assert isinstance(probing, ProbingTransport)
+        yield probing
+        assert probing.kind == transport

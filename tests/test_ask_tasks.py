@@ -28,9 +28,8 @@ from agenthost.protocol.types import (
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
 from agenthost.transports.stdio import open_stdio_transport
 from policies import read_audit
-from tests.helpers import RecordingTransport
+from tests.helpers import FakeAnthropic, RecordingTransport, host_with, sampling_policy, stdio
 from tests.schemacheck import validate_definition, validate_outgoing
-from tests.test_consent_e2e import FakeAnthropic, host_with, sampling_policy, stdio
 
 Command = tuple[str, list[str]]
 REVISION = "2025-11-25"

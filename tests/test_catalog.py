@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+import trio
+import trio.testing
 
 from agenthost.host.catalog import Catalog, namespaced_names
 from agenthost.protocol.types import Tool
@@ -69,3 +71,23 @@ def test_catalog_routes_and_reindexes() -> None:
     catalog.remove("two")
     assert catalog.tool("two__echo") is None
     assert catalog.tool("one__echo") is not None
+
+
+async def test_wait_for_wakes_on_a_change_not_on_a_timer() -> None:
+    catalog = Catalog()
+    seen: list[str] = []
+
+    async def waiter() -> None:
+        await catalog.wait_for(lambda c: c.tool("s__b") is not None)
+        seen.append("b")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        catalog.update_tools("s", [tool("a")])  # a change, but not the awaited one
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == []
+        catalog.update_tools("s", [tool("a"), tool("b")])
+    assert seen == ["b"]
+    with trio.fail_after(1):  # already true: returns at once
+        await catalog.wait_for(lambda c: c.tool("s__a") is not None)

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import run_cli as run
+
 Command = tuple[str, list[str]]
 AGENTHOST = [sys.executable, "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[1]
@@ -96,20 +98,6 @@ reason = "tests may read"
 """
     )
     return path
-
-
-def run(config: Path, *args: str, timeout: float = 60) -> tuple[int, Any, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    proc = subprocess.run(
-        [*AGENTHOST, "--config", str(config), *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-    )
-    data = json.loads(proc.stdout) if proc.stdout.strip() else None
-    return proc.returncode, data, proc.stderr
 
 
 def test_servers_and_check(config: Path) -> None:

@@ -9,19 +9,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import trio
 
-from agenthost.config.model import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
-from agenthost.host.host import Host
 from agenthost.host.sampling import SamplingEvent
-from agenthost.protocol.types import TextContent
 from policies import (
     Answer,
     CallbackPrompter,
@@ -30,59 +25,15 @@ from policies import (
     TerminalPrompter,
     read_audit,
 )
-from tests.helpers import host_with_anthropic
-from tests.providers.providers_helpers import anthropic_message
+from tests.helpers import (
+    FakeAnthropic,
+    host_with,
+    sampling_policy,
+    stdio,
+    text_of,
+)
 
 Command = tuple[str, list[str]]
-
-
-def text_of(result: Any) -> str:
-    return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-class FakeAnthropic:
-    """The Messages API as MockTransport: answers with real-shaped payloads, records bodies."""
-
-    def __init__(self, answer: str = "Paris is the capital of France.") -> None:
-        self.answer = answer
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        self.bodies.append(body)
-        return anthropic_message(
-            [{"type": "text", "text": self.answer}],
-            model=body["model"],
-            usage={"input_tokens": 21, "output_tokens": 9},
-        )
-
-
-def host_with(
-    servers: list[ServerConfig],
-    policy: dict[str, Any],
-    *,
-    fake: FakeAnthropic | None = None,
-    prompter: Any = None,
-    events: list[Any] | None = None,
-) -> AbstractAsyncContextManager[Host]:
-    api = fake or FakeAnthropic()
-    return host_with_anthropic(servers, policy, api, prompter=prompter, events=events)
-
-
-def stdio(name: str, cmd: Command, **kwargs: Any) -> ServerConfig:
-    return ServerConfig(name=name, transport="stdio", command=cmd[0], args=tuple(cmd[1]), **kwargs)
-
-
-def sampling_policy(tmp_path: Path, **limits: Any) -> dict[str, Any]:
-    return {
-        "mode": "headless",
-        "audit": str(tmp_path / "audit.jsonl"),
-        "rules": [
-            {"kind": "tool", "decision": "allow", "server": "*", "name": "*"},
-            {"kind": "roots", "decision": "allow", "server": "*"},
-            {"kind": "sampling", "decision": "allow", "server": "*", "review": "auto", **limits},
-        ],
-    }
 
 
 async def test_sdk_server_sampling_allowed_with_cap(

@@ -28,9 +28,8 @@ from agenthost.errors import BackChannelRequired
 from agenthost.host.host import Host
 from agenthost.protocol.revisions import Era
 from tests.conftest import PEER_LOG_ENV, PEERS_DIR, free_port
+from tests.helpers import FakeAnthropic, Recorder, host_with, sampling_policy, text_of
 from tests.peers.http_launch import serve
-from tests.test_consent_e2e import FakeAnthropic, host_with, sampling_policy
-from tests.test_interop_sdk import Recorder, text_of
 
 PEER = PEERS_DIR / "backchannel_server.py"
 

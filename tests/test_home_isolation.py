@@ -26,7 +26,7 @@ from agenthost.config.model import find_config
 from agenthost.connection import EraCache
 from policies.approvals import default_approvals_path
 from tests.conftest import CRASHY_SERVER, REPO_ROOT
-from tests.test_cli import run as run_cli
+from tests.helpers import run_cli
 
 pytest_plugins = ["pytester"]
 

@@ -193,8 +193,7 @@ async def test_list_changed_refreshes_the_catalog(sdk_server_cmd: Callable[..., 
         assert "sdk__extra" not in names
         await host.call_tool("sdk__toggle_extra_tool", {})
         with trio.fail_after(5):
-            while "sdk__extra" not in {t.name for t in await host.list_tools()}:
-                await trio.sleep(0.01)
+            await host.catalog.wait_for(lambda catalog: catalog.tool("sdk__extra") is not None)
         prompts = await host.list_prompts()
         assert ("sdk", "greet") in [(s, p.name) for s, p in prompts]
         readme = await host.read_resource("text://readme")

@@ -6,8 +6,8 @@ Peers: the official Python SDK server (``sdk_server.py``) in its ``streamable-ht
 (broken streams, streams closed to be polled, requests never answered, tokens quoted
 back in errors). Each server is a subprocess on a free port, killed in a ``finally``.
 
-The interop tests re-run the stdio interop suites (``test_interop_sdk.py``,
-``test_interop_everything.py``) unchanged, with their transport swapped for HTTP.
+The interop suites (``test_interop_sdk.py``, ``test_interop_everything.py``) run over
+HTTP too: their ``transport`` parameter (tests/helpers.py ``open_sdk_peer``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 import trio
 
-import tests.test_interop_everything as interop_everything
-import tests.test_interop_sdk as interop_sdk
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport
 from agenthost.errors import (
@@ -34,18 +32,14 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
-from agenthost.protocol.revisions import SUPPORTED_REVISIONS
 from agenthost.protocol.types import TextContent
 from agenthost.session import ClientHandlers, ClientSession, open_session
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
-from agenthost.transports.probing import ProbingTransport, open_http_transport
-from tests.helpers import RecordingTransport
+from agenthost.transports.probing import open_http_transport
 from tests.peers.http_launch import (
-    EVERYTHING,
     PEERS,
     PY,
-    bind_localhost_preload,
     free_port,
     serve,
     stop,
@@ -96,76 +90,6 @@ def peer_entries(path: Path) -> list[dict[str, Any]]:
 
 
 # -- interop: the stdio suites, over HTTP -------------------------------------------------
-
-
-@pytest.mark.parametrize("revision", SUPPORTED_REVISIONS)
-@pytest.mark.parametrize(
-    ("mode", "path", "kind"),
-    [("streamable-http", "/mcp", "streamable-http"), ("sse", "/sse", "sse")],
-)
-async def test_sdk_interop_over_http(
-    mode: str,
-    path: str,
-    kind: str,
-    revision: str,
-    peer_log: Path,
-    caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    port = free_port()
-    chosen: list[ProbingTransport] = []
-
-    @asynccontextmanager
-    async def http_session(
-        cmd: Any, revision: str, recorder: Any, env: Any = None
-    ) -> AsyncIterator[Any]:
-        # A plain URL (transport "http"): the probe must find the right transport itself.
-        async with remote("http", f"http://127.0.0.1:{port}{path}") as transport:
-            assert isinstance(transport, ProbingTransport)
-            chosen.append(transport)
-            recording = RecordingTransport(transport)
-            async with open_session(
-                recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
-            ) as session:
-                yield session, recording
-
-    monkeypatch.setattr(interop_sdk, "sdk_session", http_session)
-    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
-    async with serve(sdk_argv(mode, port), port, env=env):
-        await interop_sdk.test_sdk_server_every_feature(
-            revision, lambda: ("unused", []), peer_log, caplog
-        )
-    assert [t.kind for t in chosen] == [kind]
-
-
-@pytest.mark.parametrize(
-    ("mode", "path", "kind"),
-    [("streamableHttp", "/mcp", "streamable-http"), ("sse", "/sse", "sse")],
-)
-async def test_everything_interop_over_http(
-    mode: str,
-    path: str,
-    kind: str,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    port = free_port()
-    chosen: list[ProbingTransport] = []
-
-    @asynccontextmanager
-    async def http_transport(command: str, args: Any, *, name: str) -> AsyncIterator[Any]:
-        async with remote("http", f"http://127.0.0.1:{port}{path}") as transport:
-            assert isinstance(transport, ProbingTransport)
-            chosen.append(transport)
-            yield transport
-
-    monkeypatch.setattr(interop_everything, "open_stdio_transport", http_transport)
-    preload = bind_localhost_preload(tmp_path)
-    argv = ["node", "--require", str(preload), str(EVERYTHING / "index.js"), mode]
-    async with serve(argv, port, env={"PORT": str(port)}):
-        await interop_everything.test_everything_over_stdio(lambda: ("unused", []), caplog)
-    assert [t.kind for t in chosen] == [kind]
 
 
 # -- the wire: headers, session id, DELETE --------------------------------------------

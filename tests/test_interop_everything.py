@@ -8,6 +8,7 @@ import base64
 import gzip
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,8 +31,7 @@ from agenthost.protocol.types import (
     TextResourceContents,
 )
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import RecordingTransport
+from tests.helpers import PEER_TRANSPORTS, RecordingTransport, open_everything_peer
 
 Command = tuple[str, list[str]]
 
@@ -97,14 +97,17 @@ async def tools_when_registered(session: ClientSession) -> dict[str, Any]:
             await trio.sleep(0.02)
 
 
-async def test_everything_over_stdio(
-    everything_cmd: Callable[[], Command], caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("transport", PEER_TRANSPORTS[:3])
+async def test_everything_over_each_transport(
+    transport: str,
+    everything_cmd: Callable[[], Command],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="agenthost.server.everything")
     peer = Everything()
-    command, args = everything_cmd()
-    async with open_stdio_transport(command, args, name="everything") as stdio:
-        recording = RecordingTransport(stdio)
+    async with open_everything_peer(transport, everything_cmd(), tmp_path) as opened:
+        recording = RecordingTransport(opened)
         async with open_session(recording, name="everything", handlers=peer.handlers()) as session:
             assert session.revision == "2025-11-25"
             tools = await tools_when_registered(session)

@@ -10,7 +10,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -20,90 +19,47 @@ from agenthost.errors import JSONRPCError
 from agenthost.protocol.revisions import SUPPORTED_REVISIONS, at_least
 from agenthost.protocol.types import (
     BlobResourceContents,
-    CreateMessageRequestParams,
-    CreateMessageResult,
-    ElicitRequestParams,
-    ElicitResult,
-    ListRootsResult,
-    Root,
-    TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
-from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import RecordingTransport
+from agenthost.session import ClientSession, open_session
+from tests.helpers import PEER_TRANSPORTS, Recorder, RecordingTransport, open_sdk_peer, text_of
 
 Command = tuple[str, list[str]]
 
 
-class Recorder:
-    """Handlers that answer like a user/LLM would, and remember what they were asked."""
-
-    def __init__(self) -> None:
-        self.sampling: list[CreateMessageRequestParams] = []
-        self.elicitations: list[ElicitRequestParams] = []
-        self.updated: list[str] = []
-        self.tools_changed = 0
-
-    async def on_sampling(
-        self, ctx: RequestContext, params: CreateMessageRequestParams
-    ) -> CreateMessageResult:
-        self.sampling.append(params)
-        first = params.messages[0].content
-        assert isinstance(first, TextContent)
-        return CreateMessageResult(
-            role="assistant",
-            content=TextContent(text=f"sampled: {first.text}"),
-            model="test-model",
-            stop_reason="endTurn",
-        )
-
-    async def on_roots(self, ctx: RequestContext, params: Any) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri="file:///srv/work%20space", name="work")])
-
-    async def on_elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
-        self.elicitations.append(params)
-        if params.mode == "url":
-            return ElicitResult(action="accept")
-        return ElicitResult(action="accept", content={"name": "Ada", "age": 36})
-
-    async def on_updated(self, ctx: RequestContext, params: Any) -> None:
-        self.updated.append(params["uri"])
-
-    async def on_tools_changed(self, ctx: RequestContext, params: Any) -> None:
-        self.tools_changed += 1
-
-    def handlers(self) -> ClientHandlers:
-        return ClientHandlers(
-            roots=self.on_roots,
-            sampling=self.on_sampling,
-            elicitation=self.on_elicit,
-            notifications={
-                "notifications/resources/updated": self.on_updated,
-                "notifications/tools/list_changed": self.on_tools_changed,
-            },
-        )
+#: Where the peer runs: over stdio and over both HTTP transports under every revision
+#: (from a plain URL: agenthost's probe must pick the transport the server speaks), and
+#: behind a WebSocket bridge (tests/peers/ws_bridge.py) under the current one.
+TRANSPORT_CASES = [
+    *(
+        (transport, revision)
+        for transport in PEER_TRANSPORTS[:3]
+        for revision in SUPPORTED_REVISIONS
+    ),
+    ("websocket", "2025-11-25"),
+]
 
 
 @asynccontextmanager
 async def sdk_session(
-    cmd: Command, revision: str, recorder: Recorder, env: dict[str, str] | None = None
+    cmd: Command,
+    revision: str,
+    recorder: Recorder,
+    env: dict[str, str] | None = None,
+    transport: str = "stdio",
 ) -> AsyncIterator[tuple[ClientSession, RecordingTransport]]:
-    command, args = cmd
-    async with open_stdio_transport(command, args, name="sdk", env=env) as stdio:
-        recording = RecordingTransport(stdio)
+    """A session with the SDK peer over ``transport`` (one of :data:`PEER_TRANSPORTS`)."""
+    async with open_sdk_peer(transport, cmd, env) as opened:
+        recording = RecordingTransport(opened)
         async with open_session(
             recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
         ) as session:
             yield session, recording
 
 
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
-
-
-@pytest.mark.parametrize("revision", SUPPORTED_REVISIONS)
+@pytest.mark.parametrize(("transport", "revision"), TRANSPORT_CASES)
 async def test_sdk_server_every_feature(
+    transport: str,
     revision: str,
     sdk_server_cmd: Callable[..., Command],
     peer_log: Path,
@@ -112,7 +68,8 @@ async def test_sdk_server_every_feature(
     caplog.set_level(logging.DEBUG, logger="agenthost.server.sdk")
     recorder = Recorder()
     env = {"AGENTHOST_PEER_LOG": str(peer_log)}
-    async with sdk_session(sdk_server_cmd(), revision, recorder, env) as (session, recording):
+    peer = sdk_session(sdk_server_cmd(), revision, recorder, env, transport)
+    async with peer as (session, recording):
         assert session.revision == revision
         assert session.initialize_result is not None
         assert session.initialize_result.server_info.name

@@ -28,9 +28,8 @@ from agenthost.session import ClientSession, open_session
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
 from tests.conftest import PEERS_DIR, free_port
-from tests.helpers import RecordingTransport
+from tests.helpers import ContextRecorder, Recorder, RecordingTransport, comparable_audit, text_of
 from tests.peers.http_launch import serve
-from tests.test_interop_sdk import Recorder, text_of
 
 Command = tuple[str, list[str]]
 MODERN_ONLY = PEERS_DIR / "modern_only.py"
@@ -102,26 +101,6 @@ async def exercise(session: ClientSession, recorder: ContextRecorder) -> None:
         ("tools/call", 1),
     ]
     assert recorder.contexts[0].origin_name == "sample"
-
-
-class ContextRecorder(Recorder):
-    """A Recorder that also keeps the RequestContext of every ask."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.contexts: list[Any] = []
-
-    async def on_sampling(self, ctx: Any, params: Any) -> Any:
-        self.contexts.append(ctx)
-        return await super().on_sampling(ctx, params)
-
-    async def on_roots(self, ctx: Any, params: Any) -> Any:
-        self.contexts.append(ctx)
-        return await super().on_roots(ctx, params)
-
-    async def on_elicit(self, ctx: Any, params: Any) -> Any:
-        self.contexts.append(ctx)
-        return await super().on_elicit(ctx, params)
 
 
 async def test_sdk_server_over_stdio_speaks_2026_07_28(
@@ -301,13 +280,6 @@ async def test_legacy_http_server_falls_back_to_initialize_not_sse(
             assert session.learned.startswith("probe: server/discover refused")
 
 
-def _comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """An audit line without what differs between two runs (time, ids, durations) and
-    without ``via`` (which only an MRTR ask has: it is checked separately)."""
-    drop = {"ts", "id", "duration", "via"}
-    return {key: value for key, value in record.items() if key not in drop}
-
-
 async def test_consent_and_audit_are_identical_in_both_eras(
     tmp_path: Path, sdk_server_cmd: Callable[..., Command]
 ) -> None:
@@ -315,7 +287,7 @@ async def test_consent_and_audit_are_identical_in_both_eras(
     policy decides the same, the sampling service answers the same, and the audit lines
     match; on the modern path each ask's line also names its request and round."""
     from policies import read_audit
-    from tests.test_consent_e2e import FakeAnthropic, host_with, sampling_policy, stdio
+    from tests.helpers import FakeAnthropic, host_with, sampling_policy, stdio
 
     audits: dict[str, list[dict[str, Any]]] = {}
     answers: dict[str, list[str]] = {}
@@ -337,8 +309,8 @@ async def test_consent_and_audit_are_identical_in_both_eras(
         assert fake.bodies[0]["max_tokens"] == 64
         audits[protocol] = read_audit(run_dir / "audit.jsonl")
     assert answers["legacy"] == answers["2026-07-28"]
-    assert [_comparable(r) for r in audits["legacy"]] == [
-        _comparable(r) for r in audits["2026-07-28"]
+    assert [comparable_audit(r) for r in audits["legacy"]] == [
+        comparable_audit(r) for r in audits["2026-07-28"]
     ]
     assert all("via" not in r for r in audits["legacy"])
     asks = [r for r in audits["2026-07-28"] if r["event"] == "decision" and r["kind"] != "tool"]

@@ -27,10 +27,8 @@ from agenthost.protocol.revisions import Era
 from agenthost.session import ClientSession, open_session
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import PEER_LOG_ENV, free_port
-from tests.helpers import RecordingTransport
+from tests.helpers import ContextRecorder, RecordingTransport, comparable_audit, text_of
 from tests.peers.http_launch import serve
-from tests.test_interop_sdk import text_of
-from tests.test_modern_era import ContextRecorder, _comparable
 
 Command = tuple[str, list[str]]
 MODERN = "2026-07-28"
@@ -199,7 +197,7 @@ async def test_consent_and_audit_over_http_are_identical_in_both_eras(
     policy decides the same, the sampling service answers the same, the audit lines
     match, and each modern ask's line names its request and round."""
     from policies import read_audit
-    from tests.test_consent_e2e import FakeAnthropic, host_with, sampling_policy
+    from tests.helpers import FakeAnthropic, host_with, sampling_policy
 
     port = free_port()
     command, args = sdk_server_cmd("streamable-http", port)
@@ -229,7 +227,9 @@ async def test_consent_and_audit_over_http_are_identical_in_both_eras(
             audits[protocol] = read_audit(run_dir / "audit.jsonl")
     assert answers["legacy"] == answers[MODERN]
     assert json.loads(answers[MODERN][2]) == {"action": "decline"}
-    assert [_comparable(r) for r in audits["legacy"]] == [_comparable(r) for r in audits[MODERN]]
+    assert [comparable_audit(r) for r in audits["legacy"]] == [
+        comparable_audit(r) for r in audits[MODERN]
+    ]
     assert all("via" not in r for r in audits["legacy"])
     asks = [r for r in audits[MODERN] if r["event"] == "decision" and r["kind"] != "tool"]
     assert [r["kind"] for r in asks] == ["sampling", "roots", "elicitation"]

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from agenthost.agent.loop import _tools
+from agenthost.agent.loop import run_agent
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from policies import TerminalPrompter
+from providers.scripted import ScriptedProvider, ScriptedTurn
 
 Command = tuple[str, list[str]]
 
@@ -51,5 +52,9 @@ async def test_offered_tools_follow_the_policy(
     # Interactive: a human at a terminal would answer (a stream given to the prompter is
     # read as answers); the test's own stdin is no terminal, and with none nobody could.
     prompter = TerminalPrompter(input=io.StringIO()) if policy["mode"] == "interactive" else None
-    async with open_host(_config(crashy_cmd(), policy), prompter=prompter) as host:
-        assert {tool.name for tool in _tools(host)} == offered
+    # Observed where it matters: the tools in the request the model receives.
+    replay = ScriptedProvider([ScriptedTurn(text="done")], name="replay")
+    config = _config(crashy_cmd(), policy)
+    async with open_host(config, prompter=prompter, providers={"replay": replay}) as host:
+        await run_agent(host, "list", provider="replay", model="r", system_prompt=None)
+    assert {tool.name for tool in replay.requests[0].tools} == offered

@@ -20,7 +20,7 @@ from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientHandlers, RequestContext, open_session
 from agenthost.tool_tasks import (
     call_tool_as_task,
     list_tasks,
@@ -28,7 +28,7 @@ from agenthost.tool_tasks import (
     wants_task,
 )
 from agenthost.transports.stdio import open_stdio_transport
-from tests.helpers import ALLOW_ALL, RecordingTransport
+from tests.helpers import ALLOW_ALL, RecordingTransport, cancel_once_running
 
 Command = tuple[str, list[str]]
 TOOL = "simulate-research-query"
@@ -43,7 +43,7 @@ async def test_required_task_tool_runs_to_its_result(everything_cmd: Callable[[]
     command, args = everything_cmd()
     async with (
         open_stdio_transport(command, args, name="everything") as stdio,
-        open_session(RecordingTransport(stdio), name="everything") as session,
+        open_session(recording := RecordingTransport(stdio), name="everything") as session,
     ):
         tools = {tool.name: tool for tool in await session.list_tools()}
         assert server_accepts_tool_tasks(session.server_capabilities)
@@ -60,8 +60,7 @@ async def test_required_task_tool_runs_to_its_result(everything_cmd: Callable[[]
         assert "Research Report: tides" in text_of(result)
         assert statuses[0] == "working"
         assert statuses[-1] == "completed" or statuses[-1] == "working"
-        transport = session._transport
-        assert isinstance(transport, RecordingTransport)
+        transport = recording
         methods = [m.get("method") for m in transport.sent]
         assert "tasks/get" in methods
         assert methods.count("tasks/result") == 1
@@ -75,11 +74,10 @@ async def test_cancelling_a_task_sends_tasks_cancel(everything_cmd: Callable[[],
     command, args = everything_cmd()
     async with (
         open_stdio_transport(command, args, name="everything") as stdio,
-        open_session(RecordingTransport(stdio), name="everything") as session,
+        open_session(recording := RecordingTransport(stdio), name="everything") as session,
     ):
         await cancel_once_running(session, TOOL, 10)
-        transport = session._transport
-        assert isinstance(transport, RecordingTransport)
+        transport = recording
         created = [m for m in transport.sent if m.get("method") == "tasks/cancel"]
         assert len(created) == 1, [m.get("method") for m in transport.sent]
         task_id = created[0]["params"]["taskId"]
@@ -200,21 +198,3 @@ def test_cli_call_and_agent_run_task_tools(
     missing = _agenthost(config, "tasks", "get", "ev")
     assert missing.returncode == 2
     assert "needs a task id" in missing.stderr
-
-
-async def cancel_once_running(session: ClientSession, tool: str, limit: float) -> None:
-    """Call ``tool`` as a task and cancel the call once the task has a first status."""
-    started = trio.Event()
-
-    async def on_status(task: Task) -> None:
-        started.set()
-
-    async with trio.open_nursery() as nursery:
-
-        async def call() -> None:
-            await call_tool_as_task(session, tool, {"topic": "x"}, on_status=on_status)
-
-        nursery.start_soon(call)
-        with trio.fail_after(limit):
-            await started.wait()
-        nursery.cancel_scope.cancel()

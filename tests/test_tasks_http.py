@@ -26,9 +26,8 @@ from agenthost.session import ClientSession, open_session
 from agenthost.tool_tasks import call_tool_as_task, list_tasks, wants_task
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import everything_http_cmd, free_port
-from tests.helpers import ALLOW_ALL, RecordingTransport
+from tests.helpers import ALLOW_ALL, RecordingTransport, cancel_once_running
 from tests.peers.http_launch import bind_localhost_preload, serve
-from tests.test_tasks import cancel_once_running
 
 TOOL = "simulate-research-query"
 

@@ -8,15 +8,11 @@ started as a subprocess on a free 127.0.0.1 port and killed in a ``finally``.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-import tests.test_interop_sdk as interop_sdk
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport
 from agenthost.errors import (
@@ -27,8 +23,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.types import TextContent
 from agenthost.session import open_session
-from agenthost.transports.websocket import WebSocketTransport, open_websocket_transport
-from tests.helpers import RecordingTransport
+from agenthost.transports.websocket import open_websocket_transport
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,33 +44,6 @@ def crashy(port: int, token: str | None = None) -> list[str]:
 
 def text_of(result: Any) -> str:
     return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-async def test_sdk_interop_over_websocket(
-    peer_log: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    port = free_port()
-
-    @asynccontextmanager
-    async def ws_session(
-        cmd: Any, revision: str, recorder: Any, env: Any = None
-    ) -> AsyncIterator[Any]:
-        config = ServerConfig(name="sdk", transport="websocket", url=f"ws://127.0.0.1:{port}/")
-        async with open_remote_transport(config) as transport:
-            assert isinstance(transport, WebSocketTransport)
-            assert transport.subprotocol == "mcp"
-            recording = RecordingTransport(transport)
-            async with open_session(
-                recording, name="sdk", handlers=recorder.handlers(), protocol_version=revision
-            ) as session:
-                yield session, recording
-
-    monkeypatch.setattr(interop_sdk, "sdk_session", ws_session)
-    argv = bridge(port, PY, str(PEERS / "sdk_server.py"), "stdio")
-    async with serve(argv, port, env={"AGENTHOST_PEER_LOG": str(peer_log)}):
-        await interop_sdk.test_sdk_server_every_feature(
-            "2025-11-25", lambda: ("unused", []), peer_log, caplog
-        )
 
 
 async def test_calls_timeouts_and_server_death() -> None:

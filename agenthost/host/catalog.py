@@ -26,10 +26,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import attrs
+import trio
 
 from agenthost.protocol.types import Prompt, Resource, ResourceTemplate, Tool
 
@@ -141,6 +142,17 @@ class Catalog:
     def __init__(self) -> None:
         self._servers: dict[str, ServerEntries] = {}
         self._tools: dict[str, CatalogTool] = {}
+        self._changed = trio.lowlevel.ParkingLot()
+
+    async def wait_for(self, condition: Callable[[Catalog], bool]) -> None:
+        """Return once ``condition(self)`` holds, checking now and after every change.
+
+        Why: a server's list_changed, a restart or a removal changes the catalog in the
+        background; a caller that needs the outcome (a UI, a test) waits for it here
+        instead of polling on a timer. Bound it with the caller's own ``trio.fail_after``.
+        """
+        while not condition(self):
+            await self._changed.park()
 
     def update(self, server: str, entries: ServerEntries) -> None:
         self._servers[server] = entries
@@ -171,6 +183,7 @@ class Catalog:
             name: CatalogTool(name=name, server=pair[0], tool=by_pair[pair])
             for pair, name in names.items()
         }
+        self._changed.unpark_all()
 
     def entries(self, server: str) -> ServerEntries:
         return self._servers.get(server, ServerEntries())

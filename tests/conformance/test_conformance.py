@@ -32,7 +32,9 @@ import pytest
 from tests.conformance import harness
 
 #: One batch runs every scenario of both versions plus the requirements run.
-pytestmark = pytest.mark.timeout(600)
+# One xdist worker runs them all (`make test` uses --dist loadgroup): the session's batch
+# runs every selected scenario at the first test, so on several workers it would run on each.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("conformance")]
 
 
 class Expect(enum.Enum):

@@ -74,6 +74,27 @@ SOAK: FloodSize = FloodSize(
 )
 
 
+#: Modules whose bounds are wall-clock latencies without a ``flood`` fixture (ReDoS and
+#: budget tests watch the event loop's gaps).
+_LATENCY_MODULES = frozenset({"test_policy_hostile.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the latency-bounded tests here ``serial``: `make test` runs them alone.
+
+    Why: their healthy-server latency and event-loop bounds are wall-clock figures; next
+    to other xdist workers' server processes on a 2-core machine they measure the
+    neighbours, not the host. The Makefile's second pytest phase runs ``-m serial`` in one
+    process, after the parallel phase, so they keep their meaning (and keep running in CI).
+    """
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here not in item.path.parents:
+            continue
+        if "flood" in getattr(item, "fixturenames", ()) or item.path.name in _LATENCY_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture
 def flood(request: pytest.FixtureRequest) -> Iterator[FloodSize]:
     """The flood sizes of this run (``--soak`` for the full ones); soak runs get more time.

@@ -20,7 +20,7 @@ import trio
 from agenthost.config import config_from_mapping
 from agenthost.config.model import ServerConfig
 from policies import Answer, ApprovalStore, CallbackPrompter, ConsentRequest, ToolCall
-from tests.hostile.test_policy_hostile import PEER, agenthost_cli, host_with, peer, text_of
+from tests.hostile.policy_helpers import PEER, agenthost_cli, host_with, peer, text_of
 
 
 class Asker:

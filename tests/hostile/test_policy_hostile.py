@@ -11,23 +11,19 @@ import io
 import json
 import os
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pexpect
 import pytest
 import trio
 
-from agenthost.config.model import ServerConfig
 from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host.host import Host
-from agenthost.protocol.types import TextContent
 from policies import (
     Answer,
     CallbackPrompter,
@@ -39,19 +35,20 @@ from policies import (
     render_action,
     validate_content,
 )
-from tests.helpers import host_with_anthropic
-from tests.providers.providers_helpers import anthropic_message
+from tests.hostile.policy_helpers import (
+    PEER,
+    FakeAnthropic,
+    agenthost_cli,
+    host_with,
+    peer,
+    text_of,
+)
 
-PEER = Path(__file__).with_name("policy_peer.py")
 NOTES_ENV = "POLICY_PEER_NOTES"  # policy_peer.NOTES_ENV
 #: Catastrophic backtracking: three ways to match each character, then a failure at the end.
 #: Python's ``re`` needs about 3**n steps for n characters (10.6 s at 17 on this machine).
 EVIL_PATTERN = "^(.|.|.)*\x00$"
 EVIL_ANSWER = "a" * 16
-
-
-def text_of(result: Any) -> str:
-    return "".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
 async def call_error(host: Host, name: str, arguments: dict[str, Any]) -> str:
@@ -63,44 +60,6 @@ async def call_error(host: Host, name: str, arguments: dict[str, Any]) -> str:
         return f"{exc.code} {exc.message}"
     assert result.is_error, text_of(result)
     return text_of(result)
-
-
-def peer(name: str = "p", **kwargs: Any) -> ServerConfig:
-    # policy_peer.py asks with the SDK's direct ctx.session.* requests, which only the
-    # initialize era carries (on 2026-07-28 the SDK refuses them): pin that era.
-    kwargs.setdefault("protocol", "legacy")
-    return ServerConfig(
-        name=name, transport="stdio", command=sys.executable, args=(str(PEER),), **kwargs
-    )
-
-
-class FakeAnthropic:
-    """The Messages API: bills ``input_tokens`` plus every token the request allowed."""
-
-    def __init__(self, input_tokens: int = 10) -> None:
-        self.input_tokens = input_tokens
-        self.billed: list[int] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        output = body["max_tokens"]  # the worst case: the model uses all it was granted
-        self.billed.append(self.input_tokens + output)
-        return anthropic_message(
-            [{"type": "text", "text": "ok"}],
-            stop_reason="max_tokens",
-            model=body["model"],
-            usage={"input_tokens": self.input_tokens, "output_tokens": output},
-        )
-
-
-def host_with(
-    servers: list[ServerConfig],
-    policy: dict[str, Any],
-    *,
-    fake: FakeAnthropic | None = None,
-    prompter: Any = None,
-) -> AbstractAsyncContextManager[Host]:
-    return host_with_anthropic(servers, policy, fake or FakeAnthropic(), prompter=prompter)
 
 
 class LoopWatch:
@@ -404,19 +363,6 @@ async def test_never_stands_and_unchanged_tools_stay_remembered() -> None:
 
 
 # -- issue 17 item 9: "always" lasts across sessions, bound to the definition ------------
-
-
-def agenthost_cli(config: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=config.parent,
-    )
 
 
 def agenthost_tty(config: Path, *args: str, answer: str) -> tuple[int, str]:

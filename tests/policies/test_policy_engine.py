@@ -426,9 +426,10 @@ async def test_from_config_owns_its_audit_file(tmp_path: Path) -> None:
     with PolicyEngine.from_config(config) as engine:
         await engine.check(write_tool())
     assert [r["event"] for r in read_audit(tmp_path / "a" / "audit.jsonl")] == ["decision"]
-    assert engine._audit is not None
+    # The engine closed the log it opened: a decision after the block cannot be recorded,
+    # so it is refused rather than silently unaudited.
     with pytest.raises(RuntimeError, match="closed"):
-        engine._audit.write_now({"event": "x"})
+        await engine.check(write_tool())
 
 
 async def test_concurrent_checks_each_get_one_line(tmp_path: Path) -> None:
