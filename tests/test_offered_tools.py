@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agenthost.agent.loop import run_agent
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from policies import TerminalPrompter
@@ -56,5 +55,5 @@ async def test_offered_tools_follow_the_policy(
     replay = ScriptedProvider([ScriptedTurn(text="done")], name="replay")
     config = _config(crashy_cmd(), policy)
     async with open_host(config, prompter=prompter, providers={"replay": replay}) as host:
-        await run_agent(host, "list", provider="replay", model="r", system_prompt=None)
+        await host.run_agent("list", provider="replay", model="r", system_prompt=None)
     assert {tool.name for tool in replay.requests[0].tools} == offered
