@@ -22,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     # one server
     "connect": "agenthost.connection",
     "ClientSession": "agenthost.session",
-    "ClientHandlers": "agenthost.session",
-    "RequestContext": "agenthost.session",
+    "ClientHandlers": "agenthost.asks",
+    "RequestContext": "agenthost.asks",
     "open_session": "agenthost.session",
     "AskTaskLimits": "agenthost.ask_tasks",
     # config
@@ -107,6 +107,7 @@ __all__ = [
 if TYPE_CHECKING:
     from agenthost.agent.loop import AgentEvent, Transcript, run_agent
     from agenthost.ask_tasks import AskTaskLimits
+    from agenthost.asks import ClientHandlers, RequestContext
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
     from agenthost.connection import connect
     from agenthost.errors import (
@@ -132,7 +133,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from agenthost.host.supervisor import ServerState, ServerStatus
     from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
-    from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+    from agenthost.session import ClientSession, open_session
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

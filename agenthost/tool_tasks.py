@@ -58,7 +58,8 @@ from agenthost.protocol.types import CallToolResult, Tool
 from agenthost.protocol.types.tasks import CreateTaskResult, GetTaskResult, ListTasksResult, Task
 
 if TYPE_CHECKING:
-    from agenthost.session import ClientSession, ProgressCallback, RequestContext
+    from agenthost.asks import RequestContext
+    from agenthost.session import ClientSession, ProgressCallback
 
 __all__ = [
     "MAX_INPUT_ROUNDS",

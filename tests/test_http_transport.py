@@ -24,6 +24,7 @@ import trio
 
 import tests.test_interop_everything as interop_everything
 import tests.test_interop_sdk as interop_sdk
+from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.errors import (
     AgentHostTimeout,
@@ -35,7 +36,7 @@ from agenthost.errors import (
 from agenthost.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from agenthost.protocol.revisions import SUPPORTED_REVISIONS
 from agenthost.protocol.types import TextContent
-from agenthost.session import ClientHandlers, ClientSession, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
 from agenthost.transports.remote import ProbingTransport, open_http_transport, open_remote_transport

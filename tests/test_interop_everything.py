@@ -14,6 +14,7 @@ import orjson
 import pytest
 import trio
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.types import (
     BlobResourceContents,
@@ -29,7 +30,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import open_stdio_transport
 from tests.helpers import RecordingTransport
 

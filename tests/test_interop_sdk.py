@@ -16,6 +16,7 @@ import orjson
 import pytest
 import trio
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.revisions import SUPPORTED_REVISIONS, at_least
 from agenthost.protocol.types import (
@@ -29,7 +30,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import open_stdio_transport
 from tests.helpers import RecordingTransport
 

@@ -230,7 +230,6 @@ ALLOWED_CYCLES: list[list[str]] = [
         "agenthost.config.scope",
         "agenthost.config.trust",
     ],
-    ["agenthost.asks", "agenthost.mrtr", "agenthost.session"],
     ["agenthost.agent.loop", "agenthost.host.host"],
     ["agenthost.cli.app", "agenthost.cli.auth", "agenthost.cli.chat"],
 ]

@@ -146,6 +146,10 @@ class RequestSpec(Generic[P, R]):
     name_param: str | None = None
     #: The server may answer with an ``InputRequiredResult`` (2026-07-28).
     mrtr: bool = False
+    #: For a request the server sends: the client capability it needs, which is also the
+    #: :class:`~agenthost.asks.ClientHandlers` attribute that answers it (None: any client
+    #: answers it, e.g. ``ping``).
+    capability: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -245,7 +249,7 @@ LOGGING_SET_LEVEL_SPEC: Final[RequestSpec[t.SetLevelRequestParams, t.EmptyResult
     until=_LAST_LEGACY,
 )
 ROOTS_LIST_SPEC: Final[RequestSpec[None, t.ListRootsResult]] = RequestSpec(
-    method=ROOTS_LIST, params=None, result=t.ListRootsResult
+    method=ROOTS_LIST, params=None, result=t.ListRootsResult, capability="roots"
 )
 SAMPLING_CREATE_MESSAGE_SPEC: Final[
     RequestSpec[t.CreateMessageRequestParams, t.CreateMessageResult]
@@ -253,12 +257,14 @@ SAMPLING_CREATE_MESSAGE_SPEC: Final[
     method=SAMPLING_CREATE_MESSAGE,
     params=t.CreateMessageRequestParams,
     result=t.CreateMessageResult,
+    capability="sampling",
 )
 ELICITATION_CREATE_SPEC: Final[RequestSpec[t.ElicitRequestParams, t.ElicitResult]] = RequestSpec(
     method=ELICITATION_CREATE,
     params=t.ElicitRequestParams,
     result=t.ElicitResult,
     since="2025-06-18",
+    capability="elicitation",
 )
 
 
