@@ -366,8 +366,24 @@ class ClientSession:
         """Send ``spec.method`` with typed ``params``; the result as ``spec.result``.
 
         Params are shaped for the negotiated revision (fields it lacks are left out, or
-        refused when dropping them would change the meaning).
+        refused when dropping them would change the meaning). An extension's method
+        (``spec.extension``) is declared in this request's client capabilities on
+        2026-07-28.
+
+        Raises:
+            ProtocolError: the negotiated revision, or the extensions the server declared,
+                lack ``spec.method`` (nothing is sent).
         """
+        revision = self.revision or (self._modern_offer if self._stamp else self._offer)
+        extensions = m.declared_extensions(self.server_capabilities) if spec.extension else ()
+        if not m.available(spec, revision, extensions):
+            needs = f"the {spec.extension} extension" if spec.extension else "it"
+            raise ProtocolError(
+                f"{spec.method} is not available: this session speaks {revision}"
+                f" (the method is in {spec.since}..{spec.until or 'now'}) or the server did"
+                f" not declare {needs}",
+                server=self.name,
+            )
         return await self._request_raw(
             spec, self._params(params), timeout=timeout, cancellable=cancellable
         )
@@ -388,7 +404,9 @@ class ClientSession:
             )
         elif spec.mrtr:
             try:
-                raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
+                raw = await self._exchange(
+                    spec.method, raw_params, self._limit(timeout), extensions=_declare(spec)
+                )
             except JSONRPCError as exc:
                 needs = _back_channel_error(exc, spec.method, raw_params, self.name)
                 if needs is None:
@@ -396,7 +414,11 @@ class ClientSession:
                 raise needs from None
         else:
             raw = await self._modern_call(
-                spec.method, raw_params, self._limit(timeout), cancellable=cancellable
+                spec.method,
+                raw_params,
+                self._limit(timeout),
+                cancellable=cancellable,
+                extensions=_declare(spec),
             )
         return structure(raw, spec.result)
 
@@ -1196,6 +1218,11 @@ def _unsupported(
     )
     error.supported = tuple(map(str, supported)) if isinstance(supported, list) else ()  # type: ignore[attr-defined]
     return error
+
+
+def _declare(spec: m.RequestSpec[Any, Any]) -> dict[str, Any] | None:
+    """The per-request extension declaration of an extension's method (2026-07-28)."""
+    return {spec.extension: {}} if spec.extension is not None else None
 
 
 def _left(deadline: float) -> float | None:
