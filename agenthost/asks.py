@@ -146,6 +146,12 @@ class AskRouter:
             refused (-32601 on the legacy path, a protocol error in an MRTR round).
         server: the server's name (contexts and error messages).
         ask_tasks: the store of asks run as tasks (2025-11-25), if offered.
+
+    Each entry point takes the ``revision`` to name in the contexts rather than a
+    context factory (RELAYER's ``make_ctx``): the only thing the session knows that the
+    router does not is the revision (a legacy ask falls back to the offered revision, an
+    MRTR round to the modern one), and the router builds every context itself, so the
+    two eras' contexts cannot drift apart again.
     """
 
     def __init__(

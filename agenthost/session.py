@@ -1188,7 +1188,8 @@ class ClientSession:
     # ------------------------------------------------------------------ requests in
 
     async def _handle(self, request: Request) -> dict[str, Any]:
-        """A legacy server's own request: ``ping`` here, asks through :mod:`agenthost.asks`."""
+        """A server's own request: refused on 2026-07-28, else the ask router's
+        (:mod:`agenthost.asks`: ``ping``, ask tasks, asks)."""
         method = request.method
         params = request.params or {}
         if self._stamp is not None:
