@@ -423,7 +423,8 @@ CLIENT_REQUESTS: Final[Mapping[str, RequestSpec[Any, Any]]] = _table(
     SERVER_DISCOVER_SPEC,
     SUBSCRIPTIONS_LISTEN_SPEC,
     TASKS_GET_SPEC,
-    TASKS_RESULT_SPEC,
+    # Not TASKS_RESULT_SPEC: tasks/result answers whatever the task's request answers
+    # (its spec here is the tool-call one), so the method alone does not give its type.
     TASKS_LIST_SPEC,
     TASKS_CANCEL_SPEC,
 )
