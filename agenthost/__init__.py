@@ -22,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     # one server
     "connect": "agenthost.connection",
     "ClientSession": "agenthost.session",
-    "ClientHandlers": "agenthost.session",
-    "RequestContext": "agenthost.session",
+    "ClientHandlers": "agenthost.asks",
+    "RequestContext": "agenthost.asks",
     "open_session": "agenthost.session",
     "AskTaskLimits": "agenthost.ask_tasks",
     # config
@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from agenthost.agent.loop import run_agent
     from agenthost.agent.transcript import AgentEvent, Transcript
     from agenthost.ask_tasks import AskTaskLimits
+    from agenthost.asks import ClientHandlers, RequestContext
     from agenthost.config.loader import load_config
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
     from agenthost.connection import connect
@@ -136,7 +137,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from agenthost.host.supervisor import ServerState, ServerStatus
     from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
-    from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+    from agenthost.session import ClientSession, open_session
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

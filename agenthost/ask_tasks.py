@@ -70,7 +70,7 @@ _NOTIFY_TIMEOUT: Final = 5.0
 class AskTaskLimits:
     """How many of a server's asks may run as tasks at once, and for how long.
 
-    Passed as :attr:`ClientHandlers.ask_tasks <agenthost.session.ClientHandlers>`; its
+    Passed as :attr:`ClientHandlers.ask_tasks <agenthost.asks.ClientHandlers>`; its
     presence is what declares the ``tasks`` capability.
     """
 

@@ -46,6 +46,7 @@ import attrs
 import orjson
 import trio
 
+from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig
 from agenthost.errors import (
     AgentHostTimeout,
@@ -64,7 +65,6 @@ from agenthost.protocol.revisions import (
 )
 from agenthost.session import (
     MODERN_ERROR_CODES,
-    ClientHandlers,
     ClientSession,
     NotModern,
     open_session,

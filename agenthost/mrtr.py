@@ -9,9 +9,9 @@ request id, until a complete result comes back.
 
 Rules kept here:
 
-* every ask goes through :func:`agenthost.asks.answer_ask`, the same path as a legacy
+* every ask goes through :class:`agenthost.asks.AskRouter`, the same path as a legacy
   server's own request, so consent, the sampling service and the audit are identical;
-  the :class:`~agenthost.session.RequestContext` carries the round and the ask's key;
+  the :class:`~agenthost.asks.RequestContext` carries the round and the ask's key;
 * ``requestState`` is opaque: never parsed, never changed, never sent when absent;
 * a round cap (``max_rounds``, default 10): a server that keeps asking gets a clear
   :class:`MRTRLimitExceeded` instead of an endless loop;
@@ -19,39 +19,32 @@ Rules kept here:
   that doubles each such round, so a server polling us cannot spin us;
 * the whole exchange is one call: one deadline covers every round and every ask, and
   cancelling the caller cancels whichever step is running.
-* bounds on untrusted input: at most ``MAX_ASKS_PER_ROUND`` asks per round, each one a
-  method we declared a capability for.
+* bounds on untrusted input (checked by the router): at most
+  :data:`~agenthost.asks.MAX_ASKS_PER_ROUND` asks per round, each one a method we
+  declared a capability for.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 
-from agenthost._util import collapse_single_group
-from agenthost.asks import ASK_METHODS, answer_ask
+from agenthost.asks import AskRouter
 from agenthost.errors import AgentHostTimeout, ProtocolError
 from agenthost.protocol.converter import structure
 from agenthost.protocol.types import InputRequiredResult
 
-if TYPE_CHECKING:
-    from agenthost.session import ClientHandlers, RequestContext
-
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
-    "MAX_ASKS_PER_ROUND",
     "MRTRLimitExceeded",
-    "answer_input_requests",
     "run_exchange",
 ]
 
 #: Rounds one call may take before it fails (the issue's default; configurable).
 DEFAULT_MAX_ROUNDS: Final = 10
-#: Asks one ``InputRequiredResult`` may carry: a server is untrusted input.
-MAX_ASKS_PER_ROUND: Final = 32
 #: Back-off before retrying a state-only round: first delay and cap, in seconds.
 _BACKOFF_FIRST: Final = 0.05
 _BACKOFF_MAX: Final = 2.0
@@ -66,8 +59,6 @@ class MRTRLimitExceeded(ProtocolError):
 
 #: ``async (params, timeout) -> raw result`` for one round (a fresh request id each).
 SendRound = Callable[[dict[str, Any], float | None], Awaitable[dict[str, Any]]]
-#: Builds the context of one ask: ``(method, round, key) -> RequestContext``.
-AskContext = Callable[[str, int, str], "RequestContext"]
 
 
 async def run_exchange(
@@ -75,9 +66,9 @@ async def run_exchange(
     params: Mapping[str, Any],
     *,
     method: str,
-    handlers: ClientHandlers,
-    context: AskContext,
-    declared: frozenset[str],
+    asks: AskRouter,
+    revision: str,
+    origin_name: str | None,
     timeout: float | None,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     server: str = "server",
@@ -89,10 +80,10 @@ async def run_exchange(
     Args:
         send: sends one round (the caller stamps ``_meta`` and headers).
         params: the original request's params, as sent in round 1.
-        method: the original method (for messages).
-        handlers: the session's handlers: every ask is answered through them.
-        context: builds each ask's :class:`~agenthost.session.RequestContext`.
-        declared: the ask methods whose capability we declared.
+        method: the original method (for messages, and each ask's ``origin``).
+        asks: the session's router: every ask is answered (and checked) through it.
+        revision: the revision each ask's context names.
+        origin_name: the original request's target (tool or prompt name, resource URI).
         timeout: seconds for the whole exchange (None: no limit).
         max_rounds: requests sent at most (round 1 included).
         first: round 1's result when the caller already sent it (``timeout`` is then
@@ -106,7 +97,7 @@ async def run_exchange(
     Raises:
         MRTRLimitExceeded: still ``input_required`` after ``max_rounds`` rounds.
         ProtocolError: an unknown ``resultType``, an empty or oversized
-            ``InputRequiredResult``, or an ask we did not declare.
+            ``InputRequiredResult``, or an ask we did not declare (from ``asks``).
         AgentHostTimeout: the whole exchange took longer than ``timeout``.
 
     Cancellation: cancels the running round (the server is told as for any request)
@@ -145,8 +136,12 @@ async def run_exchange(
         if asked.input_requests:
             backoff = _BACKOFF_FIRST
             with trio.move_on_at(deadline) as scope:
-                responses = await _answer_all(
-                    asked.input_requests, round_no, handlers, context, declared, server, method
+                responses = await asks.answer_input_requests(
+                    asked.input_requests,
+                    round_no=round_no,
+                    revision=revision,
+                    origin=method,
+                    origin_name=origin_name,
                 )
             if scope.cancelled_caught:
                 raise _timed_out(method, timeout, server)
@@ -163,24 +158,6 @@ async def run_exchange(
     )
 
 
-async def answer_input_requests(
-    requests: Mapping[str, Any],
-    *,
-    round_no: int,
-    handlers: ClientHandlers,
-    context: AskContext,
-    declared: frozenset[str],
-    server: str,
-    method: str,
-) -> dict[str, Any]:
-    """Answer a map of ``inputRequests`` through ``handlers``: the ``inputResponses``.
-
-    The same checks and bounds as an MRTR round; for the asks of a running task
-    (the tasks extension's ``input_required``), answered with ``tasks/update``.
-    """
-    return await _answer_all(requests, round_no, handlers, context, declared, server, method)
-
-
 def _remaining(deadline: float, timeout: float | None, method: str, server: str) -> float | None:
     if math.isinf(deadline):
         return None
@@ -193,54 +170,3 @@ def _remaining(deadline: float, timeout: float | None, method: str, server: str)
 def _timed_out(method: str, timeout: float | None, server: str) -> AgentHostTimeout:
     limit = timeout or 0.0
     return AgentHostTimeout(f"{method} timed out after {limit:g}s", server=server, timeout=limit)
-
-
-async def _answer_all(
-    requests: Mapping[str, Any],
-    round_no: int,
-    handlers: ClientHandlers,
-    context: AskContext,
-    declared: frozenset[str],
-    server: str,
-    method: str,
-) -> dict[str, Any]:
-    """Answer every ask of one round, concurrently; the ``inputResponses`` map."""
-    if len(requests) > MAX_ASKS_PER_ROUND:
-        raise ProtocolError(
-            f"{method}: {len(requests)} input requests in one round (at most"
-            f" {MAX_ASKS_PER_ROUND} accepted)",
-            server=server,
-        )
-    asks: list[tuple[str, str, Mapping[str, Any]]] = []
-    for key, entry in requests.items():
-        ask_method = entry.get("method") if isinstance(entry, Mapping) else None
-        if not isinstance(ask_method, str) or ask_method not in ASK_METHODS:
-            raise ProtocolError(
-                f"{method}: input request {key[:64]!r} is not an elicitation, sampling or"
-                " roots request",
-                server=server,
-            )
-        if ask_method not in declared:
-            raise ProtocolError(
-                f"{method}: the server asked for {ask_method} (input request {key[:64]!r}),"
-                " a capability this client did not declare",
-                server=server,
-            )
-        ask_params = entry.get("params") or {}
-        if not isinstance(ask_params, Mapping):
-            raise ProtocolError(
-                f"{method}: input request {key[:64]!r} has bad params", server=server
-            )
-        asks.append((key, ask_method, ask_params))
-    answers: dict[str, Any] = {}
-
-    async def one(key: str, ask_method: str, ask_params: Mapping[str, Any]) -> None:
-        answers[key] = await answer_ask(handlers, context(ask_method, round_no, key), ask_params)
-
-    # One failed ask fails the call with that ask's own error (a refused sampling request
-    # is the JSONRPCError the handler raised, as on the legacy path), not a group.
-    with collapse_single_group():
-        async with trio.open_nursery() as nursery:
-            for key, ask_method, ask_params in asks:
-                nursery.start_soon(one, key, ask_method, ask_params)
-    return {key: answers[key] for key, _, _ in asks}

@@ -5,7 +5,7 @@ endpoint (reader, pending requests, deadlines, cancellation); this module decide
 the messages mean. Every request is built from the typed method table
 (:mod:`agenthost.protocol.methods`): params are typed objects unstructured for the negotiated
 revision, results are structured into the spec's result type. Server asks (roots,
-sampling, elicitation) go through :func:`agenthost.asks.answer_ask`, the one path both
+sampling, elicitation) go through :class:`agenthost.asks.AskRouter`, the one path both
 eras share.
 
 Two eras (:mod:`agenthost.protocol.revisions`): a legacy session is opened with ``initialize``;
@@ -33,14 +33,19 @@ from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
 from typing import Any, Final, TypeVar
 
-import attrs
 import orjson
 import trio
 
 from agenthost._util import collapse_single_group
 from agenthost._version import __version__
-from agenthost.ask_tasks import TASK_METHODS, TASKABLE_ASKS, AskTaskLimits, AskTaskStore
-from agenthost.asks import answer_ask
+from agenthost.ask_tasks import TASKABLE_ASKS, AskTaskStore
+from agenthost.asks import (
+    AskRouter,
+    ClientHandlers,
+    NotificationListener,
+    RequestContext,
+    tasks_declared,
+)
 from agenthost.errors import (
     AgentHostError,
     AgentHostTimeout,
@@ -51,19 +56,18 @@ from agenthost.errors import (
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.mrtr import DEFAULT_MAX_ROUNDS, answer_input_requests, run_exchange
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS, run_exchange
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure, unstructure
 from agenthost.protocol.headers import param_header_paths, request_headers, tool_param_headers
-from agenthost.protocol.jsonrpc import Request, RequestId
+from agenthost.protocol.jsonrpc import Request
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
     MODERN_REVISIONS,
     SUPPORTED_REVISIONS,
     Era,
-    at_least,
     is_known,
     is_modern,
 )
@@ -72,18 +76,13 @@ from agenthost.protocol.types import (
     ClientCapabilities,
     CompleteRequestParams,
     CompleteResult,
-    CreateMessageRequestParams,
-    CreateMessageResult,
     DiscoverResult,
     ElicitationCapability,
-    ElicitRequestParams,
-    ElicitResult,
     GetPromptRequestParams,
     GetPromptResult,
     Implementation,
     InitializeRequestParams,
     InitializeResult,
-    ListRootsResult,
     ListToolsResult,
     PaginatedRequestParams,
     Prompt,
@@ -105,11 +104,8 @@ from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = [
     "MODERN_ERROR_CODES",
-    "ClientHandlers",
     "ClientSession",
-    "NotificationListener",
     "ProgressCallback",
-    "RequestContext",
     "open_session",
 ]
 
@@ -148,11 +144,6 @@ _STALE_BY: Final = {
     "notifications/prompts/list_changed": ("prompts/list",),
     "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
 }
-_ASK_CAPABILITY: Final = {
-    "roots/list": "roots",
-    "sampling/createMessage": "sampling",
-    "elicitation/create": "elicitation",
-}
 
 #: ``notifications/message`` levels (RFC 5424 names) -> Python logging levels.
 _LOG_LEVELS: Final = {
@@ -167,76 +158,8 @@ _LOG_LEVELS: Final = {
 }
 
 
-@attrs.frozen(kw_only=True)
-class RequestContext:
-    """What a handler knows about the message it is handling."""
-
-    session: ClientSession
-    server: str
-    revision: str
-    method: str
-    #: The id of the server's request; None for notifications and MRTR asks.
-    request_id: RequestId | None = None
-    meta: Mapping[str, Any] | None = None
-    #: MRTR (2026-07-28): the request the ask belongs to (``tools/call``...), its target
-    #: (tool or prompt name, resource URI), the round (1 = the first answer) and the
-    #: server's key for the ask. None for a legacy server's own request.
-    origin: str | None = None
-    origin_name: str | None = None
-    round: int | None = None
-    input_key: str | None = None
-    #: 2025-11-25: the client-side task this ask runs as (the server asked for one).
-    task_id: str | None = None
-
-    def via(self) -> dict[str, Any] | None:
-        """What an audit line records about an MRTR ask or an ask run as a task (None
-        for a plain legacy request)."""
-        if self.round is None:
-            return {"task": self.task_id} if self.task_id is not None else None
-        return {
-            "request": self.origin,
-            "name": self.origin_name,
-            "round": self.round,
-            "input": self.input_key,
-        }
-
-
 #: ``async (progress, total, message) -> None`` for one call's progress notifications.
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
-#: ``async (ctx, params) -> None`` for a notification.
-NotificationListener = Callable[[RequestContext, Mapping[str, Any]], Awaitable[None]]
-
-RootsHandler = Callable[[RequestContext, Mapping[str, Any]], Awaitable[ListRootsResult]]
-SamplingHandler = Callable[
-    [RequestContext, CreateMessageRequestParams], Awaitable[CreateMessageResult]
-]
-ElicitationHandler = Callable[[RequestContext, ElicitRequestParams], Awaitable[ElicitResult]]
-
-
-@attrs.frozen(kw_only=True)
-class ClientHandlers:
-    """Everything the client does for the server, in one place (STYLE.md 6).
-
-    A capability is declared in ``initialize`` only when its handler exists, so a server
-    never asks for something we cannot do. Request handlers: ``async (ctx, params) ->
-    result``; raise :class:`~agenthost.errors.JSONRPCError` to answer with an error.
-    Notification listeners: ``async (ctx, params) -> None``; params are the raw object.
-    """
-
-    roots: RootsHandler | None = None
-    sampling: SamplingHandler | None = None
-    elicitation: ElicitationHandler | None = None
-    #: 2025-11-25: declare that sampling requests may carry ``tools``/``toolChoice``.
-    sampling_tools: bool = False
-    #: Declare support for ``includeContext`` other than "none" (soft-deprecated).
-    sampling_context: bool = False
-    #: Elicitation modes offered from 2025-11-25 on.
-    elicitation_modes: tuple[str, ...] = ("form", "url")
-    #: 2025-11-25: accept sampling/elicitation asks as tasks, within these bounds
-    #: (:mod:`agenthost.ask_tasks`); None (the default) declares no ``tasks`` capability.
-    ask_tasks: AskTaskLimits | None = None
-    #: Listeners keyed by notification method, e.g. ``"notifications/tools/list_changed"``.
-    notifications: Mapping[str, NotificationListener] = attrs.field(factory=dict)
 
 
 class ClientSession:
@@ -310,6 +233,8 @@ class ClientSession:
             self.ask_tasks = AskTaskStore(
                 self.handlers.ask_tasks, server=name, spawn=self._rpc.spawn, notify=self.notify
             )
+        #: Answers the server's asks, in either era, from the method table.
+        self._asks = AskRouter(self.handlers, server=name, ask_tasks=self.ask_tasks)
         #: Set by :meth:`initialize` or :meth:`discover`.
         self.revision: str | None = None
         self.era: Era | None = None
@@ -441,8 +366,24 @@ class ClientSession:
         """Send ``spec.method`` with typed ``params``; the result as ``spec.result``.
 
         Params are shaped for the negotiated revision (fields it lacks are left out, or
-        refused when dropping them would change the meaning).
+        refused when dropping them would change the meaning). An extension's method
+        (``spec.extension``) is declared in this request's client capabilities on
+        2026-07-28.
+
+        Raises:
+            ProtocolError: the negotiated revision, or the extensions the server declared,
+                lack ``spec.method`` (nothing is sent).
         """
+        revision = self.revision or (self._modern_offer if self._stamp else self._offer)
+        extensions = m.declared_extensions(self.server_capabilities) if spec.extension else ()
+        if not m.available(spec, revision, extensions):
+            needs = f"the {spec.extension} extension" if spec.extension else "it"
+            raise ProtocolError(
+                f"{spec.method} is not available: this session speaks {revision}"
+                f" (the method is in {spec.since}..{spec.until or 'now'}) or the server did"
+                f" not declare {needs}",
+                server=self.name,
+            )
         return await self._request_raw(
             spec, self._params(params), timeout=timeout, cancellable=cancellable
         )
@@ -463,7 +404,9 @@ class ClientSession:
             )
         elif spec.mrtr:
             try:
-                raw = await self._exchange(spec.method, raw_params, self._limit(timeout))
+                raw = await self._exchange(
+                    spec.method, raw_params, self._limit(timeout), extensions=_declare(spec)
+                )
             except JSONRPCError as exc:
                 needs = _back_channel_error(exc, spec.method, raw_params, self.name)
                 if needs is None:
@@ -471,7 +414,11 @@ class ClientSession:
                 raise needs from None
         else:
             raw = await self._modern_call(
-                spec.method, raw_params, self._limit(timeout), cancellable=cancellable
+                spec.method,
+                raw_params,
+                self._limit(timeout),
+                cancellable=cancellable,
+                extensions=_declare(spec),
             )
         return structure(raw, spec.result)
 
@@ -616,35 +563,19 @@ class ClientSession:
             timeout = max(0.0, timeout - (trio.current_time() - started))
         base = params or {}
         origin_name = base.get("uri") if method == m.RESOURCES_READ else base.get("name")
-        revision = self.revision or self._modern_offer
-        declared = frozenset(
-            ask for ask, cap in _ASK_CAPABILITY.items() if getattr(self.handlers, cap) is not None
-        )
 
         async def send(round_params: dict[str, Any], left: float | None) -> dict[str, Any]:
             return await self._modern_call(
                 method, round_params, left, final=False, extensions=extensions
             )
 
-        def context(ask: str, round_no: int, key: str) -> RequestContext:
-            return RequestContext(
-                session=self,
-                server=self.name,
-                revision=revision,
-                method=ask,
-                origin=method,
-                origin_name=str(origin_name)[:200] if origin_name is not None else None,
-                round=round_no,
-                input_key=key[:200],
-            )
-
         return await run_exchange(
             send,
             base,
             method=method,
-            handlers=self.handlers,
-            context=context,
-            declared=declared,
+            asks=self._asks,
+            revision=self.revision or self._modern_offer,
+            origin_name=str(origin_name) if origin_name is not None else None,
             timeout=timeout,
             max_rounds=self.max_input_rounds,
             server=self.name,
@@ -664,31 +595,12 @@ class ClientSession:
         through the session's handlers, exactly as an MRTR round's asks: same consent,
         same audit (the context names ``origin``, the request the task runs, and the
         round). Returns the ``inputResponses`` map for ``tasks/update``."""
-        revision = self.revision or self._modern_offer
-        declared = frozenset(
-            ask for ask, cap in _ASK_CAPABILITY.items() if getattr(self.handlers, cap) is not None
-        )
-
-        def context(ask: str, number: int, key: str) -> RequestContext:
-            return RequestContext(
-                session=self,
-                server=self.name,
-                revision=revision,
-                method=ask,
-                origin=origin,
-                origin_name=origin_name[:200] if origin_name is not None else None,
-                round=number,
-                input_key=key[:200],
-            )
-
-        return await answer_input_requests(
+        return await self._asks.answer_input_requests(
             requests,
             round_no=round_no,
-            handlers=self.handlers,
-            context=context,
-            declared=declared,
-            server=self.name,
-            method=origin,
+            revision=self.revision or self._modern_offer,
+            origin=origin,
+            origin_name=origin_name,
         )
 
     async def exchange(
@@ -904,11 +816,11 @@ class ClientSession:
 
     def _tasks_capability(self, revision: str) -> dict[str, Any] | None:
         """``tasks``: the asks we run as tasks (those with a handler), with list and cancel."""
-        if self.ask_tasks is None or not _tasks_declared(revision):
+        if self.ask_tasks is None or not tasks_declared(revision):
             return None
         requests: dict[str, Any] = {}
         for method, (kind, verb) in TASKABLE_ASKS.items():
-            if self._task_capability(method):
+            if self._asks.task_capability(method):
                 requests.setdefault(kind, {})[verb] = {}
         if not requests:
             return None
@@ -1265,7 +1177,6 @@ class ClientSession:
         if not listeners:
             return
         ctx = RequestContext(
-            session=self,
             server=self.name,
             revision=self.revision or self._offer,
             method=method,
@@ -1277,42 +1188,16 @@ class ClientSession:
     # ------------------------------------------------------------------ requests in
 
     async def _handle(self, request: Request) -> dict[str, Any]:
-        """A legacy server's own request: ``ping`` here, asks through :mod:`agenthost.asks`."""
+        """A server's own request: refused on 2026-07-28, else the ask router's
+        (:mod:`agenthost.asks`: ``ping``, ask tasks, asks)."""
         method = request.method
         params = request.params or {}
         if self._stamp is not None:
             # 2026-07-28: a server MUST NOT send requests (asks come back as MRTR).
             raise JSONRPCError(-32601, f"Method not found: {method} (this is a 2026-07-28 session)")
-        if method == m.PING:
-            return {}
-        ctx = RequestContext(
-            session=self,
-            server=self.name,
-            revision=self.revision or self._offer,
-            method=method,
-            request_id=request.id,
-            meta=params.get("_meta"),
+        return await self._asks.handle_request(
+            method, params, revision=self.revision or self._offer, request_id=request.id
         )
-        store = self.ask_tasks
-        if store is not None and _tasks_declared(ctx.revision):
-            if method in TASK_METHODS:
-                return await store.handle(method, params)
-            task = params.get("task")
-            if isinstance(task, Mapping) and self._task_capability(method):
-                plain = {key: value for key, value in params.items() if key != "task"}
-
-                async def work(task_id: str) -> dict[str, Any]:
-                    # The plain ask, through the one dispatch: same consent, same audit.
-                    asked = attrs.evolve(ctx, task_id=task_id)
-                    return await answer_ask(self.handlers, asked, plain)
-
-                return store.create(method, task.get("ttl"), work)
-        return await answer_ask(self.handlers, ctx, params)
-
-    def _task_capability(self, method: str) -> bool:
-        """Whether we declared that ``method`` may come as a task (its handler exists)."""
-        path = TASKABLE_ASKS.get(method)
-        return path is not None and getattr(self.handlers, path[0]) is not None
 
 
 class NotModern(ProtocolError):
@@ -1336,15 +1221,14 @@ def _unsupported(
     return error
 
 
+def _declare(spec: m.RequestSpec[Any, Any]) -> dict[str, Any] | None:
+    """The per-request extension declaration of an extension's method (2026-07-28)."""
+    return {spec.extension: {}} if spec.extension is not None else None
+
+
 def _left(deadline: float) -> float | None:
     """Seconds until ``deadline`` (None: no limit), never negative."""
     return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())
-
-
-def _tasks_declared(revision: str) -> bool:
-    """Whether ``revision`` has the 2025-11-25 tasks utility (the modern era's tasks are
-    an extension of their own, not declared here)."""
-    return at_least(revision, "2025-11-25") and not is_modern(revision)
 
 
 #: The official Python SDK's ``NoBackChannelError`` (``mcp.shared.exceptions``): a tool

@@ -30,6 +30,14 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from agenthost.errors import ProtocolError
+from agenthost.protocol import methods as m
+from agenthost.protocol.types import (
+    BlobResourceContents,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ServerCapabilities,
+    TextResourceContents,
+)
 
 if TYPE_CHECKING:
     from agenthost.session import ClientSession
@@ -52,7 +60,7 @@ __all__ = [
 
 log = logging.getLogger("agenthost.skills")
 
-EXTENSION_ID: Final = "io.modelcontextprotocol/skills"
+EXTENSION_ID: Final = m.SKILLS_EXTENSION
 #: The SEP's limits: a server SHOULD NOT serve more, a host need not take more.
 MAX_SKILL_FILES: Final = 512
 MAX_SKILL_BYTES: Final = 16 * 1024 * 1024
@@ -106,13 +114,9 @@ class LoadedSkill:
     body: str
 
 
-def offers_skills(capabilities: Any) -> bool:
+def offers_skills(capabilities: ServerCapabilities | None) -> bool:
     """Whether a server's capabilities declare the skills extension."""
-    extensions = getattr(capabilities, "extensions", None)
-    if extensions is None:
-        extra = getattr(capabilities, "extra", None)
-        extensions = extra.get("extensions") if isinstance(extra, Mapping) else None
-    return isinstance(extensions, Mapping) and EXTENSION_ID in extensions
+    return EXTENSION_ID in m.declared_extensions(capabilities)
 
 
 def parse_frontmatter(text: str) -> dict[str, Any] | None:
@@ -204,7 +208,7 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
     cursor: str | None = None
     seen: set[str] = set()
     for _ in range(max_pages):
-        raw = await session.send_request("skills/list", {"cursor": cursor} if cursor else {})
+        raw = await session.request(m.SKILLS_LIST_SPEC, PaginatedRequestParams(cursor=cursor))
         for item in raw.get("skills") or []:
             try:
                 entries.append(_entry(item, session.name))
@@ -223,22 +227,19 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
 
 async def get_skill(session: ClientSession, uri: str) -> SkillEntry:
     """``skills/get``: one entry by its ``SKILL.md`` URI."""
-    raw = await session.send_request("skills/get", {"uri": uri})
+    raw = await session.request(m.SKILLS_GET_SPEC, ReadResourceRequestParams(uri=uri))
     return _entry(raw.get("skill"), session.name)
 
 
 async def _read_bytes(session: ClientSession, uri: str) -> tuple[bytes, str | None]:
     """``resources/read`` of one file: its bytes (text as UTF-8) and its text, if text."""
-    raw = await session.send_request("resources/read", {"uri": uri})
-    for contents in raw.get("contents") or []:
-        if not isinstance(contents, Mapping):
-            continue
-        if isinstance(contents.get("text"), str):
-            text: str = contents["text"]
-            return text.encode("utf-8"), text
-        if isinstance(contents.get("blob"), str):
+    result = await session.request(m.RESOURCES_READ_SPEC, ReadResourceRequestParams(uri=uri))
+    for contents in result.contents:
+        if isinstance(contents, TextResourceContents):
+            return contents.text.encode("utf-8"), contents.text
+        if isinstance(contents, BlobResourceContents):
             try:
-                return base64.b64decode(contents["blob"], validate=True), None
+                return base64.b64decode(contents.blob, validate=True), None
             except ValueError:
                 break
     raise ProtocolError(f"resources/read {uri}: no text or blob content", server=session.name)

@@ -61,13 +61,28 @@ from agenthost.errors import (
     ProtocolError,
     TaskCancelled,
 )
+from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure
 from agenthost.protocol.revisions import Era
-from agenthost.protocol.types import CallToolResult, Tool
-from agenthost.protocol.types.tasks import CreateTaskResult, GetTaskResult, ListTasksResult, Task
+from agenthost.protocol.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    PaginatedRequestParams,
+    ServerCapabilities,
+    Tool,
+)
+from agenthost.protocol.types.tasks import (
+    CreateTaskResult,
+    GetTaskResult,
+    Task,
+    TaskMetadata,
+    TaskRequestParams,
+    UpdateTaskRequestParams,
+)
 
 if TYPE_CHECKING:
-    from agenthost.session import ClientSession, ProgressCallback, RequestContext
+    from agenthost.asks import RequestContext
+    from agenthost.session import ClientSession, ProgressCallback
 
 __all__ = [
     "MAX_INPUT_ROUNDS",
@@ -89,7 +104,7 @@ __all__ = [
 ]
 
 #: The 2026-07-28 tasks extension's identifier (SEP-2663).
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+TASKS_EXTENSION: Final = m.TASKS_EXTENSION
 #: What a request declares to opt into it (no settings are defined).
 _DECLARE: Final[Mapping[str, Any]] = {TASKS_EXTENSION: {}}
 _TASK_OR_COMPLETE: Final = frozenset({"complete", "task"})
@@ -123,9 +138,9 @@ _CANCEL_TIMEOUT: Final = 2.0
 _STATUS_NOTIFICATION: Final = "notifications/tasks/status"
 
 
-def server_accepts_tool_tasks(capabilities: Any) -> bool:
+def server_accepts_tool_tasks(capabilities: ServerCapabilities | None) -> bool:
     """Whether the server declared ``tasks.requests.tools.call`` in its capabilities."""
-    tasks = getattr(capabilities, "tasks", None)
+    tasks = capabilities.tasks if capabilities is not None else None
     if not isinstance(tasks, Mapping):
         return False
     requests = tasks.get("requests")
@@ -133,7 +148,9 @@ def server_accepts_tool_tasks(capabilities: Any) -> bool:
     return isinstance(tools, Mapping) and "call" in tools
 
 
-def wants_task(tool: Tool, capabilities: Any, *, optional: bool = False) -> bool:
+def wants_task(
+    tool: Tool, capabilities: ServerCapabilities | None, *, optional: bool = False
+) -> bool:
     """Whether to call ``tool`` as a task: required by the tool (or optional, when the
     caller prefers tasks), and accepted by the server."""
     support = tool.execution.task_support if tool.execution is not None else None
@@ -153,12 +170,7 @@ def offers_tasks_extension(session: ClientSession) -> bool:
     in its capabilities (then tasks use the extension's form, never 2025-11-25's)."""
     if session.era is not Era.MODERN:
         return False
-    capabilities = session.server_capabilities
-    extensions = getattr(capabilities, "extensions", None)
-    if extensions is None:
-        extra = getattr(capabilities, "extra", None)
-        extensions = extra.get("extensions") if isinstance(extra, Mapping) else None
-    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+    return TASKS_EXTENSION in m.declared_extensions(session.server_capabilities)
 
 
 def needs_tasks_extension(exc: JSONRPCError) -> bool:
@@ -184,12 +196,11 @@ def _extension_task(raw: Mapping[str, Any], cls: type[Task] = Task) -> Task:
 async def get_task(session: ClientSession, task_id: str) -> GetTaskResult:
     """``tasks/get``: the task's current state (either form)."""
     if offers_tasks_extension(session):
-        raw = await session.send_request("tasks/get", {"taskId": task_id}, extensions=_DECLARE)
+        raw = await session.request(m.TASKS_EXT_GET_SPEC, TaskRequestParams(task_id=task_id))
         task = _extension_task(raw, GetTaskResult)
         assert isinstance(task, GetTaskResult)
         return task
-    raw = await session.send_request("tasks/get", {"taskId": task_id})
-    return structure(raw, GetTaskResult)
+    return await session.request(m.TASKS_GET_SPEC, TaskRequestParams(task_id=task_id))
 
 
 async def task_result(
@@ -207,25 +218,27 @@ async def task_result(
         TaskCancelled: (extension) the task ended ``cancelled``.
     """
     if offers_tasks_extension(session):
-        latest = await session.send_request(
-            "tasks/get", {"taskId": task_id}, extensions=_DECLARE, timeout=_per_request(timeout)
+        latest = await session.request(
+            m.TASKS_EXT_GET_SPEC,
+            TaskRequestParams(task_id=task_id),
+            timeout=_per_request(timeout),
         )
         # Its asks (if any) are answered here too, through this session's handlers. Only
         # the waiting stops when the caller does: the task is not ours to cancel here.
-        return await _follow(session, latest, "tools/call", None, timeout, own=False)
+        return await _follow(session, latest, m.TOOLS_CALL, None, timeout, own=False)
     limit = DEFAULT_TASK_TIMEOUT if timeout is DEFAULT else timeout
-    raw = await session.send_request("tasks/result", {"taskId": task_id}, timeout=limit)
-    return structure(raw, CallToolResult)
+    return await session.request(
+        m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=task_id), timeout=limit
+    )
 
 
 async def cancel_task(session: ClientSession, task_id: str) -> GetTaskResult:
     """``tasks/cancel``: ask the server to stop the task; returns its state (the
     extension acknowledges with nothing: its state is then read with ``tasks/get``)."""
     if offers_tasks_extension(session):
-        await session.send_request("tasks/cancel", {"taskId": task_id}, extensions=_DECLARE)
+        await session.request(m.TASKS_EXT_CANCEL_SPEC, TaskRequestParams(task_id=task_id))
         return await get_task(session, task_id)
-    raw = await session.send_request("tasks/cancel", {"taskId": task_id})
-    return structure(raw, GetTaskResult)
+    return await session.request(m.TASKS_CANCEL_SPEC, TaskRequestParams(task_id=task_id))
 
 
 async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Task]:
@@ -245,9 +258,8 @@ async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Ta
     tasks: list[Task] = []
     cursor: str | None = None
     for _ in range(max_pages):
-        page = structure(
-            await session.send_request("tasks/list", {"cursor": cursor} if cursor else None),
-            ListTasksResult,
+        page = await session.request(
+            m.TASKS_LIST_SPEC, PaginatedRequestParams(cursor=cursor) if cursor else None
         )
         tasks.extend(page.tasks)
         cursor = page.next_cursor
@@ -287,12 +299,10 @@ async def call_tool_as_task(
     Cancellation: the server receives ``tasks/cancel`` for the task (and the usual
     ``notifications/cancelled`` for a request in flight).
     """
-    params: dict[str, Any] = {
-        "name": name,
-        "arguments": dict(arguments or {}),
-        "task": {} if ttl_ms is None else {"ttl": ttl_ms},
-    }
-    raw = await session.send_request("tools/call", params)
+    params = CallToolRequestParams(
+        name=name, arguments=dict(arguments or {}), task=TaskMetadata(ttl=ttl_ms)
+    )
+    raw = await session.request(m.TOOLS_CALL_TASK_SPEC, params)
     if "task" not in raw:
         # The server ran it as a plain call after all (allowed for "optional" tools).
         return structure(raw, CallToolResult)
@@ -387,9 +397,7 @@ class _Teller:
             await self._progress(float(self._updates), None, text)
 
 
-async def _cancel_quietly(
-    session: ClientSession, task_id: str, extensions: Mapping[str, Any] | None = None
-) -> None:
+async def _cancel_quietly(session: ClientSession, task_id: str, extension: bool = False) -> None:
     """Best-effort ``tasks/cancel`` on the way out: shielded, bounded, errors ignored."""
     if session.closed:
         return
@@ -398,9 +406,11 @@ async def _cancel_quietly(
         trio.move_on_after(_CANCEL_TIMEOUT),
         suppress(AgentHostError),
     ):
-        await session.send_request(
-            "tasks/cancel", {"taskId": task_id}, timeout=_CANCEL_TIMEOUT, extensions=extensions
-        )
+        params = TaskRequestParams(task_id=task_id)
+        if extension:
+            await session.request(m.TASKS_EXT_CANCEL_SPEC, params, timeout=_CANCEL_TIMEOUT)
+        else:
+            await session.request(m.TASKS_CANCEL_SPEC, params, timeout=_CANCEL_TIMEOUT)
 
 
 async def call_tool_via_extension(
@@ -440,7 +450,7 @@ async def call_tool_via_extension(
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
     started = trio.current_time()
     raw = await session.exchange(
-        "tools/call",
+        m.TOOLS_CALL,
         params,
         timeout=_per_request(timeout),
         extensions=_DECLARE,
@@ -458,14 +468,14 @@ async def call_tool_via_extension(
         try:
             await on_created(created)
         except BaseException:
-            await _cancel_quietly(session, created.task.task_id, _DECLARE)
+            await _cancel_quietly(session, created.task.task_id, extension=True)
             raise
     left = timeout
     if left is not None and left is not DEFAULT:
         # One limit for the whole exchange: the creating call spent part of it.
         left = max(0.001, left - (trio.current_time() - started))
     return await _follow(
-        session, raw, "tools/call", name, left, on_status, progress, stated=timeout
+        session, raw, m.TOOLS_CALL, name, left, on_status, progress, stated=timeout
     )
 
 
@@ -547,15 +557,17 @@ async def _follow(
                             fresh, origin=origin, origin_name=name, round_no=rounds
                         )
                         answered.update(fresh)
-                        await session.send_request(
-                            "tasks/update",
-                            {"taskId": task.task_id, "inputResponses": responses},
-                            extensions=_DECLARE,
+                        await session.request(
+                            m.TASKS_EXT_UPDATE_SPEC,
+                            UpdateTaskRequestParams(
+                                task_id=task.task_id, input_responses=responses
+                            ),
                         )
                 await trio.sleep(_poll_interval(task))
-                latest = await session.send_request(
-                    "tasks/get", {"taskId": task.task_id}, extensions=_DECLARE
+                polled: dict[str, Any] = await session.request(
+                    m.TASKS_EXT_GET_SPEC, TaskRequestParams(task_id=task.task_id)
                 )
+                latest = polled
                 try:
                     current = _extension_task(latest)
                 except AgentHostError as exc:
@@ -572,7 +584,7 @@ async def _follow(
                 task = current
     except trio.TooSlowError:
         if own:
-            await _cancel_quietly(session, task.task_id, _DECLARE)
+            await _cancel_quietly(session, task.task_id, extension=True)
         said = stated if stated is not None and stated is not DEFAULT else limit
         raise AgentHostTimeout(
             f"task {task.task_id} of {name or 'a tool'} did not finish within {said:g}s"
@@ -582,5 +594,5 @@ async def _follow(
         ) from None
     except BaseException:
         if own and task.status not in TERMINAL_STATUSES:
-            await _cancel_quietly(session, task.task_id, _DECLARE)
+            await _cancel_quietly(session, task.task_id, extension=True)
         raise

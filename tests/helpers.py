@@ -21,6 +21,7 @@ from typing import Any
 import httpx2
 import trio
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport
 from agenthost.host.host import Host, open_host
@@ -35,7 +36,7 @@ from agenthost.protocol.types import (
     TextContent,
 )
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientHandlers, ClientSession, RequestContext
+from agenthost.session import ClientSession
 from agenthost.tool_tasks import call_tool_as_task
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.probing import ProbingTransport

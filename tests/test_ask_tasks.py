@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from agenthost.ask_tasks import RELATED_TASK, AskTaskLimits
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.protocol.types import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -25,7 +26,7 @@ from agenthost.protocol.types import (
     ElicitResult,
     TextContent,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import open_stdio_transport
 from policies import read_audit
 from tests.helpers import FakeAnthropic, RecordingTransport, host_with, sampling_policy, stdio

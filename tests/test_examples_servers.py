@@ -22,6 +22,7 @@ import pytest
 import trio
 
 import providers.base as llm
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config import load_config
 from agenthost.config.model import HostConfig, Workspace
 from agenthost.connection import connect
@@ -40,7 +41,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.stdio import open_stdio_transport
 from policies import (
     AuditConfig,

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import trio
 
+from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport
 from agenthost.errors import (
@@ -33,7 +34,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from agenthost.protocol.types import TextContent
-from agenthost.session import ClientHandlers, ClientSession, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
 from agenthost.transports.probing import open_http_transport

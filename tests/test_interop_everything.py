@@ -15,6 +15,7 @@ import orjson
 import pytest
 import trio
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.types import (
     BlobResourceContents,
@@ -30,7 +31,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from tests.helpers import PEER_TRANSPORTS, RecordingTransport, open_everything_peer
 
 Command = tuple[str, list[str]]

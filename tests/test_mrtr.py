@@ -16,11 +16,12 @@ import pytest
 import trio
 import trio.testing
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.errors import AgentHostTimeout, ProtocolError
 from agenthost.mrtr import MRTRLimitExceeded
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.testing import memory_transport_pair
 from agenthost.transports.memory import MemoryTransport
 

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from agenthost._util import collapse_single_group
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -24,7 +25,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ListRootsResult, Root
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.testing import ScriptedServer, ServerContext, memory_transport_pair
 
 

@@ -357,8 +357,8 @@ for line in sys.stdin:
 
 
 async def test_a_request_cancelled_in_the_same_read_is_never_handled(tmp_path: Path) -> None:
+    from agenthost.asks import ClientHandlers
     from agenthost.protocol.types import ListRootsResult
-    from agenthost.session import ClientHandlers
 
     called: list[object] = []
 

@@ -30,13 +30,14 @@ from typing import Any
 import pytest
 import trio
 
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config import load_config
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError, ProtocolError
 from agenthost.host.host import open_host
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
+from agenthost.session import ClientSession, open_session
 from agenthost.tool_tasks import (
     MAX_INPUT_ROUNDS,
     MIN_POLL_INTERVAL,

@@ -38,6 +38,7 @@ LOCATIONS: dict[str, tuple[str, ...]] = {
     "UnsubscribeRequestParams": ("UnsubscribeRequestParams", "UnsubscribeRequest/params"),
     "SetLevelRequestParams": ("SetLevelRequestParams", "SetLevelRequest/params"),
     "PaginatedRequestParams": ("PaginatedRequestParams", "PaginatedRequest/params"),
+    "TaskRequestParams": ("GetTaskRequest/params",),
     "CreateMessageRequestParams": ("CreateMessageRequestParams", "CreateMessageRequest/params"),
     "ElicitRequestParams": ("ElicitRequestParams", "ElicitRequest/params"),
     "ProgressNotificationParams": ("ProgressNotificationParams", "ProgressNotification/params"),
@@ -64,7 +65,8 @@ LOCATIONS: dict[str, tuple[str, ...]] = {
 }
 
 #: Classes with no schema counterpart.
-UNMODELLED = {"UnknownContent"}
+#: No schema counterpart: open content, and the 2026-07-28 tasks extension's own params.
+UNMODELLED = {"UnknownContent", "UpdateTaskRequestParams"}
 
 
 def _public_classes() -> list[type]:

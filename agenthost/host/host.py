@@ -24,6 +24,7 @@ import trio
 from agenthost._util import DEFAULT, Timeout, collapse_single_group
 from agenthost.agent.loop import DEFAULT_SYSTEM_PROMPT, DEFAULT_TASK_GRACE, run_agent
 from agenthost.ask_tasks import AskTaskLimits
+from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config.model import PROXY_ENV_VARS, HostConfig, ServerConfig, Workspace
 from agenthost.errors import (
     AgentHostError,
@@ -53,12 +54,7 @@ from agenthost.protocol.types import (
     Root,
     Tool,
 )
-from agenthost.session import (
-    ClientHandlers,
-    ClientSession,
-    ProgressCallback,
-    RequestContext,
-)
+from agenthost.session import ClientSession, ProgressCallback
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.tool_tasks import (
     TaskCreatedCallback,
@@ -253,10 +249,12 @@ class Host:
             # request to the same session. One pending refresh per server and kind: the
             # notifications that arrive before it starts listing fold into it (issue 14:
             # 100k list_changed were 100k tasks).
+            # The server's current session (a context names the server, not the session).
             kind = _LIST_CHANGED[ctx.method]
-            if (server.name, kind) not in self._refresh_due:
+            session = self._supervisors[server.name].session
+            if session is not None and (server.name, kind) not in self._refresh_due:
                 self._refresh_due.add((server.name, kind))
-                self._nursery.start_soon(self._refresh, ctx.session, kind)
+                self._nursery.start_soon(self._refresh, session, kind)
 
         return ClientHandlers(
             roots=roots,

@@ -25,6 +25,7 @@ from typing import Final
 import attrs
 import trio
 
+from agenthost.asks import ClientHandlers
 from agenthost.config.model import RestartPolicy, ServerConfig
 from agenthost.connection import EraCache, connect, default_era_cache
 from agenthost.errors import (
@@ -37,7 +38,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.revisions import LATEST_REVISION, Era
 from agenthost.redaction import redact
-from agenthost.session import ClientHandlers, ClientSession
+from agenthost.session import ClientSession
 
 __all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay"]
 

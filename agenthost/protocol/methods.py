@@ -17,7 +17,7 @@ server may answer it with an ``InputRequiredResult`` (``mrtr``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -33,6 +33,7 @@ __all__ = [
     "COMPLETION_COMPLETE_SPEC",
     "ELICITATION_CREATE",
     "ELICITATION_CREATE_SPEC",
+    "EXTENSION_REQUESTS",
     "INITIALIZE",
     "INITIALIZE_SPEC",
     "LOGGING_SET_LEVEL",
@@ -73,16 +74,36 @@ __all__ = [
     "SERVER_DISCOVER_SPEC",
     "SERVER_NOTIFICATIONS",
     "SERVER_REQUESTS",
+    "SKILLS_EXTENSION",
+    "SKILLS_GET",
+    "SKILLS_GET_SPEC",
+    "SKILLS_LIST",
+    "SKILLS_LIST_SPEC",
     "SUBSCRIPTIONS_LISTEN",
     "SUBSCRIPTIONS_LISTEN_SPEC",
+    "TASKS_CANCEL",
+    "TASKS_CANCEL_SPEC",
+    "TASKS_EXTENSION",
+    "TASKS_EXT_CANCEL_SPEC",
+    "TASKS_EXT_GET_SPEC",
+    "TASKS_EXT_UPDATE_SPEC",
+    "TASKS_GET",
+    "TASKS_GET_SPEC",
+    "TASKS_LIST",
+    "TASKS_LIST_SPEC",
+    "TASKS_RESULT",
+    "TASKS_RESULT_SPEC",
+    "TASKS_UPDATE",
     "TOOLS_CALL",
     "TOOLS_CALL_SPEC",
+    "TOOLS_CALL_TASK_SPEC",
     "TOOLS_LIST",
     "TOOLS_LIST_SPEC",
     "NotificationSpec",
     "RequestSpec",
     "available",
     "call_tool_params",
+    "declared_extensions",
     "notification_spec",
     "request_spec",
 ]
@@ -108,6 +129,17 @@ ELICITATION_CREATE: Final = "elicitation/create"
 SERVER_DISCOVER: Final = "server/discover"
 SUBSCRIPTIONS_LISTEN: Final = "subscriptions/listen"
 NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
+TASKS_GET: Final = "tasks/get"
+TASKS_RESULT: Final = "tasks/result"
+TASKS_LIST: Final = "tasks/list"
+TASKS_CANCEL: Final = "tasks/cancel"
+TASKS_UPDATE: Final = "tasks/update"
+SKILLS_LIST: Final = "skills/list"
+SKILLS_GET: Final = "skills/get"
+
+#: Extension identifiers (``capabilities.extensions`` keys).
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+SKILLS_EXTENSION: Final = "io.modelcontextprotocol/skills"
 
 NOTIFICATION_INITIALIZED: Final = "notifications/initialized"
 NOTIFICATION_CANCELLED: Final = "notifications/cancelled"
@@ -125,6 +157,8 @@ _FIRST: Final = "2024-11-05"
 #: The last legacy revision: methods the 2026-07-28 revision removed end here.
 _LAST_LEGACY: Final = "2025-11-25"
 _MODERN: Final = "2026-07-28"
+#: The revision that brought the tasks utility.
+_TASKS: Final = "2025-11-25"
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -146,6 +180,13 @@ class RequestSpec(Generic[P, R]):
     name_param: str | None = None
     #: The server may answer with an ``InputRequiredResult`` (2026-07-28).
     mrtr: bool = False
+    #: For a request the server sends: the client capability it needs, which is also the
+    #: :class:`~agenthost.asks.ClientHandlers` attribute that answers it (None: any client
+    #: answers it, e.g. ``ping``).
+    capability: str | None = None
+    #: The extension that defines the method (``capabilities.extensions`` key): the
+    #: server must have declared it, and on 2026-07-28 the request declares it too.
+    extension: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -245,7 +286,7 @@ LOGGING_SET_LEVEL_SPEC: Final[RequestSpec[t.SetLevelRequestParams, t.EmptyResult
     until=_LAST_LEGACY,
 )
 ROOTS_LIST_SPEC: Final[RequestSpec[None, t.ListRootsResult]] = RequestSpec(
-    method=ROOTS_LIST, params=None, result=t.ListRootsResult
+    method=ROOTS_LIST, params=None, result=t.ListRootsResult, capability="roots"
 )
 SAMPLING_CREATE_MESSAGE_SPEC: Final[
     RequestSpec[t.CreateMessageRequestParams, t.CreateMessageResult]
@@ -253,12 +294,110 @@ SAMPLING_CREATE_MESSAGE_SPEC: Final[
     method=SAMPLING_CREATE_MESSAGE,
     params=t.CreateMessageRequestParams,
     result=t.CreateMessageResult,
+    capability="sampling",
 )
 ELICITATION_CREATE_SPEC: Final[RequestSpec[t.ElicitRequestParams, t.ElicitResult]] = RequestSpec(
     method=ELICITATION_CREATE,
     params=t.ElicitRequestParams,
     result=t.ElicitResult,
     since="2025-06-18",
+    capability="elicitation",
+)
+
+
+#: The 2025-11-25 tasks utility's requests, sent by the client about its tool-call tasks.
+TASKS_GET_SPEC: Final[RequestSpec[t.TaskRequestParams, t.GetTaskResult]] = RequestSpec(
+    method=TASKS_GET,
+    name_param="taskId",
+    params=t.TaskRequestParams,
+    result=t.GetTaskResult,
+    since=_TASKS,
+    until=_LAST_LEGACY,
+)
+TASKS_RESULT_SPEC: Final[RequestSpec[t.TaskRequestParams, t.CallToolResult]] = RequestSpec(
+    method=TASKS_RESULT,
+    name_param="taskId",
+    params=t.TaskRequestParams,
+    result=t.CallToolResult,
+    since=_TASKS,
+    until=_LAST_LEGACY,
+)
+TASKS_LIST_SPEC: Final[RequestSpec[t.PaginatedRequestParams, t.ListTasksResult]] = RequestSpec(
+    method=TASKS_LIST,
+    params=t.PaginatedRequestParams,
+    result=t.ListTasksResult,
+    since=_TASKS,
+    until=_LAST_LEGACY,
+)
+TASKS_CANCEL_SPEC: Final[RequestSpec[t.TaskRequestParams, t.GetTaskResult]] = RequestSpec(
+    method=TASKS_CANCEL,
+    name_param="taskId",
+    params=t.TaskRequestParams,
+    result=t.GetTaskResult,
+    since=_TASKS,
+    until=_LAST_LEGACY,
+)
+
+#: ``tools/call`` augmented with a task (2025-11-25): the server answers a
+#: ``CreateTaskResult`` or, for an ``optional`` tool, a plain ``CallToolResult``; the raw
+#: result, told apart by :func:`agenthost.tool_tasks.call_tool_as_task`.
+TOOLS_CALL_TASK_SPEC: Final[RequestSpec[t.CallToolRequestParams, dict[str, Any]]] = RequestSpec(
+    method=TOOLS_CALL,
+    params=t.CallToolRequestParams,
+    result=dict,
+    since=_TASKS,
+    until=_LAST_LEGACY,
+    name_param="name",
+)
+
+#: The 2026-07-28 tasks extension (``io.modelcontextprotocol/tasks``): the same method
+#: names in another shape (``ttlMs``, ``pollIntervalMs``, ``inputRequests``), hence their
+#: own specs. Results are the raw task object, read by :mod:`agenthost.tool_tasks`.
+TASKS_EXT_GET_SPEC: Final[RequestSpec[t.TaskRequestParams, dict[str, Any]]] = RequestSpec(
+    method=TASKS_GET,
+    name_param="taskId",
+    params=t.TaskRequestParams,
+    result=dict,
+    since=_MODERN,
+    extension=TASKS_EXTENSION,
+)
+TASKS_EXT_UPDATE_SPEC: Final[RequestSpec[t.UpdateTaskRequestParams, dict[str, Any]]] = RequestSpec(
+    method=TASKS_UPDATE,
+    name_param="taskId",
+    params=t.UpdateTaskRequestParams,
+    result=dict,
+    since=_MODERN,
+    extension=TASKS_EXTENSION,
+)
+TASKS_EXT_CANCEL_SPEC: Final[RequestSpec[t.TaskRequestParams, dict[str, Any]]] = RequestSpec(
+    method=TASKS_CANCEL,
+    name_param="taskId",
+    params=t.TaskRequestParams,
+    result=dict,
+    since=_MODERN,
+    extension=TASKS_EXTENSION,
+)
+
+#: The skills extension (``io.modelcontextprotocol/skills``), in either era. Results are
+#: raw: :mod:`agenthost.skills` checks each entry against the SEP's rules one by one.
+SKILLS_LIST_SPEC: Final[RequestSpec[t.PaginatedRequestParams, dict[str, Any]]] = RequestSpec(
+    method=SKILLS_LIST, params=t.PaginatedRequestParams, result=dict, extension=SKILLS_EXTENSION
+)
+SKILLS_GET_SPEC: Final[RequestSpec[t.ReadResourceRequestParams, dict[str, Any]]] = RequestSpec(
+    method=SKILLS_GET,
+    params=t.ReadResourceRequestParams,
+    result=dict,
+    extension=SKILLS_EXTENSION,
+)
+
+#: Requests of the extensions we speak (they are client requests too, but only to a
+#: server that declared the extension).
+EXTENSION_REQUESTS: Final[tuple[RequestSpec[Any, Any], ...]] = (
+    TASKS_EXT_GET_SPEC,
+    TASKS_EXT_UPDATE_SPEC,
+    TASKS_EXT_CANCEL_SPEC,
+    SKILLS_LIST_SPEC,
+    SKILLS_GET_SPEC,
 )
 
 
@@ -283,6 +422,11 @@ CLIENT_REQUESTS: Final[Mapping[str, RequestSpec[Any, Any]]] = _table(
     LOGGING_SET_LEVEL_SPEC,
     SERVER_DISCOVER_SPEC,
     SUBSCRIPTIONS_LISTEN_SPEC,
+    TASKS_GET_SPEC,
+    # Not TASKS_RESULT_SPEC: tasks/result answers whatever the task's request answers
+    # (its spec here is the tool-call one), so the method alone does not give its type.
+    TASKS_LIST_SPEC,
+    TASKS_CANCEL_SPEC,
 )
 
 #: Requests a server sends and the client (agenthost) answers.
@@ -325,11 +469,32 @@ SERVER_NOTIFICATIONS: Final[Mapping[str, NotificationSpec[Any]]] = _table(
 )
 
 
-def available(spec: RequestSpec[Any, Any] | NotificationSpec[Any], revision: str) -> bool:
-    """Return whether ``revision`` has the method of ``spec`` (by position, not by text)."""
+def available(
+    spec: RequestSpec[Any, Any] | NotificationSpec[Any],
+    revision: str,
+    extensions: Collection[str] = (),
+) -> bool:
+    """Return whether ``revision`` has the method of ``spec`` (by position, not by text)
+    and, for an extension's method, whether its extension is among ``extensions`` (those
+    the server declared)."""
     if not at_least(revision, spec.since):
         return False
-    return spec.until is None or at_least(spec.until, revision)
+    if spec.until is not None and not at_least(spec.until, revision):
+        return False
+    extension = getattr(spec, "extension", None)
+    return extension is None or extension in extensions
+
+
+def declared_extensions(capabilities: object) -> frozenset[str]:
+    """The extensions a server declared (``capabilities.extensions`` keys; kept in the
+    capabilities' ``extra`` when the type does not model them)."""
+    extensions = getattr(capabilities, "extensions", None)
+    if extensions is None:
+        extra = getattr(capabilities, "extra", None)
+        extensions = extra.get("extensions") if isinstance(extra, Mapping) else None
+    if not isinstance(extensions, Mapping):
+        return frozenset()
+    return frozenset(key for key in extensions if isinstance(key, str))
 
 
 def request_spec(method: str, *, from_server: bool = False) -> RequestSpec[Any, Any] | None:

@@ -105,7 +105,9 @@ from agenthost.protocol.types.tasks import (
     ListTasksResult,
     Task,
     TaskMetadata,
+    TaskRequestParams,
     TaskStatusNotificationParams,
+    UpdateTaskRequestParams,
 )
 
 __all__ = [
@@ -185,6 +187,7 @@ __all__ = [
     "SubscriptionsListenRequestParams",
     "Task",
     "TaskMetadata",
+    "TaskRequestParams",
     "TaskStatusNotificationParams",
     "TextContent",
     "TextResourceContents",
@@ -197,4 +200,5 @@ __all__ = [
     "ToolsCapability",
     "UnknownContent",
     "UnsubscribeRequestParams",
+    "UpdateTaskRequestParams",
 ]

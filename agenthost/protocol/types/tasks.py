@@ -20,7 +20,9 @@ __all__ = [
     "ListTasksResult",
     "Task",
     "TaskMetadata",
+    "TaskRequestParams",
     "TaskStatusNotificationParams",
+    "UpdateTaskRequestParams",
 ]
 
 
@@ -84,4 +86,27 @@ class ListTasksResult(Record):
 class TaskStatusNotificationParams(Task):
     """Params of ``notifications/tasks/status``."""
 
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TaskRequestParams(Record):
+    """Params of ``tasks/get``, ``tasks/result`` and ``tasks/cancel`` (both the 2025-11-25
+    utility and the 2026-07-28 extension): the task they are about."""
+
+    __mcp_since__: ClassVar[str] = "2025-11-25"
+
+    task_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class UpdateTaskRequestParams(Record):
+    """Params of ``tasks/update`` (2026-07-28 tasks extension): the answers to the asks of
+    a task that is ``input_required``, keyed as the server keyed the asks."""
+
+    __mcp_since__: ClassVar[str] = "2026-07-28"
+
+    task_id: str
+    input_responses: dict[str, Any]
     meta: dict[str, Any] | None = None
