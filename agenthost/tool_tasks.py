@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from agenthost._util import DEFAULT
 from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError, ProtocolError
 from agenthost.protocol.converter import structure
 from agenthost.protocol.revisions import Era
@@ -426,7 +427,7 @@ async def call_tool_via_extension(
     raw = await session.exchange(
         "tools/call",
         params,
-        timeout=... if timeout is None else timeout,
+        timeout=DEFAULT if timeout is None else timeout,
         extensions=_DECLARE,
         final_kinds=_TASK_OR_COMPLETE,
     )

@@ -230,7 +230,8 @@ ALLOWED_CYCLES: list[list[str]] = [
         "agenthost.config.scope",
         "agenthost.config.trust",
     ],
-    ["agenthost.asks", "agenthost.mrtr", "agenthost.session"],
+    # era joins circle 3 only through mrtr's type import of session (step 9 ends both).
+    ["agenthost.asks", "agenthost.era", "agenthost.mrtr", "agenthost.session"],
     ["agenthost.agent.loop", "agenthost.host.host"],
     ["agenthost.cli.app", "agenthost.cli.auth", "agenthost.cli.chat"],
 ]

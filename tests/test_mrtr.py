@@ -16,8 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.mrtr import MRTRLimitExceeded
+from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
 from agenthost.session import ClientHandlers, ClientSession, RequestContext, open_session
