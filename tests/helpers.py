@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import trio
@@ -46,6 +46,9 @@ from providers.config import build_provider, parse_providers
 from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
 from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing
+
+if TYPE_CHECKING:
+    import pexpect
 
 Command = tuple[str, list[str]]
 """``(command, args)``: what a stdio ``ServerConfig`` takes."""
@@ -405,3 +408,34 @@ async def open_everything_peer(
         assert isinstance(probing, ProbingTransport)
         yield probing
         assert probing.kind == transport
+
+
+#: Seconds a chat on a pseudo-terminal may take for each expected output.
+CHAT_TIMEOUT = 30
+#: prompt_toolkit turns bracketed paste on when the prompt is ready for input.
+CHAT_READY = "\x1b[?2004h"
+
+
+def spawn_chat(config: Path, *, env: dict[str, str], cwd: Path) -> pexpect.spawn[str]:
+    """``agenthost --config CONFIG chat`` on a pseudo-terminal, returned once it reads input.
+
+    The child is closed if it never gets there, so a failing test leaves no chat behind.
+    """
+    import pexpect
+
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agenthost", "--config", str(config), "chat"],
+        env=env,
+        cwd=str(cwd),
+        encoding="utf-8",
+        timeout=CHAT_TIMEOUT,
+        dimensions=(40, 200),
+    )
+    try:
+        child.expect("agenthost chat: /help")
+        child.expect_exact(CHAT_READY)
+    except BaseException:
+        child.close(force=True)
+        raise
+    return child

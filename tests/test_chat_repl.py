@@ -13,7 +13,6 @@ import http.server
 import json
 import os
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,10 +21,11 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests.helpers import CHAT_READY as READY
+from tests.helpers import CHAT_TIMEOUT as TIMEOUT
+from tests.helpers import spawn_chat
+
 Command = tuple[str, list[str]]
-TIMEOUT = 30
-#: prompt_toolkit turns bracketed paste on each time the prompt starts: the REPL is ready.
-READY = "\x1b[?2004h"
 
 
 def inserted(text: str, whole: str) -> str:
@@ -123,18 +123,8 @@ preset = "unsafe-allow-everything"
     spawned: list[pexpect.spawn[str]] = []
 
     def start() -> pexpect.spawn[str]:
-        child = pexpect.spawn(
-            sys.executable,
-            ["-m", "agenthost", "--config", str(config), "chat"],
-            env=env,
-            cwd=str(tmp_path),
-            encoding="utf-8",
-            timeout=TIMEOUT,
-            dimensions=(40, 200),
-        )
+        child = spawn_chat(config, env=env, cwd=tmp_path)
         spawned.append(child)
-        child.expect("agenthost chat: /help")
-        child.expect_exact(READY)
         return child
 
     yield start

@@ -21,11 +21,12 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests.helpers import CHAT_READY as READY
+from tests.helpers import CHAT_TIMEOUT as TIMEOUT
+from tests.helpers import spawn_chat
 from tests.hostile.conftest import HOSTILE_SERVER
 
-TIMEOUT = 30
 #: prompt_toolkit turns bracketed paste on each time the prompt starts: ready for input.
-READY = "\x1b[?2004h"
 #: The server's delay: far longer than the host may wait for a completion.
 SLOW = 15.0
 
@@ -60,18 +61,8 @@ decision = "allow"
     spawned: list[pexpect.spawn[str]] = []
 
     def spawn() -> pexpect.spawn[str]:
-        child = pexpect.spawn(
-            sys.executable,
-            ["-m", "agenthost", "--config", str(config), "chat"],
-            env=env,
-            cwd=str(tmp_path),
-            encoding="utf-8",
-            timeout=TIMEOUT,
-            dimensions=(40, 200),
-        )
+        child = spawn_chat(config, env=env, cwd=tmp_path)
         spawned.append(child)
-        child.expect("agenthost chat: /help")
-        child.expect_exact(READY)
         return child
 
     yield spawn
