@@ -27,17 +27,18 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
 
-from agenthost.protocol.types import Prompt, Resource, ResourceTemplate, Tool
+from agenthost.protocol.types import Prompt, Resource, ResourceTemplate, Tool, ToolAnnotations
 
 __all__ = [
     "Catalog",
     "CatalogTool",
     "ServerEntries",
+    "annotation_hints",
     "namespaced_names",
     "tool_prefix",
 ]
@@ -255,3 +256,23 @@ def _template_match(template: str, uri: str) -> int:
     if scheme is None or len(prefix) < len(scheme.group()) + len("//"):
         return -1
     return len(prefix) if uri.startswith(prefix) else -1
+
+
+def annotation_hints(annotations: ToolAnnotations | None) -> dict[str, Any] | None:
+    """A tool's hints under their wire names, only those the server set.
+
+    The policy engine matches rules on these names and the CLI prints them, so both read
+    the one mapping from the typed annotations.
+    """
+    if annotations is None:
+        return None
+    return {
+        key: value
+        for key, value in (
+            ("readOnlyHint", annotations.read_only_hint),
+            ("destructiveHint", annotations.destructive_hint),
+            ("idempotentHint", annotations.idempotent_hint),
+            ("openWorldHint", annotations.open_world_hint),
+        )
+        if value is not None
+    }

@@ -36,7 +36,13 @@ from agenthost.errors import (
     ServerUnavailable,
     TransportClosed,
 )
-from agenthost.host.catalog import SEPARATOR, Catalog, CatalogTool, tool_prefix
+from agenthost.host.catalog import (
+    SEPARATOR,
+    Catalog,
+    CatalogTool,
+    annotation_hints,
+    tool_prefix,
+)
 from agenthost.host.roots import RootsRegistry
 from agenthost.host.supervisor import ServerState, ServerStatus, Supervisor
 from agenthost.protocol.types import (
@@ -384,7 +390,7 @@ class Host:
         session = self.session(entry.server)
         config = self._servers[entry.server]
         tool = entry.tool
-        hints = _annotation_dict(tool.annotations)
+        hints = annotation_hints(tool.annotations)
         action = ToolCall(
             server=entry.server,
             tool=tool.name,
@@ -554,7 +560,7 @@ class Host:
                 tool=entry.tool.name,
                 listed=entry.name,
                 arguments={},
-                annotations=_annotation_dict(entry.tool.annotations),
+                annotations=annotation_hints(entry.tool.annotations),
                 trusted=self._servers[entry.server].trusted,
             )
         )
@@ -812,21 +818,6 @@ def _repeatable(tool: Tool) -> bool:
     """Whether calling ``tool`` twice adds nothing: the server says read-only or idempotent."""
     hints = tool.annotations
     return hints is not None and (hints.read_only_hint is True or hints.idempotent_hint is True)
-
-
-def _annotation_dict(annotations: Any) -> dict[str, Any] | None:
-    if annotations is None:
-        return None
-    return {
-        key: value
-        for key, value in (
-            ("readOnlyHint", annotations.read_only_hint),
-            ("destructiveHint", annotations.destructive_hint),
-            ("idempotentHint", annotations.idempotent_hint),
-            ("openWorldHint", annotations.open_world_hint),
-        )
-        if value is not None
-    }
 
 
 def _with_title(hints: dict[str, Any] | None, annotations: Any) -> dict[str, Any] | None:

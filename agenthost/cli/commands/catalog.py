@@ -64,9 +64,9 @@ async def _tools(args: argparse.Namespace, console: Console) -> int:
 
 
 def _annotations(annotations: Any) -> dict[str, Any] | None:
-    from agenthost.host.host import _annotation_dict
+    from agenthost.host.catalog import annotation_hints
 
-    return _annotation_dict(annotations)
+    return annotation_hints(annotations)
 
 
 def _flags(annotations: Any, *, trusted: bool) -> str:
