@@ -197,6 +197,10 @@ class StdioTransport(Transport):
         #: The last lines the server wrote to stderr, quoted when it dies: the reason a
         #: server crashed is almost always there.
         self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
+        # Set when the stderr pump has read to the end: the exit reason waits for it
+        # (briefly), so a crash's last words are in the error, not only in the log.
+        self._stderr_done = trio.Event()
+        self._stderr_pumping = False
         #: This process's :data:`SERVER_TAG_ENV` value (None: not tagged, not Linux).
         self._tag: str | None = None
 
@@ -380,6 +384,11 @@ class StdioTransport(Transport):
                 if not queue:
                     with trio.move_on_after(0.25):
                         await self.process.wait()
+                    if self._stderr_pumping:
+                        # Under load stdout's EOF can come before the pump has read the
+                        # crash's last stderr lines (seen in the full suite).
+                        with trio.move_on_after(0.25):
+                            await self._stderr_done.wait()
                 continue
             if b"\n" not in chunk:
                 self._buf += chunk
@@ -546,6 +555,7 @@ class StdioTransport(Transport):
         """Forward the server's stderr to logging, line by line, under its name."""
         server_log = logging.getLogger(f"agenthost.server.{self.name}")
         pending = b""
+        self._stderr_pumping = True
         try:
             while True:
                 chunk = await stream.receive_some(65536)
@@ -560,8 +570,10 @@ class StdioTransport(Transport):
                     pending = b""
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        if pending:
-            self._log_stderr(server_log, pending)
+        finally:
+            if pending:
+                self._log_stderr(server_log, pending)
+            self._stderr_done.set()
 
     def _log_stderr(self, server_log: logging.Logger, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace").rstrip()
