@@ -337,7 +337,11 @@ def _server(
         env_path = Path(_path(table[env_file_key], ctx, sub))
         raw = table[env_file_key]
         shown = f"{raw!r} (as expanded)" if isinstance(raw, str) and "$" in raw else None
-        env.update(read_env_file(env_path, source=ctx.source, key=sub, shown_as=shown))
+        env.update(
+            read_env_file(
+                env_path, source=ctx.source, key=sub, shown_as=shown, contents=ctx.contents
+            )
+        )
     if "env" in table:
         env.update(_str_map(table["env"], ctx, join_key(key, "env"), numbers_ok=not toml))
     if env:
@@ -754,6 +758,7 @@ def _from_json_data(
     default_workspace: bool = False,
     rules_out: list[dict[str, Any]] | None = None,
     imported: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     source = str(path)
     folder = _editor_folder(path)
@@ -798,6 +803,7 @@ def _from_json_data(
         expand=ExpandContext.for_editor(
             env=env, source=source, workspace_folder=folder, inputs=inputs
         ),
+        contents=contents,
     )
     host_keys = [k for k in _HOST_KEYS if k in root]
     if imported and host_keys:
@@ -936,6 +942,7 @@ def _load_file(
             default_workspace=default_workspace,
             rules_out=rules_out,
             imported=imported,
+            contents=contents,
         )
     try:
         data = tomllib.loads(text)

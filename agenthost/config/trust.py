@@ -43,6 +43,7 @@ from agenthost.redaction import redact_url
 __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_NESTING",
+    "MAX_PROJECT_BYTES",
     "ProjectFile",
     "TrustRecord",
     "TrustStore",
@@ -55,6 +56,11 @@ __all__ = [
 
 #: A config file larger than this is refused: it is read whole, before anything is trusted.
 MAX_CONFIG_BYTES = 1024 * 1024
+#: The same for a project file with everything it imports and the env files it reads:
+#: all of it is held (the load reads these bytes, not the disk), so all of it is bounded.
+MAX_PROJECT_BYTES = 8 * MAX_CONFIG_BYTES
+#: The digest recorded for an env file that did not exist (or was no regular file).
+_ABSENT = "absent"
 #: How deep a config file's tables and arrays may nest (a real one nests under ten).
 MAX_NESTING = 64
 #: The store is read whole too; a file this large is not ours.
@@ -257,7 +263,8 @@ class ProjectFile:
     root: Path
     #: ``"toml"``, ``"mcpServers"`` or ``"vscode"``.
     dialect: str
-    #: sha256 of each file's bytes: the file itself, then each file it imports.
+    #: sha256 of each file's bytes: the file itself, each file it imports, and each env
+    #: file its servers read (``"absent"`` for one that did not exist).
     files: Mapping[str, str]
     #: sha256 over ``files``: one byte changed anywhere changes it.
     digest: str
@@ -271,6 +278,28 @@ class ProjectFile:
     #: The bytes of each file, by resolved path: the loader reads these, never the disk
     #: again, so what runs is exactly what was digested (no window to swap a file in).
     contents: Mapping[str, bytes] = attrs.field(factory=dict, repr=False)
+
+
+def _loader_base(path: Path, dialect: str) -> Path:
+    """Where the loader resolves this file's relative paths: an agenthost.toml's folder;
+    for an editor's file the project folder (``${workspaceFolder}``), as the editors do."""
+    parent = path.parent
+    if dialect != "toml" and parent.name in (".vscode", ".cursor"):
+        return parent.parent
+    return parent
+
+
+def _literal(raw: str, dialect: str, folder: Path) -> str | None:
+    """``raw`` with the editors' path variables put in; None if it reads any other one."""
+    if dialect != "toml":
+        for name, value in (
+            ("${workspaceFolder}", str(folder)),
+            ("${userHome}", os.path.expanduser("~")),
+            ("${pathSeparator}", os.sep),
+            ("${/}", os.sep),
+        ):
+            raw = raw.replace(name, value)
+    return None if "$" in raw else raw
 
 
 def _within(root: Path, target: Path) -> bool:
@@ -300,6 +329,52 @@ def _read_import(
         raise ConfigError(
             f"{_shown(target)}: {exc.problem}", path=source, key=f"import[{i}]"
         ) from None
+
+
+def _read_env_files(
+    resolved: Path,
+    data: Mapping[str, Any],
+    dialect: str,
+    imported: Mapping[str, Mapping[str, Any]],
+    root: Path,
+    contents: dict[str, bytes],
+) -> set[str]:
+    """Add the env files the servers read to ``contents``; the paths of those that are not
+    there (or not regular files) come back, so that creating one later is a change.
+
+    An env file's values go into a server's environment, where ``NODE_OPTIONS`` or
+    ``LD_PRELOAD`` make even a well-known command run the repository's code: it is part
+    of what the user trusts, like an import. Paths the user-only check refuses (outside
+    the project, with a variable) are not read.
+    """
+    absent: set[str] = set()
+    sources = [
+        (resolved, data, dialect),
+        *((Path(p), d, "mcpServers") for p, d in imported.items()),
+    ]
+    for path, file_data, file_dialect in sources:
+        servers = file_data.get("mcpServers", file_data.get("servers", {}))
+        base = _loader_base(path, file_dialect)
+        for table in servers.values() if isinstance(servers, Mapping) else ():
+            for key in ("env_file", "envFile"):
+                raw = table.get(key) if isinstance(table, Mapping) else None
+                literal = _literal(raw, file_dialect, base) if isinstance(raw, str) else None
+                if literal is None:
+                    continue
+                target = (base / os.path.expanduser(literal)).resolve()
+                if not _within(root, target) or str(target) in contents:
+                    continue
+                try:
+                    contents[str(target)] = _read_bytes(target, source=str(target))
+                except ConfigError:
+                    absent.add(str(target))  # the loader refuses it: it is not in contents
+                if sum(map(len, contents.values())) > MAX_PROJECT_BYTES:
+                    raise ConfigError(
+                        f"the file, its imports and env files are larger than"
+                        f" {MAX_PROJECT_BYTES} bytes in all; not read further",
+                        path=str(path),
+                    )
+    return absent
 
 
 def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
@@ -339,6 +414,13 @@ def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
             continue
         target, raw_bytes = found
         contents[str(target)] = raw_bytes
+        if sum(map(len, contents.values())) > MAX_PROJECT_BYTES:
+            raise ConfigError(
+                f"the file and its imports are larger than {MAX_PROJECT_BYTES} bytes in all;"
+                " not read further",
+                path=source,
+                key=f"import[{i}]",
+            )
         sub_dialect, sub = _parse(raw_bytes, target)
         imported[str(target)] = sub
         servers = summary["servers"]
@@ -350,7 +432,9 @@ def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
             if variables:
                 merged["variables"] = sorted(variables)
             servers[name] = merged
+    absent = _read_env_files(resolved, data, dialect, imported, root, contents)
     files = {p: _sha256(b) for p, b in contents.items()}
+    files.update(dict.fromkeys(absent, _ABSENT))
     digest = _sha256(json.dumps(sorted(files.items())).encode())
     return ProjectFile(
         path=resolved,

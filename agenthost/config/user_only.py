@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agenthost.config.loader import join_key
-from agenthost.config.trust import ProjectFile
+from agenthost.config.trust import ProjectFile, _literal, _loader_base
 from agenthost.errors import ConfigError
 
 __all__ = ["check_user_only"]
@@ -55,28 +55,6 @@ def _inside(root: Path, raw: str, base: Path) -> bool:
     target = Path(os.path.expanduser(raw))
     target = (target if target.is_absolute() else base / target).resolve()
     return target == root or root in target.parents
-
-
-def _loader_base(path: Path, dialect: str) -> Path:
-    """Where the loader resolves this file's relative paths: an agenthost.toml's folder;
-    for an editor's file the project folder (``${workspaceFolder}``), as the editors do."""
-    parent = path.parent
-    if dialect != "toml" and parent.name in (".vscode", ".cursor"):
-        return parent.parent
-    return parent
-
-
-def _literal(raw: str, dialect: str, folder: Path) -> str | None:
-    """``raw`` with the editors' path variables put in; None if it reads any other one."""
-    if dialect != "toml":
-        for name, value in (
-            ("${workspaceFolder}", str(folder)),
-            ("${userHome}", os.path.expanduser("~")),
-            ("${pathSeparator}", os.sep),
-            ("${/}", os.sep),
-        ):
-            raw = raw.replace(name, value)
-    return None if "$" in raw else raw
 
 
 def _path_problem(

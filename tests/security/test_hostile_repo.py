@@ -309,3 +309,59 @@ def test_paths_inside_the_project_are_the_projects(tmp_path: Path) -> None:
         assert repo.marker.read_text() == str((repo.root / "sub").resolve())
     finally:
         repo.listener.close()
+
+
+@pytest.mark.parametrize("name", ["agenthost.toml", ".vscode/mcp.json"])
+def test_an_env_file_is_part_of_what_is_trusted(tmp_path: Path, name: str) -> None:
+    """Before: the env file a trusted server reads was not digested: after trust, a
+    ``git pull`` could add ``NODE_OPTIONS=--require ./payload.js`` to it and a well-known
+    server command would run the repository's code, with no new question."""
+    repo = Repo(tmp_path, name)
+    try:
+        argv = _writes_marker(repo.marker, "__import__('os').environ.get('MODE')")
+        key = "env_file" if name == "agenthost.toml" else "envFile"
+        servers = {"x": {"command": argv[0], "args": argv[1:], key: ".env"}}
+        repo.config.write_text(
+            json.dumps({"servers": servers})
+            if name != "agenthost.toml"
+            else f"[servers.x]\ncommand = {json.dumps(argv[0])}\nargs = {json.dumps(argv[1:])}\n"
+            'env_file = ".env"\n'
+        )
+        env_file = repo.root / ".env"
+        env_file.write_text("MODE=benign\n")
+        assert repo.run("trust").returncode == 0
+        repo.run("servers")
+        assert repo.marker.read_text() == "benign"
+        repo.reset()
+        env_file.write_text("MODE=hostile\n")
+        proc = repo.run("servers")
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        assert f"{env_file.resolve()} changed" in proc.stderr, proc.stderr
+        assert not repo.ran()
+        # Created after trust: as much a change.
+        env_file.unlink()
+        assert repo.run("trust").returncode == 0
+        env_file.write_text("MODE=hostile\n")
+        proc = repo.run("servers")
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        assert not repo.ran()
+    finally:
+        repo.listener.close()
+
+
+def test_what_a_project_makes_agenthost_hold_is_bounded(tmp_path: Path) -> None:
+    """Before: each import was bounded (1 MiB) but not their number: hard links (one
+    file, many paths) made one project file hold any amount of memory."""
+    repo = Repo(tmp_path, "agenthost.toml")
+    try:
+        big = repo.root / "big.json"
+        big.write_text(json.dumps({"mcpServers": {}, "padding": "x" * 1_000_000}))
+        names = [f"link{i}.json" for i in range(12)]
+        for name in names:
+            os.link(big, repo.root / name)
+        repo.config.write_text(f"import = {json.dumps(names)}\n")
+        proc = repo.run("trust")
+        assert proc.returncode == 2, (proc.stdout[-300:], proc.stderr)
+        assert "larger than" in proc.stderr and "Traceback" not in proc.stderr
+    finally:
+        repo.listener.close()
