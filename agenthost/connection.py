@@ -52,23 +52,19 @@ from agenthost.errors import (
     AgentHostTimeout,
     ConfigError,
     JSONRPCError,
+    NotModern,
     TransportClosed,
     UnsupportedRevision,
 )
+from agenthost.protocol.lifecycle import modern_evidence
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
     Era,
     era_of,
     is_known,
-    is_modern,
 )
-from agenthost.session import (
-    MODERN_ERROR_CODES,
-    ClientSession,
-    NotModern,
-    open_session,
-)
+from agenthost.session import ClientSession, open_session
 from agenthost.transports.base import Transport
 
 if TYPE_CHECKING:
@@ -252,11 +248,11 @@ def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:
     return f"{what} ({learned})" if learned else what
 
 
-def _modern_evidence(exc: BaseException) -> bool:
-    """A 2026-07-28 error code, or a revision list naming a modern revision."""
-    if isinstance(exc, JSONRPCError) and exc.code in MODERN_ERROR_CODES:
-        return True
-    return any(is_modern(v) for v in getattr(exc, "supported", ()))
+def _modern_evidence(exc: JSONRPCError | UnsupportedRevision) -> bool:
+    """The error proves the server speaks 2026-07-28 (:func:`lifecycle.modern_evidence`)."""
+    if isinstance(exc, UnsupportedRevision):
+        return modern_evidence(None, exc.supported)
+    return modern_evidence(exc.code)
 
 
 def _for_era(config: ServerConfig, era: str) -> ServerConfig:

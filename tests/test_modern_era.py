@@ -114,6 +114,7 @@ async def test_sdk_server_over_stdio_speaks_2026_07_28(
         assert session.initialize_result is None
         assert session.server_info is not None
         assert session.server_info["name"] == "agenthost-sdk-peer"
+        assert session.server_capabilities is not None
         assert session.server_capabilities.tools is not None
         await exercise(session, recorder)
         sent = recording.methods_sent()

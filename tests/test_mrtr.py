@@ -17,8 +17,7 @@ import trio
 import trio.testing
 
 from agenthost.asks import ClientHandlers, RequestContext
-from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.mrtr import MRTRLimitExceeded
+from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
 from agenthost.session import ClientSession, open_session
