@@ -36,6 +36,7 @@ import hashlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -142,6 +143,7 @@ async def connect(
     elif config.transport in ("sse", "websocket"):
         plan = ("legacy", f"{config.transport} transport (no 2026-07-28 binding)")
     else:
+        await cache.open()
         cached = cache.get(config)
         if cached is None:
             plan = ("auto", None)
@@ -181,7 +183,7 @@ async def connect(
                     ) as session:
                         limit.deadline = math.inf  # started: the limit is spent
                         if mode == "auto" and session.revision is not None:
-                            cache.put(config, session.revision)
+                            await cache.remember(config, session.revision)
                         yielded = True
                         yield session
                 return
@@ -214,7 +216,7 @@ async def connect(
                     raise
                 if learned is not None and learned.startswith("cached"):
                     log.info("%s: the cached protocol era failed; probing again", config.name)
-                    cache.forget(config)
+                    await cache.drop(config)
                     plan = ("auto", None)
                 elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
                     # initialize refused with a 2026-07-28 error: the probe was wrong (it
@@ -226,7 +228,7 @@ async def connect(
             if learned is not None and learned.startswith("cached"):
                 # No time is left to probe again now: the next attempt will, so a server
                 # that changed era is not stuck on the era it had.
-                cache.forget(config)
+                await cache.drop(config)
             raise AgentHostTimeout(
                 f"did not start within {startup:g}s (timeouts.startup): {stage}",
                 server=config.name,
@@ -284,11 +286,32 @@ class EraCache:
     identifies it (transport, command, args, cwd or URL; never env or headers, which may
     hold secrets). The file is bounded (:data:`_CACHE_MAX_ENTRIES`, oldest dropped), a
     corrupt file is ignored, and a write failure only costs the next run a probe.
+
+    The methods are plain and blocking (the file is small); async code uses
+    :meth:`open`, :meth:`remember` and :meth:`drop`, which do the file I/O in a worker
+    thread so a slow disk never stalls the event loop. A lock keeps several servers
+    starting at once from interleaving their writes.
     """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._entries: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.RLock()
+
+    async def open(self) -> None:
+        """Read the file (once), in a worker thread."""
+        if self._entries is None:
+            await trio.to_thread.run_sync(self._load)
+
+    async def remember(
+        self, config: ServerConfig, revision: str, *, reason: str | None = None
+    ) -> None:
+        """:meth:`put`, its file write in a worker thread."""
+        await trio.to_thread.run_sync(lambda: self.put(config, revision, reason=reason))
+
+    async def drop(self, config: ServerConfig) -> None:
+        """:meth:`forget`, its file write in a worker thread."""
+        await trio.to_thread.run_sync(self.forget, config)
 
     @classmethod
     def default(cls) -> EraCache:
@@ -301,6 +324,10 @@ class EraCache:
         return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
 
     def _load(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return self._load_locked()
+
+    def _load_locked(self) -> dict[str, dict[str, Any]]:
         if self._entries is None:
             self._entries = {}
             if self.path is not None:
@@ -329,6 +356,10 @@ class EraCache:
     def put(self, config: ServerConfig, revision: str, *, reason: str | None = None) -> None:
         """Remember ``revision`` for ``config``; ``reason`` says why, when a probe did not
         decide it (kept while the era stays the same)."""
+        with self._lock:
+            self._put(config, revision, reason)
+
+    def _put(self, config: ServerConfig, revision: str, reason: str | None) -> None:
         entries = self._load()
         key = self.key(config)
         old = entries.get(key, {})
@@ -351,8 +382,9 @@ class EraCache:
         self._save(entries)
 
     def forget(self, config: ServerConfig) -> None:
-        if self._load().pop(self.key(config), None) is not None:
-            self._save(self._load())
+        with self._lock:
+            if self._load().pop(self.key(config), None) is not None:
+                self._save(self._load())
 
     def _save(self, entries: dict[str, dict[str, Any]]) -> None:
         if self.path is None:

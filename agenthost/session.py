@@ -376,7 +376,7 @@ class ClientSession:
         limit = self._limit(timeout)
         if spec.extension is not None and isinstance(era, ModernEra):
             # An extension's method declares its extension in this request's capabilities.
-            declared = {spec.extension: {}}
+            declared: dict[str, Any] = {spec.extension: {}}
             if spec.mrtr:
                 raw = await era.exchange(
                     spec.method, params, timeout=limit, cancellable=cancellable, extensions=declared
