@@ -523,10 +523,9 @@ class ClientSession:
         try:
             await self.discover(timeout=probe)
         except JSONRPCError as exc:
-            refused = probe_refusal(exc.code, exc.data)
-            if refused is None:
+            reason = probe_refusal(exc.code, exc.data)
+            if reason is None:
                 raise  # a modern server refusing us, or authentication: never legacy
-            reason = refused
         except AgentHostTimeout:
             reason = "server/discover unanswered"
             late = True
