@@ -38,7 +38,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +47,7 @@ import attrs
 import orjson
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig
 from agenthost.errors import (
@@ -57,7 +58,8 @@ from agenthost.errors import (
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.protocol.lifecycle import modern_evidence
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS
+from agenthost.protocol.lifecycle import falls_back, modern_evidence, probe_refusal
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
@@ -65,13 +67,21 @@ from agenthost.protocol.revisions import (
     era_of,
     is_known,
 )
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.base import Transport
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
+__all__ = [
+    "PROBE_TIMEOUT",
+    "EraCache",
+    "connect",
+    "default_era_cache",
+    "negotiate",
+    "open_session",
+    "open_transport",
+]
 
 log = logging.getLogger("agenthost.connection")
 
@@ -503,3 +513,146 @@ async def _with_oauth(
         with trio.CancelScope(shield=True), trio.move_on_after(shutdown):
             await mcp_client.aclose()
             await as_client.aclose()
+
+
+async def negotiate(
+    session: ClientSession,
+    mode: str = "auto",
+    *,
+    timeout: float | None = 30.0,
+    probe_timeout: float | None = 10.0,
+    fallback_in_place: bool = True,
+) -> None:
+    """Settle the era: ``"legacy"`` (initialize), ``"modern"`` (discover) or ``"auto"``.
+
+    ``auto`` follows ``basic/versioning.mdx``: probe with ``server/discover``; a
+    result or a recognised modern error means modern; any other error, or no answer
+    within ``probe_timeout``, means legacy: ``initialize`` on the same connection
+    (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
+    falls back on a fresh one, as HTTP does). Never keyed to one error code.
+
+    ``timeout`` bounds the whole negotiation, the probe and every request after it:
+    one deadline, so a silent server costs the caller's limit and not a multiple of
+    it (issue 22: the probe and the fallback each got the whole limit).
+
+    Raises:
+        NotModern: auto found a legacy server and ``fallback_in_place`` is False.
+        TransportClosed: the server went away (some exit on an unexpected first
+            message; the caller may restart it and use ``"legacy"``).
+        UnsupportedRevision, AgentHostTimeout, JSONRPCError: as initialize/discover.
+    """
+    if mode == "legacy":
+        await session.initialize(timeout=timeout)
+        session.learned = session.learned or "initialize"
+        return
+    if mode != "auto":
+        await session.discover(timeout=timeout)
+        session.learned = session.learned or "server/discover"
+        return
+    late = False
+    deadline = math.inf if timeout is None else trio.current_time() + timeout
+    probe = timeout if probe_timeout is None else min(probe_timeout, timeout or math.inf)
+    try:
+        await session.discover(timeout=probe)
+    except JSONRPCError as exc:
+        reason = probe_refusal(exc.code, exc.data)
+        if reason is None:
+            raise  # a modern server refusing us, or authentication: never legacy
+    except AgentHostTimeout:
+        reason = "server/discover unanswered"
+        late = True
+    except NotModern as exc:
+        reason = str(exc).removeprefix(f"{session.name}: ")
+    except UnsupportedRevision as exc:
+        # Modern, but no modern revision in common: fall back only if the server
+        # also names a legacy one (a dual-era server with other modern versions).
+        if not falls_back(exc.supported):
+            raise
+        reason = "server/discover: no modern revision in common"
+    else:
+        session.learned = "probe: server/discover answered"
+        return
+    if not fallback_in_place:
+        raise NotModern(reason, server=session.name)
+    try:
+        try:
+            await session.initialize(timeout=_left(deadline))
+        except (JSONRPCError, UnsupportedRevision):
+            if not late:
+                raise
+            # The probe was only late (a slow start on a loaded machine): the server
+            # read it and now serves 2026-07-28 on this connection, so it refuses
+            # initialize. Ask again, with what is left of the limit: it is up by now.
+            await session.discover(timeout=_left(deadline))
+            session.learned = "probe: server/discover answered late"
+            return
+    except AgentHostTimeout:
+        # Named by the caller's limit, not by the few seconds the probe left over.
+        raise AgentHostTimeout(
+            f"no answer within {timeout:g}s: {reason}, then no answer to initialize",
+            server=session.name,
+            timeout=timeout,
+        ) from None
+    session.learned = f"probe: {reason}; initialize"
+
+
+@asynccontextmanager
+async def open_session(
+    transport: Transport,
+    *,
+    name: str,
+    handlers: ClientHandlers | None = None,
+    request_timeout: float | None = 60.0,
+    initialize_timeout: float | None = 30.0,
+    protocol_version: str = LATEST_REVISION,
+    client_info: Mapping[str, Any] | None = None,
+    era: str = "legacy",
+    probe_timeout: float | None = 10.0,
+    fallback_in_place: bool = True,
+    max_input_rounds: int = DEFAULT_MAX_ROUNDS,
+    learned: str | None = None,
+) -> AsyncIterator[ClientSession]:
+    """Run a session over ``transport`` and settle its era (:func:`negotiate`).
+
+    ``era``: ``"legacy"`` (``initialize``, the default here), ``"modern"``
+    (``server/discover``) or ``"auto"``. A modern session also keeps a
+    ``subscriptions/listen`` open for the change notifications its handlers listen to.
+
+    Resource handling: the session's tasks stop when the block exits; the transport is
+    closed too (it belongs to the caller's ``async with``, which still tears it down).
+
+    Raises:
+        UnsupportedRevision: no common revision.
+        AgentHostTimeout: the server did not answer ``initialize`` in time.
+    """
+    session = ClientSession(
+        transport,
+        name=name,
+        handlers=handlers,
+        request_timeout=request_timeout,
+        protocol_version=protocol_version,
+        client_info=client_info,
+        max_input_rounds=max_input_rounds,
+    )
+    session.learned = learned
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            try:
+                await negotiate(
+                    session,
+                    era,
+                    timeout=initialize_timeout,
+                    probe_timeout=probe_timeout,
+                    fallback_in_place=fallback_in_place,
+                )
+                session.listen_if_wanted()
+                yield session
+            finally:
+                nursery.cancel_scope.cancel()
+                session.closed_by_client()
+
+
+def _left(deadline: float) -> float | None:
+    """Seconds until ``deadline`` (None: no limit), never negative."""
+    return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 import trio
 
 from agenthost._util import DEFAULT, Timeout
-from agenthost.errors import BackChannelRequired, JSONRPCError, ProtocolError, UnsupportedRevision
+from agenthost.errors import (
+    AgentHostError,
+    BackChannelRequired,
+    JSONRPCError,
+    ProtocolError,
+    UnsupportedRevision,
+)
 from agenthost.mrtr import run_exchange
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
@@ -39,8 +45,11 @@ from agenthost.protocol.lifecycle import (
     supported_revisions,
 )
 from agenthost.protocol.types import (
+    ServerCapabilities,
     SetLevelRequestParams,
     SubscribeRequestParams,
+    SubscriptionFilter,
+    SubscriptionsListenRequestParams,
     Tool,
     UnsubscribeRequestParams,
 )
@@ -82,7 +91,12 @@ class EraHost(Protocol):
     @property
     def _rpc(self) -> RPC: ...
     def _new_stamp(self, revision: str) -> Stamp: ...
-    def _update_listen(self, uri: str, add: bool) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def server_capabilities(self) -> ServerCapabilities | None: ...
+    def has_listener(self, method: str) -> bool: ...
+    def _params(self, params: Any) -> dict[str, Any] | None: ...
     async def request(
         self,
         spec: m.RequestSpec[P, R],
@@ -148,6 +162,9 @@ class LegacyEra:
     async def roots_changed(self) -> None:
         await self._session.notify(m.NOTIFICATION_ROOTS_LIST_CHANGED)
 
+    def listen(self) -> None:
+        """Legacy servers send change notifications unasked: nothing to open."""
+
     async def page(
         self, spec: m.RequestSpec[Any, R], params: dict[str, Any] | None, timeout: float | None
     ) -> tuple[R, float]:
@@ -171,6 +188,11 @@ class ModernEra:
         self.stamp = session._new_stamp(revision)
         #: ``x-mcp-header`` mirrors of each tool (HTTP only).
         self._param_headers: dict[str, tuple[Mirror, ...]] = {}
+        #: The ``subscriptions/listen`` stream: its resource filter, its scope (cancelled
+        #: to re-send it with a new filter) and whether it runs.
+        self._listen_uris: set[str] = set()
+        self._listen_scope: trio.CancelScope | None = None
+        self._listening = False
         session._rpc.transport.set_protocol_version(revision)
 
     @property
@@ -368,10 +390,61 @@ class ModernEra:
 
     async def subscribe(self, uri: str) -> None:
         """The URI joins the session's ``subscriptions/listen`` filter."""
-        self._session._update_listen(uri, True)
+        self._update_listen(uri, True)
 
     async def unsubscribe(self, uri: str) -> None:
-        self._session._update_listen(uri, False)
+        self._update_listen(uri, False)
+
+    def _update_listen(self, uri: str, add: bool) -> None:
+        """``uri`` joins (or leaves) the ``subscriptions/listen`` filter; the running
+        listen is re-sent with it."""
+        if add:
+            self._listen_uris.add(uri)
+        else:
+            self._listen_uris.discard(uri)
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()  # re-listen with the new filter
+        if add:
+            self.listen()
+
+    def listen(self) -> None:
+        """Keep a ``subscriptions/listen`` open for the change notifications the session
+        handles (started once; a no-op while it runs)."""
+        if not self._listening:
+            self._listening = self._session._rpc.spawn(self._listen)
+
+    async def _listen(self) -> None:
+        """Re-sent (with the new filter) when a subscription changes the URIs, and after
+        a pause when the server ends it. A server that refuses it, or a session that
+        ends, ends the loop."""
+        try:
+            await self._listen_loop(self._session.server_capabilities)
+        finally:
+            self._listening = False
+            self._listen_scope = None
+
+    async def _listen_loop(self, caps: ServerCapabilities | None) -> None:
+        session = self._session
+        while not session.closed:
+            notifications = SubscriptionFilter(
+                tools_list_changed=_wants(session, caps, "tools"),
+                prompts_list_changed=_wants(session, caps, "prompts"),
+                resources_list_changed=_wants(session, caps, "resources"),
+                resource_subscriptions=sorted(self._listen_uris) or None,
+            )
+            params = session._params(SubscriptionsListenRequestParams(notifications=notifications))
+            with trio.CancelScope() as scope:
+                self._listen_scope = scope
+                try:
+                    await self.call(m.SUBSCRIPTIONS_LISTEN, params, timeout=None, final=False)
+                except JSONRPCError as exc:
+                    log.info("%s: subscriptions/listen refused: %s", session.name, exc.message)
+                    return
+                except AgentHostError as exc:
+                    log.debug("%s: subscriptions/listen ended: %s", session.name, exc)
+                    return
+            if not scope.cancelled_caught:
+                await trio.sleep(1.0)  # the server ended it: listen again, gently
 
     async def roots_changed(self) -> None:
         """No such notification: the server asks for roots in each request needing them."""
@@ -402,6 +475,15 @@ class ModernEra:
                 self._param_headers[tool.name] = mirrors
             kept.append(tool)
         return kept
+
+
+def _wants(session: EraHost, caps: ServerCapabilities | None, kind: str) -> bool | None:
+    """Whether to ask for ``<kind>/list_changed`` on the listen stream: the server has
+    the capability with ``listChanged`` and someone listens."""
+    cap = getattr(caps, kind, None) if caps is not None else None
+    if cap is None or not getattr(cap, "list_changed", None):
+        return None
+    return True if session.has_listener(f"notifications/{kind}/list_changed") else None
 
 
 #: Either era; the session holds one.

@@ -26,28 +26,25 @@ that raises gets an error response and the session lives on.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from typing import Any, Final, TypeVar
 
 import orjson
 import trio
 
-from agenthost._util import DEFAULT, Timeout, collapse_single_group
+from agenthost._util import DEFAULT, Timeout
 from agenthost._version import __version__
-from agenthost.ask_tasks import TASKABLE_ASKS, AskTaskStore
+from agenthost.ask_tasks import AskTaskStore
 from agenthost.asks import (
     AskRouter,
     ClientHandlers,
     NotificationListener,
     RequestContext,
-    tasks_declared,
 )
 from agenthost.era import LegacyEra, ModernEra, SessionEra
 from agenthost.errors import (
     AgentHostError,
-    AgentHostTimeout,
     JSONRPCError,
     NotModern,
     OutputValidationError,
@@ -62,8 +59,6 @@ from agenthost.protocol.jsonrpc import Request
 from agenthost.protocol.lifecycle import (
     Stamp,
     discover_revision,
-    falls_back,
-    probe_refusal,
     supported_revisions,
 )
 from agenthost.protocol.revisions import (
@@ -77,11 +72,9 @@ from agenthost.protocol.revisions import (
 )
 from agenthost.protocol.types import (
     CallToolResult,
-    ClientCapabilities,
     CompleteRequestParams,
     CompleteResult,
     DiscoverResult,
-    ElicitationCapability,
     GetPromptRequestParams,
     GetPromptResult,
     Implementation,
@@ -94,20 +87,15 @@ from agenthost.protocol.types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
-    RootsCapability,
-    SamplingCapability,
     ServerCapabilities,
-    SubscriptionFilter,
-    SubscriptionsListenRequestParams,
     Tool,
 )
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.transports.base import Transport
 
 __all__ = [
     "ClientSession",
     "ProgressCallback",
-    "open_session",
 ]
 
 log = logging.getLogger("agenthost.session")
@@ -191,9 +179,6 @@ class ClientSession:
         self._log_level: str | None = None
         #: Cached list results (2026-07-28 ``ttlMs``): method -> (expires, items).
         self._list_cache: dict[str, tuple[float, list[Any]]] = {}
-        self._listen_uris: set[str] = set()
-        self._listen_scope: trio.CancelScope | None = None
-        self._listening = False
         self._client_info = dict(
             client_info or {"name": "agenthost", "title": "agenthost", "version": __version__}
         )
@@ -294,42 +279,6 @@ class ClientSession:
     def _limit(self, timeout: Timeout) -> float | None:
         return self.request_timeout if timeout is DEFAULT else timeout
 
-    async def send_request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        timeout: Timeout = DEFAULT,
-        cancellable: bool = True,
-        options: SendOptions = NO_OPTIONS,
-        extensions: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Send a request as raw JSON and return the raw ``result`` object.
-
-        The escape hatch for methods outside the table (extensions); MCP methods go
-        through :meth:`request`. ``extensions`` (2026-07-28 only) are declared in this
-        request's client capabilities on top of the session's own (an extension such as
-        tasks is opted into per request).
-
-        Raises:
-            JSONRPCError: the server answered with an error.
-            AgentHostTimeout: no answer within ``timeout`` (the server is told to cancel).
-            TransportClosed: the server is gone (before or while waiting).
-
-        Cancellation: the server receives ``notifications/cancelled`` for this request.
-
-        On a 2026-07-28 session the request is stamped with the per-request ``_meta`` and
-        its HTTP headers like every other (``options`` are then computed, not taken).
-        """
-        return await self._era.send(
-            method,
-            params,
-            timeout=self._limit(timeout),
-            cancellable=cancellable,
-            options=options,
-            extensions=extensions,
-        )
-
     async def request(
         self,
         spec: m.RequestSpec[P, R],
@@ -427,19 +376,21 @@ class ClientSession:
 
     async def exchange(
         self,
-        method: str,
+        spec: m.RequestSpec[Any, Any],
         params: dict[str, Any] | None,
         *,
         timeout: Timeout = DEFAULT,
         extensions: Mapping[str, Any] | None = None,
         final_kinds: frozenset[str] = frozenset({"complete"}),
     ) -> dict[str, Any]:
-        """A 2026-07-28 request that may need input (MRTR), as raw JSON: the escape hatch
-        for an extension that changes a table method's result (the tasks extension's
-        ``CreateTaskResult`` for ``tools/call``). On a legacy session: :meth:`send_request`.
+        """``spec``'s request with params in wire shape, its result as raw JSON: for an
+        extension that changes a table method's result (the tasks extension's
+        ``CreateTaskResult`` for ``tools/call``, ``final_kinds`` ``{"complete", "task"}``),
+        declared in ``extensions`` for this request. On 2026-07-28 it may need input
+        (MRTR); on a legacy session it is a plain request.
         """
         return await self._era.send(
-            method,
+            spec.method,
             params,
             timeout=self._limit(timeout),
             extensions=extensions,
@@ -456,7 +407,11 @@ class ClientSession:
         """
         modern = ModernEra(self, self._modern_offer)
         self._era = modern
-        raw = await modern.call(m.SERVER_DISCOVER, None, timeout=timeout, cancellable=False)
+        try:
+            raw = await modern.call(m.SERVER_DISCOVER, None, timeout=timeout, cancellable=False)
+        except BaseException:
+            self._era = self._legacy  # not settled: the caller may initialize instead
+            raise
         try:
             result = structure(raw, m.SERVER_DISCOVER_SPEC.result)
         except ProtocolError as exc:
@@ -483,170 +438,15 @@ class ClientSession:
         self.discover_result = result
         return result
 
-    async def negotiate(
-        self,
-        mode: str = "auto",
-        *,
-        timeout: float | None = 30.0,
-        probe_timeout: float | None = 10.0,
-        fallback_in_place: bool = True,
-    ) -> None:
-        """Settle the era: ``"legacy"`` (initialize), ``"modern"`` (discover) or ``"auto"``.
-
-        ``auto`` follows ``basic/versioning.mdx``: probe with ``server/discover``; a
-        result or a recognised modern error means modern; any other error, or no answer
-        within ``probe_timeout``, means legacy: ``initialize`` on the same connection
-        (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
-        falls back on a fresh one, as HTTP does). Never keyed to one error code.
-
-        ``timeout`` bounds the whole negotiation, the probe and every request after it:
-        one deadline, so a silent server costs the caller's limit and not a multiple of
-        it (issue 22: the probe and the fallback each got the whole limit).
-
-        Raises:
-            NotModern: auto found a legacy server and ``fallback_in_place`` is False.
-            TransportClosed: the server went away (some exit on an unexpected first
-                message; the caller may restart it and use ``"legacy"``).
-            UnsupportedRevision, AgentHostTimeout, JSONRPCError: as initialize/discover.
-        """
-        if mode == "legacy":
-            await self.initialize(timeout=timeout)
-            self.learned = self.learned or "initialize"
-            return
-        if mode != "auto":
-            await self.discover(timeout=timeout)
-            self.learned = self.learned or "server/discover"
-            return
-        late = False
-        deadline = math.inf if timeout is None else trio.current_time() + timeout
-        probe = timeout if probe_timeout is None else min(probe_timeout, timeout or math.inf)
-        try:
-            await self.discover(timeout=probe)
-        except JSONRPCError as exc:
-            reason = probe_refusal(exc.code, exc.data)
-            if reason is None:
-                raise  # a modern server refusing us, or authentication: never legacy
-        except AgentHostTimeout:
-            reason = "server/discover unanswered"
-            late = True
-        except NotModern as exc:
-            reason = str(exc).removeprefix(f"{self.name}: ")
-        except UnsupportedRevision as exc:
-            # Modern, but no modern revision in common: fall back only if the server
-            # also names a legacy one (a dual-era server with other modern versions).
-            if not falls_back(exc.supported):
-                raise
-            reason = "server/discover: no modern revision in common"
-        else:
-            self.learned = "probe: server/discover answered"
-            return
-        self._era = self._legacy
-        if not fallback_in_place:
-            raise NotModern(reason, server=self.name)
-        try:
-            try:
-                await self.initialize(timeout=_left(deadline))
-            except (JSONRPCError, UnsupportedRevision):
-                if not late:
-                    raise
-                # The probe was only late (a slow start on a loaded machine): the server
-                # read it and now serves 2026-07-28 on this connection, so it refuses
-                # initialize. Ask again, with what is left of the limit: it is up by now.
-                await self.discover(timeout=_left(deadline))
-                self.learned = "probe: server/discover answered late"
-                return
-        except AgentHostTimeout:
-            # Named by the caller's limit, not by the few seconds the probe left over.
-            raise AgentHostTimeout(
-                f"no answer within {timeout:g}s: {reason}, then no answer to initialize",
-                server=self.name,
-                timeout=timeout,
-            ) from None
-        self.learned = f"probe: {reason}; initialize"
-
-    async def _listen(self) -> None:
-        """Keep a ``subscriptions/listen`` open for the change notifications we handle.
-
-        Re-sent (with the new filter) when :meth:`subscribe_resource` changes the URIs,
-        and after a pause when the server ends it. A server that refuses it, or a session
-        that ends, ends the loop.
-        """
-        caps = self.server_capabilities
-        try:
-            await self._listen_loop(caps)
-        finally:
-            self._listening = False
-            self._listen_scope = None
-
-    def _ensure_listening(self) -> None:
-        if not self._listening and self._era.modern:
-            self._listening = self._rpc.spawn(self._listen)
-
-    async def _listen_loop(self, caps: ServerCapabilities | None) -> None:
-        while not self.closed:
-            notifications = SubscriptionFilter(
-                tools_list_changed=_wants(self, caps, "tools"),
-                prompts_list_changed=_wants(self, caps, "prompts"),
-                resources_list_changed=_wants(self, caps, "resources"),
-                resource_subscriptions=sorted(self._listen_uris) or None,
-            )
-            params = self._params(SubscriptionsListenRequestParams(notifications=notifications))
-            with trio.CancelScope() as scope:
-                self._listen_scope = scope
-                try:
-                    await self._era.send(m.SUBSCRIPTIONS_LISTEN, params, timeout=None)
-                except JSONRPCError as exc:
-                    log.info("%s: subscriptions/listen refused: %s", self.name, exc.message)
-                    return
-                except AgentHostError as exc:
-                    log.debug("%s: subscriptions/listen ended: %s", self.name, exc)
-                    return
-            if not scope.cancelled_caught:
-                await trio.sleep(1.0)  # the server ended it: listen again, gently
-
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification."""
         await self._rpc.notify(method, params)
 
     # ------------------------------------------------------------------ lifecycle requests
 
-    def _capabilities(self, revision: str) -> ClientCapabilities:
-        """What we declare: only what has a handler (the revision trims the rest)."""
-        handlers = self.handlers
-        return ClientCapabilities(
-            roots=RootsCapability(list_changed=None if is_modern(revision) else True)
-            if handlers.roots is not None
-            else None,
-            sampling=SamplingCapability(
-                tools={} if handlers.sampling_tools else None,
-                context={} if handlers.sampling_context else None,
-            )
-            if handlers.sampling is not None
-            else None,
-            elicitation=ElicitationCapability(
-                form={} if "form" in handlers.elicitation_modes else None,
-                url={} if "url" in handlers.elicitation_modes else None,
-            )
-            if handlers.elicitation is not None
-            else None,
-            tasks=self._tasks_capability(revision),
-        )
-
-    def _tasks_capability(self, revision: str) -> dict[str, Any] | None:
-        """``tasks``: the asks we run as tasks (those with a handler), with list and cancel."""
-        if self.ask_tasks is None or not tasks_declared(revision):
-            return None
-        requests: dict[str, Any] = {}
-        for method, (kind, verb) in TASKABLE_ASKS.items():
-            if self._asks.task_capability(method):
-                requests.setdefault(kind, {})[verb] = {}
-        if not requests:
-            return None
-        return {"list": {}, "cancel": {}, "requests": requests}
-
     def client_capabilities(self, revision: str) -> dict[str, Any]:
         """The capabilities we declare under ``revision``, as sent."""
-        caps: dict[str, Any] = unstructure(self._capabilities(revision), revision)
+        caps: dict[str, Any] = unstructure(self._asks.capabilities(revision), revision)
         return caps
 
     def _implementation(self) -> Implementation:
@@ -661,11 +461,11 @@ class ClientSession:
         """
         params = InitializeRequestParams(
             protocol_version=self._offer,
-            capabilities=self._capabilities(self._offer),
+            capabilities=self._asks.capabilities(self._offer),
             client_info=self._implementation(),
         )
         try:
-            raw = await self.send_request(
+            raw = await self._legacy.call(
                 m.INITIALIZE,
                 unstructure(params, self._offer),
                 timeout=timeout,
@@ -779,7 +579,7 @@ class ClientSession:
 
         Raises:
             OutputValidationError: structured content missing or not matching the schema.
-            JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`send_request`.
+            JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`request`.
         """
         call_meta: dict[str, Any] | None = None
         token: str | None = None
@@ -873,18 +673,6 @@ class ClientSession:
     async def unsubscribe_resource(self, uri: str) -> None:
         await self._era.unsubscribe(uri)
 
-    def _update_listen(self, uri: str, add: bool) -> None:
-        """2026-07-28: ``uri`` joins (or leaves) the ``subscriptions/listen`` filter; the
-        running listen is re-sent with it."""
-        if add:
-            self._listen_uris.add(uri)
-        else:
-            self._listen_uris.discard(uri)
-        if self._listen_scope is not None:
-            self._listen_scope.cancel()  # re-listen with the new filter
-        if add:
-            self._ensure_listening()
-
     async def complete(
         self,
         ref: Mapping[str, Any],
@@ -917,6 +705,24 @@ class ClientSession:
                 listeners.remove(listener)
 
         return remove
+
+    def listen_if_wanted(self) -> None:
+        """2026-07-28: keep a ``subscriptions/listen`` open when anyone listens to change
+        notifications (legacy servers send them unasked: nothing to do)."""
+        if any(
+            self.has_listener(method) for method in (*_STALE_BY, "notifications/resources/updated")
+        ):
+            self._era.listen()
+
+    def closed_by_client(self) -> None:
+        """The client is done with the session: requests still waiting fail with
+        :class:`~agenthost.errors.TransportClosed` rather than hang."""
+        self._close(TransportClosed("session closed by the client", server=self.name))
+
+    def has_listener(self, method: str) -> bool:
+        """Whether anyone listens to notification ``method`` (2026-07-28 asks the server
+        for only those)."""
+        return bool(self._listeners.get(method))
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         for stale in _STALE_BY.get(method, ()):
@@ -969,21 +775,6 @@ class ClientSession:
         )
 
 
-def _left(deadline: float) -> float | None:
-    """Seconds until ``deadline`` (None: no limit), never negative."""
-    return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())
-
-
-def _wants(session: ClientSession, caps: ServerCapabilities | None, kind: str) -> bool | None:
-    """Whether to ask for ``<kind>/list_changed`` on the listen stream: the server has
-    the capability with ``listChanged`` and someone listens."""
-    cap = getattr(caps, kind, None) if caps is not None else None
-    if cap is None or not getattr(cap, "list_changed", None):
-        return None
-    method = f"notifications/{kind}/list_changed"
-    return True if session._listeners.get(method) else None
-
-
 def _render_log_data(data: Any) -> str:
     if isinstance(data, str):
         return data
@@ -991,63 +782,3 @@ def _render_log_data(data: Any) -> str:
         return orjson.dumps(data).decode()
     except TypeError:
         return repr(data)
-
-
-@asynccontextmanager
-async def open_session(
-    transport: Transport,
-    *,
-    name: str,
-    handlers: ClientHandlers | None = None,
-    request_timeout: float | None = 60.0,
-    initialize_timeout: float | None = 30.0,
-    protocol_version: str = LATEST_REVISION,
-    client_info: Mapping[str, Any] | None = None,
-    era: str = "legacy",
-    probe_timeout: float | None = 10.0,
-    fallback_in_place: bool = True,
-    max_input_rounds: int = DEFAULT_MAX_ROUNDS,
-    learned: str | None = None,
-) -> AsyncIterator[ClientSession]:
-    """Run a session over ``transport`` and settle its era (:meth:`ClientSession.negotiate`).
-
-    ``era``: ``"legacy"`` (``initialize``, the default here), ``"modern"``
-    (``server/discover``) or ``"auto"``. A modern session also keeps a
-    ``subscriptions/listen`` open for the change notifications its handlers listen to.
-
-    Resource handling: the session's tasks stop when the block exits; the transport is
-    closed too (it belongs to the caller's ``async with``, which still tears it down).
-
-    Raises:
-        UnsupportedRevision: no common revision.
-        AgentHostTimeout: the server did not answer ``initialize`` in time.
-    """
-    session = ClientSession(
-        transport,
-        name=name,
-        handlers=handlers,
-        request_timeout=request_timeout,
-        protocol_version=protocol_version,
-        client_info=client_info,
-        max_input_rounds=max_input_rounds,
-    )
-    session.learned = learned
-    with collapse_single_group():
-        async with trio.open_nursery() as nursery:
-            await nursery.start(session.run)
-            try:
-                await session.negotiate(
-                    era,
-                    timeout=initialize_timeout,
-                    probe_timeout=probe_timeout,
-                    fallback_in_place=fallback_in_place,
-                )
-                if session.era is Era.MODERN and any(
-                    method in session._listeners
-                    for method in (*_STALE_BY, "notifications/resources/updated")
-                ):
-                    session._ensure_listening()
-                yield session
-            finally:
-                nursery.cancel_scope.cancel()
-                session._close(TransportClosed("session closed by the client", server=name))

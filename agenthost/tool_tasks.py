@@ -444,7 +444,7 @@ async def call_tool_via_extension(
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
     started = trio.current_time()
     raw = await session.exchange(
-        m.TOOLS_CALL,
+        m.TOOLS_CALL_SPEC,
         params,
         timeout=timeout,
         extensions=_DECLARE,

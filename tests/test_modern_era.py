@@ -20,11 +20,11 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import EraCache, connect
+from agenthost.connection import EraCache, connect, open_session
 from agenthost.errors import UnsupportedRevision
 from agenthost.protocol.revisions import Era
 from agenthost.protocol.types import TextResourceContents
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
 from tests.conftest import PEERS_DIR, free_port

@@ -17,6 +17,7 @@ import trio.testing
 
 from agenthost._util import collapse_single_group
 from agenthost.asks import ClientHandlers, RequestContext
+from agenthost.connection import open_session
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -25,7 +26,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ListRootsResult, Root
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.testing import ScriptedServer, ServerContext, memory_transport_pair
 
 

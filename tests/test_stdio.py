@@ -13,9 +13,10 @@ import orjson
 import pytest
 import trio
 
+from agenthost.connection import open_session
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol.jsonrpc import Message, Notification, Request, Response
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.stdio import child_environment, open_stdio_transport
 from tests.helpers import alive
 
