@@ -59,7 +59,18 @@ from agenthost.errors import (
     UnsupportedRevision,
 )
 from agenthost.mrtr import DEFAULT_MAX_ROUNDS
-from agenthost.protocol.lifecycle import falls_back, modern_evidence, probe_refusal
+from agenthost.protocol.lifecycle import (
+    EXITED,
+    NOT_MODERN,
+    REFUSED,
+    REFUSED_MODERN,
+    Plan,
+    falls_back,
+    first_plan,
+    modern_evidence,
+    next_plan,
+    probe_refusal,
+)
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
@@ -145,74 +156,42 @@ async def connect(
     cache = era_cache if era_cache is not None else default_era_cache()
     mode = config.protocol
     stdio = config.transport == "stdio"
-    plan: tuple[str, str | None]
-    if mode == "legacy":
-        plan = ("legacy", "config: protocol = legacy")
-    elif mode != "auto":
-        plan = ("modern", f"config: protocol = {mode}")
-    elif config.transport in ("sse", "websocket"):
-        plan = ("legacy", f"{config.transport} transport (no 2026-07-28 binding)")
-    else:
-        await cache.open()
-        cached = cache.get(config)
-        if cached is None:
-            plan = ("auto", None)
-        else:
-            why = cache.reason(config)
-            how = f"cached ({why})" if why else "cached"
-            plan = ("modern" if cached[0] is Era.MODERN else "legacy", how)
+    plan = await _first_plan(config, cache)
     # One deadline for the whole attempt: connecting, the probe, and every fallback
     # after it (a fresh transport, a restarted process, initialize after the probe).
     # Each used to get the whole limit again (issue 22: 10-11 s for startup = 5).
     startup = config.timeouts.startup
     deadline = trio.current_time() + startup
-    offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
     for _ in range(4):
-        era, learned = plan
+        attempt = _Attempt(config, plan, handlers, protocol_version, deadline)
         yielded = False
-        stage = "still connecting" if config.is_remote else "still starting the server"
         with trio.CancelScope(deadline=deadline) as limit:
             try:
-                async with open_transport(_for_era(config, era)) as transport:
-                    stage = _waiting_for(era, learned, stdio)
-                    async with open_session(
-                        transport,
-                        name=config.name,
-                        handlers=handlers,
-                        request_timeout=_limit(config.timeouts.request),
-                        initialize_timeout=max(0.0, deadline - trio.current_time()),
-                        protocol_version=offer if era == "modern" else protocol_version,
-                        era=era,
-                        # stdio: a server may stay silent on the probe, so the probe gets
-                        # part of the limit and initialize the rest; HTTP always answers,
-                        # so the probe may take it all (a slow server is not legacy).
-                        probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
-                        fallback_in_place=stdio,
-                        max_input_rounds=config.max_input_rounds,
-                        learned=learned,
-                    ) as session:
-                        limit.deadline = math.inf  # started: the limit is spent
-                        if mode == "auto" and session.revision is not None:
-                            await cache.remember(config, session.revision)
-                        yielded = True
-                        yield session
+                async with attempt.open() as session:
+                    limit.deadline = math.inf  # started: the limit is spent
+                    if mode == "auto" and session.revision is not None:
+                        await cache.remember(config, session.revision)
+                    yielded = True
+                    yield session
                 return
-            except NotModern as exc:
-                if yielded or era != "auto":
+            except (NotModern, TransportClosed, JSONRPCError, UnsupportedRevision) as exc:
+                if yielded:
                     raise
-                reason = str(exc).removeprefix(f"{config.name}: ")
-                plan = ("legacy", f"probe: {reason}; initialize")
-            except TransportClosed:
-                if yielded or era != "auto" or not stdio:
+                following = next_plan(
+                    mode,
+                    plan,
+                    _outcome(exc),
+                    stdio=stdio,
+                    reason=str(exc).removeprefix(f"{config.name}: "),
+                )
+                if following is None:
                     raise
-                log.info(
-                    "%s: the server exited on the server/discover probe; restarting it",
-                    config.name,
-                )
-                plan = (
-                    "legacy",
-                    "probe: the server exited on server/discover; restarted; initialize",
-                )
+                if plan.cached:
+                    log.info("%s: the cached protocol era failed; probing again", config.name)
+                    await cache.drop(config)
+                elif following.learned is not None and "restarted" in following.learned:
+                    log.info("%s: the server exited on the probe; restarting it", config.name)
+                plan = following
             except AgentHostTimeout:
                 if yielded:
                     raise
@@ -221,30 +200,86 @@ async def connect(
                     # first: the server is unreachable; another attempt cannot help.
                     raise
                 limit.cancel()  # the same error as when the deadline cancels us, below
-            except (JSONRPCError, UnsupportedRevision) as exc:
-                if yielded:
-                    raise
-                if learned is not None and learned.startswith("cached"):
-                    log.info("%s: the cached protocol era failed; probing again", config.name)
-                    await cache.drop(config)
-                    plan = ("auto", None)
-                elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
-                    # initialize refused with a 2026-07-28 error: the probe was wrong (it
-                    # timed out on a slow start, say); the server itself says it is modern.
-                    plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
-                else:
-                    raise
         if limit.cancel_called and not yielded:
-            if learned is not None and learned.startswith("cached"):
+            if plan.cached:
                 # No time is left to probe again now: the next attempt will, so a server
                 # that changed era is not stuck on the era it had.
                 await cache.drop(config)
             raise AgentHostTimeout(
-                f"did not start within {startup:g}s (timeouts.startup): {stage}",
+                f"did not start within {startup:g}s (timeouts.startup): {attempt.stage}",
                 server=config.name,
                 timeout=startup,
             )
     raise AssertionError("unreachable: at most a re-probe, a fallback and a correction")
+
+
+async def _first_plan(config: ServerConfig, cache: EraCache) -> Plan:
+    """The first attempt's plan; the era cache is read only when a probe would be made."""
+    cached: tuple[bool, str | None] | None = None
+    if config.protocol == "auto" and config.transport not in ("sse", "websocket"):
+        await cache.open()
+        entry = cache.get(config)
+        if entry is not None:
+            cached = (entry[0] is Era.MODERN, cache.reason(config))
+    return first_plan(config.protocol, config.transport, cached)
+
+
+class _Attempt:
+    """One attempt at ``plan``: a transport for its era and a session over it. ``stage``
+    says what was still awaited, for the timeout message."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        plan: Plan,
+        handlers: ClientHandlers | None,
+        protocol_version: str,
+        deadline: float,
+    ) -> None:
+        self.stage = "still connecting" if config.is_remote else "still starting the server"
+        self._config = config
+        self._plan = plan
+        self._handlers = handlers
+        self._protocol_version = protocol_version
+        self._deadline = deadline
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[ClientSession]:
+        config, era = self._config, self._plan.era
+        stdio = config.transport == "stdio"
+        startup = config.timeouts.startup
+        mode = config.protocol
+        offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
+        async with open_transport(_for_era(config, era)) as transport:
+            self.stage = _waiting_for(era, self._plan.learned, stdio)
+            async with open_session(
+                transport,
+                name=config.name,
+                handlers=self._handlers,
+                request_timeout=_limit(config.timeouts.request),
+                initialize_timeout=max(0.0, self._deadline - trio.current_time()),
+                protocol_version=offer if era == "modern" else self._protocol_version,
+                era=era,
+                # stdio: a server may stay silent on the probe, so the probe gets part
+                # of the limit and initialize the rest; HTTP always answers, so the
+                # probe may take it all (a slow server is not legacy).
+                probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
+                fallback_in_place=stdio,
+                max_input_rounds=config.max_input_rounds,
+                learned=self._plan.learned,
+            ) as session:
+                yield session
+
+
+def _outcome(exc: BaseException) -> str:
+    """A failed attempt's error as :func:`~agenthost.protocol.lifecycle.next_plan` reads it."""
+    if isinstance(exc, NotModern):
+        return NOT_MODERN
+    if isinstance(exc, TransportClosed):
+        return EXITED
+    if isinstance(exc, JSONRPCError | UnsupportedRevision) and _modern_evidence(exc):
+        return REFUSED_MODERN
+    return REFUSED
 
 
 def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agenthost.protocol import lifecycle as lc
 
 
@@ -95,3 +97,63 @@ def test_stamp_headers_tasks_route_by_task_and_tools_mirror_params() -> None:
     headers = stamp.headers("tools/call", {"name": "t", "arguments": {"region": "eu"}}, mirrors)
     assert headers["Mcp-Param-Region"] == "eu"
     assert "Mcp-Name" not in stamp.headers("tools/list", {})
+
+
+# --- reaching a server: the plan table --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "transport", "cached", "expected"),
+    [
+        ("legacy", "stdio", None, lc.Plan("legacy", "config: protocol = legacy")),
+        ("2026-07-28", "http", None, lc.Plan("modern", "config: protocol = 2026-07-28")),
+        ("auto", "sse", None, lc.Plan("legacy", "sse transport (no 2026-07-28 binding)")),
+        (
+            "auto",
+            "websocket",
+            (True, None),
+            lc.Plan("legacy", "websocket transport (no 2026-07-28 binding)"),
+        ),
+        ("auto", "stdio", None, lc.Plan("auto")),
+        ("auto", "stdio", (True, None), lc.Plan("modern", "cached")),
+        ("auto", "http", (False, "fell back"), lc.Plan("legacy", "cached (fell back)")),
+    ],
+)
+def test_first_plan(
+    mode: str, transport: str, cached: tuple[bool, str | None] | None, expected: lc.Plan
+) -> None:
+    assert lc.first_plan(mode, transport, cached) == expected
+
+
+_PROBE = lc.Plan("auto")
+_CACHED = lc.Plan("modern", "cached")
+_LEGACY = lc.Plan("legacy", "probe: x; initialize")
+
+
+@pytest.mark.parametrize(
+    ("mode", "plan", "outcome", "stdio", "expected_era"),
+    [
+        ("auto", _PROBE, lc.NOT_MODERN, False, "legacy"),
+        ("auto", _PROBE, lc.EXITED, True, "legacy"),
+        ("auto", _PROBE, lc.EXITED, False, None),  # HTTP: no process to restart
+        ("auto", _PROBE, lc.REFUSED, True, None),
+        ("auto", _CACHED, lc.REFUSED, True, "auto"),
+        ("auto", _CACHED, lc.REFUSED_MODERN, False, "auto"),
+        ("auto", _CACHED, lc.EXITED, True, None),  # a crash is not a changed era
+        ("auto", _LEGACY, lc.REFUSED_MODERN, True, "modern"),
+        ("auto", _LEGACY, lc.REFUSED, True, None),
+        ("legacy", lc.Plan("legacy", "config: protocol = legacy"), lc.REFUSED_MODERN, True, None),
+        ("2026-07-28", lc.Plan("modern", "config"), lc.NOT_MODERN, True, None),
+    ],
+)
+def test_next_plan(
+    mode: str, plan: lc.Plan, outcome: str, stdio: bool, expected_era: str | None
+) -> None:
+    following = lc.next_plan(mode, plan, outcome, stdio=stdio, reason="why")
+    assert (following.era if following is not None else None) == expected_era
+
+
+def test_next_plan_names_the_probe_s_reason() -> None:
+    following = lc.next_plan("auto", _PROBE, lc.NOT_MODERN, stdio=True, reason="no discover")
+    assert following == lc.Plan("legacy", "probe: no discover; initialize")
+    assert not following.cached and _CACHED.cached

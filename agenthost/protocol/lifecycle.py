@@ -10,7 +10,10 @@ made here, once, from plain values, so it can be tested with plain dicts (the h1
 * :func:`retry_revision`: a -32022 refusal -> the modern revision to retry once at;
 * :func:`modern_evidence`: "is this error evidence of the modern era?", written once for
   the probe, the ``initialize`` correction and the era cache;
-* :class:`Stamp`: what every 2026-07-28 request carries (``_meta`` and the HTTP headers).
+* :class:`Stamp`: what every 2026-07-28 request carries (``_meta`` and the HTTP headers);
+* :func:`first_plan` and :func:`next_plan`: the one transition table of reaching a
+  server (probe -> fallback -> cache): which era to try first, and after a failure,
+  which to try next (or none: the failure is final).
 
 Nothing here imports trio or httpx (``tests/test_layers.py``).
 """
@@ -27,6 +30,7 @@ from agenthost.protocol.headers import Mirror, request_headers, tool_param_heade
 from agenthost.protocol.revisions import LEGACY_REVISIONS, MODERN_REVISIONS, is_modern
 
 __all__ = [
+    "EXITED",
     "HEADER_MISMATCH",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
@@ -35,11 +39,17 @@ __all__ = [
     "META_SERVER_INFO",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "MODERN_ERROR_CODES",
+    "NOT_MODERN",
+    "REFUSED",
+    "REFUSED_MODERN",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "Plan",
     "Stamp",
     "discover_revision",
     "falls_back",
+    "first_plan",
     "modern_evidence",
+    "next_plan",
     "probe_refusal",
     "retry_revision",
     "server_info",
@@ -198,3 +208,72 @@ class Stamp:
         """One request, stamped: ``(params, headers)``."""
         out = self.params(params, extensions)
         return out, self.headers(method, out, mirrors)
+
+
+# --- reaching a server: the probe -> fallback -> cache transitions ---------------------
+
+#: How an attempt failed, as :func:`next_plan` reads it (the I/O side maps errors to these).
+NOT_MODERN: Final = "not-modern"  # the probe found a legacy server (fall back on a fresh one)
+EXITED: Final = "exited"  # the process exited on the probe
+REFUSED: Final = "refused"  # an error answer (JSON-RPC error, no revision in common)
+REFUSED_MODERN: Final = "refused-modern"  # ... carrying 2026-07-28 evidence
+
+
+@attrs.frozen
+class Plan:
+    """One attempt at reaching a server: the era to try (``"auto"`` probes) and how that
+    was decided (shown by ``agenthost servers``; None while a probe has to find out)."""
+
+    era: str
+    learned: str | None = None
+
+    @property
+    def cached(self) -> bool:
+        """The era came from the era cache (which a failure then makes stale)."""
+        return self.learned is not None and self.learned.startswith("cached")
+
+
+def first_plan(mode: str, transport: str, cached: tuple[bool, str | None] | None) -> Plan:
+    """The first attempt for a server whose config says ``protocol = mode``.
+
+    ``cached``: what the era cache holds for it (modern?, why), read only for ``auto``.
+    ``sse`` and ``websocket`` are legacy: 2026-07-28 defines neither binding.
+    """
+    if mode == "legacy":
+        return Plan("legacy", "config: protocol = legacy")
+    if mode != "auto":
+        return Plan("modern", f"config: protocol = {mode}")
+    if transport in ("sse", "websocket"):
+        return Plan("legacy", f"{transport} transport (no 2026-07-28 binding)")
+    if cached is None:
+        return Plan("auto")
+    modern, why = cached
+    return Plan("modern" if modern else "legacy", f"cached ({why})" if why else "cached")
+
+
+def next_plan(mode: str, plan: Plan, outcome: str, *, stdio: bool, reason: str = "") -> Plan | None:
+    """After ``plan`` failed with ``outcome``: the next attempt, or None (raise the error).
+
+    The whole table (a caller drops the cache entry whenever ``plan.cached`` moves on):
+
+    ========================  ==================  ==========================================
+    plan                      outcome             next
+    ========================  ==================  ==========================================
+    auto (probe)              NOT_MODERN          legacy on a fresh connection
+    auto (probe), stdio       EXITED              legacy on a restarted process
+    cached                    REFUSED[_MODERN]    auto: probe again (the server changed)
+    legacy, mode auto         REFUSED_MODERN      modern: initialize was refused the 2026 way
+    anything else             -                   None
+    ========================  ==================  ==========================================
+    """
+    if plan.era == "auto" and outcome == NOT_MODERN:
+        return Plan("legacy", f"probe: {reason}; initialize")
+    if plan.era == "auto" and outcome == EXITED and stdio:
+        return Plan("legacy", "probe: the server exited on server/discover; restarted; initialize")
+    if outcome in (REFUSED, REFUSED_MODERN) and plan.cached:
+        return Plan("auto")
+    if outcome == REFUSED_MODERN and mode == "auto" and plan.era == "legacy":
+        # The probe was wrong (it timed out on a slow start, say): the server says it
+        # is modern.
+        return Plan("modern", "probe: initialize refused with a 2026-07-28 error")
+    return None
