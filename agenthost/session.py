@@ -214,6 +214,11 @@ class ClientSession:
     def _transport(self) -> Transport:
         return self._rpc.transport
 
+    def requests_watched(self) -> int:
+        """Requests waiting with a deadline (0 at rest: a finished request leaves the
+        watchdog at once, however long its limit)."""
+        return self._rpc.watched()
+
     @property
     def transport(self) -> Transport:
         """The transport under this session (its ``pid``, ``kind`` ... for status)."""

@@ -79,7 +79,7 @@ async def test_initialize_negotiates_and_announces() -> None:
     server.revisions = ("2025-03-26",)
     async with connected(server) as (session, _):
         assert session.revision == "2025-03-26"
-        assert session._transport.protocol_version == "2025-03-26"  # type: ignore[attr-defined]
+        assert session.transport.protocol_version == "2025-03-26"  # type: ignore[attr-defined]
     init = server.received[0]
     assert isinstance(init, Request)
     assert init.method == "initialize"
@@ -163,7 +163,7 @@ async def test_each_timeout_fires_at_its_own_deadline(
             nursery.start_soon(hang, "short", 0.2, 0.1)
             nursery.start_soon(hang, "same", 1.0, 0.5)
         assert fired == pytest.approx({"long": 1.0, "short": 0.3, "same": 1.5}, abs=1e-6)
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_a_hung_request_times_out_while_others_finish(
@@ -186,7 +186,7 @@ async def test_a_hung_request_times_out_while_others_finish(
                 assert result.content[0].text == str(i)  # type: ignore[union-attr]
                 await trio.sleep(0.01)
         assert fired == [pytest.approx(0.5, abs=1e-6)]
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_finished_requests_leave_the_watchdog_at_once() -> None:
@@ -198,7 +198,7 @@ async def test_finished_requests_leave_the_watchdog_at_once() -> None:
                 nursery.start_soon(session.call_tool, "echo", {"text": i})
         for i in range(100):
             await session.call_tool("echo", {"text": i}, timeout=30 + i % 3)
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_cancel_scope_sends_cancelled() -> None:

@@ -215,6 +215,22 @@ class StdioTransport(Transport):
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def bytes_unread(self) -> int:
+        """Bytes read from the server and not decoded yet (bounded: max message size
+        plus one read)."""
+        return len(self._buf)
+
+    @property
+    def bytes_unsent(self) -> int:
+        """Bytes queued for the server's stdin and not written yet (backpressure)."""
+        return len(self._backlog) - self._offset
+
+    @property
+    def stdin_fd(self) -> int:
+        """The file descriptor of the server's stdin (what each write goes to)."""
+        return int(self._stdin.fileno())
+
     @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def send(
         self,
