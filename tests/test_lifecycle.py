@@ -139,7 +139,7 @@ _LEGACY = lc.Plan("legacy", "probe: x; initialize")
         ("auto", _PROBE, lc.REFUSED, True, None),
         ("auto", _CACHED, lc.REFUSED, True, "auto"),
         ("auto", _CACHED, lc.REFUSED_MODERN, False, "auto"),
-        ("auto", _CACHED, lc.EXITED, True, None),  # a crash is not a changed era
+        ("auto", _CACHED, lc.EXITED, True, "auto"),  # exited on the cached era's first message
         ("auto", _LEGACY, lc.REFUSED_MODERN, True, "modern"),
         ("auto", _LEGACY, lc.REFUSED, True, None),
         ("legacy", lc.Plan("legacy", "config: protocol = legacy"), lc.REFUSED_MODERN, True, None),

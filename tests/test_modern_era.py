@@ -337,6 +337,22 @@ async def test_a_stale_cached_era_is_dropped_and_probed_again(
     assert EraCache(tmp_path / "eras.json").get(config) == (Era.MODERN, "2026-07-28")
 
 
+async def test_a_cached_modern_era_is_dropped_when_the_server_exits_on_discover(
+    tmp_path: Path, crashy_cmd: Callable[..., Command], peer_log: Path
+) -> None:
+    """Issue 28 M6: the cache says 2026-07-28 but the server (downgraded, or another
+    server under the same name) exits on ``server/discover``: the entry is dropped and
+    the server probed again, instead of failing on every run until eras.json is deleted."""
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    config = stdio_config("crashy", crashy_cmd("--exit-on-unknown"), env=env)
+    cache = EraCache(tmp_path / "eras.json")
+    cache.put(config, "2026-07-28")
+    async with connect(config, era_cache=cache) as session:
+        assert session.era is Era.LEGACY
+        assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
+    assert EraCache(tmp_path / "eras.json").get(config) == (Era.LEGACY, "2025-11-25")
+
+
 async def test_change_notifications_come_through_subscriptions_listen(
     sdk_server_cmd: Callable[..., Command],
 ) -> None:

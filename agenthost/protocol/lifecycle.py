@@ -261,7 +261,7 @@ def next_plan(mode: str, plan: Plan, outcome: str, *, stdio: bool, reason: str =
     ========================  ==================  ==========================================
     auto (probe)              NOT_MODERN          legacy on a fresh connection
     auto (probe), stdio       EXITED              legacy on a restarted process
-    cached                    REFUSED[_MODERN]    auto: probe again (the server changed)
+    cached                    any                 auto: probe again (the server changed)
     legacy, mode auto         REFUSED_MODERN      modern: initialize was refused the 2026 way
     anything else             -                   None
     ========================  ==================  ==========================================
@@ -270,7 +270,10 @@ def next_plan(mode: str, plan: Plan, outcome: str, *, stdio: bool, reason: str =
         return Plan("legacy", f"probe: {reason}; initialize")
     if plan.era == "auto" and outcome == EXITED and stdio:
         return Plan("legacy", "probe: the server exited on server/discover; restarted; initialize")
-    if outcome in (REFUSED, REFUSED_MODERN) and plan.cached:
+    if plan.cached:
+        # Whatever failed under a cached era (refused, or the process exited on the
+        # first message of that era) may be the era: probe again rather than fail on
+        # every run until the cache file is deleted by hand (issue 28 M6).
         return Plan("auto")
     if outcome == REFUSED_MODERN and mode == "auto" and plan.era == "legacy":
         # The probe was wrong (it timed out on a slow start, say): the server says it
