@@ -460,33 +460,46 @@ class ClientSession:
     async def initialize(self, *, timeout: float | None = 30.0) -> InitializeResult:
         """Negotiate the revision: offer ours, accept any supported one the server picks.
 
+        A server that refuses our offer naming revisions it supports (``data.supported``,
+        as -32602 or 2026-07-28's -32022 carry it) is offered the newest one both sides
+        speak, once, within the same ``timeout``.
+
         Raises:
             UnsupportedRevision: the server chose a revision we do not speak (the message
-                names both sides), or rejected ours naming the ones it supports.
+                names both sides), or rejected ours and shares none with us.
         """
-        params = InitializeRequestParams(
-            protocol_version=self._offer,
-            capabilities=self._asks.capabilities(self._offer),
-            client_info=self._implementation(),
-        )
-        try:
-            raw = await self._legacy.call(
-                m.INITIALIZE,
-                unstructure(params, self._offer),
-                timeout=timeout,
-                cancellable=False,
+        deadline = trio.current_time() + timeout if timeout is not None else None
+        retried = False
+        while True:
+            params = InitializeRequestParams(
+                protocol_version=self._offer,
+                capabilities=self._asks.capabilities(self._offer),
+                client_info=self._implementation(),
             )
-        except JSONRPCError as exc:
-            supported = supported_revisions(exc.data)
-            if supported:
+            left = None if deadline is None else max(0.0, deadline - trio.current_time())
+            try:
+                raw = await self._legacy.call(
+                    m.INITIALIZE, unstructure(params, self._offer), timeout=left, cancellable=False
+                )
+                break
+            except JSONRPCError as exc:
+                supported = supported_revisions(exc.data)
+                if not supported:
+                    raise
+                mutual = [v for v in SUPPORTED_REVISIONS if v in supported]
+                if mutual and not retried and mutual[0] != self._offer:
+                    log.info(
+                        "%s: initialize refused %s; offering %s", self.name, self._offer, mutual[0]
+                    )
+                    self._offer, retried = mutual[0], True
+                    continue
                 raise UnsupportedRevision(
                     f"server rejected protocol version {self._offer} ({exc.message}); it"
-                    f" supports {', '.join(supported[:8])}, agenthost speaks"
-                    f" {', '.join(SUPPORTED_REVISIONS)}",
+                    f" supports {', '.join(supported[:8])}"
+                    + ("" if mutual else f", agenthost speaks {', '.join(SUPPORTED_REVISIONS)}"),
                     supported=supported,
                     server=self.name,
                 ) from None
-            raise
         result = structure(raw, m.INITIALIZE_SPEC.result)
         version = result.protocol_version
         if version not in SUPPORTED_REVISIONS:

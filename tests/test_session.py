@@ -74,6 +74,28 @@ async def connected(
             nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("code", [-32602, -32022])
+async def test_a_refused_offer_is_retried_at_a_shared_legacy_revision(code: int) -> None:
+    """Issue 28 (Low): a server that refuses our offer naming a revision we also speak is
+    offered that one, not told we cannot talk (a self-contradicting error before)."""
+    server = make_server()
+    server.revisions, server.refuse_with = ("2025-06-18",), code
+    async with connected(server) as (session, _):
+        assert session.revision == "2025-06-18"
+    offers = [
+        m.params["protocolVersion"] for m in server.received if isinstance(m, Request) and m.params
+    ]
+    assert offers == ["2025-11-25", "2025-06-18"]
+
+
+async def test_a_refused_offer_with_nothing_shared_names_both_sides() -> None:
+    server = make_server()
+    server.revisions, server.refuse_with = ("2099-01-01",), -32602
+    with pytest.raises(UnsupportedRevision, match="it supports 2099-01-01, agenthost speaks"):
+        async with connected(server):
+            pass
+
+
 async def test_initialize_negotiates_and_announces() -> None:
     server = make_server()
     server.revisions = ("2025-03-26",)
