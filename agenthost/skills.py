@@ -15,7 +15,11 @@ field. Any mismatch refuses the skill (:class:`SkillVerificationError`) and noth
 unverified content is returned; the skill's other files are never read after a failure.
 
 Bounds: at most :data:`MAX_SKILL_FILES` files per skill and :data:`MAX_SKILL_BYTES` in all
-(the SEP's limits), at most ``max_pages`` pages of listing.
+(the SEP's limits), at most ``max_pages`` pages of listing. A ``SKILL.md``'s frontmatter is
+at most :data:`MAX_FRONTMATTER_BYTES` and is parsed in a worker thread: YAML parsing is
+slow pure Python, and on the event loop a server's long frontmatter froze the host.
+Whatever the parser raises (RecursionError for YAML nested thousands deep) is that
+server's error (:func:`~agenthost.errors.server_data`).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+import trio
 
-from agenthost.errors import ProtocolError
+from agenthost.errors import ProtocolError, server_data
 from agenthost.protocol import methods as m
 from agenthost.protocol.types import (
     BlobResourceContents,
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTENSION_ID",
+    "MAX_FRONTMATTER_BYTES",
     "MAX_SKILL_BYTES",
     "MAX_SKILL_FILES",
     "LoadedSkill",
@@ -64,6 +70,9 @@ EXTENSION_ID: Final = m.SKILLS_EXTENSION
 #: The SEP's limits: a server SHOULD NOT serve more, a host need not take more.
 MAX_SKILL_FILES: Final = 512
 MAX_SKILL_BYTES: Final = 16 * 1024 * 1024
+#: A frontmatter holds a name, a description and a few short fields (Agent Skills caps
+#: the description at 1,024 characters): 64 KiB is ample, and bounds the parse.
+MAX_FRONTMATTER_BYTES: Final = 64 * 1024
 _SKILL_MD: Final = "SKILL.md"
 _DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 #: Agent Skills naming rules: 1-64 lowercase letters, digits and single inner hyphens.
@@ -119,9 +128,26 @@ def offers_skills(capabilities: ServerCapabilities | None) -> bool:
     return EXTENSION_ID in m.declared_extensions(capabilities)
 
 
+def _split(text: str) -> re.Match[str] | None:
+    """The frontmatter block of ``text``, looked for within the bound only (a search of a
+    16 MiB body for a closing ``---`` that never comes is work for nothing)."""
+    head = text.removeprefix("\ufeff")[: MAX_FRONTMATTER_BYTES + 16]
+    match = _FRONTMATTER.match(head)
+    if match is None or len(match.group(1).encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        return None
+    return match
+
+
 def parse_frontmatter(text: str) -> dict[str, Any] | None:
-    """The YAML frontmatter of a ``SKILL.md`` (None when it has none, or not a mapping)."""
-    match = _FRONTMATTER.match(text.removeprefix("\ufeff"))
+    """The YAML frontmatter of a ``SKILL.md`` (None when it has none, when it is longer
+    than :data:`MAX_FRONTMATTER_BYTES`, or not a mapping).
+
+    Blocking (CPU-bound): call it in a thread from async code, as :func:`load_skill` does.
+
+    Raises:
+        RecursionError: YAML nested deeper than the interpreter's recursion limit.
+    """
+    match = _split(text)
     if match is None:
         return None
     import yaml  # deferred: only a host that loads a skill pays for the parser
@@ -211,7 +237,8 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
         raw = await session.request(m.SKILLS_LIST_SPEC, PaginatedRequestParams(cursor=cursor))
         for item in raw.get("skills") or []:
             try:
-                entries.append(_entry(item, session.name))
+                with server_data(session.name, "skills/list: an entry"):
+                    entries.append(_entry(item, session.name))
             except ProtocolError as exc:
                 # Left out, and said: a skill the user cannot see must not vanish silently.
                 log.warning("skill refused: %s", exc)
@@ -287,10 +314,14 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
         raise SkillVerificationError(
             f"skill {entry.uri}: SKILL.md is not text", server=session.name
         )
-    frontmatter = parse_frontmatter(text)
+    with server_data(session.name, f"skill {entry.uri}: frontmatter"):
+        # Cancellable: the caller moves on at once; the bounded parse ends by itself.
+        frontmatter = await trio.to_thread.run_sync(parse_frontmatter, text, abandon_on_cancel=True)
     if frontmatter is None:
         raise SkillVerificationError(
-            f"skill {entry.uri}: SKILL.md has no YAML frontmatter", server=session.name
+            f"skill {entry.uri}: SKILL.md has no YAML frontmatter of at most"
+            f" {MAX_FRONTMATTER_BYTES} bytes",
+            server=session.name,
         )
     differ = sorted(
         key
@@ -303,8 +334,8 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
             f" {', '.join(differ)}: refused",
             server=session.name,
         )
-    match = _FRONTMATTER.match(text.removeprefix("\ufeff"))
-    body = text[match.end() :] if match else text
+    match = _split(text)
+    body = text.removeprefix("\ufeff")[match.end() :] if match else text
     return LoadedSkill(entry=entry, text=text, body=body)
 
 

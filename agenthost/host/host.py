@@ -35,6 +35,7 @@ from agenthost.errors import (
     NotFound,
     ServerUnavailable,
     TransportClosed,
+    server_data,
 )
 from agenthost.host.catalog import (
     SEPARATOR,
@@ -417,6 +418,7 @@ class Host:
             result = await self._with_era_fallback(
                 entry.server,
                 session,
+                f"tool {tool.name}",
                 lambda on: self._route_call(
                     entry,
                     on,
@@ -436,6 +438,7 @@ class Host:
         self,
         server: str,
         session: ClientSession,
+        what: str,
         call: Callable[[ClientSession], Awaitable[R]],
         *,
         repeatable: bool,
@@ -455,13 +458,17 @@ class Host:
         that was still running on the old session when another call's failure switched
         it is cut off with that session, and follows the same rule.
 
+        Whatever handling the server's answer raises is that server's error, about
+        ``what`` (:func:`~agenthost.errors.server_data`).
+
         Raises:
             BackChannelRequired: no fallback applies, or the call must not be repeated.
             ServerUnavailable: the server did not come back, or a cut-off call must not
                 be repeated.
         """
         try:
-            return await call(session)
+            with server_data(server, what):
+                return await call(session)
         except BackChannelRequired as exc:
             error: BackChannelRequired | None = exc
             sup = self.supervisor(server)
@@ -473,7 +480,8 @@ class Host:
             error = None
             new = await sup.replacement(session)
         if repeatable:
-            return await call(new)
+            with server_data(server, what):
+                return await call(new)
         if error is None:
             raise ServerUnavailable(
                 "the call was cut off: the server was reconnected in the initialize era"
@@ -583,7 +591,11 @@ class Host:
         )
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                server, session, lambda on: on.get_prompt(name, arguments), repeatable=True
+                server,
+                session,
+                f"prompt {name}",
+                lambda on: on.get_prompt(name, arguments),
+                repeatable=True,
             )
             outcome.result = {"messages": len(result.messages)}
         return result
@@ -623,7 +635,7 @@ class Host:
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                owner, session, lambda on: on.read_resource(uri), repeatable=True
+                owner, session, "resources/read", lambda on: on.read_resource(uri), repeatable=True
             )
             outcome.result = {"contents": len(result.contents)}
         return result
@@ -649,7 +661,8 @@ class Host:
                     raise NotFound(f"server {name!r} does not offer skills")
                 continue
             try:
-                found.extend((name, entry) for entry in await list_skills(session))
+                with server_data(name, "skills/list"):
+                    found.extend((name, entry) for entry in await list_skills(session))
             except AgentHostError as exc:
                 if server is not None:
                     raise
@@ -676,7 +689,8 @@ class Host:
             trusted=self._servers[server].trusted,
         )
         async with self.policy.guard(action) as outcome:
-            loaded = await load_skill(session, entry)
+            with server_data(server, f"skill {entry.name}"):
+                loaded = await load_skill(session, entry)
             outcome.result = {"bytes": len(loaded.text)}
         return loaded
 
