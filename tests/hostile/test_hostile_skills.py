@@ -16,6 +16,7 @@ import trio
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.errors import ProtocolError
 from agenthost.host.host import open_host
+from agenthost.skills import MAX_SKILLS
 from tests.hostile.conftest import LoopWatch
 
 SERVER = str(Path(__file__).resolve().parent / "hostile_skills_server.py")
@@ -152,3 +153,60 @@ async def test_frontmatter_is_parsed_off_the_event_loop() -> None:
             loaded = await host.load_skill("hs", "wide")
     assert loaded.entry.name == "wide"
     assert parsed_in and parsed_in[0] != threading.main_thread().name
+
+
+async def test_skills_listing_is_cut_at_its_bound_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """H4: skills/list had no cap (5M skills took 2.7 GiB); now at most MAX_SKILLS per
+    server, the rest left out with a warning, and no page is asked for past the cap."""
+    record = tmp_path / "requests.txt"
+    flood = {"flood": {"per_page": 3_000, "pages": 0}, "record": str(record)}
+    config = HostConfig(servers=[skills_server(flood)], policy=ALLOW_SKILLS)
+    async with open_host(config) as host:
+        listed = await host.list_skills("hs")
+    assert len(listed) == MAX_SKILLS
+    assert record.read_text().splitlines().count("skills/list") == 1
+    assert f"more than {MAX_SKILLS} skills" in caplog.text
+
+
+async def test_skills_pages_are_cut_at_their_bound_and_say_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """H4: pages without end were followed up to 50 and cut silently; now said."""
+    record = tmp_path / "requests.txt"
+    endless = {"flood": {"per_page": 1, "pages": 0}, "record": str(record)}
+    config = HostConfig(servers=[skills_server(endless)], policy=ALLOW_SKILLS)
+    async with open_host(config) as host:
+        listed = await host.list_skills("hs")
+    assert len(listed) == 50
+    assert record.read_text().splitlines().count("skills/list") == 50
+    assert "more than 50 pages" in caplog.text
+
+
+BAD_ENTRY_URIS = [
+    "skill://a/../evil/SKILL.md",
+    "skill://a/%2e%2e/evil/SKILL.md",
+    "skill://a/%2E%2e/evil/SKILL.md",
+    "skill://a//evil/SKILL.md",
+    "skill://a\u0000b/evil/SKILL.md",
+]
+BAD_FILES = ["../../etc/passwd", "%2e%2e/x", "a//b", "a\u0000b", "a%2fb"]
+
+
+async def test_climbing_uris_and_a_name_with_a_newline_are_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Low: skill URIs with ``../``, ``%2e%2e``, ``//`` or NUL, and a skill named
+    ``"evil\\n"``, were listed; now each such entry is refused (and said)."""
+    skills: list[dict[str, Any]] = [{"name": "ok"}]
+    skills += [{"name": "evil", "uri": uri} for uri in BAD_ENTRY_URIS]
+    skills += [
+        {"name": f"f-{n}", "files": [f"skill://f-{n}/{path}"]} for n, path in enumerate(BAD_FILES)
+    ]
+    skills.append({"name": "evil\n", "listed": {"name": "evil\n", "description": "d"}})
+    config = HostConfig(servers=[skills_server({"skills": skills})], policy=ALLOW_SKILLS)
+    async with open_host(config) as host:
+        listed = await host.list_skills("hs")
+    assert [entry.name for _, entry in listed] == ["ok"]
+    assert caplog.text.count("skill refused") == len(skills) - 1
