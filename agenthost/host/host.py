@@ -380,7 +380,8 @@ class Host:
         reaches ``progress``.
 
         ``timeout``: seconds; ``None`` for no limit; :data:`~agenthost._util.DEFAULT` for
-        the server's ``timeouts.request`` (a task: its ttl, else one hour).
+        the server's ``timeouts.request`` (a task: ``timeouts.task``, else
+        ``timeouts.request``; never the server's ttl). A task at its limit is cancelled.
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -520,19 +521,28 @@ class Host:
         name = entry.tool.name
         key = (entry.server, name)
         task_after = config.timeouts.task_after
+        # The caller's limit wins; else timeouts.task; else (session default) request.
+        task_limit: Timeout = timeout
+        if timeout is DEFAULT and config.timeouts.task is not None:
+            task_limit = None if math.isinf(config.timeouts.task) else config.timeouts.task
         chosen = task is True or (task is None and (task_after <= 0 or key in self._task_tools))
         if task is not False and offers_tasks_extension(session):
             # 2026-07-28: the server decides; declaring the extension lets it.
             if chosen:
                 return await call_tool_via_extension(
-                    session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                    session,
+                    name,
+                    arguments,
+                    progress=progress,
+                    timeout=task_limit,
+                    on_created=on_task,
                 )
         elif task is not False and wants_task(
             entry.tool, session.server_capabilities, optional=chosen
         ):
             # 2025-11-25: a tool whose taskSupport is "required", or "optional" by choice.
             return await call_tool_as_task(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         started = trio.current_time()
         try:
@@ -548,7 +558,7 @@ class Host:
             # before running it: declare the extension, now and for its later calls.
             self._remember_task_tool(key)
             return await call_tool_via_extension(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         finally:
             if task is None and trio.current_time() - started >= task_after:
