@@ -127,3 +127,25 @@ def test_timeouts_task_is_a_documented_setting(tmp_path: Path) -> None:
         load_config(path)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text()
     assert "task = 1800" in docs and "`timeouts.task`" in docs
+
+
+async def test_a_flood_of_status_notifications_keeps_the_poll_floor(tmp_path: Path) -> None:
+    """M7: each `notifications/tasks/status` woke the poller at once, so a flood made a
+    `tasks/get` per notification (142 a second); now polls stay MIN_POLL_INTERVAL apart."""
+    from agenthost.tool_tasks import MIN_POLL_INTERVAL
+
+    record = tmp_path / "methods.txt"
+    config = {"poll": 1000, "flood": 2.0, "record": str(record)}
+    error, took = await timed_out(tasks_server(config), timeout=1.5)
+    gets = methods(record).count("tasks/get")
+    assert "notifications/tasks/status" not in methods(record)  # we only receive them
+    assert gets <= took / MIN_POLL_INTERVAL + 2, (gets, took)
+    assert error.timeout == 1.5
+
+
+async def test_a_megabyte_task_id_is_not_echoed_whole() -> None:
+    """Low: a 1 MiB task id was echoed into a 1 MB error line; now cut."""
+    server = tasks_server({"task_id_bytes": 1024 * 1024})
+    error, _ = await timed_out(server, timeout=0.5)
+    assert len(str(error)) < 300, len(str(error))
+    assert "xxxx…" in str(error)
