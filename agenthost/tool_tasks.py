@@ -102,6 +102,7 @@ __all__ = [
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
     "TaskCreatedCallback",
+    "TaskList",
     "TaskStatusCallback",
     "call_tool_as_task",
     "call_tool_via_extension",
@@ -253,9 +254,17 @@ async def cancel_task(session: ClientSession, task_id: str) -> GetTaskResult:
     return await session.request(m.TASKS_CANCEL_SPEC, TaskRequestParams(task_id=task_id))
 
 
-async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Task]:
-    """``tasks/list``, every page (at most ``max_pages``: a server that pages forever must
-    not keep us).
+class TaskList(list[Task]):
+    """What ``tasks/list`` gave: the tasks, and whether the listing was cut short."""
+
+    #: Why the rest was left out (``"more than 100 pages"``); None: the whole listing.
+    cut: str | None = None
+
+
+async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> TaskList:
+    """``tasks/list``, every page: at most ``max_pages`` pages and
+    :data:`MAX_LISTED_TASKS` tasks (a server that pages forever, or lists millions, must
+    not keep us or fill our memory); past either the rest is left out and ``cut`` says so.
 
     Raises:
         ProtocolError: the server uses the 2026-07-28 extension, which has no list (a
@@ -267,14 +276,21 @@ async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Ta
             " (tasks get|result|cancel SERVER ID)",
             server=session.name,
         )
-    tasks: list[Task] = []
+    tasks = TaskList()
     cursor: str | None = None
-    for _ in range(max_pages):
+    for page_no in range(max_pages + 1):
+        if page_no == max_pages:
+            tasks.cut = f"more than {max_pages} pages"
+            break
         page = await session.request(
             m.TASKS_LIST_SPEC, PaginatedRequestParams(cursor=cursor) if cursor else None
         )
-        tasks.extend(page.tasks)
+        room = MAX_LISTED_TASKS - len(tasks)
+        tasks.extend(page.tasks[:room])
         cursor = page.next_cursor
+        if len(page.tasks) > room or (cursor and len(tasks) >= MAX_LISTED_TASKS):
+            tasks.cut = f"more than {MAX_LISTED_TASKS} tasks"
+            break
         if not cursor:
             break
     return tasks

@@ -149,3 +149,41 @@ async def test_a_megabyte_task_id_is_not_echoed_whole() -> None:
     error, _ = await timed_out(server, timeout=0.5)
     assert len(str(error)) < 300, len(str(error))
     assert "xxxx…" in str(error)
+
+
+async def test_tasks_list_is_bounded_and_says_so() -> None:
+    """H5: tasks/list had no cap (5M tasks took 3.8 GiB); now at most MAX_LISTED_TASKS,
+    no page asked for past it, and the listing says it was cut."""
+    from agenthost.tool_tasks import MAX_LISTED_TASKS, list_tasks
+
+    server = tasks_server({"list": {"per_page": 3_000, "pages": 5}})
+    async with open_host(HostConfig(servers=[server], policy=ALLOW)) as host:
+        listed = await list_tasks(host.session("ht"))
+    assert len(listed) == MAX_LISTED_TASKS
+    assert listed.cut == f"more than {MAX_LISTED_TASKS} tasks"
+
+
+def test_tasks_list_cut_at_100_pages_is_said(tmp_path: Path) -> None:
+    """Low: `tasks list` of a server paging without end stopped at 100 pages without a
+    word; now stderr says the list was cut (stdout stays the JSON list)."""
+    import os
+    import subprocess
+
+    config = {"list": {"per_page": 1, "pages": 0}}
+    path = tmp_path / "agenthost.toml"
+    path.write_text(
+        f"[servers.ht]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(SERVER)}, {json.dumps(json.dumps(config))}]\n"
+        'protocol = "legacy"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    listed = subprocess.run(
+        [sys.executable, "-m", "agenthost", "--config", str(path), "--json", "tasks", "list", "ht"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 100
+    assert "more than 100 pages" in listed.stderr

@@ -55,6 +55,11 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             )
         if args.action == "list":
             tasks = await list_tasks(session)
+            if tasks.cut:
+                console.line(
+                    f"{args.server}: tasks/list has {tasks.cut}: only the first"
+                    f" {len(tasks)} tasks are shown"
+                )
             output = [unstructure(task, revision) for task in tasks]
             lines = [f"{t.task_id}  {t.status}  {t.status_message or ''}".rstrip() for t in tasks]
         elif args.action == "get":
