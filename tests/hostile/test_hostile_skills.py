@@ -210,3 +210,23 @@ async def test_climbing_uris_and_a_name_with_a_newline_are_refused(
         listed = await host.list_skills("hs")
     assert [entry.name for _, entry in listed] == ["ok"]
     assert caplog.text.count("skill refused") == len(skills) - 1
+
+
+async def test_server_data_maps_any_failure_to_that_servers_error() -> None:
+    """C2, the general rule: inside ``server_data`` whatever is raised (RecursionError,
+    KeyError, ...) leaves as that server's ProtocolError; our own errors and
+    cancellation pass unchanged."""
+    from agenthost.errors import ConsentDenied, server_data
+
+    for raised in (RecursionError("deep"), KeyError("k"), MemoryError(), ValueError("v")):
+        with pytest.raises(ProtocolError) as info, server_data("srv", "skill x"):
+            raise raised
+        assert str(info.value).startswith("srv: skill x: ")
+        assert type(raised).__name__ in str(info.value)
+        assert info.value.__cause__ is raised
+    with pytest.raises(ConsentDenied), server_data("srv", "x"):
+        raise ConsentDenied("no")
+    with trio.CancelScope() as scope, server_data("srv", "x"):
+        scope.cancel()
+        await trio.sleep(1)
+    assert scope.cancelled_caught
