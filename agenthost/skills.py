@@ -301,7 +301,8 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
 async def get_skill(session: ClientSession, uri: str) -> SkillEntry:
     """``skills/get``: one entry by its ``SKILL.md`` URI."""
     raw = await session.request(m.SKILLS_GET_SPEC, ReadResourceRequestParams(uri=uri))
-    return _entry(raw.get("skill"), session.name)
+    with server_data(session.name, "skills/get"):
+        return _entry(raw.get("skill"), session.name)
 
 
 async def _read_bytes(session: ClientSession, uri: str) -> tuple[bytes, str | None]:
