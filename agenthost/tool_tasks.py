@@ -57,7 +57,6 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -235,13 +234,13 @@ async def task_result(
         latest = await session.request(
             m.TASKS_EXT_GET_SPEC,
             TaskRequestParams(task_id=task_id),
-            timeout=_per_request(timeout),
+            timeout=timeout,
         )
         # Its asks (if any) are answered here too, through this session's handlers. Only
         # the waiting stops when the caller does: the task is not ours to cancel here.
         return await _follow(session, latest, m.TOOLS_CALL, None, timeout, own=False)
     return await session.request(
-        m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=task_id), timeout=_per_request(timeout)
+        m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=task_id), timeout=timeout
     )
 
 
@@ -413,11 +412,6 @@ def _shown(task_id: str) -> str:
     return task_id if len(task_id) <= MAX_SHOWN_ID else task_id[:MAX_SHOWN_ID] + "…"
 
 
-def _per_request(timeout: Timeout) -> float | None | EllipsisType:
-    """``timeout`` in the session's spelling for one request (``...``: its default)."""
-    return ... if timeout is DEFAULT else timeout
-
-
 class _Teller:
     """Tells the caller each status change of one task: ``on_status`` as is, and the
     progress callback as ``(n, None, "status: message")`` with a growing ``n`` (progress
@@ -495,7 +489,7 @@ async def call_tool_via_extension(
     started = trio.current_time()
     limit = _task_limit(session, timeout)
     raw = await session.exchange(
-        m.TOOLS_CALL,
+        m.TOOLS_CALL_SPEC,
         params,
         timeout=_finite(limit),
         extensions=_DECLARE,
