@@ -230,3 +230,31 @@ async def test_server_data_maps_any_failure_to_that_servers_error() -> None:
         scope.cancel()
         await trio.sleep(1)
     assert scope.cancelled_caught
+
+
+async def test_a_slow_parse_does_not_hold_the_caller_past_its_deadline() -> None:
+    """H3: the parse runs in a worker thread the caller need not wait for: cancelling a
+    load (a deadline, Ctrl-C) returns at once even while the parser is still busy."""
+    import threading
+    import time
+
+    import yaml
+
+    release = threading.Event()
+    real = yaml.safe_load
+
+    def stuck(text: str) -> Any:
+        release.wait(10)  # a parse that takes seconds
+        return real(text)
+
+    config = HostConfig(servers=[skills_server({"skills": [{"name": "s"}]})], policy=ALLOW_SKILLS)
+    async with open_host(config) as host:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(yaml, "safe_load", stuck)
+            started = time.monotonic()
+            with trio.move_on_after(0.3) as scope:
+                await host.load_skill("hs", "s")
+            took = time.monotonic() - started
+        release.set()
+    assert scope.cancelled_caught
+    assert took < 2, took
