@@ -149,7 +149,7 @@ def _parse(data: bytes, path: Path) -> tuple[str, Mapping[str, Any]]:
     A file nested deeper than :data:`MAX_NESTING` is refused: it is no config, and
     everything that walks it (the parsers first) would run out of stack.
     """
-    from agenthost.config.loader import strip_jsonc
+    from agenthost.config.jsonc import strip_jsonc
 
     source = str(path)
     try:

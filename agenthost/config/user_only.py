@@ -29,8 +29,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agenthost.config.loader import join_key
 from agenthost.config.trust import ProjectFile, _literal, _loader_base
+from agenthost.config.values import join_key
 from agenthost.errors import ConfigError
 
 __all__ = ["check_user_only"]
