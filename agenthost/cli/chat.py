@@ -40,7 +40,16 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from agenthost.cli.common import interruptible
-from agenthost.cli.render import Console, Stream, agent_printer, content_text, safe, say, table
+from agenthost.cli.render import (
+    Console,
+    Stream,
+    agent_printer,
+    content_text,
+    safe,
+    say,
+    table,
+    usage_text,
+)
 from agenthost.errors import AgentHostError
 
 if TYPE_CHECKING:
@@ -434,6 +443,7 @@ async def _turn(session: _Chat, line: str) -> None:
             task=line, provider=session.provider or "", model=session.model or ""
         )
     transcript = session.transcript
+    calls_before = len(transcript.usage)
     interrupted = False
     stream = Stream()
     try:
@@ -463,6 +473,17 @@ async def _turn(session: _Chat, line: str) -> None:
         )
     if transcript.final_text and not stream.shown:
         say(transcript.final_text)
+    console.line(_turn_usage(transcript, calls_before))
+
+
+def _turn_usage(transcript: Transcript, calls_before: int) -> str:
+    """This turn's tokens and cost, then the conversation's: what the user pays as it goes."""
+    turn = transcript.usage[calls_before:]
+    costs = [u.cost_usd for u in turn]
+    cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    this = usage_text(sum(u.input_tokens for u in turn), sum(u.output_tokens for u in turn), cost)
+    total = usage_text(transcript.input_tokens, transcript.output_tokens, transcript.cost_usd)
+    return f"({this}; conversation: {total})"
 
 
 # ----------------------------------------------------------------- slash commands

@@ -28,7 +28,7 @@ from agenthost.cli.exit import (
     EXIT_USAGE,
     CLIError,
 )
-from agenthost.cli.render import Console, Stream, agent_printer, print_json, say
+from agenthost.cli.render import Console, Stream, agent_printer, print_json, say, usage_text
 
 __all__ = ["add_parser", "run"]
 
@@ -108,7 +108,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
             f" {len(transcript.tool_calls)} tool calls ({len(transcript.denied)} denied),"
-            f" {transcript.input_tokens + transcript.output_tokens} tokens"
+            f" {usage_text(transcript.input_tokens, transcript.output_tokens, transcript.cost_usd)}"
             f" [{transcript.provider}/{transcript.model}]"
         )
     if transcript.stop == "interrupted":

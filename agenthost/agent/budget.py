@@ -1,0 +1,121 @@
+"""What a run costs and how much of a tool's result the model reads: pure functions.
+
+Estimates, stated once: a token is taken as four characters of the JSON a provider would
+send. Vendors count differently (and agenthost ships no tokenizer: the vendors' own need
+a download at run time), but four characters per token is the rule both vendors publish
+for English and JSON, and it is only ever used to *compare* (tool search on or off, one
+server against another) or to *bound* (a result cut), never billed. Costs are computed
+from the token counts the vendor reported and the model catalog's USD-per-million prices.
+
+No I/O and no Trio here, so a durable runtime reuses these as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import providers.base as llm
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DEFAULT_CONTEXT_WINDOW",
+    "MAX_RESULT_TOKENS_CAP",
+    "cost_usd",
+    "cut_result",
+    "default_max_result_tokens",
+    "estimate_tokens",
+    "tool_tokens",
+]
+
+#: The estimate's ratio (see the module docstring).
+CHARS_PER_TOKEN = 4
+#: Assumed when the model is not in the catalog (a local model nobody described).
+DEFAULT_CONTEXT_WINDOW = 128_000
+#: The default result limit never exceeds this, however large the window: a result
+#: that big is almost always a listing the model should have narrowed.
+MAX_RESULT_TOKENS_CAP = 25_000
+
+
+def estimate_tokens(value: Any) -> int:
+    """Estimated tokens of ``value``: its text, or its compact JSON for anything else."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def tool_tokens(tool: llm.Tool) -> int:
+    """Estimated tokens one tool definition costs on every request that offers it."""
+    shape: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.input_schema)}
+    if tool.description:
+        shape["description"] = tool.description
+    return estimate_tokens(shape)
+
+
+def cost_usd(input_tokens: int, output_tokens: int, info: llm.ModelInfo | None) -> float | None:
+    """USD for these tokens at the model's catalog prices; None when the model is unknown.
+
+    A model the catalog lists at 0 (a local model) costs 0.0, which is a real figure; an
+    unknown model has no figure at all, which is not the same thing.
+    """
+    if info is None:
+        return None
+    return (input_tokens * info.input_cost + output_tokens * info.output_cost) / 1_000_000
+
+
+def default_max_result_tokens(context_window: int) -> int:
+    """A tenth of the model's window, at most :data:`MAX_RESULT_TOKENS_CAP`.
+
+    Why a tenth: the same share at which tool definitions count as crowding the context
+    (tool search's "auto"); one result should not take more room than every tool did.
+    """
+    window = context_window or DEFAULT_CONTEXT_WINDOW
+    return max(1000, min(MAX_RESULT_TOKENS_CAP, window // 10))
+
+
+def cut_result(result: llm.ToolResultContent, max_tokens: int) -> llm.ToolResultContent:
+    """``result`` with its text cut to about ``max_tokens``, and a note saying so.
+
+    Only text is cut (media are the provider's to bound, and a description of binary
+    content is already short). The note says how much was cut and how to get the rest:
+    the model cannot read the transcript, so it is told to ask again for less.
+    """
+    limit = max_tokens * CHARS_PER_TOKEN
+    texts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
+    structured = _structured_only(result)
+    if structured is not None:
+        texts = [structured]
+    total = sum(len(t) for t in texts)
+    if total <= limit:
+        return result
+    parts: list[llm.ToolResultPart | llm.ToolReferenceContent] = []
+    left = limit
+    source = (llm.TextContent(text=structured),) if structured is not None else result.content
+    for part in source:
+        if not isinstance(part, llm.TextContent):
+            parts.append(part)
+            continue
+        kept = part.text[: max(left, 0)]
+        left -= len(kept)
+        if kept:
+            parts.append(llm.TextContent(text=kept))
+    cut = total - limit
+    note = (
+        f"[result cut: {cut:,} of {total:,} characters (about {math.ceil(cut / CHARS_PER_TOKEN):,}"
+        f" tokens) are not shown, to stay within max_result_tokens = {max_tokens:,}. To see"
+        " the rest, call the tool again asking for less: a range, a page, a filter or a"
+        " narrower query.]"
+    )
+    parts.append(llm.TextContent(text=note))
+    return llm.ToolResultContent(
+        tool_use_id=result.tool_use_id, content=tuple(parts), is_error=result.is_error
+    )
+
+
+def _structured_only(result: llm.ToolResultContent) -> str | None:
+    """The JSON text a provider sends for a result that has only structuredContent."""
+    if result.content or result.structured_content is None:
+        return None
+    data: Mapping[str, Any] = result.structured_content
+    return json.dumps(dict(data), ensure_ascii=False)
