@@ -25,10 +25,13 @@ MODEL = "claude-sonnet-5-5"
 pytestmark = pytest.mark.timeout(60)
 
 
-def write_config(tmp_path: Path, base_url: str, *, agent: str = "", themes: str = "db") -> Path:
+def write_config(
+    tmp_path: Path, base_url: str, *, agent: str = "", themes: str = "db", media: bool = False
+) -> Path:
+    extra = ', "--media"' if media else ""
     servers = "".join(
         f"[servers.{t}]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(str(PEER))}, {json.dumps(t)}]\n\n"
+        f"args = [{json.dumps(str(PEER))}, {json.dumps(t)}{extra}]\n\n"
         for t in themes.split()
     )
     path = tmp_path / "agenthost.toml"
@@ -126,6 +129,26 @@ def test_a_big_result_is_cut_for_the_model_and_kept_whole_in_the_transcript(
     note = result["content"][-1]["text"]
     assert note.startswith(f"[result cut: {len(full) - 2000:,} of {len(full):,} characters")
     assert "max_result_tokens = 500" in note and "call the tool again asking for less" in note
+
+
+def test_media_the_model_cannot_take_is_described_not_sent(tmp_path: Path) -> None:
+    """Claude takes no audio: a tool that returns some used to end the run (exit 4, the
+    adapter refusing the request); the model is now told what there was."""
+    answers = [tool_use("t1", "db__get_recording"), text("A snapshot and a sound.")]
+    with MessagesServer(answers) as api:
+        config = write_config(tmp_path, api.base_url, media=True)
+        proc = cli(tmp_path, config, "run", "what is recorded?", "--json")
+        bodies = api.bodies
+    assert proc.returncode == 0, proc.stderr
+    result = bodies[1]["messages"][-1]["content"][0]
+    kinds = [block["type"] for block in result["content"]]
+    assert kinds == ["text", "image", "text"]  # the image goes as an image
+    note = result["content"][2]["text"]
+    assert note.startswith("[audio (audio/wav, about 4") and note.endswith(
+        f"not shown: the model {MODEL} takes no audio input]"
+    )
+    # The transcript keeps what the tool returned.
+    assert json.loads(proc.stdout)["tool_calls"][0]["output"] == "recording 7\n[image][audio]"
 
 
 def test_tools_shows_each_servers_definition_tokens(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 import providers.base as llm
 
 __all__ = [
@@ -26,7 +28,9 @@ __all__ = [
     "cost_usd",
     "cut_result",
     "default_max_result_tokens",
+    "describe_media",
     "estimate_tokens",
+    "for_model",
     "tool_tokens",
 ]
 
@@ -111,6 +115,45 @@ def cut_result(result: llm.ToolResultContent, max_tokens: int) -> llm.ToolResult
     return llm.ToolResultContent(
         tool_use_id=result.tool_use_id, content=tuple(parts), is_error=result.is_error
     )
+
+
+def describe_media(
+    result: llm.ToolResultContent, info: llm.ModelInfo | None
+) -> llm.ToolResultContent:
+    """``result`` with the images or audio the model cannot take described in words.
+
+    Why: an adapter refuses a request carrying content its model cannot take (rightly:
+    nothing is silently dropped), so one tool that returns audio would end a run with
+    Claude. The model is told what there was instead; the transcript keeps the original.
+    An unknown model (``info`` None) is sent everything, as before.
+    """
+    if info is None:
+        return result
+    parts: list[llm.ToolResultPart | llm.ToolReferenceContent] = []
+    for part in result.content:
+        kind = "audio" if isinstance(part, llm.AudioContent) else "image"
+        if isinstance(part, llm.AudioContent | llm.ImageContent) and not info.supports(
+            "audio" if kind == "audio" else "images"
+        ):
+            size = len(part.data) * 3 // 4  # base64 -> bytes, near enough
+            parts.append(
+                llm.TextContent(
+                    text=f"[{kind} ({part.mime_type}, about {size:,} bytes) not shown:"
+                    f" the model {info.id} takes no {kind} input]"
+                )
+            )
+        else:
+            parts.append(part)
+    if parts == list(result.content):
+        return result
+    return attrs.evolve(result, content=tuple(parts))
+
+
+def for_model(
+    result: llm.ToolResultContent, *, max_tokens: int, info: llm.ModelInfo | None
+) -> llm.ToolResultContent:
+    """A tool result as the model is sent it: media it cannot take described, then cut."""
+    return cut_result(describe_media(result, info), max_tokens)
 
 
 def _structured_only(result: llm.ToolResultContent) -> str | None:

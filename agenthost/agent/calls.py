@@ -15,7 +15,6 @@ import attrs
 import trio
 
 import providers.base as llm
-from agenthost.agent.budget import cut_result
 from agenthost.agent.tool_search import SEARCH_TOOL
 from agenthost.agent.transcript import AgentEvent, ToolCallRecord
 from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound
@@ -156,11 +155,11 @@ class Calls:
         grace: float | None,
         emit: Callable[[AgentEvent], None],
         search: Callable[[llm.ToolUseContent], llm.ToolResultContent | None] | None = None,
-        max_result_tokens: int | None = None,
+        for_model: Callable[[llm.ToolResultContent], llm.ToolResultContent] | None = None,
     ) -> None:
         self._host = host
         self._search = search
-        self._max_result_tokens = max_result_tokens
+        self._for_model = for_model
         self._nursery = nursery
         self._builtin = builtin
         self._grace = grace
@@ -228,10 +227,10 @@ class Calls:
             job.result = await _load_skill(self._host, use, record)
         else:
             job.result = await _call(self._host, use, record, self._emit, on_task=on_task)
-        if self._max_result_tokens is not None:
-            # The model reads at most this much; the transcript (record.output), --json
-            # and the audit keep the whole result.
-            job.result = cut_result(job.result, self._max_result_tokens)
+        if self._for_model is not None:
+            # Cut to size, media the model cannot take described (agent/budget.py); the
+            # transcript (record.output), --json and the audit keep the whole result.
+            job.result = self._for_model(job.result)
         job.done.set()
         job.settled.set()
         self._changed.set()

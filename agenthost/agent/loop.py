@@ -21,6 +21,7 @@ at ``max_turns`` or the token budget, pending tasks are cancelled (``tasks/cance
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -31,7 +32,12 @@ import trio
 
 import providers.base as llm
 from agenthost._util import collapse_single_group
-from agenthost.agent.budget import DEFAULT_CONTEXT_WINDOW, cost_usd, default_max_result_tokens
+from agenthost.agent.budget import (
+    DEFAULT_CONTEXT_WINDOW,
+    cost_usd,
+    default_max_result_tokens,
+    for_model,
+)
 from agenthost.agent.calls import SKILL_TOOL, Calls, Job
 from agenthost.agent.tool_host import EntryT, ToolHost
 from agenthost.agent.tool_search import ToolSearch, ToolSearchSetting, search_wanted
@@ -381,7 +387,9 @@ async def _run_calls(run: _Run, task_grace: float | None, max_result_tokens: int
                     grace=task_grace,
                     emit=run.emit,
                     search=run.search,
-                    max_result_tokens=max_result_tokens,
+                    for_model=functools.partial(
+                        for_model, max_tokens=max_result_tokens, info=run.model_info
+                    ),
                 )
                 try:
                     await run.loop(calls)

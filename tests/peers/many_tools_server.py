@@ -7,11 +7,15 @@ servers people use). Every call answers ``THEME__TOOL called with {arguments}``.
 
 Usage::
 
-    python tests/peers/many_tools_server.py THEME     # one of THEMES, over stdio
+    python tests/peers/many_tools_server.py THEME [--media]   # one of THEMES, over stdio
+
+``--media`` adds one tool, ``get_recording``, whose result is a short text, a 1x1 PNG and
+a tiny WAV: content some models cannot take.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from typing import Any
@@ -104,14 +108,43 @@ def tools_of(theme: str) -> list[types.Tool]:
     ]
 
 
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+_WAV = base64.b64decode("UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=")
+_RECORDING = types.Tool(
+    name="get_recording",
+    description="Get the latest recording: a snapshot and its sound.",
+    input_schema={"type": "object", "properties": {}},
+)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _recording() -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="recording 7"),
+            types.ImageContent(type="image", data=_b64(_PNG), mime_type="image/png"),
+            types.AudioContent(type="audio", data=_b64(_WAV), mime_type="audio/wav"),
+        ]
+    )
+
+
 def main() -> None:
     theme = sys.argv[1]
     tools = tools_of(theme)
+    if "--media" in sys.argv[2:]:
+        tools.append(_RECORDING)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == _RECORDING.name:
+            return _recording()
         text = f"{theme}__{params.name} called with {json.dumps(params.arguments or {})}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
