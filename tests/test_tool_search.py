@@ -205,8 +205,7 @@ async def test_anthropic_native_defer_loading_and_tool_references() -> None:
         block == {"type": "tool_reference", "tool_name": n}
         for block, n in zip(result["content"], refs, strict=True)
     )
-    # ... and from the next request on, what it found is sent loaded.
-    loaded = {t["name"]: t for t in second["tools"]}
-    assert "defer_loading" not in loaded["weather__get_forecast"]
-    assert loaded["weather__get_forecast"].keys() == {"name", "description", "input_schema"}
+    # ... which stay in the conversation; the tool list does not change (the cache holds).
+    assert second["tools"] == first["tools"]
+    assert transcript.loaded_tools[0] == "weather__get_forecast"
     assert transcript.tool_calls[1].output.startswith("weather__get_forecast called with")

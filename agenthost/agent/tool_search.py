@@ -20,10 +20,11 @@ hundred short documents, and the CLI starts without them. Names are split on ``_
 Providers with native deferred loading (Anthropic: ``defer_loading`` on a tool, and a
 client-side search whose ``tool_result`` holds ``tool_reference`` blocks that the API
 expands into the definitions) get every tool marked deferred instead of left out, and the
-search result as references: the request's tool list then never changes, which keeps the
-provider's prompt cache. Other providers get the loaded tools only, and the search result
-as text. Consent is unchanged either way: searching runs nothing, and every call of a
-found tool goes through the host's policy like any other.
+search result as references, which the API expands from the conversation on every later
+request: the request's tool list never changes, which keeps the provider's prompt cache.
+Other providers get the loaded tools only, and the search result as text. Consent is
+unchanged either way: searching runs nothing, and every call of a found tool goes through
+the host's policy like any other.
 
 Pure functions and plain data, no I/O: a durable runtime can reuse this as it is.
 """
@@ -166,13 +167,14 @@ class ToolSearch:
     native: bool = False
 
     def offer(self, tools: Sequence[llm.Tool]) -> tuple[llm.Tool, ...]:
-        """The tools for one request: loaded ones in full, the search tool, and (native
-        only) every other tool marked deferred."""
+        """The tools for one request: the loaded ones in full and the search tool; or
+        (native) every tool marked deferred, and the search tool."""
         loaded = set(self.loaded)
         search = self.search_tool(tools)
         if self.native:
-            marked = (t if t.name in loaded else attrs.evolve(t, defer_loading=True) for t in tools)
-            return (*marked, search)
+            # Every tool stays deferred, found ones included: the API expands the
+            # references in the conversation, and an unchanged tool list keeps the cache.
+            return (*(attrs.evolve(t, defer_loading=True) for t in tools), search)
         return (*(t for t in tools if t.name in loaded), search)
 
     def search_tool(self, tools: Sequence[llm.Tool]) -> llm.Tool:

@@ -109,6 +109,7 @@ class Transcript:
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
             "cost_usd": _usd(self.cost_usd),
             "turns_usage": [u.to_json() for u in self.usage],
+            "loaded_tools": list(self.loaded_tools),
             "tool_calls": [
                 {
                     "id": c.id,
