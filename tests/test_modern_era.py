@@ -20,11 +20,11 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import EraCache, connect
+from agenthost.connection import EraCache, connect, open_session
 from agenthost.errors import UnsupportedRevision
 from agenthost.protocol.revisions import Era
 from agenthost.protocol.types import TextResourceContents
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
 from tests.conftest import PEERS_DIR, free_port
@@ -114,6 +114,7 @@ async def test_sdk_server_over_stdio_speaks_2026_07_28(
         assert session.initialize_result is None
         assert session.server_info is not None
         assert session.server_info["name"] == "agenthost-sdk-peer"
+        assert session.server_capabilities is not None
         assert session.server_capabilities.tools is not None
         await exercise(session, recorder)
         sent = recording.methods_sent()
@@ -334,6 +335,22 @@ async def test_a_stale_cached_era_is_dropped_and_probed_again(
         assert session.learned == "probe: server/discover answered"
     assert "refused initialize" in peer_log.read_text()
     assert EraCache(tmp_path / "eras.json").get(config) == (Era.MODERN, "2026-07-28")
+
+
+async def test_a_cached_modern_era_is_dropped_when_the_server_exits_on_discover(
+    tmp_path: Path, crashy_cmd: Callable[..., Command], peer_log: Path
+) -> None:
+    """Issue 28 M6: the cache says 2026-07-28 but the server (downgraded, or another
+    server under the same name) exits on ``server/discover``: the entry is dropped and
+    the server probed again, instead of failing on every run until eras.json is deleted."""
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    config = stdio_config("crashy", crashy_cmd("--exit-on-unknown"), env=env)
+    cache = EraCache(tmp_path / "eras.json")
+    cache.put(config, "2026-07-28")
+    async with connect(config, era_cache=cache) as session:
+        assert session.era is Era.LEGACY
+        assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
+    assert EraCache(tmp_path / "eras.json").get(config) == (Era.LEGACY, "2025-11-25")
 
 
 async def test_change_notifications_come_through_subscriptions_listen(
