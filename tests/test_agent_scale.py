@@ -22,7 +22,8 @@ from tests.helpers import AGENTHOST, REPO, MessagesServer
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 MODEL = "claude-sonnet-5-5"
 
-pytestmark = pytest.mark.timeout(60)
+#: Generous: each test runs the CLI once or twice, slow on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(150)
 
 
 def write_config(
@@ -65,7 +66,7 @@ def cli(tmp_path: Path, config: Path, *args: str, stdin: str | None = None) -> A
         [*AGENTHOST, "--config", str(config), *args],
         capture_output=True,
         text=True,
-        timeout=50,
+        timeout=100,
         env=env,
         cwd=REPO,
         input=stdin,

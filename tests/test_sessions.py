@@ -30,16 +30,18 @@ from tests.helpers import AGENTHOST, REPO, MessagesServer
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 
-pytestmark = pytest.mark.timeout(60)
+#: Generous: each test runs the CLI two or three times, slow on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(150)
 
 
-def write_config(tmp_path: Path, base_url: str) -> Path:
+def write_config(tmp_path: Path, base_url: str, *, server: bool = True) -> Path:
     path = tmp_path / "agenthost.toml"
+    servers = (
+        f"[servers.db]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(PEER))}, "db"]\n'
+    )
     path.write_text(
-        f"""[servers.db]
-command = {json.dumps(sys.executable)}
-args = [{json.dumps(str(PEER))}, "db"]
-
+        f"""{servers if server else ""}
 [providers.anthropic]
 kind = "anthropic"
 base_url = "{base_url}"
@@ -65,7 +67,7 @@ def cli(tmp_path: Path, config: Path, *args: str, stdin: str | None = None) -> A
         [*AGENTHOST, "--config", str(config), *args],
         capture_output=True,
         text=True,
-        timeout=50,
+        timeout=100,
         env=env,
         cwd=REPO,
         input=stdin,
@@ -119,7 +121,7 @@ def test_run_session_saves_privately_and_the_next_run_goes_on(tmp_path: Path) ->
 def test_chat_is_saved_and_resumed_by_name_or_as_the_latest(tmp_path: Path) -> None:
     answers = [text("Hello, Ada."), text("You are Ada."), text("Still Ada.")]
     with MessagesServer(answers) as api:
-        config = write_config(tmp_path, api.base_url)
+        config = write_config(tmp_path, api.base_url, server=False)  # the model is enough
         first = cli(tmp_path, config, "chat", stdin="my name is Ada\n/quit\n")
         assert first.returncode == 0, first.stderr
         hint = next(line for line in first.stderr.splitlines() if "--resume" in line)
@@ -157,7 +159,8 @@ def test_session_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], erro
     sessions.mkdir(parents=True)
     if "broken" in args:
         (sessions / "broken.json").write_text('{"version": 1, "messages": 7}')
-    proc = cli(tmp_path, write_config(tmp_path, "http://127.0.0.1:9"), *args, stdin="")
+    config = write_config(tmp_path, "http://127.0.0.1:9", server=False)
+    proc = cli(tmp_path, config, *args, stdin="")
     assert proc.returncode == 2, proc.stderr
     assert error in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
