@@ -21,6 +21,8 @@ file is private (0600 in a 0700 directory): it holds what the user typed. Slash 
   /clear                                start a new conversation
 Anything else is a message to the agent, which keeps the conversation across turns;
 Ctrl-C during a turn cancels it (the servers are told).
+After each turn its tokens and estimated cost are shown, and the conversation is saved
+(:mod:`agenthost.cli.sessions`): ``chat --resume [NAME]`` goes on with it later.
 """
 
 from __future__ import annotations
