@@ -316,6 +316,8 @@ def _for_era(config: ServerConfig, era: str) -> ServerConfig:
 #: ``ServerConfig.protocol`` values.
 PROTOCOLS: Final = ("auto", "legacy", LATEST_MODERN)
 _CACHE_MAX_ENTRIES: Final = 256
+#: A bigger file is not ours to read (256 entries are ~30 KiB): it is ignored.
+_CACHE_MAX_BYTES: Final = 1024 * 1024
 #: The first probe of a stdio server waits at most this long for ``server/discover``
 #: (a legacy server that ignores unknown requests costs this much, once: the era is
 #: cached). Never more than half the startup timeout: initialize needs the rest.
@@ -365,7 +367,17 @@ class EraCache:
 
     @staticmethod
     def key(config: ServerConfig) -> str:
-        identity = [config.transport, config.command, list(config.args), config.cwd, config.url]
+        """A digest of what identifies the server: the same command with another ``env``
+        (``MODE=legacy``) may be another server. Only the digest is stored, so env
+        values (which may be secrets) never reach the file."""
+        identity = [
+            config.transport,
+            config.command,
+            list(config.args),
+            config.cwd,
+            config.url,
+            sorted(config.env.items()),
+        ]
         return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
 
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -377,9 +389,15 @@ class EraCache:
             self._entries = {}
             if self.path is not None:
                 with suppress(OSError, orjson.JSONDecodeError, ValueError):
-                    data = orjson.loads(self.path.read_bytes())
+                    with self.path.open("rb") as file:
+                        raw = file.read(_CACHE_MAX_BYTES + 1)
+                    if len(raw) > _CACHE_MAX_BYTES:
+                        raise ValueError("era cache file too large: ignored")
+                    data = orjson.loads(raw)
                     if isinstance(data, dict):
-                        self._entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+                        kept = [(k, v) for k, v in data.items() if isinstance(v, dict)]
+                        # The newest entries are last: one slice, never a pop per entry.
+                        self._entries = dict(kept[-_CACHE_MAX_ENTRIES:])
         return self._entries
 
     def get(self, config: ServerConfig) -> tuple[Era, str] | None:

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import trio
 
@@ -383,3 +384,30 @@ async def test_change_notifications_come_through_subscriptions_listen(
         assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["text://readme"]
         assert "resources/subscribe" not in recording.methods_sent()
         recording.assert_valid("2026-07-28")
+
+
+def test_the_era_cache_tells_servers_apart_by_env() -> None:
+    """Issue 28 (Low): the same command with another env may be another server."""
+    legacy = stdio_config("a", modern_only_cmd(), env={"MODE": "legacy"})
+    modern = stdio_config("a", modern_only_cmd(), env={"MODE": "modern"})
+    assert EraCache.key(legacy) != EraCache.key(modern)
+    assert EraCache.key(legacy) == EraCache.key(
+        stdio_config("b", modern_only_cmd(), env={"MODE": "legacy"})
+    )
+
+
+@pytest.mark.parametrize("entries", [8_000, 200_000])
+def test_a_huge_era_cache_file_is_bounded(tmp_path: Path, entries: int) -> None:
+    """Issue 28 (Low): a 1M-entry eras.json hung ``servers`` (one pop per entry over the
+    bound, each a scan). The file is read up to 1 MiB and trimmed to the bound in one go."""
+    path = tmp_path / "eras.json"
+    path.write_bytes(
+        orjson.dumps({f"{i:032x}": {"revision": "2025-11-25", "at": i} for i in range(entries)})
+    )
+    cache = EraCache(path)
+    config = stdio_config("x", modern_only_cmd())
+    assert cache.get(config) is None
+    cache.put(config, "2026-07-28")
+    kept = orjson.loads(path.read_bytes())
+    assert len(kept) <= 256
+    assert EraCache(path).get(config) == (Era.MODERN, "2026-07-28")
