@@ -85,7 +85,7 @@ from policies import (
     unmatchable,
 )
 from policies.prompters import Prompter
-from providers.base import Provider
+from providers.base import ModelInfo, Provider
 from providers.config import (
     ProvidersConfig,
     available_models,
@@ -733,6 +733,7 @@ class Host:
             ConfigError: no provider is configured, or ``provider`` is not one of them.
         """
         name, model = self._agent_model(provider, model)
+        settings = self.config.agent
         return await run_agent(
             self,
             task,
@@ -747,7 +748,18 @@ class Host:
             on_event=on_event,
             stream=stream,
             task_grace=task_grace,
+            model_info=self.model_info(name, model),
+            tool_search=settings.tool_search,
+            max_result_tokens=settings.max_result_tokens,
         )
+
+    def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        """The catalog entry (with config overrides) of ``model`` on ``provider``, by id or
+        alias; None when neither knows it (its cost is then unknown, not zero)."""
+        for info in available_models(self.providers_config, self.env):
+            if info.provider == provider and (info.id == model or model in info.aliases):
+                return info
+        return None
 
     def _agent_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The (provider name, model) a run uses: the caller's, else the configured default."""
