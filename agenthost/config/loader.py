@@ -48,6 +48,7 @@ from agenthost.config.values import (
     _table,
     _timeouts,
     _type_name,
+    _validating,
     _workspaces,
     _wrong,
     join_key,
