@@ -1,0 +1,125 @@
+"""The AgentRun workflow on Temporal's time-skipping test server, with a real Host
+(the ledger stdio server, a scripted provider) in a Trio thread behind the activities."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agenthost.config import load_config
+from agenthost.durable.client import RunRejected, answer, run_input, submit
+from agenthost.durable.worker import host_thread, run_worker
+from policies.config import parse_policy
+from tests.durable.fleet import TEST_SERVER, audit_lines, record_turns, write_config
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def _with_worker(tmp: Path, config_path: Path, body: object) -> None:
+    config = load_config(config_path)
+    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(TEST_SERVER))
+    async with env:
+        with host_thread(config) as bridge:
+            stop = asyncio.Event()
+            worker = asyncio.create_task(
+                run_worker(
+                    env.client,
+                    bridge,
+                    task_queue="q",
+                    audit=tmp / "audit.jsonl",
+                    results=tmp / "results",
+                    stop=stop,
+                    drain=5,
+                )
+            )
+            try:
+                await body(env, config)  # type: ignore[operator]
+            finally:
+                stop.set()
+                await worker
+
+
+def _params(config_path: Path, turns_text: str, **options: object) -> dict[str, object]:
+    config = load_config(config_path)
+    policy = parse_policy(config.policy, source="t", base_dir=config_path.parent)
+    return run_input(
+        turns_text,
+        provider="replay",
+        model="scripted-replay",
+        policy=policy,
+        system_prompt=None,
+        options=options,
+    )
+
+
+def test_ask_times_out_to_deny_and_a_second_answer_is_refused(tmp_path: Path) -> None:
+    turns = record_turns(["a", "b"])
+    config_path = write_config(
+        tmp_path,
+        turns,
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "ask"}],
+        extra="ask_timeout = 3600",
+    )
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        run_id = await submit(env.client, _params(config_path, "record two"), task_queue="q")
+        handle = env.client.get_workflow_handle(run_id)
+        # c0 parks the run; approve it once, and a second answer is refused.
+        while not (await handle.query("progress", 0))["pending"]:
+            await asyncio.sleep(0.05)
+        assert await answer(env.client, run_id, "c0", "allow", "alice")
+        with pytest.raises(RunRejected, match="answered already"):
+            await answer(env.client, run_id, "c0", "deny", "mallory")
+        # c1 parks too; nobody answers: an hour of skipped time later, denied.
+        while [p["call_id"] for p in (await handle.query("progress", 0))["pending"]] != ["c1"]:
+            await asyncio.sleep(0.05)
+        await env.sleep(3601)
+        result = await handle.result()
+        calls = {call["id"]: call for call in result["tool_calls"]}
+        assert calls["c0"]["status"] == "ok"
+        assert calls["c1"]["status"] == "denied"
+        assert "ask_timeout" in calls["c1"]["reason"]
+        assert result["stop"] == "end_turn"
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    decisions = [
+        line for line in audit_lines(tmp_path / "audit.jsonl") if line["type"] == "decision"
+    ]
+    assert [(d["call_id"], d["decision"], d["by"], d["who"]) for d in decisions] == [
+        ("c0", "allow", "user", "alice"),
+        ("c1", "deny", "timeout", None),
+    ]
+    ledger = (tmp_path / "ledger.jsonl").read_text().splitlines()
+    assert len(ledger) == 1
+
+
+def test_continue_as_new_keeps_the_conversation_and_the_audit_sequence(tmp_path: Path) -> None:
+    items = [f"i{n}" for n in range(5)]
+    config_path = write_config(
+        tmp_path,
+        record_turns(items),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        params = _params(config_path, "record five", continue_after=2)
+        run_id = await submit(env.client, params, task_queue="q")
+        handle = env.client.get_workflow_handle(run_id)
+        result = await handle.result()
+        assert result["stop"] == "end_turn"
+        assert result["turns"] == 6
+        assert [c["status"] for c in result["tool_calls"]] == ["ok"] * 5
+        assert result["histories"] == 3  # turns 1-2, 3-4, 5-6
+        assert result["run_id"] == run_id
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    lines = audit_lines(tmp_path / "audit.jsonl")
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    assert len({line["run_id"] for line in lines}) == 1
+    ledger = [
+        line.split('"item": ')[1] for line in (tmp_path / "ledger.jsonl").read_text().splitlines()
+    ]
+    assert len(ledger) == 5
