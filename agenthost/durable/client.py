@@ -13,7 +13,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agenthost.durable.policy import snapshot
 from agenthost.errors import AgentHostError, NotFound
@@ -94,7 +94,8 @@ def _handle(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
 async def follow(
     client: Client, run_id: str, *, poll: float = 0.2
 ) -> AsyncIterator[dict[str, Any]]:
-    """The run's events as they happen (``kind``, ``text``, ``record``), until it ends."""
+    """The run's events as they happen (``kind``, ``text``, ``record``), until it ends;
+    while it waits for approval, a ``waiting`` event per question at each poll."""
     handle = _handle(client, run_id)
     since = 0
     while True:
@@ -108,6 +109,8 @@ async def follow(
             for event in progress["events"]:
                 yield event
             since = progress["next"]
+            for waiting in progress["pending"]:
+                yield {"kind": "waiting", **waiting}
         if done:
             return
         await asyncio.sleep(poll)
@@ -180,5 +183,7 @@ async def answer(client: Client, run_id: str, call_id: str, verdict: str, who: s
         message = getattr(cause, "message", None) or str(cause or exc)
         raise RunRejected(message) from None
     except RPCError as exc:
-        raise NotFound(f"no run {run_id!r}: {exc.message}") from None
+        if exc.status == RPCStatusCode.NOT_FOUND and "completed" not in exc.message:
+            raise NotFound(f"no run {run_id!r}: {exc.message}") from None
+        raise RunRejected(f"run {run_id} takes no answer: {exc.message}") from None
     return result

@@ -375,7 +375,6 @@ class AgentRun:
             "arguments": dict(use.input),
             "reason": reason,
         }
-        self._emit(AgentEvent(kind="text", text=f"waiting for approval of call {use.id}"))
         self._memo()
         timeout = float(self._params["policy"].get("ask_timeout", 86400.0))
         try:

@@ -7,6 +7,8 @@ durable runs' docs ask of such servers: the request's ``_meta`` key ending in
 first result, not appended again. Every attempt, repeated or not, is one line of
 ``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
 
+``publish(item)`` does the same at once (the tests make a policy ask for it).
+
 Usage: ``python tests/peers/ledger_server.py`` (stdio).
 """
 
@@ -55,6 +57,11 @@ def build_server() -> MCPServer:
         appended = _append_once(key, item)
         await anyio.sleep(seconds)
         return f"recorded {item}" if appended else f"recorded {item} (already, key {key})"
+
+    @server.tool()
+    async def publish(ctx: Context, item: str) -> str:
+        """Publish an item (once per idempotency key): a step a person approves."""
+        return await record(ctx, f"published {item}")
 
     return server
 
