@@ -80,6 +80,8 @@ class AgentRun:
         self._segment = 1
         self._core: AgentCore | None = None
         self._params: dict[str, Any] = {}
+        #: Audit appends started and not yet awaited (the run goes on meanwhile).
+        self._writes: list[Any] = []
 
     # ------------------------------------------------------------------ handlers
 
@@ -168,12 +170,14 @@ class AgentRun:
             if core.tools_answered(results) is not None:
                 break
             if self._should_continue(segment_turns):
+                await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry_over(core))
         self._emit(AgentEvent(kind="stop", text=str(record.stop)))
         await self._audit(
             {"type": "run", "event": "stop", "stop": record.stop, "turns": record.turns}
         )
+        await self._flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return {
             **record.to_json(),
@@ -241,7 +245,12 @@ class AgentRun:
         return codec.load_result(out)
 
     async def _audit(self, line: Mapping[str, Any]) -> None:
-        """One audit line, numbered here: retries of the activity write it once."""
+        """One audit line, numbered here: retries of the activity write it once.
+
+        Started, not awaited: the run does not wait a round trip per line. The lines
+        are awaited (:meth:`_flush`) before the run ends or continues as new, so none
+        is lost, and their order is in ``seq``, not in the file.
+        """
         self._seq += 1
         record = {
             **line,
@@ -249,12 +258,18 @@ class AgentRun:
             "seq": self._seq,
             "ts": workflow.now().timestamp(),
         }
-        await workflow.execute_activity(
-            "audit_append",
-            record,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+        self._writes.append(
+            workflow.start_activity(
+                "audit_append",
+                record,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+            )
         )
+
+    async def _flush(self) -> None:
+        writes, self._writes = self._writes, []
+        await asyncio.gather(*writes)
 
     # ------------------------------------------------------------------ tools
 
