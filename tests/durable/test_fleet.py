@@ -252,9 +252,7 @@ async def _submit(config_path: Path, address: str, n: int) -> list[str]:
         options={"heartbeat_timeout": 5},
     )
     return list(
-        await asyncio.gather(
-            *(submit(client, params, task_queue="agenthost") for _ in range(n))
-        )
+        await asyncio.gather(*(submit(client, params, task_queue="agenthost") for _ in range(n)))
     )
 
 
