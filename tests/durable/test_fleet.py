@@ -109,6 +109,9 @@ def _parent(pid: int) -> int | None:
 
 
 def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
+    # Over 80 lines: one scenario whose steps share the processes it starts (a dev
+    # server, two workers), which cost seconds each to start; split, each part would
+    # start its own fleet.
     config = write_config(
         tmp_path,
         TURNS,
@@ -178,6 +181,13 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         # library for the others, as each run comes to ask.
         first = _wait_pending(address, cli_run, deadline)
         assert first == ["c2"]
+        listed = _cli(config, "runs", "list", "--temporal", address, "--json")
+        assert listed.returncode == 0, listed.stderr
+        (mine,) = [run for run in json.loads(listed.stdout) if run["run_id"] == cli_run]
+        assert mine["status"] == "waiting_approval"
+        assert [
+            (w["call_id"], w["server"], w["tool"], w["arguments"]) for w in mine["waiting"]
+        ] == [("c2", "ledger", "publish", {"item": "report"})]
         approved = _cli(config, "runs", "approve", "--temporal", address, cli_run, "c2")
         assert approved.returncode == 0, approved.stderr
         again = _cli(config, "runs", "approve", "--temporal", address, cli_run, "c2", "--json")

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,33 @@ def test_continue_as_new_keeps_the_conversation_and_the_audit_sequence(tmp_path:
         line.split('"item": ')[1] for line in (tmp_path / "ledger.jsonl").read_text().splitlines()
     ]
     assert len(ledger) == 5
+
+
+def test_the_cli_follows_a_run_with_the_output_of_a_local_run(tmp_path: Path) -> None:
+    config_path = write_config(
+        tmp_path,
+        record_turns(["x"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    out: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        address = env.client.service_client.config.target_host
+        argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "run"]
+        argv += ["--temporal", address, "--task-queue", "q", "record x"]
+        out["run"] = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    run = out["run"]
+    assert run.returncode == 0, run.stderr
+    assert '[tool] ledger__record {"item": "x", "seconds": 0.0}' in run.stderr
+    assert "= recorded x" in run.stderr
+    assert "all recorded" in run.stdout
+    assert "-- stopped: end_turn; 2 model turns, 1 tool calls (0 denied)" in run.stderr
