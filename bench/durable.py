@@ -160,7 +160,7 @@ def durable(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
         server_cmd = [
             str(BIN / "temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
             "--port", str(port), "--http-port", str(_port()), "--metrics-port", str(_port()),
-            "--db-filename", str(tmp / "temporal.db"), "--log-level", "error",
+            "--log-level", "error",
         ]  # fmt: skip
         server = stack.enter_context(_spawn(server_cmd, tmp / "server.log"))
         worker_cmd = [

@@ -27,7 +27,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -122,30 +122,34 @@ class JsonlAuditSink:
         self._offset = 0
         self._lock = threading.Lock()
 
-    def append(self, line: Mapping[str, Any]) -> bool:
-        """Write ``line`` unless its key was written; True when written now."""
-        key = (str(line["run_id"]), int(line["seq"]))
+    def append(self, lines: Sequence[Mapping[str, Any]]) -> int:
+        """Write each line whose key was not written yet; returns how many were."""
         with self._lock:
-            if key in self._seen:
-                return False
+            fresh = [line for line in lines if _key(line) not in self._seen]
+            if not fresh:
+                return 0
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a+b") as file:
                 fcntl.flock(file, fcntl.LOCK_EX)
                 file.seek(self._offset)
                 for raw in file.read().splitlines():
                     try:
-                        seen = json.loads(raw)
-                        self._seen.add((str(seen["run_id"]), int(seen["seq"])))
+                        self._seen.add(_key(json.loads(raw)))
                     except (ValueError, KeyError, TypeError):
                         continue  # a line of another writer's format
-                if key in self._seen:
-                    self._offset = file.tell()
-                    return False
-                file.write(json.dumps(redact(dict(line)), sort_keys=True).encode() + b"\n")
+                out = b""
+                for line in fresh:
+                    if _key(line) not in self._seen:
+                        self._seen.add(_key(line))
+                        out += json.dumps(redact(dict(line)), sort_keys=True).encode() + b"\n"
+                file.write(out)
                 file.flush()
                 self._offset = file.tell()
-                self._seen.add(key)
-                return True
+                return out.count(b"\n")
+
+
+def _key(line: Mapping[str, Any]) -> tuple[str, int]:
+    return str(line["run_id"]), int(line["seq"])
 
 
 def _provider_failure(exc: ProviderError) -> ApplicationError:
@@ -272,9 +276,10 @@ class Activities:
         return cut, ref
 
     @activity.defn(name="audit_append")
-    async def audit_append(self, line: dict[str, Any]) -> bool:
-        """One audit line; a retry of a line already written writes nothing."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.audit.append, line)
+    async def audit_append(self, lines: list[dict[str, Any]]) -> int:
+        """Audit lines; a retry writes none already written. Returns how many were new."""
+
+        return await asyncio.get_running_loop().run_in_executor(None, self.audit.append, lines)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_tools, self.llm_call, self.call_tool, self.audit_append]

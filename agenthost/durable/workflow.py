@@ -82,6 +82,7 @@ class AgentRun:
         self._params: dict[str, Any] = {}
         #: Audit appends started and not yet awaited (the run goes on meanwhile).
         self._writes: list[Any] = []
+        self._buffer: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ handlers
 
@@ -146,7 +147,7 @@ class AgentRun:
         self._core = core
         if state is None:
             core.begin(params["task"])
-            await self._audit({"type": "run", "event": "start", "task": params["task"]})
+            self._audit({"type": "run", "event": "start", "task": params["task"]})
         tools = await self._list_tools()
         segment_turns = 0
         while True:
@@ -167,6 +168,7 @@ class AgentRun:
             results = await asyncio.gather(
                 *(self._tool(use, record_, tools) for use, record_ in step.calls)
             )
+            self._ship()
             if core.tools_answered(results) is not None:
                 break
             if self._should_continue(segment_turns):
@@ -174,9 +176,7 @@ class AgentRun:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry_over(core))
         self._emit(AgentEvent(kind="stop", text=str(record.stop)))
-        await self._audit(
-            {"type": "run", "event": "stop", "stop": record.stop, "turns": record.turns}
-        )
+        self._audit({"type": "run", "event": "stop", "stop": record.stop, "turns": record.turns})
         await self._flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return {
@@ -244,30 +244,39 @@ class AgentRun:
         )
         return codec.load_result(out)
 
-    async def _audit(self, line: Mapping[str, Any]) -> None:
+    def _audit(self, line: Mapping[str, Any]) -> None:
         """One audit line, numbered here: retries of the activity write it once.
 
-        Started, not awaited: the run does not wait a round trip per line. The lines
-        are awaited (:meth:`_flush`) before the run ends or continues as new, so none
-        is lost, and their order is in ``seq``, not in the file.
+        Buffered, then shipped in one activity per step (:meth:`_ship`): after a turn's
+        tool calls, before the run parks on a question, before it ends or continues as
+        new. The run does not wait for a write; :meth:`_flush` awaits them all before
+        the run ends or continues as new, so none is lost. Their order is ``seq``.
         """
         self._seq += 1
-        record = {
-            **line,
-            "run_id": workflow.info().workflow_id,
-            "seq": self._seq,
-            "ts": workflow.now().timestamp(),
-        }
+        self._buffer.append(
+            {
+                **line,
+                "run_id": workflow.info().workflow_id,
+                "seq": self._seq,
+                "ts": workflow.now().timestamp(),
+            }
+        )
+
+    def _ship(self) -> None:
+        if not self._buffer:
+            return
+        lines, self._buffer = self._buffer, []
         self._writes.append(
             workflow.start_activity(
                 "audit_append",
-                record,
+                lines,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             )
         )
 
     async def _flush(self) -> None:
+        self._ship()
         writes, self._writes = self._writes, []
         await asyncio.gather(*writes)
 
@@ -321,7 +330,7 @@ class AgentRun:
         if verdict is Verdict.ASK:
             verdict, reason, by, who = await self._ask(use, entry, reason)
         self._decided.add(use.id)
-        await self._audit(
+        self._audit(
             {
                 "type": "decision",
                 "kind": "tool",
@@ -366,7 +375,7 @@ class AgentRun:
         record.duration = out.get("duration", 0.0)
         content = codec.load_content(out["result"])
         record.output = out.get("output", "")
-        await self._audit(
+        self._audit(
             {
                 "type": "outcome",
                 "call_id": use.id,
@@ -391,6 +400,7 @@ class AgentRun:
             "reason": reason,
         }
         self._memo()
+        self._ship()  # the decisions so far are in the audit while a person decides
         timeout = float(self._params["policy"].get("ask_timeout", 86400.0))
         try:
             await workflow.wait_condition(lambda: use.id in self._answers, timeout=timeout)
