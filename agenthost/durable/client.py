@@ -87,6 +87,14 @@ async def submit(
     return run_id
 
 
+def _status(status: WorkflowExecutionStatus | None) -> str:
+    """Temporal's status in our words (``cancelled``, as the transcript spells it)."""
+    if status is None:
+        return "unknown"
+    name = status.name.lower()
+    return "cancelled" if name == "canceled" else name
+
+
 def _handle(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
     return client.get_workflow_handle(run_id)
 
@@ -122,7 +130,7 @@ async def list_runs(client: Client, *, limit: int = 100) -> list[dict[str, Any]]
     runs = []
     async for execution in client.list_workflows('WorkflowType="AgentRun"', limit=limit):
         memo = await execution.memo()
-        status = execution.status.name.lower() if execution.status else "unknown"
+        status = _status(execution.status)
         waiting = memo.get("waiting") or []
         runs.append(
             {
@@ -143,7 +151,7 @@ async def show(client: Client, run_id: str) -> dict[str, Any]:
         description = await handle.describe()
     except RPCError as exc:
         raise NotFound(f"no run {run_id!r}: {exc.message}") from None
-    status = description.status.name.lower() if description.status else "unknown"
+    status = _status(description.status)
     transcript: dict[str, Any] = {}
     if description.status == WorkflowExecutionStatus.COMPLETED:
         transcript = await handle.result()

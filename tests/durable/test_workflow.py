@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,41 @@ def test_the_cli_follows_a_run_with_the_output_of_a_local_run(tmp_path: Path) ->
     assert "= recorded x" in run.stderr
     assert "all recorded" in run.stdout
     assert "-- stopped: end_turn; 2 model turns, 1 tool calls (0 denied)" in run.stderr
+
+
+def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
+    config_path = write_config(
+        tmp_path,
+        record_turns(["x"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "ask"}],
+    )
+    out: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "runs", *args]
+        argv += ["--temporal", address, "--json"]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        address = env.client.service_client.config.target_host
+        run_id = await submit(env.client, _params(config_path, "record x"), task_queue="q")
+        handle = env.client.get_workflow_handle(run_id)
+        while not (await handle.query("progress", 0))["pending"]:
+            await asyncio.sleep(0.05)
+        out["show"] = await asyncio.to_thread(cli, address, "show", run_id)
+        out["cancel"] = await asyncio.to_thread(cli, address, "cancel", run_id)
+        out["after"] = await asyncio.to_thread(cli, address, "show", run_id)
+        out["missing"] = await asyncio.to_thread(cli, address, "show", "run-nosuchrun")
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    shown = json.loads(out["show"].stdout)
+    assert shown["status"] == "running"
+    assert [w["call_id"] for w in shown["waiting"]] == ["c0"]
+    assert shown["transcript"]["tool_calls"][0]["name"] == "ledger__record"
+    assert out["cancel"].returncode == 0, out["cancel"].stderr
+    assert json.loads(out["after"].stdout)["status"] == "cancelled"
+    assert out["missing"].returncode == 2
+    assert "no run 'run-nosuchrun'" in out["missing"].stderr
+    assert "Traceback" not in out["missing"].stderr
