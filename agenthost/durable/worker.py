@@ -25,6 +25,7 @@ from agenthost.config.model import HostConfig
 from agenthost.durable.activities import Activities, HostBridge, JsonlAuditSink
 from agenthost.durable.workflow import AgentRun
 from agenthost.errors import AgentHostError
+from providers.base import Provider
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect", "host_thread", "run_worker", "state_dir"]
 
@@ -48,8 +49,15 @@ async def connect(address: str, namespace: str) -> Client:
 
 
 @contextmanager
-def host_thread(config: HostConfig, *, startup: float = 120.0) -> Iterator[HostBridge]:
-    """The Host of ``config`` in a Trio thread of its own, for as long as the block runs.
+def host_thread(
+    config: HostConfig,
+    *,
+    providers: Mapping[str, Provider] | None = None,
+    env: Mapping[str, str] | None = None,
+    startup: float = 120.0,
+) -> Iterator[HostBridge]:
+    """The Host of ``config`` in a Trio thread of its own, for as long as the block runs;
+    ``providers`` and ``env`` as for :func:`~agenthost.host.open_host`.
 
     **Resource handling:** the Host (its server processes) is closed and the thread
     joined when the block exits, however it exits.
@@ -62,7 +70,7 @@ def host_thread(config: HostConfig, *, startup: float = 120.0) -> Iterator[HostB
     async def main() -> None:
         stop = trio.Event()
         box["stop"] = stop
-        async with open_host(config) as host:
+        async with open_host(config, providers=providers, env=env) as host:
             box["bridge"] = HostBridge(host, trio.lowlevel.current_trio_token())
             ready.set()
             await stop.wait()

@@ -7,8 +7,11 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,16 +19,22 @@ from agenthost.config import load_config
 from agenthost.durable.client import RunRejected, answer, run_input, submit
 from agenthost.durable.worker import host_thread, run_worker
 from policies.config import parse_policy
+from providers.base import Provider
+from providers.config import build_provider, parse_providers
 from tests.durable.fleet import TEST_SERVER, audit_lines, record_turns, write_config
+from tests.helpers import ANTHROPIC_ENV
+from tests.providers.providers_helpers import anthropic_error
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def _with_worker(tmp: Path, config_path: Path, body: object) -> None:
+async def _with_worker(
+    tmp: Path, config_path: Path, body: object, providers: Mapping[str, Provider] | None = None
+) -> None:
     config = load_config(config_path)
     env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(TEST_SERVER))
     async with env:
-        with host_thread(config) as bridge:
+        with host_thread(config, providers=providers, env=ANTHROPIC_ENV) as bridge:
             stop = asyncio.Event()
             worker = asyncio.create_task(
                 run_worker(
@@ -194,3 +203,39 @@ def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
     assert out["missing"].returncode == 2
     assert "no run 'run-nosuchrun'" in out["missing"].stderr
     assert "Traceback" not in out["missing"].stderr
+
+
+@pytest.mark.parametrize(("status", "kind", "calls"), [(401, "authentication_error", 1)])
+def test_an_auth_error_of_the_model_api_is_not_retried(
+    tmp_path: Path, status: int, kind: str, calls: int
+) -> None:
+    """Only the Anthropic HTTP API is mocked (shaped as the real one answers a bad key)."""
+    config_path = write_config(
+        tmp_path,
+        record_turns(["x"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    requests: list[httpx2.Request] = []
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return anthropic_error(status, kind, "invalid x-api-key")
+
+    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
+    provider = build_provider(
+        providers_config.providers[0],
+        ANTHROPIC_ENV,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
+    )
+    out: dict[str, Any] = {}
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        params = _params(config_path, "record x")
+        params.update(provider="anthropic", model="claude-haiku-4-5")
+        run_id = await submit(env.client, params, task_queue="q")
+        out["result"] = await env.client.get_workflow_handle(run_id).result()
+
+    asyncio.run(_with_worker(tmp_path, config_path, body, providers={"anthropic": provider}))
+    assert out["result"]["stop"] == "provider_error"
+    assert "invalid x-api-key" in out["result"]["error"]
+    assert len(requests) == calls
