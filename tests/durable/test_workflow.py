@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -239,3 +240,46 @@ def test_an_auth_error_of_the_model_api_is_not_retried(
     assert out["result"]["stop"] == "provider_error"
     assert "invalid x-api-key" in out["result"]["error"]
     assert len(requests) == calls
+
+
+def test_a_large_result_is_cut_in_history_and_kept_by_the_worker(tmp_path: Path) -> None:
+    config_path = write_config(
+        tmp_path,
+        record_turns(["a-long-item-name"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    out: dict[str, Any] = {}
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        params = _params(config_path, "record", result_cap=8)
+        run_id = await submit(env.client, params, task_queue="q")
+        out["result"] = await env.client.get_workflow_handle(run_id).result()
+        out["run_id"] = run_id
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    (call,) = out["result"]["tool_calls"]
+    assert call["output"].startswith("recorded\n[cut at 8 of 25 characters; the full result: ")
+    kept = list((tmp_path / "results" / out["run_id"]).glob("*.json"))
+    assert len(kept) == 1
+    assert "recorded a-long-item-name" in kept[0].read_text()
+    assert str(kept[0]) in call["output"]
+    outcome = [line for line in audit_lines(tmp_path / "audit.jsonl") if line["type"] == "outcome"]
+    assert outcome[0]["ref"].endswith(str(kept[0]))
+
+
+def test_an_unreachable_temporal_is_one_line(tmp_path: Path) -> None:
+    config_path = write_config(tmp_path, record_turns([]), rules=[])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens once closed
+    argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "runs", "list"]
+    proc = subprocess.run(
+        [*argv, "--temporal", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"agenthost: cannot reach Temporal at 127.0.0.1:{port}")
+    assert len(proc.stderr.splitlines()) == 1
