@@ -169,11 +169,22 @@ async def show(client: Client, run_id: str) -> dict[str, Any]:
     }
 
 
-async def cancel(client: Client, run_id: str) -> None:
+async def cancel(client: Client, run_id: str, *, wait: float = 30.0) -> str:
+    """Ask the run to stop and wait (at most ``wait`` seconds) until it has; returns its
+    status then (``running`` when it has not ended yet: a worker must take the request).
+    """
+    handle = _handle(client, run_id)
     try:
-        await _handle(client, run_id).cancel()
+        await handle.cancel()
     except RPCError as exc:
         raise NotFound(f"no run {run_id!r} to cancel: {exc.message}") from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        description = await handle.describe()
+        if description.status != WorkflowExecutionStatus.RUNNING or loop.time() >= deadline:
+            return _status(description.status)
+        await asyncio.sleep(0.1)
 
 
 async def answer(client: Client, run_id: str, call_id: str, verdict: str, who: str) -> str:

@@ -200,6 +200,7 @@ def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
     assert [w["call_id"] for w in shown["waiting"]] == ["c0"]
     assert shown["transcript"]["tool_calls"][0]["name"] == "ledger__record"
     assert out["cancel"].returncode == 0, out["cancel"].stderr
+    assert json.loads(out["cancel"].stdout)["status"] == "cancelled"
     assert json.loads(out["after"].stdout)["status"] == "cancelled"
     assert out["missing"].returncode == 2
     assert "no run 'run-nosuchrun'" in out["missing"].stderr

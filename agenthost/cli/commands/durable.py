@@ -309,8 +309,8 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
         if action == "show":
             return await runs.show(client, args.run_id)
         if action == "cancel":
-            await runs.cancel(client, args.run_id)
-            return {"run_id": args.run_id, "cancelled": True}
+            status = await runs.cancel(client, args.run_id)
+            return {"run_id": args.run_id, "status": status}
         who = args.by or getpass.getuser()
         verdict = "allow" if action == "approve" else "deny"
         message = await runs.answer(client, args.run_id, args.call_id, verdict, who)
@@ -352,7 +352,9 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
         if transcript.get("final_text"):
             say(transcript["final_text"])
     elif action == "cancel":
-        say(f"{args.run_id} cancelled")
+        say(f"{args.run_id} {out['status']}")
+        if out["status"] == "running":
+            raise CLIError("the run has not ended yet (no worker took the cancel)", EXIT_ERROR)
     else:
         say(out["message"])
     return EXIT_OK
