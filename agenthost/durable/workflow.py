@@ -228,6 +228,9 @@ class AgentRun:
         listed = await workflow.execute_activity(
             "list_tools",
             start_to_close_timeout=timedelta(seconds=self._option("list_timeout", 60)),
+            # Every activity heartbeats (or is short): a listing lost with its worker is
+            # retried within the heartbeat timeout, not after the minute of its deadline.
+            heartbeat_timeout=timedelta(seconds=self._option("heartbeat_timeout", 10)),
             retry_policy=self._retry(),
             result_type=list,
         )
@@ -270,7 +273,8 @@ class AgentRun:
             workflow.start_activity(
                 "audit_append",
                 lines,
-                start_to_close_timeout=timedelta(seconds=30),
+                # A file append: a worker that died holding it is known within seconds.
+                start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             )
         )
