@@ -459,6 +459,7 @@ class Host:
         return await self._with_era_fallback(
             entry.server,
             self.session(entry.server),
+            f"tool {entry.tool.name}",
             lambda on: self._route_call(
                 entry, on, config, arguments, timeout=timeout, progress=None, task=False, meta=meta
             ),
