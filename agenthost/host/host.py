@@ -435,6 +435,37 @@ class Host:
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
 
+    async def call_tool_decided(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CallToolResult:
+        """Call a namespaced tool whose consent was decided, and audited, elsewhere.
+
+        A durable run (:mod:`agenthost.durable`) decides each call in its workflow, with
+        the policy snapshot of its submission, possibly hours before a worker runs it:
+        this host's own policy is not asked again. ``meta`` goes to the server in the
+        request's ``_meta`` (the run's idempotency key). The call is never made a task, so
+        that the key reaches the server and the call is the activity's to retry.
+
+        Raises:
+            NotFound, ServerUnavailable, and the errors of :meth:`ClientSession.call_tool`.
+        """
+        entry = self.resolve_tool(name)
+        config = self._servers[entry.server]
+        return await self._with_era_fallback(
+            entry.server,
+            self.session(entry.server),
+            f"tool {entry.tool.name}",
+            lambda on: self._route_call(
+                entry, on, config, arguments, timeout=timeout, progress=None, task=False, meta=meta
+            ),
+            repeatable=_repeatable(entry.tool),
+        )
+
     async def _with_era_fallback(
         self,
         server: str,
@@ -516,8 +547,10 @@ class Host:
         progress: ProgressCallback | None,
         task: bool | None,
         on_task: TaskCreatedCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
-        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed."""
+        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed.
+        ``meta`` is sent on a plain call only."""
         name = entry.tool.name
         key = (entry.server, name)
         task_after = config.timeouts.task_after
@@ -547,8 +580,10 @@ class Host:
         started = trio.current_time()
         try:
             if timeout is DEFAULT:
-                return await session.call_tool(name, arguments, progress=progress)
-            return await session.call_tool(name, arguments, progress=progress, timeout=timeout)
+                return await session.call_tool(name, arguments, progress=progress, meta=meta)
+            return await session.call_tool(
+                name, arguments, progress=progress, timeout=timeout, meta=meta
+            )
         except JSONRPCError as exc:
             if task is False or not needs_tasks_extension(exc):
                 raise

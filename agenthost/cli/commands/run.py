@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agenthost.cli.commands.durable import add_temporal_options, run_durable, wants_temporal
 from agenthost.cli.common import (
     add_command,
     check_prompt,
@@ -58,6 +59,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     run_parser.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
     run_parser.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
+    add_temporal_options(run_parser, required=False)
+    run_parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="with --temporal: print the run id and return (follow with `runs show`)",
+    )
     run_parser.add_argument(
         "--session",
         metavar="NAME",
@@ -77,6 +84,10 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     from agenthost.agent.transcript import Transcript
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
+    if wants_temporal(args):
+        return await run_durable(args, console)
+    if args.detach:
+        raise CLIError("--detach needs --temporal HOST:PORT (a durable run)", EXIT_USAGE)
     if not args.task_grace >= 0:
         raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = load_config(args)
