@@ -21,12 +21,11 @@ at ``max_turns`` or the token budget, pending tasks are cancelled (``tasks/cance
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import functools
 
 import attrs
 import trio
