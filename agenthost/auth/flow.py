@@ -158,6 +158,8 @@ class OAuth(httpx.Auth):
         self._resource: str | None = None
         self._step_ups = 0
         self._tried_scopes: set[frozenset[str]] = set()
+        #: True during ``auth login``: the user may move to another authorization server.
+        self._relogin = False
         self._redact = _Redact()
         self._redact.add(self.settings.client_secret)
 
@@ -206,6 +208,11 @@ class OAuth(httpx.Auth):
             return
         self._issuers.update(saved.issuers)
         self._current = saved.current
+        pin = self.settings.issuer
+        if pin is not None and self._current is not None and self._current != pin:
+            # Saved under another issuer than the one now configured: never refresh
+            # there with the configured credentials.
+            self._current = None
         self._resource = saved.resource
         for state in self._issuers.values():
             if state.client:
@@ -309,7 +316,9 @@ class OAuth(httpx.Auth):
         if self.settings.scopes:
             scopes = tuple(dict.fromkeys((*(scopes or ()), *self.settings.scopes)))
         state = self._issuers.get(meta.issuer)
-        if state is None:
+        if state is None or state.token_endpoint != meta.token_endpoint:
+            # A registered client is bound to the endpoint it was registered for: metadata
+            # that moves the token endpoint gets a fresh registration, never the old secret.
             state = IssuerState(token_endpoint=meta.token_endpoint)
         state.token_endpoint = meta.token_endpoint
         state.auth_methods = meta.token_endpoint_auth_methods_supported
@@ -384,6 +393,7 @@ class OAuth(httpx.Auth):
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
                 issuer = prm.authorization_servers[0]
+                self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
                     status, doc = await fetch_json(self._http, url)
                     log.debug("%s: AS metadata %s -> HTTP %d", self.server, url, status)
@@ -402,6 +412,7 @@ class OAuth(httpx.Auth):
                     meta = AuthServerMetadata.from_json(doc, expected_issuer=None)
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
+                self._check_issuer(meta.issuer)
         except DiscoveryError as exc:
             raise self._error(str(exc), "check the server's URL, or ask its operator") from None
         if self.settings.grant == "authorization_code" and "S256" not in (
@@ -413,6 +424,49 @@ class OAuth(httpx.Auth):
                 "ask the server's operator to enable PKCE S256",
             )
         return meta, prm
+
+    def _check_issuer(self, named: str) -> None:
+        """Refuse an authorization server the user did not choose, before anything is sent.
+
+        A configured credential goes only to the configured ``issuer`` (none configured:
+        refused, naming the issuer to set). Without credentials, a server that names
+        another issuer than the one of the saved login gets nothing until the user logs
+        in again (``auth login``, or the browser login when a person is there).
+        """
+        settings = self.settings
+        where = f"[servers.{self.server}.oauth]"
+        if settings.issuer is not None:
+            if named != settings.issuer:
+                raise self._error(
+                    f"the server names the authorization server {named!r}, not the issuer"
+                    f" {settings.issuer!r} of {where} (refused: nothing was sent to it)",
+                    f'if the server really moved, set issuer = "{named}" in {where}',
+                )
+            return
+        if settings.holds_secret:
+            raise self._error(
+                f"the server names the authorization server {named!r}; configured client"
+                " credentials are sent only to an issuer named in the config (nothing was"
+                " sent)",
+                f'if you trust it, set issuer = "{named}" in {where}',
+            )
+        current = self._current
+        if current is None or named == current or self._relogin:
+            return
+        if self._opener is not None:
+            # A person is there: the browser login at the new server is the user's
+            # choice (SEP-2352: register again there; nothing of the old one is reused).
+            log.warning(
+                "%s: the server moved to the authorization server %s; logging in there",
+                self.server,
+                named,
+            )
+        else:
+            raise self._error(
+                f"the server now names the authorization server {named!r}, not {current!r}"
+                " of the saved login (refused: no token or secret goes to it)",
+                self._login_hint() + " to trust it",
+            )
 
     def _configured_client(self, meta: AuthServerMetadata) -> Client | None:
         settings = self.settings
@@ -869,7 +923,11 @@ class OAuth(httpx.Auth):
             challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
         async with self._lock:
             await self._load()
-            await self._authorize(challenge, None)
+            self._relogin = True
+            try:
+                await self._authorize(challenge, None)
+            finally:
+                self._relogin = False
         return await self.status()
 
     async def status(self) -> OAuthStatus:

@@ -9,15 +9,25 @@ never shown: ``repr()`` hides the secret and the private key.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
+from urllib.parse import urlsplit
 
 import attrs
 
 from agenthost.errors import ConfigError
 
-__all__ = ["GRANTS", "KEYS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
+__all__ = [
+    "GRANTS",
+    "KEYS",
+    "TOKEN_AUTH_METHODS",
+    "OAuthSettings",
+    "is_loopback",
+    "issuer_url_ok",
+    "parse_oauth_table",
+]
 
 Grant = Literal["authorization_code", "client_credentials", "enterprise", "jwt_bearer"]
 TokenAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
@@ -30,8 +40,34 @@ KEYS: Final = (
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token", "assertion",
-    "assertion_file",
+    "assertion_file", "issuer",
 )  # fmt: skip
+
+
+def issuer_url_ok(url: str) -> bool:
+    """An authorization server URL we may talk to: https, or http on a loopback host
+    (plain http elsewhere would put codes and tokens on the wire in clear)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return False
+    if not host or parts.query or parts.fragment or any(ord(c) < 0x21 for c in url):
+        return False
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and is_loopback(host)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _hidden(value: object) -> str:
@@ -79,6 +115,23 @@ class OAuthSettings:
     #: request, since platforms rotate it, e.g. a Kubernetes projected token).
     assertion: str | None = attrs.field(default=None, repr=_hidden)
     assertion_file: str | None = None
+    #: The authorization server's issuer URL. Configured credentials (a client secret, a
+    #: private key, an assertion) are sent only to this issuer's endpoints; with such
+    #: credentials and no ``issuer`` nothing is sent (no trust on first use for secrets).
+    #: Without credentials it pins the issuer a login may use.
+    issuer: str | None = None
+
+    @property
+    def holds_secret(self) -> bool:
+        """True when a credential of ours (not one the server issued) is configured."""
+        return bool(
+            self.client_secret
+            or self.private_key
+            or self.assertion
+            or self.assertion_file
+            or self.id_token
+            or self.idp_client_secret
+        )
 
     def __attrs_post_init__(self) -> None:
         if self.grant not in GRANTS:
@@ -118,6 +171,11 @@ class OAuthSettings:
             "https://"
         ):
             raise ConfigError("must be an https:// URL", key="client_metadata_url")
+        if self.issuer is not None and not issuer_url_ok(self.issuer):
+            raise ConfigError(
+                "must be an https:// URL (http:// only for localhost), without query or fragment",
+                key="issuer",
+            )
         if not 0 <= self.redirect_port <= 65535:
             raise ConfigError("must be a port number (0 for any free port)", key="redirect_port")
         if not self.login_timeout > 0:
@@ -162,7 +220,7 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
     for key in (
         "grant", "client_id", "client_secret", "token_endpoint_auth_method", "private_key",
         "signing_algorithm", "client_metadata_url", "client_name", "idp_token_endpoint",
-        "idp_client_id", "idp_client_secret", "id_token", "assertion",
+        "idp_client_id", "idp_client_secret", "id_token", "assertion", "issuer",
     ):  # fmt: skip
         if (got := text(key)) is not None:
             fields[key] = got

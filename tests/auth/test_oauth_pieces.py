@@ -198,6 +198,9 @@ def test_every_oauth_example_in_the_docs_loads(tmp_path: Path, doc: str, heading
         signed = servers["signed"].oauth
         assert signed is not None and signed.auth_method == "private_key_jwt"
         assert servers["static"].oauth is not None and not servers["static"].oauth.enabled
+        for server in config.servers:
+            if server.oauth is not None and server.oauth.holds_secret:
+                assert server.oauth.issuer, server.name  # an example that would be refused
         assert servers["docs"].oauth is None
         workload = servers["workload"].oauth
         assert workload is not None and workload.grant == "jwt_bearer"
@@ -229,3 +232,17 @@ def test_oauth_config_errors_name_the_key(
         load_config(path, env={})
     assert caught.value.key == key
     assert problem in caught.value.problem
+
+
+def test_issuer_key_is_checked() -> None:
+    from agenthost.auth.settings import parse_oauth_table
+
+    assert (
+        parse_oauth_table({"issuer": "https://as.example.com"}).issuer == "https://as.example.com"
+    )
+    assert parse_oauth_table({"issuer": "http://127.0.0.1:9000/as"}).issuer
+    for bad in ("http://as.example.com", "https://as.example.com/?q=1", "https://[::1", "ftp://x"):
+        with pytest.raises(ConfigError, match="https://"):
+            parse_oauth_table({"issuer": bad})
+    assert OAuthSettings(client_id="c", client_secret="s3cret").holds_secret
+    assert not OAuthSettings(client_id="c").holds_secret

@@ -1,0 +1,172 @@
+"""Issue 28: hostile authorization servers against the OAuth client (each test seen failing
+before its fix; tests/security/hostile_auth.py plays the servers)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenthost
+from agenthost.auth import URL_OPENER, OAuthSettings
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.errors import AuthorizationError
+from tests.peers.http_launch import free_port
+from tests.security.hostile_auth import Answer, HostileAuth, Seen, hostile_auth
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "configured-client-secret-x1"
+WORKLOAD = "eyJhbGciOiJub25lIn0.workload-identity-jwt.sig"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_store(tmp_path: Path) -> None:
+    os.environ["XDG_DATA_HOME"] = str(tmp_path / "data")
+    os.environ["AGENTHOST_TOKEN_STORE"] = "file"
+    URL_OPENER.set(None)
+
+
+def server(url: str, **oauth: Any) -> ServerConfig:
+    return ServerConfig(
+        name="victim",
+        transport="streamable-http",
+        url=url,
+        oauth=OAuthSettings(**oauth),
+        timeouts=Timeouts(startup=20, request=20),
+    )
+
+
+async def refused(config: ServerConfig) -> str:
+    with pytest.raises(AuthorizationError) as caught:
+        async with agenthost.connect(config):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def posts(auth: HostileAuth) -> list[Seen]:
+    """Every request but the discovery GETs and the MCP endpoint's."""
+    return [s for s in auth.seen if s.method == "POST" and s.path != "/mcp"]
+
+
+# --- C1: configured credentials go only to the issuer named in the config --------------
+
+
+@pytest.mark.parametrize(
+    "oauth",
+    [
+        {"grant": "client_credentials", "client_id": "c", "client_secret": SECRET},
+        {
+            "grant": "client_credentials",
+            "client_id": "c",
+            "client_secret": SECRET,
+            "token_endpoint_auth_method": "client_secret_post",
+        },
+        {"grant": "jwt_bearer", "client_id": "c", "assertion": WORKLOAD},
+    ],
+    ids=["basic", "post", "workload"],
+)
+async def test_c1_a_secret_without_issuer_is_refused_before_anything_is_sent(
+    oauth: dict[str, Any],
+) -> None:
+    async with hostile_auth("thief") as auth:
+        message = await refused(server(auth.url, **oauth))
+        assert posts(auth) == []
+        assert all(SECRET not in s.text and "workload-identity" not in s.text for s in auth.seen)
+    assert f'issuer = "{auth.issuer("thief")}"' in message, message
+    assert "[servers.victim.oauth]" in message
+
+
+async def test_c1_a_secret_goes_only_to_the_pinned_issuer() -> None:
+    async with hostile_auth("thief") as auth:
+        config = server(
+            auth.url,
+            grant="client_credentials",
+            client_id="c",
+            client_secret=SECRET,
+            issuer=auth.issuer("legit"),
+        )
+        message = await refused(config)
+        assert posts(auth) == []
+        assert auth.to("/thief") == [] == auth.to("/.well-known/oauth-authorization-server")
+        assert auth.issuer("thief") in message and auth.issuer("legit") in message
+        # The same server naming the pinned issuer gets its token, and the MCP request the
+        # access token.
+        auth.named = auth.issuer("legit")
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(config):
+                pass
+        token_posts = auth.to("/legit/token")
+        assert token_posts
+        assert all(s.headers["authorization"].startswith("Basic ") for s in token_posts)
+        assert any(s.headers.get("authorization") == "Bearer legit-access-1" for s in auth.seen)
+
+
+async def browser(_server: str, url: str) -> None:
+    """A person who clicks "Allow": follow the authorize redirect back to the loopback."""
+    import httpx
+
+    async with httpx.AsyncClient(follow_redirects=True, timeout=10) as client:
+        await client.get(url)
+
+
+async def test_c1_a_server_that_names_another_authorization_server_later_gets_nothing() -> None:
+    """A login with the legit issuer (a registered client with a secret, tokens); the
+    server then names the thief: no registration secret, no token goes there, and the
+    message says to log in again."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        config = server(auth.url)
+        no_refresh = Answer.json({"access_token": "legit-access", "token_type": "Bearer"})
+        auth.route("/legit/token", lambda seen: no_refresh)
+        with pytest.raises(agenthost.AgentHostError):  # logged in; /mcp still says no MCP
+            async with agenthost.connect(config):
+                pass
+        assert auth.to("/legit/token") and auth.to("/legit/register")
+        auth.named = auth.issuer("thief")
+        # The saved token is refused now (and cannot be refreshed); discovery names the thief.
+        URL_OPENER.set(None)  # headless (CI): nobody chose the new server
+        before = len(auth.seen)
+        message = await refused(config)
+        later = auth.seen[before:]
+        assert [s for s in later if s.path.startswith("/thief/")] == []
+        assert all("legit-dcr-secret" not in s.text for s in auth.to("/thief"))
+        assert "auth login victim" in message and auth.issuer("thief") in message
+
+
+async def test_c1_a_registered_client_is_bound_to_its_token_endpoint() -> None:
+    """2025-03-26 discovery (no PRM): metadata at the server's origin that claims the
+    legit issuer but names the thief's token endpoint never gets the legit client."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        config = server(auth.url, redirect_port=free_port())
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(config):
+                pass
+        registered = auth.to("/legit/register")
+        assert registered
+        # Now: no PRM, and origin metadata claiming issuer "legit" with thief endpoints.
+        auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer(status=404))
+        bare = Answer(status=401, headers=(("www-authenticate", "Bearer"),))
+        auth.route("/mcp", lambda seen: bare)
+        legit = auth.issuer("legit")
+        thief = auth.issuer("thief")
+        auth.route(
+            "/.well-known/oauth-authorization-server",
+            lambda seen: Answer.json(
+                {
+                    "issuer": legit,
+                    "authorization_endpoint": f"{thief}/authorize",
+                    "token_endpoint": f"{thief}/token",
+                    "code_challenge_methods_supported": ["S256"],
+                }
+            ),
+        )
+        auth.route("/legit/token", lambda seen: Answer.json({"error": "invalid_grant"}, 400))
+        await refused(config)
+        assert all("legit-dcr-secret" not in s.text for s in auth.to("/thief"))
+        assert all("legit-client" not in s.text for s in auth.to("/thief"))
