@@ -70,7 +70,7 @@ from agenthost.auth.state import (
 )
 from agenthost.auth.store import TokenStore, default_token_store
 from agenthost.errors import AuthorizationError
-from agenthost.redaction import add_secret, redact_url
+from agenthost.redaction import add_runtime_secret, add_secret, redact_url
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -97,16 +97,22 @@ class OAuthStatus:
 
 
 class _Redact:
-    def __init__(self) -> None:
+    def __init__(self, *configured: str | None) -> None:
         self.secrets: set[str] = set()
+        self.configured = frozenset(value for value in configured if value)
+        self.add(*configured)
 
     def add(self, *values: str | None) -> None:
         for value in values:
             if value and len(value) >= 4:
                 self.secrets.add(value)
                 # And the process-wide registry: every log record, the CLI's output and
-                # errors built from server text are scrubbed of it too.
-                add_secret(value)
+                # errors built from server text are scrubbed of it too. Configured values
+                # are never forgotten there; the rest came from a server at run time.
+                if value in self.configured:
+                    add_secret(value)
+                else:
+                    add_runtime_secret(value)
 
     def __call__(self, text: str) -> str:
         for secret in sorted(self.secrets, key=len, reverse=True):
@@ -160,8 +166,14 @@ class OAuth(httpx.Auth):
         self._tried_scopes: set[frozenset[str]] = set()
         #: True during ``auth login``: the user may move to another authorization server.
         self._relogin = False
-        self._redact = _Redact()
-        self._redact.add(self.settings.client_secret)
+        settings = self.settings
+        self._redact = _Redact(
+            settings.client_secret,
+            settings.assertion,
+            settings.id_token,
+            settings.idp_client_secret,
+            settings.private_key,
+        )
 
     def __repr__(self) -> str:
         return f"<OAuth {self.server!r} issuer={self._current!r}>"

@@ -73,7 +73,13 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
-from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.redaction import (
+    add_runtime_secret,
+    add_secret,
+    add_secrets_of_url,
+    redact,
+    redact_url,
+)
 from agenthost.transports._httpx import map_httpx_errors, open_http_client, reason_of
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -705,7 +711,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 " than visible ASCII (0x21-0x7E), which the spec requires",
             )
             return False
-        add_secret(session_id)  # a bearer of the session: never in a log line
+        add_runtime_secret(session_id)  # a bearer of the session: never in a log line
         self.session_id = session_id
         return True
 

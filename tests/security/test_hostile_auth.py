@@ -13,6 +13,7 @@ import agenthost
 from agenthost.auth import URL_OPENER, OAuthSettings
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.errors import AuthorizationError
+from agenthost.redaction import redact
 from tests.peers.http_launch import free_port
 from tests.security.hostile_auth import Answer, HostileAuth, Seen, hostile_auth
 
@@ -170,3 +171,36 @@ async def test_c1_a_registered_client_is_bound_to_its_token_endpoint() -> None:
         await refused(config)
         assert all("legit-dcr-secret" not in s.text for s in auth.to("/thief"))
         assert all("legit-client" not in s.text for s in auth.to("/thief"))
+
+
+# --- H1: a huge token response does not flush the configured secrets ----------------------
+
+
+async def test_h1_a_token_of_many_words_does_not_evict_a_configured_secret() -> None:
+    api_key = "sk-other-server-api-key-0042"
+    other = ServerConfig(
+        name="other", transport="streamable-http", url="http://127.0.0.1:1/mcp",
+        headers={"X-Api-Key": api_key},
+    )  # fmt: skip
+    assert other.headers and redact(f"key {api_key}") == "key ***"
+    words = " ".join(f"word{n:06d}" for n in range(5000))
+    async with hostile_auth("legit") as auth:
+        auth.named = auth.issuer("legit")
+        auth.route(
+            "/legit/token",
+            lambda seen: Answer.json({"access_token": words, "token_type": "Bearer"}),
+        )
+        config = server(
+            auth.url,
+            grant="client_credentials",
+            client_id="c",
+            client_secret=SECRET,
+            issuer=auth.issuer("legit"),
+        )
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(config):
+                pass
+        assert auth.to("/legit/token")
+    assert redact(f"key {api_key}") == "key ***"
+    assert redact(f"the token: {words}") == "the token: ***"
+    assert redact("word000017 alone is not a secret") == "word000017 alone is not a secret"
