@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -166,6 +167,8 @@ class OAuth(httpx.Auth):
         self._tried_scopes: set[frozenset[str]] = set()
         #: True during ``auth login``: the user may move to another authorization server.
         self._relogin = False
+        #: The deadline of the exchange under way (:meth:`_deadline`).
+        self._exchange: trio.CancelScope | None = None
         settings = self.settings
         self._redact = _Redact(
             settings.client_secret,
@@ -316,6 +319,12 @@ class OAuth(httpx.Auth):
         self, challenge: Challenge | None, scopes_override: tuple[str, ...] | None
     ) -> None:
         """Discovery, client identity and a grant; saves the result. Holds the lock."""
+        with self._deadline("the login"):
+            await self._authorize_now(challenge, scopes_override)
+
+    async def _authorize_now(
+        self, challenge: Challenge | None, scopes_override: tuple[str, ...] | None
+    ) -> None:
         meta, prm = await self._discover(challenge)
         if scopes_override is not None:
             scopes: tuple[str, ...] | None = scopes_override
@@ -611,11 +620,16 @@ class OAuth(httpx.Auth):
             )
             expected_issuer = meta.issuer
             log.info("%s: waiting for the browser login at %s", self.server, redact_url(url))
+            exchange = self._exchange
+            if exchange is not None:
+                exchange.deadline = math.inf  # the person's time is login_timeout's
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(opener, self.server, url)
                 with trio.move_on_after(self.settings.login_timeout) as waited:
                     params = await loopback.wait()
                 nursery.cancel_scope.cancel()
+            if exchange is not None:
+                exchange.deadline = trio.current_time() + self.settings.exchange_timeout
             if waited.cancelled_caught:
                 raise self._error(
                     f"no answer from the browser within {self.settings.login_timeout:g} s",
@@ -746,12 +760,13 @@ class OAuth(httpx.Auth):
         if client is None:
             return False
         try:
-            fresh = await self._token_request(
-                state.token_endpoint,
-                client,
-                {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token},
-                issuer=self._current or "",
-            )
+            with self._deadline("the refresh"):
+                fresh = await self._token_request(
+                    state.token_endpoint,
+                    client,
+                    {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token},
+                    issuer=self._current or "",
+                )
         except AuthorizationError as exc:
             log.info("%s: refresh failed: %s", self.server, exc)
             state.tokens = None
@@ -863,24 +878,50 @@ class OAuth(httpx.Auth):
     async def _post(
         self, what: str, endpoint: str, *, fix: str | None = None, **request: Any
     ) -> tuple[httpx.Response, bytes]:
-        """POST to an authorization-server endpoint and read the bounded answer.
+        """POST to an authorization-server endpoint and read the answer, streamed and
+        given up at :data:`MAX_DOCUMENT` bytes (a 200 MiB answer is never held).
 
         Error handling: any httpx error becomes one :class:`AuthorizationError` naming
         ``what`` and the (redacted) endpoint, with only the error's type: httpx's own
         message can quote the request.
         """
         try:
-            response = await self._http.post(endpoint, **request)
-            return response, await self._bounded(response)
+            async with self._http.stream("POST", endpoint, **request) as response:
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_DOCUMENT:
+                        raise self._error(
+                            f"the {what} {redact_url(endpoint)} answered more than"
+                            f" {MAX_DOCUMENT // 1024} KiB (refused)"
+                        )
+            return response, bytes(body)
         except httpx.HTTPError as exc:
             raise self._error(
                 f"cannot reach the {what} {redact_url(endpoint)}: {type(exc).__name__}", fix
             ) from None
 
-    async def _bounded(self, response: httpx.Response) -> bytes:
-        if len(response.content) > MAX_DOCUMENT:
-            raise self._error(f"an answer from {redact_url(str(response.url))} is too large")
-        return response.content
+    @contextmanager
+    def _deadline(self, what: str) -> Iterator[None]:
+        """One deadline for a whole exchange with the authorization server, however slowly
+        each of its answers drips (httpx's timeouts are per read). Nested: the outer one
+        governs; :meth:`_authorization_code` lifts it while the browser has the user."""
+        if self._exchange is not None:
+            yield
+            return
+        seconds = self.settings.exchange_timeout
+        with trio.move_on_after(seconds) as scope:
+            self._exchange = scope
+            try:
+                yield
+            finally:
+                self._exchange = None
+        if scope.cancelled_caught:
+            raise self._error(
+                f"the authorization server did not finish {what} within {seconds:g} s",
+                "retry later, or raise exchange_timeout in"
+                f" [servers.{self.server}.oauth] for a slow authorization server",
+            )
 
     def _json_object(
         self, response: httpx.Response, raw: bytes, what: str, url: str
@@ -916,23 +957,31 @@ class OAuth(httpx.Auth):
         Raises:
             AuthorizationError: discovery or the grant failed; nothing is saved then.
         """
+        with self._deadline("the login"):
+            return await self._login()
+
+    async def _login(self) -> OAuthStatus:
         challenge: Challenge | None = None
         try:
-            response = await self._http.post(
+            # Streamed and never read: only the status and the challenge matter.
+            async with self._http.stream(
+                "POST",
                 self.url,
                 content=b'{"jsonrpc":"2.0","id":0,"method":"ping"}',
                 headers={
                     "Content-Type": "application/json",
                     "Accept": "application/json, text/event-stream",
                 },
-            )
+            ) as response:
+                status = response.status_code
+                values = response.headers.get_list("www-authenticate")
         except httpx.HTTPError as exc:
             raise self._error(
                 f"cannot reach {redact_url(self.url)}: {type(exc).__name__}",
                 "check the server's URL",
             ) from None
-        if response.status_code in (401, 403):
-            challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
+        if status in (401, 403):
+            challenge = parse_www_authenticate(values)
         async with self._lock:
             await self._load()
             self._relogin = True

@@ -40,7 +40,7 @@ KEYS: Final = (
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token", "assertion",
-    "assertion_file", "issuer",
+    "assertion_file", "issuer", "exchange_timeout",
 )  # fmt: skip
 
 
@@ -105,6 +105,10 @@ class OAuthSettings:
     open_browser: bool = True
     #: Seconds to wait for the browser to come back to the loopback redirect.
     login_timeout: float = 300.0
+    #: Seconds for one whole exchange with the authorization server (discovery, client
+    #: registration, the token request; or a refresh), however slowly it answers. The
+    #: browser's time is not counted.
+    exchange_timeout: float = 60.0
     #: ``enterprise``: the IdP's token endpoint (RFC 8693 token exchange) and our client
     #: there, and the user's ID token from the IdP's single sign-on.
     idp_token_endpoint: str | None = None
@@ -178,8 +182,9 @@ class OAuthSettings:
             )
         if not 0 <= self.redirect_port <= 65535:
             raise ConfigError("must be a port number (0 for any free port)", key="redirect_port")
-        if not self.login_timeout > 0:
-            raise ConfigError("must be a positive number of seconds", key="login_timeout")
+        for key in ("login_timeout", "exchange_timeout"):
+            if not getattr(self, key) > 0:
+                raise ConfigError("must be a positive number of seconds", key=key)
 
     @property
     def auth_method(self) -> TokenAuthMethod | None:
@@ -258,9 +263,10 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
         if not isinstance(port, int) or isinstance(port, bool):
             raise ConfigError("must be a port number", key="redirect_port")
         fields["redirect_port"] = port
-    if "login_timeout" in table:
-        seconds = table["login_timeout"]
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
-            raise ConfigError("must be a number of seconds", key="login_timeout")
-        fields["login_timeout"] = float(seconds)
+    for key in ("login_timeout", "exchange_timeout"):
+        if key in table:
+            seconds = table[key]
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+                raise ConfigError("must be a number of seconds", key=key)
+            fields[key] = float(seconds)
     return OAuthSettings(**fields)

@@ -92,6 +92,9 @@ class HostileAuth:
     #: Access tokens the MCP endpoint accepts (it still answers no MCP: 400 instead of 401).
     tokens: dict[str, str] = attrs.Factory(dict)
     counter: int = 0
+    #: Body bytes the listener got onto the wire, per path (a huge or dripped answer
+    #: stops counting when the client hangs up).
+    sent: dict[str, int] = attrs.Factory(dict)
 
     @property
     def url(self) -> str:
@@ -166,7 +169,13 @@ class HostileAuth:
         return Answer(status=404)
 
 
-async def _answer(stream: trio.SocketStream, conn: h11.Connection, answer: Answer) -> None:
+async def _answer(
+    stream: trio.SocketStream,
+    conn: h11.Connection,
+    answer: Answer,
+    sent_bytes: dict[str, int],
+    path: str,
+) -> None:
     if answer.hang_up:
         return
     size = answer.huge or len(answer.body)
@@ -175,13 +184,16 @@ async def _answer(stream: trio.SocketStream, conn: h11.Connection, answer: Answe
     if answer.huge:
         chunk = b"0" * 65536
         sent = 0
+        counts = sent_bytes
         while sent < answer.huge:
             part = chunk[: answer.huge - sent]
             await stream.send_all(conn.send(h11.Data(data=part)))
             sent += len(part)
+            counts[path] = sent
     elif answer.drip:
-        for byte in answer.body:
+        for n, byte in enumerate(answer.body):
             await stream.send_all(conn.send(h11.Data(data=bytes([byte]))))
+            sent_bytes[path] = n + 1
             await trio.sleep(answer.drip)
     elif answer.body:
         await stream.send_all(conn.send(h11.Data(data=answer.body)))
@@ -224,7 +236,7 @@ async def _serve_one(state: HostileAuth, stream: trio.SocketStream) -> None:
             if route is not None:
                 got = route(seen)
                 answer = await got if not isinstance(got, Answer | None) else got
-            await _answer(stream, conn, answer or state.default(seen))
+            await _answer(stream, conn, answer or state.default(seen), state.sent, seen.path)
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+import trio
 
 import agenthost
 from agenthost.auth import URL_OPENER, OAuthSettings
@@ -204,3 +206,43 @@ async def test_h1_a_token_of_many_words_does_not_evict_a_configured_secret() -> 
     assert redact(f"key {api_key}") == "key ***"
     assert redact(f"the token: {words}") == "the token: ***"
     assert redact("word000017 alone is not a secret") == "word000017 alone is not a secret"
+
+
+# --- H2 / H7: answers read up to 256 KiB; one deadline for the whole exchange ------------
+
+
+def pinned(auth: HostileAuth, **more: Any) -> ServerConfig:
+    auth.named = auth.issuer("legit")
+    return server(
+        auth.url,
+        grant="client_credentials",
+        client_id="c",
+        client_secret=SECRET,
+        issuer=auth.issuer("legit"),
+        **more,
+    )
+
+
+async def test_h2_a_huge_token_answer_is_not_read_past_the_limit() -> None:
+    async with hostile_auth("legit") as auth:
+        auth.route("/legit/token", lambda seen: Answer(status=200, huge=64 * 2**20))
+        with trio.fail_after(30):
+            message = await refused(pinned(auth))
+        assert "more than 256 KiB" in message
+        # The client hung up: far less than the 64 MiB left the server.
+        assert auth.sent["/legit/token"] < 16 * 2**20, auth.sent
+
+
+@pytest.mark.parametrize("path", ["/legit/token", "/.well-known/oauth-authorization-server/legit"])
+async def test_h7_a_dripping_endpoint_meets_one_deadline(path: str) -> None:
+    body = b'{"access_token": "' + b"x" * 200 + b'", "token_type": "Bearer"}'
+    async with hostile_auth("legit") as auth:
+        config = pinned(auth, exchange_timeout=1.5)
+        drip = Answer(status=200, headers=(("content-type", "application/json"),), body=body)
+        auth.route(path, lambda seen: attrs.evolve(drip, drip=0.2))
+        start = trio.current_time()
+        with trio.fail_after(20):
+            message = await refused(config)
+        assert trio.current_time() - start < 8
+        assert "did not finish the login within 1.5 s" in message
+        assert "exchange_timeout" in message
