@@ -44,6 +44,7 @@ from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
+from agenthost._util import collapse_single_group
 from agenthost.auth.discovery import (
     MAX_DOCUMENT,
     AuthServerMetadata,
@@ -602,6 +603,17 @@ class OAuth(httpx.Auth):
             scopes = (*scopes, "offline_access")
         elif scopes is None and meta.scopes_supported and "offline_access" in meta.scopes_supported:
             scopes = ("offline_access",)
+        # The loopback's nursery would wrap our one-line errors in an ExceptionGroup.
+        with collapse_single_group():
+            return await self._authorization_code_at(meta, state, scopes, opener)
+
+    async def _authorization_code_at(
+        self,
+        meta: AuthServerMetadata,
+        state: IssuerState,
+        scopes: tuple[str, ...] | None,
+        opener: UrlOpener,
+    ) -> tuple[Tokens, Client]:
         async with open_loopback(self.settings.redirect_port) as loopback:
             client = await self._client_for(meta, state, loopback.redirect_uri, scopes)
             verifier = generate_token(64)
@@ -896,7 +908,7 @@ class OAuth(httpx.Auth):
                             f" {MAX_DOCUMENT // 1024} KiB (refused)"
                         )
             return response, bytes(body)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise self._error(
                 f"cannot reach the {what} {redact_url(endpoint)}: {type(exc).__name__}", fix
             ) from None

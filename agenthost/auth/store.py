@@ -11,6 +11,7 @@ worker thread, so a store never blocks the Trio loop.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -77,6 +78,10 @@ def data_dir() -> Path:
     return root / "agenthost"
 
 
+def _encode(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+
+
 class FileTokenStore:
     """One file per key, mode 0600, in a 0700 directory (default ``data_dir()/tokens``).
 
@@ -91,9 +96,17 @@ class FileTokenStore:
         return f"<FileTokenStore {str(self.directory)!r}>"
 
     def _path(self, key: str) -> Path:
-        if not _SAFE_KEY.match(key):
-            raise ValueError(f"unsafe token store key {key!r}")
-        return self.directory / f"{key}.json"
+        """The key's file: the key itself when it is a plain name, else percent-encoded
+        (a server name may hold a space, a slash, ``..``); a plain name never holds
+        ``%``, so two keys never share a file."""
+        if _SAFE_KEY.match(key) and not key.startswith("."):
+            return self.directory / f"{key}.json"
+        if not key or len(key) > 256:
+            raise ValueError("a token store key must be 1 to 256 characters")
+        name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else _encode(c) for c in key)
+        if len(name) > 200:  # file names stop at 255 bytes
+            name = "%" + hashlib.sha256(key.encode()).hexdigest()
+        return self.directory / f"{name}.json"
 
     async def load(self, key: str) -> str | None:
         path = self._path(key)

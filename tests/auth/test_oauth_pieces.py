@@ -110,8 +110,13 @@ async def test_file_store_is_private_and_atomic(tmp_path: Path) -> None:
     assert await store.load("srv") == '{"a": 2}'
     assert [p.name for p in path.parent.iterdir()] == ["srv.json"]
     assert await store.delete("srv") and not await store.delete("srv")
-    with pytest.raises(ValueError, match="unsafe"):
-        await store.load("../escape")
+    # Any server name is a key, kept inside the directory and apart from the others.
+    for key in ("../escape", "my server", "..", "a/b", "my%20server", "é"):
+        await store.save(key, key)
+    for key in ("../escape", "my server", "..", "a/b", "my%20server", "é"):
+        assert await store.load(key) == key
+    assert {p.parent for p in (tmp_path / "tokens").iterdir()} == {tmp_path / "tokens"}
+    assert not (tmp_path / "escape.json").exists()
 
 
 async def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
