@@ -629,6 +629,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """
         had_session = self.session_id is not None
         started = False
+        status = 0  # no HTTP status yet: the POST may fail before any answer
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:

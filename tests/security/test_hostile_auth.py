@@ -246,3 +246,25 @@ async def test_h7_a_dripping_endpoint_meets_one_deadline(path: str) -> None:
         assert trio.current_time() - start < 8
         assert "did not finish the login within 1.5 s" in message
         assert "exchange_timeout" in message
+
+
+# --- M4: the first POST failing at the HTTP level -----------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "http"])
+async def test_m4_a_first_post_whose_connection_closes_is_a_clean_error(transport: str) -> None:
+    async with hostile_auth("legit") as auth:
+        auth.route("/mcp", lambda seen: Answer(hang_up=True))
+        config = ServerConfig(
+            name="victim",
+            transport=transport,  # type: ignore[arg-type]
+            url=auth.url,
+            oauth=OAuthSettings(enabled=False),
+            timeouts=Timeouts(startup=10, request=10),
+        )
+        with pytest.raises(agenthost.AgentHostError) as caught, trio.fail_after(20):
+            async with agenthost.connect(config):
+                pass
+    message = str(caught.value)
+    assert "UnboundLocalError" not in message and "internal error" not in message, message
+    assert message.startswith("victim:"), message
