@@ -70,7 +70,7 @@ from agenthost.auth.state import (
     now,
     parse_state,
 )
-from agenthost.auth.store import TokenStore, default_token_store
+from agenthost.auth.store import TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError
 from agenthost.redaction import add_runtime_secret, add_secret, redact_url
 
@@ -168,6 +168,8 @@ class OAuth(httpx.Auth):
         self._tried_scopes: set[frozenset[str]] = set()
         #: True during ``auth login``: the user may move to another authorization server.
         self._relogin = False
+        #: The last token request was refused (HTTP 400/401), not merely failed.
+        self._refused = False
         #: The deadline of the exchange under way (:meth:`_deadline`).
         self._exchange: trio.CancelScope | None = None
         settings = self.settings
@@ -753,10 +755,40 @@ class OAuth(httpx.Auth):
         return jag
 
     async def _try_refresh(self, state: IssuerState) -> bool:
-        """Refresh ``state``'s tokens; False if there is no refresh token or it failed."""
+        """Refresh ``state``'s tokens; False if there is no refresh token or it failed.
+
+        Under the cross-process lock of this server's saved state: another process may
+        have refreshed (and spent the refresh token) meanwhile; then its tokens are taken.
+        """
         tokens = state.tokens
         if tokens is None or tokens.refresh_token is None:
             return False
+        with self._deadline("the refresh"):
+            async with process_lock(self.server):
+                if await self._adopt_saved(state):
+                    return True
+                return await self._refresh_locked(state, tokens)
+
+    async def _adopt_saved(self, state: IssuerState) -> bool:
+        """Take the saved tokens of the current issuer if another process saved newer ones."""
+        raw = await self._storage().load(self.server)
+        try:
+            saved = parse_state(raw, self.url) if raw else None
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+            saved = None
+        entry = saved.issuers.get(self._current) if saved and self._current else None
+        fresh = entry.tokens if entry else None
+        if fresh is None or state.tokens is None:
+            return False
+        if fresh.access_token == state.tokens.access_token or fresh.expiring():
+            return False
+        self._redact.add(fresh.access_token, fresh.refresh_token)
+        state.tokens = fresh
+        log.info("%s: took the tokens another process refreshed", self.server)
+        return True
+
+    async def _refresh_locked(self, state: IssuerState, tokens: Tokens) -> bool:
+        assert tokens.refresh_token is not None
         client = state.client
         if client is None:
             client = self._configured_client(
@@ -772,15 +804,18 @@ class OAuth(httpx.Auth):
         if client is None:
             return False
         try:
-            with self._deadline("the refresh"):
-                fresh = await self._token_request(
-                    state.token_endpoint,
-                    client,
-                    {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token},
-                    issuer=self._current or "",
-                )
+            fresh = await self._token_request(
+                state.token_endpoint,
+                client,
+                {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token},
+                issuer=self._current or "",
+            )
         except AuthorizationError as exc:
             log.info("%s: refresh failed: %s", self.server, exc)
+            if not self._refused:
+                # Unreachable, too slow, a garbled answer: the saved login may still be
+                # good; never replace it with an empty one for that.
+                raise
             state.tokens = None
             await self._save()
             if self._opener is None and self.settings.grant == "authorization_code":
@@ -801,6 +836,7 @@ class OAuth(httpx.Auth):
         self, endpoint: str, client: Client, params: dict[str, Any], *, issuer: str
     ) -> Tokens:
         """POST to the token endpoint with client authentication; parse the answer."""
+        self._refused = False
         grant, body = token_form(params, self._resource)
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
@@ -815,6 +851,7 @@ class OAuth(httpx.Auth):
             headers=headers,
         )
         data = self._json_object(response, raw, "token endpoint", endpoint)
+        self._refused = response.status_code in (400, 401)
         if response.status_code != 200:
             error = data.get("error")
             fix = (

@@ -15,6 +15,8 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
@@ -27,6 +29,7 @@ __all__ = [
     "TokenStore",
     "data_dir",
     "default_token_store",
+    "process_lock",
 ]
 
 log = logging.getLogger("agenthost.auth")
@@ -76,6 +79,43 @@ def data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or ""
     root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
     return root / "agenthost"
+
+
+@asynccontextmanager
+async def process_lock(key: str) -> AsyncIterator[None]:
+    """Hold the lock of ``key`` across processes (an advisory ``flock`` on a file in
+    ``data_dir()/locks``) for a read-refresh-save of the saved state: two processes that
+    refresh one login at once would otherwise both spend the same refresh token, and the
+    loser would save an empty login over the winner's good one.
+
+    Cancellation: waiting polls every 20 ms, so the caller's deadline bounds it. Where
+    ``flock`` does not exist (Windows) no lock is taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path = FileTokenStore(data_dir() / "locks")._path(key).with_suffix(".lock")
+
+    def open_lock() -> int:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    fd = await trio.to_thread.run_sync(open_lock)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await trio.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _encode(char: str) -> str:

@@ -268,3 +268,65 @@ async def test_m4_a_first_post_whose_connection_closes_is_a_clean_error(transpor
     message = str(caught.value)
     assert "UnboundLocalError" not in message and "internal error" not in message, message
     assert message.startswith("victim:"), message
+
+
+# --- M5: two processes refreshing one login ------------------------------------------------
+
+
+async def test_m5_two_refreshing_at_once_share_the_rotation_and_stay_logged_in() -> None:
+    """Two flows (as two processes: separate locks and memory, one store) find the saved
+    token expiring and refresh at once; the server rotates refresh tokens (the second use
+    of one is invalid_grant). Both requests succeed and the store keeps a good login."""
+    import httpx
+
+    from agenthost.auth import FileTokenStore, OAuth
+
+    async with hostile_auth("legit") as auth:
+        auth.named = auth.issuer("legit")
+        live = {"refresh": "", "access": set[str]()}
+        count = [0]
+
+        async def token(seen: Seen) -> Answer:
+            form = dict(p.split("=", 1) for p in seen.body.decode().split("&"))
+            if form["grant_type"] == "refresh_token":
+                if form["refresh_token"] != live["refresh"]:
+                    return Answer.json({"error": "invalid_grant"}, status=400)
+                live["refresh"] = ""
+                await trio.sleep(0.3)  # both flows are in flight now
+            count[0] += 1
+            access, refresh = f"access-{count[0]:04d}", f"refresh-{count[0]:04d}"
+            live["refresh"] = refresh
+            live["access"].add(access)  # type: ignore[union-attr]
+            lifetime = 30 if count[0] == 1 else 3600  # the first expires inside the margin
+            return Answer.json(
+                {"access_token": access, "token_type": "Bearer", "refresh_token": refresh,
+                 "expires_in": lifetime}
+            )  # fmt: skip
+
+        def mcp(seen: Seen) -> Answer:
+            sent = seen.headers.get("authorization", "").removeprefix("Bearer ")
+            return Answer(status=200) if sent in live["access"] else auth.default(seen)
+
+        auth.route("/legit/token", token)
+        auth.route("/mcp", mcp)
+        async with httpx.AsyncClient() as http:
+            first = OAuth(server="victim", url=auth.url, http=http, opener=browser)
+            await first.login()
+            results: list[int] = []
+
+            async def one_process() -> None:
+                async with httpx.AsyncClient() as as_http:
+                    flow = OAuth(server="victim", url=auth.url, http=as_http, opener=None)
+                    async with httpx.AsyncClient(auth=flow) as client:
+                        results.append((await client.post(auth.url)).status_code)
+
+            with trio.fail_after(20):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(one_process)
+                    nursery.start_soon(one_process)
+        assert results == [200, 200]
+        status = await OAuth(server="victim", url=auth.url, http=http).status()
+        assert status.logged_in and status.refreshable
+        assert await FileTokenStore().load("victim")
+        refreshes = [s for s in auth.to("/legit/token") if b"refresh_token" in s.body]
+        assert len(refreshes) == 1  # the second flow took the first one's tokens
