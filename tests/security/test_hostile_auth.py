@@ -283,7 +283,8 @@ async def test_m5_two_refreshing_at_once_share_the_rotation_and_stay_logged_in()
 
     async with hostile_auth("legit") as auth:
         auth.named = auth.issuer("legit")
-        live = {"refresh": "", "access": set[str]()}
+        live = {"refresh": ""}
+        valid: set[str] = set()
         count = [0]
 
         async def token(seen: Seen) -> Answer:
@@ -296,7 +297,7 @@ async def test_m5_two_refreshing_at_once_share_the_rotation_and_stay_logged_in()
             count[0] += 1
             access, refresh = f"access-{count[0]:04d}", f"refresh-{count[0]:04d}"
             live["refresh"] = refresh
-            live["access"].add(access)  # type: ignore[union-attr]
+            valid.add(access)
             lifetime = 30 if count[0] == 1 else 3600  # the first expires inside the margin
             return Answer.json(
                 {"access_token": access, "token_type": "Bearer", "refresh_token": refresh,
@@ -305,7 +306,7 @@ async def test_m5_two_refreshing_at_once_share_the_rotation_and_stay_logged_in()
 
         def mcp(seen: Seen) -> Answer:
             sent = seen.headers.get("authorization", "").removeprefix("Bearer ")
-            return Answer(status=200) if sent in live["access"] else auth.default(seen)
+            return Answer(status=200) if sent in valid else auth.default(seen)
 
         auth.route("/legit/token", token)
         auth.route("/mcp", mcp)
