@@ -257,12 +257,14 @@ class AuthServerMetadata:
         """
         if not isinstance(data, dict):
             raise DiscoveryError("authorization server metadata is not a JSON object")
-        issuer = _http_url(data.get("issuer"), "its 'issuer'")
+        issuer = data.get("issuer")
         if expected_issuer is not None and issuer != expected_issuer:
+            shown = issuer if isinstance(issuer, str) else "(none)"
             raise DiscoveryError(
-                f"its issuer {issuer!r} is not the expected {expected_issuer!r}"
+                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected_issuer!r}"
                 " (refused: a mismatched issuer is how mix-up attacks work)"
             )
+        issuer = _http_url(issuer, "its 'issuer'")
         auth = data.get("authorization_endpoint")
         return cls(
             issuer=issuer,

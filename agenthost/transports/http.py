@@ -165,8 +165,17 @@ def _jsonrpc_error(body: bytes) -> ErrorObject | None:
     return ErrorObject(code, message, error.get("data"))
 
 
-def auth_hint(status: int) -> str:
-    """What to do about a 401/403: a bare status code does not say that a token is needed."""
+def auth_hint(status: int, *, authorizing: bool = False) -> str:
+    """What to do about a 401/403: a bare status code does not say that a token is needed.
+
+    ``authorizing``: the client has an auth flow (OAuth) that already tried; suggesting a
+    static header then would send the user the wrong way.
+    """
+    if status == 401 and authorizing:
+        return (
+            "; the server refused the token its authorization server issued: log in again,"
+            " or ask the server's operator about its authorization setup"
+        )
     if status == 401:
         return (
             "; the server requires authentication: give it credentials in the config, e.g."
@@ -608,8 +617,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             raise TransportError(redirect_note(response), server=self.name)
         if status >= 400:
             summary = _summary(content, self._redact)
+            hint = auth_hint(status, authorizing=self._client.auth is not None)
             raise TransportError(
-                f"the server rejected a message with HTTP {status}: {summary}{auth_hint(status)}",
+                f"the server rejected a message with HTTP {status}: {summary}{hint}",
                 server=self.name,
             )
 
@@ -736,7 +746,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._deliver_error(
                 request_id,
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}"
-                f"{auth_hint(status)}",
+                f"{auth_hint(status, authorizing=self._client.auth is not None)}",
                 status,
             )
             return

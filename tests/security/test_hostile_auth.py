@@ -331,3 +331,18 @@ async def test_m5_two_refreshing_at_once_share_the_rotation_and_stay_logged_in()
         assert await FileTokenStore().load("victim")
         refreshes = [s for s in auth.to("/legit/token") if b"refresh_token" in s.body]
         assert len(refreshes) == 1  # the second flow took the first one's tokens
+
+
+# --- Low: the 401 hint while OAuth is active ------------------------------------------------
+
+
+async def test_low_the_401_hint_does_not_suggest_headers_while_oauth_is_active() -> None:
+    async with hostile_auth("legit") as auth:
+        # Tokens are issued, and the server refuses every one of them.
+        with pytest.raises(agenthost.AgentHostError) as caught:
+            async with agenthost.connect(pinned(auth)):
+                pass
+        assert auth.to("/legit/token")
+    message = str(caught.value)
+    assert "HTTP 401" in message and "headers =" not in message, message
+    assert "log in again" in message
