@@ -416,6 +416,8 @@ class OAuth(httpx.Auth):
                         f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
+                if prm.resource is not None:
+                    self._check_audience(prm.resource)
                 issuer = prm.authorization_servers[0]
                 self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
@@ -448,6 +450,26 @@ class OAuth(httpx.Auth):
                 "ask the server's operator to enable PKCE S256",
             )
         return meta, prm
+
+    def _check_audience(self, resource: str) -> None:
+        """A ``resource`` that is the origin root while the server has a path asks for a
+        token valid at every server of that origin: a warning, and refused outright with
+        configured credentials (ours, so the widest audience is ours to lose)."""
+        parts = urlsplit(canonical_resource(resource))
+        if parts.path or not urlsplit(canonical_resource(self.url)).path:
+            return
+        if self.settings.holds_secret:
+            raise self._error(
+                f"the server asks for tokens for its whole origin {resource!r}, valid at"
+                " every server there (refused with configured client credentials)",
+                "ask the server's operator to set its resource to the server's own URL",
+            )
+        log.warning(
+            "%s: the server asks for tokens for its whole origin %s: they are valid at"
+            " every server there",
+            self.server,
+            resource,
+        )
 
     def _check_issuer(self, named: str) -> None:
         """Refuse an authorization server the user did not choose, before anything is sent.

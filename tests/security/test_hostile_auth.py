@@ -346,3 +346,25 @@ async def test_low_the_401_hint_does_not_suggest_headers_while_oauth_is_active()
     message = str(caught.value)
     assert "HTTP 401" in message and "headers =" not in message, message
     assert "log in again" in message
+
+
+# --- Low: a resource that is the origin root --------------------------------------------------
+
+
+async def test_low_a_resource_at_the_origin_root_is_refused_for_secrets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with hostile_auth("legit") as auth:
+        config = pinned(auth)
+        prm = {"resource": auth.origin + "/", "authorization_servers": [auth.issuer("legit")]}
+        auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer.json(prm))
+        message = await refused(config)
+        assert posts(auth) == []
+        assert "whole origin" in message
+        # Without configured credentials: a warning, and the login goes on.
+        URL_OPENER.set(browser)
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(server(auth.url)):
+                pass
+        assert auth.to("/legit/token")
+    assert any("whole origin" in r.getMessage() for r in caplog.records)
