@@ -235,6 +235,11 @@ def _keyring_usable() -> bool:
     name = type(backend).__module__
     if isinstance(backend, fail.Keyring) or name.startswith("keyring.backends.null"):
         return False
+    if name.startswith("keyrings.alt") or "plaintext" in type(backend).__name__.lower():
+        # keyrings.alt keeps secrets in a file, as text or under a password it asks for
+        # on the terminal: not an OS keyring. The 0600 file store is no worse and honest.
+        log.info("token store: %s is not an OS keyring; using files", type(backend).__name__)
+        return False
     priority = getattr(backend, "priority", 1)
     return isinstance(priority, (int, float)) and priority > 0
 

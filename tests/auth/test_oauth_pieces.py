@@ -251,3 +251,22 @@ def test_issuer_key_is_checked() -> None:
             parse_oauth_table({"issuer": bad})
     assert OAuthSettings(client_id="c", client_secret="s3cret").holds_secret
     assert not OAuthSettings(client_id="c").holds_secret
+
+
+def test_a_plaintext_keyring_is_not_taken_for_an_os_keyring(tmp_path: Path) -> None:
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    from agenthost.auth.store import default_token_store
+
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring.cfg")
+    previous = keyring.get_keyring()
+    saved = os.environ.pop("AGENTHOST_TOKEN_STORE", None)
+    keyring.set_keyring(backend)
+    try:
+        assert isinstance(default_token_store(), FileTokenStore)
+    finally:
+        keyring.set_keyring(previous)
+        if saved is not None:
+            os.environ["AGENTHOST_TOKEN_STORE"] = saved
