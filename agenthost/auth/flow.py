@@ -70,7 +70,7 @@ from agenthost.auth.state import (
     now,
     parse_state,
 )
-from agenthost.auth.store import TokenStore, default_token_store, process_lock
+from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError
 from agenthost.redaction import add_runtime_secret, add_secret, redact_url
 
@@ -157,7 +157,7 @@ class OAuth(httpx.Auth):
         self.url = url
         self.settings = settings or OAuthSettings()
         self._http = http
-        self._store = store
+        self._store = store if store is not None else TOKEN_STORE.get()
         self._opener = opener if opener is not None else URL_OPENER.get()
         self._lock = trio.Lock()
         self._loaded = False

@@ -11,22 +11,28 @@ worker thread, so a store never blocks the Trio loop.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import trio
 
+if TYPE_CHECKING:
+    from agenthost.auth.loopback import UrlOpener
+
 __all__ = [
+    "TOKEN_STORE",
     "FileTokenStore",
     "KeyringTokenStore",
     "MemoryTokenStore",
     "TokenStore",
+    "auth_context",
     "data_dir",
     "default_token_store",
     "process_lock",
@@ -36,6 +42,13 @@ log = logging.getLogger("agenthost.auth")
 
 SERVICE: Final = "agenthost"
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+
+
+#: The store OAuth flows use when none is given: ``connect(token_store=...)`` and
+#: ``open_host(token_store=...)`` set it for their block; unset: :func:`default_token_store`.
+TOKEN_STORE: contextvars.ContextVar[TokenStore | None] = contextvars.ContextVar(
+    "agenthost_token_store", default=None
+)
 
 
 @runtime_checkable
@@ -254,3 +267,24 @@ def default_token_store() -> TokenStore:
         return KeyringTokenStore()
     log.debug("token store: files under %s", data_dir() / "tokens")
     return FileTokenStore()
+
+
+@contextmanager
+def auth_context(
+    token_store: TokenStore | None = None, url_opener: UrlOpener | None = None
+) -> Iterator[None]:
+    """Within the block, OAuth flows keep their logins in ``token_store`` and show a login
+    URL with ``url_opener`` (each None: left as it is). What ``connect()`` and
+    ``open_host()`` use for their ``token_store``/``url_opener`` arguments; the tasks a
+    block starts inherit it (context variables)."""
+    from agenthost.auth.loopback import URL_OPENER
+
+    store_token = TOKEN_STORE.set(token_store) if token_store is not None else None
+    opener_token = URL_OPENER.set(url_opener) if url_opener is not None else None
+    try:
+        yield
+    finally:
+        if opener_token is not None:
+            URL_OPENER.reset(opener_token)
+        if store_token is not None:
+            TOKEN_STORE.reset(store_token)

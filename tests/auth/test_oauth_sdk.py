@@ -406,3 +406,35 @@ async def test_cli_expired_refresh_token_exit_5_and_forgotten(tmp_path: Path) ->
     assert "sdk" in last and "`agenthost auth login sdk`" in last
     assert "expired and could not be refreshed" in last
     assert tokens_of(await saved()) is None
+
+
+# --- the library API: a program logging in (issue 28) ---------------------------------------
+
+
+async def test_a_program_logs_in_through_connect_and_open_host(tmp_path: Path) -> None:
+    """connect() and open_host() take the token store and the URL opener; nothing of the
+    login lands in the default store, and the same store logs the host in without a
+    person."""
+    from agenthost.auth import MemoryTokenStore
+
+    store = MemoryTokenStore()
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(None)  # headless by default: only the argument opens the browser
+        async with agenthost.connect(config(url), token_store=store, url_opener=browser) as s:
+            result = await s.call_tool("echo", {"message": "from a program"})
+            assert not result.is_error
+        assert await store.load("sdk") and await saved() is None
+        host_config = agenthost.HostConfig(
+            servers=[config(url)],
+            policy={
+                "mode": "headless",
+                "rules": [{"kind": "tool", "name": "*", "decision": "allow"}],
+            },
+        )
+        async with agenthost.open_host(host_config, token_store=store) as host:
+            await host.call_tool("sdk__echo", {"message": "host"})
+        assert peer_log(tmp_path).count("consent") == 1
+        # Without the store (and headless), the same server needs a login.
+        with pytest.raises(agenthost.AuthorizationError):
+            async with agenthost.connect(config(url)):
+                pass
