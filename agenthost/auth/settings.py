@@ -92,6 +92,9 @@ class OAuthSettings:
     token_endpoint_auth_method: TokenAuthMethod | None = None
     #: PEM private key for ``private_key_jwt`` (or ``private_key_file``).
     private_key: str | None = attrs.field(default=None, repr=_hidden)
+    #: A file holding that PEM key (read when the settings are made; relative paths are
+    #: relative to the working directory here, to the config file's in the config).
+    private_key_file: str | None = None
     #: JWS algorithm of the client assertion; default: from the key (RS256, ES256...).
     signing_algorithm: str | None = None
     #: An HTTPS URL serving our Client ID Metadata Document, used as the client_id.
@@ -138,6 +141,17 @@ class OAuthSettings:
         )
 
     def __attrs_post_init__(self) -> None:
+        if self.private_key_file is not None:
+            if self.private_key is not None:
+                raise ConfigError("give private_key or private_key_file, not both", key=None)
+            path = Path(self.private_key_file).expanduser()
+            try:
+                pem = path.read_text("utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read {str(path)!r}: {exc.strerror}", key="private_key_file"
+                ) from None
+            object.__setattr__(self, "private_key", pem)  # frozen: set once, here
         if self.grant not in GRANTS:
             raise ConfigError(f"must be one of {', '.join(GRANTS)}", key="grant")
         method = self.token_endpoint_auth_method

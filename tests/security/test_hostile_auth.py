@@ -368,3 +368,38 @@ async def test_low_a_resource_at_the_origin_root_is_refused_for_secrets(
                 pass
         assert auth.to("/legit/token")
     assert any("whole origin" in r.getMessage() for r in caplog.records)
+
+
+# --- the library API: private_key_file ------------------------------------------------------
+
+
+async def test_private_key_file_signs_the_client_assertion(tmp_path: Path) -> None:
+    from joserfc import jwt
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    pem = tmp_path / "client.pem"
+    pem.write_bytes(key.as_pem(private=True))
+    settings = OAuthSettings(
+        grant="client_credentials",
+        client_id="c",
+        private_key_file=str(pem),
+        issuer="https://a.test",
+    )
+    assert settings.auth_method == "private_key_jwt" and "BEGIN" not in repr(settings)
+    async with hostile_auth("legit") as auth:
+        auth.named = auth.issuer("legit")
+        config = ServerConfig(
+            name="victim",
+            transport="streamable-http",
+            url=auth.url,
+            oauth=attrs.evolve(settings, issuer=auth.issuer("legit"), private_key=None),
+            timeouts=Timeouts(startup=20, request=20),
+        )
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(config):
+                pass
+        (first, *_) = auth.to("/legit/token")
+    form = dict(p.split("=", 1) for p in first.body.decode().split("&"))
+    token = jwt.decode(form["client_assertion"], key)
+    assert token.claims["aud"] == auth.issuer("legit") and token.claims["sub"] == "c"
