@@ -899,20 +899,23 @@ class OAuth(httpx.Auth):
         refresh = refresh if isinstance(refresh, str) and refresh else None
         self._redact.add(access, refresh)
         expires_in = data.get("expires_in")
-        expires_at = (
-            now() + float(expires_in)
-            if isinstance(expires_in, (int, float))
+        lifetime: float | None = None
+        if (
+            isinstance(expires_in, (int, float))
             and not isinstance(expires_in, bool)
             and math.isfinite(expires_in)
-            and expires_in > 0
-            else None
-        )
+        ):
+            # expires_in <= 0: expired already (used for the request at hand, refreshed
+            # before the next), never "forever".
+            lifetime = max(0.0, float(expires_in))
+        expires_at = now() + lifetime if lifetime is not None else None
         scope = data.get("scope")
         return Tokens(
             access_token=access,
             refresh_token=refresh,
             expires_at=expires_at,
             scope=scope if isinstance(scope, str) else None,
+            lifetime=lifetime,
         )
 
     def _client_auth(

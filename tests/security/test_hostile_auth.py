@@ -403,3 +403,44 @@ async def test_private_key_file_signs_the_client_assertion(tmp_path: Path) -> No
     form = dict(p.split("=", 1) for p in first.body.decode().split("&"))
     token = jwt.decode(form["client_assertion"], key)
     assert token.claims["aud"] == auth.issuer("legit") and token.claims["sub"] == "c"
+
+
+# --- Low: expires_in <= 0 and short lifetimes -------------------------------------------------
+
+
+@pytest.mark.parametrize(("expires_in", "refreshes"), [(30, 0), (0, 2), (-5, 2)])
+async def test_low_token_lifetimes(expires_in: int, refreshes: int) -> None:
+    """Three requests in a row: a 30 s token is not refreshed before each (it was, with a
+    60 s margin); a token that expires at once (0 or negative) is refreshed before each
+    next one (it was kept forever)."""
+    import httpx
+
+    from agenthost.auth import OAuth
+
+    async with hostile_auth("legit") as auth:
+        auth.named = auth.issuer("legit")
+        valid: set[str] = set()
+        count = [0]
+
+        def token(seen: Seen) -> Answer:
+            count[0] += 1
+            access = f"access-{count[0]:04d}"
+            valid.add(access)
+            return Answer.json(
+                {"access_token": access, "token_type": "Bearer", "refresh_token": f"r-{count[0]}",
+                 "expires_in": expires_in}
+            )  # fmt: skip
+
+        def mcp(seen: Seen) -> Answer:
+            sent = seen.headers.get("authorization", "").removeprefix("Bearer ")
+            return Answer(status=200) if sent in valid else auth.default(seen)
+
+        auth.route("/legit/token", token)
+        auth.route("/mcp", mcp)
+        async with httpx.AsyncClient() as http:
+            flow = OAuth(server="victim", url=auth.url, http=http, opener=browser)
+            async with httpx.AsyncClient(auth=flow) as client:
+                for _ in range(3):
+                    assert (await client.post(auth.url)).status_code == 200
+        grants = [s.body for s in auth.to("/legit/token")]
+        assert sum(b"grant_type=refresh_token" in body for body in grants) == refreshes
