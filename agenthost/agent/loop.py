@@ -21,6 +21,7 @@ at ``max_turns`` or the token budget, pending tasks are cancelled (``tasks/cance
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -31,9 +32,16 @@ import trio
 
 import providers.base as llm
 from agenthost._util import collapse_single_group
+from agenthost.agent.budget import (
+    DEFAULT_CONTEXT_WINDOW,
+    cost_usd,
+    default_max_result_tokens,
+    for_model,
+)
 from agenthost.agent.calls import SKILL_TOOL, Calls, Job
 from agenthost.agent.tool_host import EntryT, ToolHost
-from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
+from agenthost.agent.tool_search import ToolSearch, ToolSearchSetting, search_wanted
+from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript, TurnUsage
 from agenthost.errors import AgentHostError, ProviderError
 from agenthost.skills import SkillEntry
 
@@ -110,7 +118,7 @@ def _delivery(jobs: list[Job]) -> tuple[llm.Content, ...]:
                 f" has {ended}. Its result:"
             )
         )
-        blocks.extend(result.content)
+        blocks.extend(p for p in result.content if not isinstance(p, llm.ToolReferenceContent))
         if not result.content:
             structured = result.structured_content
             text = json.dumps(dict(structured)) if structured is not None else "(no content)"
@@ -157,8 +165,13 @@ class _Run:
     on_event: Callable[[AgentEvent], None] | None
     stream: bool
     builtin: tuple[llm.Tool, ...]
+    #: The model's catalog entry (prices, context window); None when unknown.
+    model_info: llm.ModelInfo | None = None
+    tool_search: ToolSearchSetting = "auto"
     #: This run's model calls (a transcript may span several runs, as in chat).
     turns: int = 0
+    #: Whether the last request offered ``search_tools`` (so a call of it is answered).
+    searching: bool = False
 
     def emit(self, event: AgentEvent) -> None:
         if self.on_event is not None:
@@ -203,7 +216,7 @@ class _Run:
             messages=tuple(record.messages),
             max_tokens=self.max_tokens,
             system_prompt=self.system_prompt,
-            tools=_tools(self.host) + self.builtin,
+            tools=self._offered() + self.builtin,
         )
         try:
             if self.stream:
@@ -215,10 +228,34 @@ class _Run:
             return None
         self.turns += 1
         record.turns += 1
-        record.input_tokens += result.usage.input_tokens
-        record.output_tokens += result.usage.output_tokens
+        usage = result.usage
+        record.input_tokens += usage.input_tokens
+        record.output_tokens += usage.output_tokens
+        cost = cost_usd(usage.input_tokens, usage.output_tokens, self.model_info)
+        record.usage.append(TurnUsage(model=self.model, cost_usd=cost, **attrs.asdict(usage)))
         record.messages.append(llm.Message(role="assistant", content=result.content))
         return result
+
+    def _offered(self) -> tuple[llm.Tool, ...]:
+        """The server tools of the next request: all of them, or (tool search on) the
+        loaded ones and ``search_tools`` (see :mod:`agenthost.agent.tool_search`)."""
+        tools = _tools(self.host)
+        window = self.model_info.context_window if self.model_info else DEFAULT_CONTEXT_WINDOW
+        self.searching = search_wanted(self.tool_search, tools, window)
+        if not self.searching:
+            return tools
+        native = getattr(self.provider, "native_tool_search", False) is True
+        return ToolSearch(loaded=self.record.loaded_tools, native=native).offer(tools)
+
+    def search(self, use: llm.ToolUseContent) -> llm.ToolResultContent | None:
+        """Answer a ``search_tools`` call; None when search was not offered (then the
+        name is looked up like any other tool's, and not found)."""
+        if not self.searching:
+            return None
+        native = getattr(self.provider, "native_tool_search", False) is True
+        titles = {e.name: e.tool.title for e in self.host.tools() if e.tool.title}
+        search = ToolSearch(loaded=self.record.loaded_tools, native=native)
+        return search.run(use, _tools(self.host), titles)
 
     async def _model_done(self, calls: Calls, result: llm.Result) -> bool:
         """The model asked for no tool: stop (True), or wait for a pending task's result."""
@@ -267,6 +304,9 @@ async def run_agent(
     on_event: Callable[[AgentEvent], None] | None = None,
     stream: bool = False,
     task_grace: float | None = DEFAULT_TASK_GRACE,
+    model_info: llm.ModelInfo | None = None,
+    tool_search: ToolSearchSetting = "auto",
+    max_result_tokens: int | None = None,
 ) -> Transcript:
     """Run the agent loop for ``task`` over every tool ``host`` offers.
 
@@ -287,6 +327,11 @@ async def run_agent(
             ``delta`` event the moment it arrives (a person reads along instead of
             waiting for the whole turn); the ``text`` event is then not emitted, since
             its text was already shown.
+        model_info: the model's catalog entry: its prices give each turn's cost, its
+            context window sizes tool search's "auto" and the default result limit.
+        tool_search: True, False or "auto" (:mod:`agenthost.agent.tool_search`).
+        max_result_tokens: a tool result longer than this is cut for the model, with a
+            note (the transcript keeps it whole); None sizes it to the model.
         task_grace: seconds a tool running as a task may take before the model is told
             it is still running and goes on (its result follows in a later turn); None
             waits for every result within the turn, as for other tools.
@@ -319,19 +364,32 @@ async def run_agent(
         on_event=on_event,
         stream=stream,
         builtin=(_skill_tool(skills),) if skills else (),
+        model_info=model_info,
+        tool_search=tool_search,
     )
-    await _run_calls(run, task_grace)
+    if max_result_tokens is None:
+        window = model_info.context_window if model_info else DEFAULT_CONTEXT_WINDOW
+        max_result_tokens = default_max_result_tokens(window)
+    await _run_calls(run, task_grace, max_result_tokens)
     run.emit(AgentEvent(kind="stop", text=str(record.stop)))
     return record
 
 
-async def _run_calls(run: _Run, task_grace: float | None) -> None:
+async def _run_calls(run: _Run, task_grace: float | None, max_result_tokens: int) -> None:
     """The loop inside the nursery its tool calls run in; an interruption is recorded."""
     try:
         with collapse_single_group():
             async with trio.open_nursery() as nursery:
                 calls = Calls(
-                    run.host, nursery, builtin=bool(run.builtin), grace=task_grace, emit=run.emit
+                    run.host,
+                    nursery,
+                    builtin=bool(run.builtin),
+                    grace=task_grace,
+                    emit=run.emit,
+                    search=run.search,
+                    for_model=functools.partial(
+                        for_model, max_tokens=max_result_tokens, info=run.model_info
+                    ),
                 )
                 try:
                     await run.loop(calls)

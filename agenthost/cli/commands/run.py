@@ -6,7 +6,9 @@ The answer streams to stdout; ``--json`` prints the transcript at the end.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from agenthost.cli.common import (
     add_command,
@@ -28,7 +30,11 @@ from agenthost.cli.exit import (
     EXIT_USAGE,
     CLIError,
 )
-from agenthost.cli.render import Console, Stream, agent_printer, print_json, say
+from agenthost.cli.render import Console, Stream, agent_printer, print_json, say, usage_text
+from agenthost.cli.sessions import load_session, save_session
+
+if TYPE_CHECKING:
+    from agenthost.agent.transcript import Transcript
 
 __all__ = ["add_parser", "run"]
 
@@ -53,6 +59,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run_parser.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
     run_parser.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
     run_parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help="continue the saved conversation NAME (if any) and save it after the run"
+        " ($XDG_STATE_HOME/agenthost/sessions/NAME.json)",
+    )
+    run_parser.add_argument(
         "--strict-denials",
         action="store_true",
         help="exit 3 if the policy denied any tool call (for CI)",
@@ -69,6 +81,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = load_config(args)
     provider, model = split_model(args.model)
+    previous = load_session(args.session) if args.session else None
     async with open_host(args, config, console) as host:
         report_failed_servers(host, console)
         prompt_messages = []
@@ -81,6 +94,9 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             got = await host.get_prompt(server, name, prompt_args)
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
+        if previous is not None:  # the conversation goes on; this run's figures start at 0
+            transcript.messages = previous.messages
+            transcript.loaded_tools = previous.loaded_tools
         # The answer streams to stdout as it arrives; --json prints the transcript at the end.
         stream = None if args.json else Stream()
         async with interruptible() as scope:
@@ -100,6 +116,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             stream.end_line()
         if scope.cancelled_caught:
             transcript.stop = "interrupted"
+    if args.session:
+        _save(args.session, transcript, previous, console)
     if args.json:
         print_json(transcript.to_json())
     else:
@@ -108,7 +126,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
             f" {len(transcript.tool_calls)} tool calls ({len(transcript.denied)} denied),"
-            f" {transcript.input_tokens + transcript.output_tokens} tokens"
+            f" {usage_text(transcript.input_tokens, transcript.output_tokens, transcript.cost_usd)}"
             f" [{transcript.provider}/{transcript.model}]"
         )
     if transcript.stop == "interrupted":
@@ -121,3 +139,15 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if transcript.stop in ("max_turns", "token_budget"):
         return EXIT_INCOMPLETE
     return EXIT_OK
+
+
+def _save(name: str, transcript: Transcript, previous: Transcript | None, console: Console) -> None:
+    """Save the session unless the run was interrupted mid-turn (a tool call without its
+    result would make the conversation invalid for the next request)."""
+    if transcript.stop == "interrupted":
+        console.line(f"-- interrupted: session {name} was not updated")
+        return
+    whole = attrs.evolve(
+        transcript, usage=[*(previous.usage if previous else ()), *transcript.usage]
+    )
+    save_session(name, whole)
