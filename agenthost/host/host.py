@@ -96,6 +96,8 @@ from providers.config import (
 
 if TYPE_CHECKING:
     from agenthost.agent.transcript import AgentEvent, Transcript
+    from agenthost.auth.loopback import UrlOpener
+    from agenthost.auth.store import TokenStore
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from providers.base import Message
 
@@ -958,6 +960,8 @@ async def open_host(
     providers: Mapping[str, Provider] | None = None,
     env: Mapping[str, str] | None = None,
     on_event: EventSink | None = None,
+    token_store: TokenStore | None = None,
+    url_opener: UrlOpener | None = None,
 ) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
@@ -972,6 +976,10 @@ async def open_host(
             and ``env`` (and closed on exit).
         env: where API keys are read (default ``os.environ``).
         on_event: called with the host's events (sampling selections, ...) for a UI.
+        token_store: where the servers' OAuth logins are kept (default: the OS keyring,
+            else files); see :func:`agenthost.connect`.
+        url_opener: ``async (server, url)`` showing a person a login URL; default: the
+            context's :data:`agenthost.auth.URL_OPENER` (unset: headless).
 
     Raises:
         ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
@@ -987,6 +995,11 @@ async def open_host(
         engine = PolicyEngine.from_config(policy_config, prompter=prompter)
     try:
         async with AsyncExitStack() as stack:
+            if token_store is not None or url_opener is not None:
+                from agenthost.auth.store import auth_context
+
+                # Before any server starts: their tasks inherit it.
+                stack.enter_context(auth_context(token_store, url_opener))
             live = providers
             if live is None:
                 live = await stack.enter_async_context(open_providers(providers_config, environ))

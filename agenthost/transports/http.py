@@ -73,7 +73,13 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
-from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.redaction import (
+    add_runtime_secret,
+    add_secret,
+    add_secrets_of_url,
+    redact,
+    redact_url,
+)
 from agenthost.transports._httpx import map_httpx_errors, open_http_client, reason_of
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -159,8 +165,17 @@ def _jsonrpc_error(body: bytes) -> ErrorObject | None:
     return ErrorObject(code, message, error.get("data"))
 
 
-def auth_hint(status: int) -> str:
-    """What to do about a 401/403: a bare status code does not say that a token is needed."""
+def auth_hint(status: int, *, authorizing: bool = False) -> str:
+    """What to do about a 401/403: a bare status code does not say that a token is needed.
+
+    ``authorizing``: the client has an auth flow (OAuth) that already tried; suggesting a
+    static header then would send the user the wrong way.
+    """
+    if status == 401 and authorizing:
+        return (
+            "; the server refused the token its authorization server issued: log in again,"
+            " or ask the server's operator about its authorization setup"
+        )
     if status == 401:
         return (
             "; the server requires authentication: give it credentials in the config, e.g."
@@ -605,8 +620,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             raise TransportError(redirect_note(response), server=self.name)
         if status >= 400:
             summary = _summary(content, self._redact)
+            hint = auth_hint(status, authorizing=self._client.auth is not None)
             raise TransportError(
-                f"the server rejected a message with HTTP {status}: {summary}{auth_hint(status)}",
+                f"the server rejected a message with HTTP {status}: {summary}{hint}",
                 server=self.name,
             )
 
@@ -626,6 +642,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """
         had_session = self.session_id is not None
         started = False
+        status = 0  # no HTTP status yet: the POST may fail before any answer
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
@@ -708,7 +725,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 " than visible ASCII (0x21-0x7E), which the spec requires",
             )
             return False
-        add_secret(session_id)  # a bearer of the session: never in a log line
+        add_runtime_secret(session_id)  # a bearer of the session: never in a log line
         self.session_id = session_id
         return True
 
@@ -732,7 +749,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._deliver_error(
                 request_id,
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}"
-                f"{auth_hint(status)}",
+                f"{auth_hint(status, authorizing=self._client.auth is not None)}",
                 status,
             )
             return
