@@ -55,12 +55,13 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Any, Final
 
 import httpx
 import orjson
 import trio
 
+from agenthost._version import __version__
 from agenthost.errors import (
     AuthorizationError,
     MessageTooLarge,
@@ -73,7 +74,7 @@ from agenthost.protocol.jsonrpc import ErrorObject, Request, RequestId
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
 from agenthost.redaction import add_secret, redact_url
-from agenthost.transports._httpx import open_http_client, reason_of
+from agenthost.transports._httpx import BearerAuth, lean_allowed, open_http_client, reason_of
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
@@ -82,12 +83,14 @@ from agenthost.transports.base import (
 from agenthost.transports.http_base import (
     HTTP_ERROR_CODE,
     MAX_REDIRECTS,
+    HTTPResponse,
     HTTPTransportBase,
     _content_type,
     _summary,
     auth_hint,
     redirect_note,
 )
+from agenthost.transports.lean import LeanPool, LeanResponse, encode_headers
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -106,6 +109,9 @@ _JSON: Final = "application/json"
 _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
+#: How long a response stream may run on after its response before it is dropped.
+_DRAIN_SECONDS: Final = 1.0
+_USER_AGENT: Final = f"agenthost/{__version__}"
 
 
 #: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
@@ -172,6 +178,17 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
         self._requests: dict[RequestId, trio.CancelScope] = {}
+        #: The lean path (issue 26), when this client and URL allow it; None once a
+        #: redirect showed that httpx must take every request (see :meth:`_lean_send`).
+        self._lean: LeanPool | None = None
+        self._lean_pool: LeanPool | None = None
+        if lean_allowed(client, url):
+            self._lean = self._lean_pool = LeanPool(
+                url, server=name, connect_timeout=connect_timeout
+            )
+        #: Encoded header lines by (accept, session id, revision, token, has body, the
+        #: names a message sets itself).
+        self._heads: dict[tuple[Any, ...], bytes | None] = {}
 
     @property
     def exchanges_per_request(self) -> bool:
@@ -208,6 +225,99 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if version is not None and at_least(version, "2025-06-18"):
             headers["MCP-Protocol-Version"] = version
         return headers
+
+    @property
+    def connections_opened(self) -> int | None:
+        """Connections the lean path opened so far; None when it is not used (httpx is)."""
+        return self._lean_pool.opened if self._lean_pool is not None else None
+
+    @asynccontextmanager
+    async def _exchange(
+        self,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> AsyncIterator[HTTPResponse]:
+        """One POST (``body``) or GET to the endpoint: on the lean path when it can take
+        it, else through httpx with :meth:`_stream`'s redirect rule. The headers are
+        ours (:meth:`_headers_for`), then ``extra``, then the Content-Type of a body."""
+        response = await self._lean_send(method, accept, extra, body, timeout)
+        if response is not None:
+            try:
+                yield response
+            finally:
+                await response.aclose()
+            return
+        headers = {**self._headers_for(accept), **extra}
+        if body is not None:
+            headers["Content-Type"] = _JSON
+        async with self._stream(
+            method, self._target, content=body, headers=headers, timeout=timeout
+        ) as httpx_response:
+            yield httpx_response
+
+    async def _lean_send(
+        self,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> LeanResponse | None:
+        """The lean path's response, or None: httpx must take this request.
+
+        httpx takes it when a header cannot be sent as is, and after a redirect (httpx
+        follows it within the origin, for this request and every later one) or a 401/403
+        with auth (the ``httpx.Auth`` flow logs in or refreshes the token, once for many
+        concurrent requests). Those statuses mean the server did not act on the request,
+        so sending it again is safe.
+        """
+        lean = self._lean
+        if lean is None:
+            return None
+        auth: object = self._client.auth  # lean_allowed(): None, or a BearerAuth
+        token = None
+        if isinstance(auth, BearerAuth):
+            token = await auth.bearer()  # None: no login yet; a 401 goes to the auth flow
+        head = self._lean_head(accept, token, body is not None, tuple(extra))
+        lines = encode_headers(extra) if extra else b""
+        if head is None or lines is None:
+            return None
+        response = await lean.request(method, head + lines, body, read_timeout=timeout.read)
+        status = response.status_code
+        if 300 <= status < 400 or (auth is not None and status in (401, 403)):
+            await response.aclose()
+            if status < 400:
+                self._lean = None
+            return None
+        return response
+
+    def _lean_head(
+        self, accept: str, token: str | None, has_body: bool, replaced: tuple[str, ...]
+    ) -> bytes | None:
+        """Our header lines for the lean path, encoded once per session state, without
+        the ``replaced`` names (a message's own headers win, as in a dict merge)."""
+        key = (accept, self.session_id, self.protocol_version, token, has_body, replaced)
+        head = self._heads.get(key, b"")
+        if head == b"":
+            skip = {name.lower() for name in replaced}
+            headers = {
+                name: value
+                for name, value in self._headers_for(accept).items()
+                if name.lower() not in skip
+            }
+            if not any(name.lower() == "user-agent" for name in headers):
+                headers["User-Agent"] = _USER_AGENT
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            if has_body:
+                headers["Content-Type"] = _JSON
+            if len(self._heads) >= 32:  # a new token or session id: the old lines are dead
+                self._heads.clear()
+            head = self._heads[key] = encode_headers(headers)
+        return head
 
     def _has_sessions(self) -> bool:
         # 2026-07-28 has none: a modern client never keeps (or echoes) a session id.
@@ -284,17 +394,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         had_session = self.session_id is not None
         try:
             with self._map_errors():
-                response, content = await self._request(
-                    "POST",
-                    self._target,
-                    content=body,
-                    headers={
-                        **self._headers_for(_ACCEPT_BOTH),
-                        **options.headers,
-                        "Content-Type": _JSON,
-                    },
-                    timeout=self._ack_timeout,
-                )
+                async with self._exchange(
+                    "POST", _ACCEPT_BOTH, options.headers, body, self._ack_timeout
+                ) as response:
+                    content = await self._read_limited(response)
         except (MessageTooLarge, AuthorizationError):
             raise
         except TransportClosed as exc:  # unreachable, or no pooled connection came free
@@ -338,16 +441,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
             self._requests[request_id] = scope
             try:
                 with self._map_errors():
-                    async with self._stream(
-                        "POST",
-                        self._target,
-                        content=body,
-                        headers={
-                            **self._headers_for(_ACCEPT_BOTH),
-                            **options.headers,
-                            "Content-Type": _JSON,
-                        },
-                        timeout=self._stream_timeout,
+                    async with self._exchange(
+                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
@@ -399,7 +494,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             self._initialized = True
             self._start_get_stream()
 
-    def _take_session_id(self, response: httpx.Response) -> bool:
+    def _take_session_id(self, response: HTTPResponse) -> bool:
         """Keep the ``Mcp-Session-Id`` of the response; False (transport failed) if invalid.
 
         The spec allows only visible ASCII (0x21-0x7E): anything else could not even be
@@ -421,7 +516,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         return True
 
     async def _handle_response(
-        self, response: httpx.Response, request_id: RequestId, had_session: bool
+        self, response: HTTPResponse, request_id: RequestId, had_session: bool
     ) -> None:
         status = response.status_code
         if status == 404 and had_session:
@@ -449,8 +544,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
         kind = _content_type(response)
         if kind == _SSE:
             parser = SSEParser(max_size=self._max)
-            if not await self._consume(response, parser, request_id):
+            events = response.aiter_bytes()  # one iterator: httpx's cannot be restarted
+            if not await self._consume(events, parser, request_id):
                 await self._resume(request_id, parser)
+                return
+            # The server ends the stream after the response: read to that end, so the
+            # connection goes back to the pool (issue 26: it was one connect per call).
+            with trio.move_on_after(_DRAIN_SECONDS):
+                await self._consume(events, parser, None)
         elif kind == _JSON:
             if not await self._deliver_frame(await self._read_limited(response), request_id):
                 await self._deliver_error(
@@ -462,16 +563,17 @@ class StreamableHTTPTransport(HTTPTransportBase):
             )
 
     async def _consume(
-        self, response: httpx.Response, parser: SSEParser, watch: RequestId | None
+        self, body: AsyncIterator[bytes], parser: SSEParser, watch: RequestId | None
     ) -> bool:
-        """Deliver a stream's messages; True once the response to ``watch`` came.
+        """Deliver the messages of a stream's ``body``; True once the response to
+        ``watch`` came (the rest of ``body`` can still be read).
 
         A broken connection just ends the stream (False): the caller decides whether to
         resume. Too large a message propagates.
         """
         try:
             with self._map_errors():
-                async for chunk in response.aiter_bytes():
+                async for chunk in body:
                     for event in parser.feed(chunk):
                         if await self._on_event(event, watch):
                             return True
@@ -504,12 +606,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
             attempts += 1
             await trio.sleep(_delay(parser.retry, attempts))
             before = parser.last_event_id
-            headers = self._headers_for(_SSE)
-            headers["Last-Event-ID"] = before
             try:
                 with self._map_errors():
-                    async with self._stream(
-                        "GET", self._target, headers=headers, timeout=self._stream_timeout
+                    async with self._exchange(
+                        "GET", _SSE, {"Last-Event-ID": before}, None, self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
@@ -522,7 +622,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             break  # the server does not offer resumption
                         if status != 200 or _content_type(response) != _SSE:
                             continue
-                        if await self._consume(response, parser, request_id):
+                        if await self._consume(response.aiter_bytes(), parser, request_id):
                             return
             except MessageTooLarge:
                 raise
@@ -546,13 +646,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
         failures = 0
         with self._tracked():
             while True:
-                headers = self._headers_for(_SSE)
-                if parser.last_event_id:
-                    headers["Last-Event-ID"] = parser.last_event_id
+                last = parser.last_event_id
+                extra = {"Last-Event-ID": last} if last else {}
                 try:
                     with self._map_errors():
-                        async with self._stream(
-                            "GET", self._target, headers=headers, timeout=self._stream_timeout
+                        async with self._exchange(
+                            "GET", _SSE, extra, None, self._stream_timeout
                         ) as response:
                             status = response.status_code
                             log.debug("%s: GET stream -> HTTP %d", self.name, status)
@@ -566,7 +665,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                                 return
                             if status == 200 and _content_type(response) == _SSE:
                                 failures = 0
-                                await self._consume(response, parser, None)
+                                await self._consume(response.aiter_bytes(), parser, None)
                             else:
                                 failures += 1
                                 log.info(
@@ -620,6 +719,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     except TransportError as exc:  # httpx's (mapped), or MessageTooLarge
                         log.debug("%s: DELETE failed: %s", self.name, reason_of(exc))
             await self._close_background()
+            if self._lean_pool is not None:
+                await self._lean_pool.aclose()
 
 
 def _delay(retry_ms: int | None, attempt: int) -> float:

@@ -13,7 +13,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 import orjson
@@ -29,12 +29,33 @@ from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, Transport, decod
 __all__ = [
     "HTTP_ERROR_CODE",
     "MAX_REDIRECTS",
+    "HTTPResponse",
     "HTTPTransportBase",
     "auth_hint",
     "redirect_note",
 ]
 
 log = logging.getLogger("agenthost.transports.http")
+
+
+class HTTPResponse(Protocol):
+    """What the transports read of a response: an ``httpx.Response``, or the lean path's
+    :class:`~agenthost.transports.lean.LeanResponse` (header names looked up lower-case)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def next_request(self) -> httpx.Request | None: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
 
 #: JSON-RPC code of the error responses synthesised for requests the server failed at
 #: the HTTP level (the -32000 range is "implementation-defined server errors").
@@ -65,7 +86,7 @@ def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
     )
 
 
-def redirect_note(response: httpx.Response) -> str:
+def redirect_note(response: HTTPResponse) -> str:
     """Where a redirect we did not follow pointed, safe to log (no query, no userinfo)."""
     follow = response.next_request
     where = redact_url(str(follow.url)) if follow is not None else "(no usable Location)"
@@ -87,7 +108,7 @@ def auth_hint(status: int) -> str:
     return ""
 
 
-def _content_type(response: httpx.Response) -> str:
+def _content_type(response: HTTPResponse) -> str:
     value: str = response.headers.get("content-type", "")
     return value.partition(";")[0].strip().lower()
 
@@ -280,7 +301,7 @@ class HTTPTransportBase(Transport):
         async with self._stream(method, url, **kwargs) as response:
             return response, await self._read_limited(response)
 
-    async def _read_limited(self, response: httpx.Response) -> bytes:
+    async def _read_limited(self, response: HTTPResponse) -> bytes:
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():
@@ -293,7 +314,7 @@ class HTTPTransportBase(Transport):
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _read_quietly(self, response: httpx.Response) -> bytes:
+    async def _read_quietly(self, response: HTTPResponse) -> bytes:
         """An error response's body, or nothing if it cannot be read (or is too large)."""
         try:
             with self._map_errors():
@@ -301,7 +322,7 @@ class HTTPTransportBase(Transport):
         except TransportError:  # httpx's (mapped), or MessageTooLarge
             return b""
 
-    async def _error_summary(self, response: httpx.Response) -> str:
+    async def _error_summary(self, response: HTTPResponse) -> str:
         return _summary(await self._read_quietly(response), self._redact)
 
     async def _deliver_jsonrpc_error(
