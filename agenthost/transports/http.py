@@ -437,6 +437,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """
         had_session = self.session_id is not None
         started = False
+        status = 0  # no response (yet): a failure before one must not read it unset
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
