@@ -22,11 +22,10 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import open_remote_transport
+from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol.jsonrpc import ErrorResponse, Request
 from agenthost.protocol.types import TextContent
-from agenthost.session import open_session
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.lean import MAX_HEAD, LeanPool, encode_headers
 from bench.measure import BENCH_DIR

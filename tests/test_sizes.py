@@ -23,7 +23,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
         "auth/flow.py",
         "config/loader.py",
         "host/host.py",
-        "transports/http.py",
     }
 )
 
