@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport, open_session
@@ -262,6 +263,24 @@ async def test_keep_alive_reuse_and_an_early_close() -> None:
         assert await body_of(pool) == b"ok"
         assert pool.opened == 2
         await pool.aclose()
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
+    closed = trio.Event()
+
+    async def answer_once(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await stream.aclose()  # a keep-alive timeout on the server's side
+        closed.set()
+
+    async with scripted(answer_once) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        assert await body_of(pool) == b"ok"
+        await closed.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert await body_of(pool) == b"ok"  # not "the connection broke"
+        assert pool.opened == 2
 
 
 async def test_a_body_that_ends_with_the_connection() -> None:

@@ -93,6 +93,10 @@ def _stale(stream: trio.abc.Stream) -> bool:
     if sock is None:
         return True
     try:
+        if hasattr(select, "poll"):  # select() refuses descriptors above 1023
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
         readable, _, _ = select.select([sock.fileno()], [], [], 0)
     except (OSError, ValueError):
         return True
