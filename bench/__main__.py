@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.baseline import base_variant, checkout, is_base, plain
 from bench.clients import BLOCKING, CLIENTS, MODERN, TS
+from bench.durable import durable
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
 from bench.runner import (
@@ -687,7 +688,11 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Callable[[str], None]], list[R
     "fanout": fan_out,
     "sampling": sampling,
     "soak": soak,
+    "durable": durable,
 }
+#: Sections that run only when named (``--only durable``): they need more than a client
+#: and a server (a Temporal dev server and worker processes) and take minutes.
+ON_REQUEST = frozenset({"durable"})
 
 
 def _sections(text: str) -> list[str]:
@@ -703,7 +708,14 @@ def _sections(text: str) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke test")
-    parser.add_argument("--only", type=_sections, default=list(SECTIONS), help="e.g. stdio,http")
+    parser.add_argument(
+        "--only",
+        type=_sections,
+        default=[name for name in SECTIONS if name not in ON_REQUEST],
+        help="e.g. stdio,http; durable (Temporal) runs only when named",
+    )
+    parser.add_argument("--durable-runs", type=int, default=200, help="runs submitted at once")
+    parser.add_argument("--durable-rounds", type=int, default=3, help="local runs timed")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the stdio calls")
     parser.add_argument("--seq", type=int, default=3000, help="sequential calls per round")
     parser.add_argument("--conc", type=int, default=20000, help="calls per round, 64 in flight")
@@ -748,6 +760,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             args.soak = 2000
         if args.fanout == [1, 10, 50]:
             args.fanout = [1, 3]
+        if args.durable_runs == 200:
+            args.durable_runs = 4
     return args
 
 

@@ -35,6 +35,7 @@ from agenthost.errors import (
     NotFound,
     ServerUnavailable,
     TransportClosed,
+    server_data,
 )
 from agenthost.host.catalog import (
     SEPARATOR,
@@ -84,7 +85,7 @@ from policies import (
     unmatchable,
 )
 from policies.prompters import Prompter
-from providers.base import Provider
+from providers.base import ModelInfo, Provider
 from providers.config import (
     ProvidersConfig,
     available_models,
@@ -379,7 +380,8 @@ class Host:
         reaches ``progress``.
 
         ``timeout``: seconds; ``None`` for no limit; :data:`~agenthost._util.DEFAULT` for
-        the server's ``timeouts.request`` (a task: its ttl, else one hour).
+        the server's ``timeouts.request`` (a task: ``timeouts.task``, else
+        ``timeouts.request``; never the server's ttl). A task at its limit is cancelled.
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -417,6 +419,7 @@ class Host:
             result = await self._with_era_fallback(
                 entry.server,
                 session,
+                f"tool {tool.name}",
                 lambda on: self._route_call(
                     entry,
                     on,
@@ -432,10 +435,42 @@ class Host:
             outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
         return result
 
+    async def call_tool_decided(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CallToolResult:
+        """Call a namespaced tool whose consent was decided, and audited, elsewhere.
+
+        A durable run (:mod:`agenthost.durable`) decides each call in its workflow, with
+        the policy snapshot of its submission, possibly hours before a worker runs it:
+        this host's own policy is not asked again. ``meta`` goes to the server in the
+        request's ``_meta`` (the run's idempotency key). The call is never made a task, so
+        that the key reaches the server and the call is the activity's to retry.
+
+        Raises:
+            NotFound, ServerUnavailable, and the errors of :meth:`ClientSession.call_tool`.
+        """
+        entry = self.resolve_tool(name)
+        config = self._servers[entry.server]
+        return await self._with_era_fallback(
+            entry.server,
+            self.session(entry.server),
+            f"tool {entry.tool.name}",
+            lambda on: self._route_call(
+                entry, on, config, arguments, timeout=timeout, progress=None, task=False, meta=meta
+            ),
+            repeatable=_repeatable(entry.tool),
+        )
+
     async def _with_era_fallback(
         self,
         server: str,
         session: ClientSession,
+        what: str,
         call: Callable[[ClientSession], Awaitable[R]],
         *,
         repeatable: bool,
@@ -455,13 +490,17 @@ class Host:
         that was still running on the old session when another call's failure switched
         it is cut off with that session, and follows the same rule.
 
+        Whatever handling the server's answer raises is that server's error, about
+        ``what`` (:func:`~agenthost.errors.server_data`).
+
         Raises:
             BackChannelRequired: no fallback applies, or the call must not be repeated.
             ServerUnavailable: the server did not come back, or a cut-off call must not
                 be repeated.
         """
         try:
-            return await call(session)
+            with server_data(server, what):
+                return await call(session)
         except BackChannelRequired as exc:
             error: BackChannelRequired | None = exc
             sup = self.supervisor(server)
@@ -473,7 +512,8 @@ class Host:
             error = None
             new = await sup.replacement(session)
         if repeatable:
-            return await call(new)
+            with server_data(server, what):
+                return await call(new)
         if error is None:
             raise ServerUnavailable(
                 "the call was cut off: the server was reconnected in the initialize era"
@@ -507,30 +547,43 @@ class Host:
         progress: ProgressCallback | None,
         task: bool | None,
         on_task: TaskCreatedCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
-        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed."""
+        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed.
+        ``meta`` is sent on a plain call only."""
         name = entry.tool.name
         key = (entry.server, name)
         task_after = config.timeouts.task_after
+        # The caller's limit wins; else timeouts.task; else (session default) request.
+        task_limit: Timeout = timeout
+        if timeout is DEFAULT and config.timeouts.task is not None:
+            task_limit = None if math.isinf(config.timeouts.task) else config.timeouts.task
         chosen = task is True or (task is None and (task_after <= 0 or key in self._task_tools))
         if task is not False and offers_tasks_extension(session):
             # 2026-07-28: the server decides; declaring the extension lets it.
             if chosen:
                 return await call_tool_via_extension(
-                    session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                    session,
+                    name,
+                    arguments,
+                    progress=progress,
+                    timeout=task_limit,
+                    on_created=on_task,
                 )
         elif task is not False and wants_task(
             entry.tool, session.server_capabilities, optional=chosen
         ):
             # 2025-11-25: a tool whose taskSupport is "required", or "optional" by choice.
             return await call_tool_as_task(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         started = trio.current_time()
         try:
             if timeout is DEFAULT:
-                return await session.call_tool(name, arguments, progress=progress)
-            return await session.call_tool(name, arguments, progress=progress, timeout=timeout)
+                return await session.call_tool(name, arguments, progress=progress, meta=meta)
+            return await session.call_tool(
+                name, arguments, progress=progress, timeout=timeout, meta=meta
+            )
         except JSONRPCError as exc:
             if task is False or not needs_tasks_extension(exc):
                 raise
@@ -540,7 +593,7 @@ class Host:
             # before running it: declare the extension, now and for its later calls.
             self._remember_task_tool(key)
             return await call_tool_via_extension(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         finally:
             if task is None and trio.current_time() - started >= task_after:
@@ -583,7 +636,11 @@ class Host:
         )
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                server, session, lambda on: on.get_prompt(name, arguments), repeatable=True
+                server,
+                session,
+                f"prompt {name}",
+                lambda on: on.get_prompt(name, arguments),
+                repeatable=True,
             )
             outcome.result = {"messages": len(result.messages)}
         return result
@@ -623,7 +680,7 @@ class Host:
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                owner, session, lambda on: on.read_resource(uri), repeatable=True
+                owner, session, "resources/read", lambda on: on.read_resource(uri), repeatable=True
             )
             outcome.result = {"contents": len(result.contents)}
         return result
@@ -649,7 +706,8 @@ class Host:
                     raise NotFound(f"server {name!r} does not offer skills")
                 continue
             try:
-                found.extend((name, entry) for entry in await list_skills(session))
+                with server_data(name, "skills/list"):
+                    found.extend((name, entry) for entry in await list_skills(session))
             except AgentHostError as exc:
                 if server is not None:
                     raise
@@ -676,7 +734,8 @@ class Host:
             trusted=self._servers[server].trusted,
         )
         async with self.policy.guard(action) as outcome:
-            loaded = await load_skill(session, entry)
+            with server_data(server, f"skill {entry.name}"):
+                loaded = await load_skill(session, entry)
             outcome.result = {"bytes": len(loaded.text)}
         return loaded
 
@@ -709,6 +768,7 @@ class Host:
             ConfigError: no provider is configured, or ``provider`` is not one of them.
         """
         name, model = self._agent_model(provider, model)
+        settings = self.config.agent
         return await run_agent(
             self,
             task,
@@ -723,7 +783,18 @@ class Host:
             on_event=on_event,
             stream=stream,
             task_grace=task_grace,
+            model_info=self.model_info(name, model),
+            tool_search=settings.tool_search,
+            max_result_tokens=settings.max_result_tokens,
         )
+
+    def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        """The catalog entry (with config overrides) of ``model`` on ``provider``, by id or
+        alias; None when neither knows it (its cost is then unknown, not zero)."""
+        for info in available_models(self.providers_config, self.env):
+            if info.provider == provider and (info.id == model or model in info.aliases):
+                return info
+        return None
 
     def _agent_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The (provider name, model) a run uses: the caller's, else the configured default."""
