@@ -568,6 +568,7 @@ async def _with_oauth(
     import httpx
 
     from agenthost.auth.flow import OAuth
+    from agenthost.transports._httpx import new_client
     from agenthost.transports.http import open_streamable_http_transport
     from agenthost.transports.legacy_sse import open_legacy_sse_transport
     from agenthost.transports.probing import open_http_transport
@@ -577,7 +578,7 @@ async def _with_oauth(
     shutdown = timeouts.shutdown
     as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
     auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
-    mcp_client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, auth=auth)
+    mcp_client = new_client(timeout=timeout, follow_redirects=True, auth=auth)
     options = dict(common, client=mcp_client)
     try:
         kind = config.transport

@@ -22,7 +22,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
     {
         "auth/flow.py",
         "host/host.py",
-        "transports/http.py",
     }
 )
 

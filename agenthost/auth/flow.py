@@ -234,6 +234,15 @@ class OAuth(Exchange, httpx.Auth):
             request.headers["Authorization"] = f"Bearer {sent}"
             response = yield request
 
+    async def bearer(self) -> str | None:
+        """The access token to send now, refreshed first when about to expire; None when
+        there is none (then only the auth flow can get one).
+
+        Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) attaches the
+        token from this same state and hands a 401/403 back to :meth:`async_auth_flow`.
+        """
+        return await self._valid_token()
+
     async def _valid_token(self) -> str | None:
         """The access token to send, refreshed first when it is about to expire."""
         async with self._lock:
