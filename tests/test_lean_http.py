@@ -73,6 +73,12 @@ class Forwarder:
             nursery.start_soon(pump, server, client, self.received)
 
 
+@pytest.fixture(autouse=True)
+def _lean_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean path is opt-in for now (agenthost.transports._httpx.LEAN_ENV)."""
+    monkeypatch.setenv("AGENTHOST_LEAN_HTTP", "1")
+
+
 @asynccontextmanager
 async def forwarding(target: int) -> AsyncIterator[tuple[Forwarder, int]]:
     forwarder = Forwarder(target)
