@@ -16,6 +16,7 @@ from agenthost.cli.common import (
     load_config,
     open_host,
     report_failed_servers,
+    require_provider,
     require_ready,
     split_model,
 )
@@ -69,6 +70,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = load_config(args)
     provider, model = split_model(args.model)
+    require_provider(config, provider)
     async with open_host(args, config, console) as host:
         report_failed_servers(host, console)
         prompt_messages = []
