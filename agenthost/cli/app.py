@@ -128,8 +128,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     return parser, runners
 
 
-def _setup_logging(verbosity: int) -> None:
+def _setup_logging(verbosity: int, *, quiet: bool = False) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    if quiet and verbosity == 0:
+        level = logging.ERROR  # -q: no warnings either, only what stops the command
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
@@ -185,7 +187,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         parser, runners = build_parser()
         args = parser.parse_args(argv)
-        _setup_logging(args.verbose)
+        _setup_logging(args.verbose, quiet=args.quiet)
         console = Console(quiet=args.quiet)
         return _run(runners[args.command], args, console)
     finally:
