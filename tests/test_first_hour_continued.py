@@ -1,0 +1,249 @@
+"""Issue 27, section 3: the rest of a new user's first hour, the CLI as a subprocess.
+
+Each test runs the real ``agenthost`` command (``python -m agenthost``) against real MCP
+servers (the official SDK peer, the crashy peer, the bundled notes server) in a project
+directory of its own, with the private home every test gets (tests/conftest.py), so the
+default state directory (``$XDG_STATE_HOME/agenthost``) is the test's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Command = tuple[str, list[str]]
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+REPO = Path(__file__).resolve().parent.parent
+#: Each test runs a few agenthost processes, each starting its servers.
+pytestmark = pytest.mark.timeout(180)
+
+
+def agenthost(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """One ``agenthost`` command line, without API keys from the developer's environment."""
+    base = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    base.pop("OPENAI_BASE_URL", None)
+    return subprocess.run(
+        [*AGENTHOST, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**base, **(env or {})},
+    )
+
+
+def toml_str(value: Any) -> str:
+    return json.dumps(value)
+
+
+def server_table(name: str, cmd: Command) -> str:
+    return f"[servers.{name}]\ncommand = {toml_str(cmd[0])}\nargs = {toml_str(cmd[1])}\n"
+
+
+def state_dir() -> Path:
+    """The test's own ``$XDG_STATE_HOME/agenthost`` (conftest points it into tmp)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "agenthost"
+
+
+ECHO = '{"message": "hi"}'
+HEADLESS_ALLOW = '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n'
+
+
+# ----------------------------------------------------------------------------- audit
+
+
+def test_audit_is_on_by_default_and_audit_false_turns_it_off(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
+    proc = agenthost(
+        "--config", str(config), "call", "sdk__echo", '{"message": "hi"}', cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    audit = state_dir() / "audit.jsonl"
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert any(r.get("name") == "echo" and r.get("event") == "decision" for r in lines), lines
+    assert audit.stat().st_mode & 0o077 == 0
+    shown = agenthost("--config", str(config), "audit", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert len(json.loads(shown.stdout)) == len(lines)
+
+    audit.unlink()
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW + "audit = false\n")
+    proc = agenthost(
+        "--config", str(config), "call", "sdk__echo", '{"message": "hi"}', cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not audit.exists()
+
+
+# ----------------------------------------------------------------------------- no provider
+
+
+def no_provider_config(tmp_path: Path, sdk_server_cmd: Callable[..., Command]) -> Path:
+    """A config with one server that leaves a mark when it starts, and no provider."""
+    marker = tmp_path / "started"
+    cmd, args = sdk_server_cmd()
+    script = f"touch {json.dumps(str(marker))} && exec {cmd} {' '.join(args)}"
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", ("/bin/sh", ["-c", script])) + HEADLESS_ALLOW)
+    return config
+
+
+def test_run_without_a_provider_fails_before_starting_servers(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = no_provider_config(tmp_path, sdk_server_cmd)
+    proc = agenthost("--config", str(config), "run", "hello", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "no LLM provider is configured" in proc.stderr
+    assert "ANTHROPIC_API_KEY" in proc.stderr
+    assert not (tmp_path / "started").exists()
+    # A provider named with --model that is not configured: the same, before any server.
+    proc = agenthost("--config", str(config), "run", "hello", "--model", "x/y", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "'x'" in proc.stderr
+    assert not (tmp_path / "started").exists()
+
+
+def test_chat_without_a_provider_says_how_to_add_one_and_goes_on(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = no_provider_config(tmp_path, sdk_server_cmd)
+    proc = subprocess.run(
+        [*AGENTHOST, "--config", str(config), "chat"],
+        input="hello\n/tools\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no LLM provider is configured" in proc.stderr
+    assert "[providers." in proc.stderr
+    assert "sdk__echo" in proc.stdout  # /tools ran after the message: the chat went on
+
+
+def test_tools_and_check_say_sampling_is_unavailable_without_a_provider(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = no_provider_config(tmp_path, sdk_server_cmd)
+    proc = agenthost("--config", str(config), "tools", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no LLM provider is configured" in proc.stderr
+    assert "sampling" in proc.stderr
+    proc = agenthost("--config", str(config), "check", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no LLM provider is configured" in proc.stdout + proc.stderr
+    # With a provider there is nothing to say.
+    config.write_text(
+        config.read_text() + '\n[providers.r]\nkind = "scripted"\nscript = "s.toml"\n'
+    )
+    (tmp_path / "s.toml").write_text('[[turns]]\ntext = "hi"\n')
+    proc = agenthost("--config", str(config), "tools", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no LLM provider" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def failing_config(tmp_path: Path, crashy_cmd: Callable[..., Command], extra: str = "") -> Path:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        server_table("missing", ("/nonexistent/bin/server", []))
+        + server_table("dies", crashy_cmd("--crash-on-start"))
+        + '[providers.r]\nkind = "scripted"\nscript = "s.toml"\n'
+        + HEADLESS_ALLOW
+        + extra
+    )
+    (tmp_path / "s.toml").write_text('[[turns]]\ntext = "done"\n')
+    return config
+
+
+@pytest.mark.parametrize("command", [["tools"], ["run", "hi"], ["prompts"]])
+def test_a_server_that_fails_to_start_is_reported_once(
+    tmp_path: Path, crashy_cmd: Callable[..., Command], command: list[str]
+) -> None:
+    config = failing_config(tmp_path, crashy_cmd)
+    proc = agenthost("--config", str(config), *command, cwd=tmp_path)
+    assert proc.returncode in (0, 5), proc.stderr
+    for name, why in (("missing", "command not found"), ("dies", "crashing on start as asked")):
+        mentions = [line for line in proc.stderr.splitlines() if why in line]
+        assert len(mentions) == 1, proc.stderr
+        assert f"{name}: {name}:" not in proc.stderr
+    # -q: no warnings, no progress; the exit code says it.
+    proc = agenthost("--config", str(config), "-q", *command, cwd=tmp_path)
+    assert proc.returncode in (0, 5)
+    assert proc.stderr == ""
+
+
+def test_check_always_shows_the_last_stderr_lines_of_a_server_that_exits_at_once(
+    tmp_path: Path,
+) -> None:
+    # Six copies in one run: before the fix, 2 in 4 lost their last words (the write of
+    # `initialize` failed first, and its error was written before stderr was read).
+    config = tmp_path / "agenthost.toml"
+    script = "echo 'last words: boom' >&2; exit 3"
+    config.write_text("".join(server_table(f"q{i}", ("/bin/sh", ["-c", script])) for i in range(6)))
+    proc = agenthost("--config", str(config), "check", "--json", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    errors = [row["last_error"] for row in json.loads(proc.stdout)]
+    assert all("last stderr: last words: boom" in e for e in errors), errors
+
+
+HTML_SITE = """
+import http.server, sys
+
+PAGE = (b"<!DOCTYPE html><html><head><title>Not Found</title><style>body{}</style></head>"
+        b"<body><h1>Not Found</h1><p>The requested URL was not found.</p></body></html>")
+
+class Site(http.server.BaseHTTPRequestHandler):
+    def answer(self, code):
+        self.send_response(code)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.answer(405)
+    def do_GET(self):
+        self.answer(404)
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Site)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_the_sse_fallback_shows_no_html_page(tmp_path: Path) -> None:
+    site = tmp_path / "site.py"
+    site.write_text(HTML_SITE)
+    with subprocess.Popen([sys.executable, str(site)], stdout=subprocess.PIPE, text=True) as web:
+        try:
+            assert web.stdout is not None
+            port = int(web.stdout.readline())
+            config = tmp_path / "agenthost.toml"
+            config.write_text(f'[servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+            proc = agenthost("--config", str(config), "check", "-v", cwd=tmp_path)
+        finally:
+            web.terminate()
+    assert proc.returncode == 5, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "legacy HTTP+SSE" in out
+    assert "<" not in out and "DOCTYPE" not in out and "body{}" not in out, out
+    assert "an HTML page (Not Found)" in out
