@@ -9,6 +9,7 @@ default state directory (``$XDG_STATE_HOME/agenthost``) is the test's own.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -247,3 +248,36 @@ def test_the_sse_fallback_shows_no_html_page(tmp_path: Path) -> None:
     assert "legacy HTTP+SSE" in out
     assert "<" not in out and "DOCTYPE" not in out and "body{}" not in out, out
     assert "an HTML page (Not Found)" in out
+
+
+# ----------------------------------------------------------------------------- examples
+
+
+def examples_readme_commands() -> list[str]:
+    """The commands examples/README.md tells a reader to try on the demo config."""
+    text = (REPO / "examples" / "README.md").read_text(encoding="utf-8")
+    start = text.index("Try the other commands")
+    paragraph = text[start : text.index("\n## ", start)]
+    return re.findall(r"`([^`]+)`", paragraph)
+
+
+def test_every_command_in_the_examples_readme_works_as_written(tmp_path: Path) -> None:
+    import shlex
+    import shutil
+
+    shutil.copytree(
+        REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("*.jsonl")
+    )
+    env = {"AGENTHOST_PYTHON": sys.executable}
+    commands = examples_readme_commands()
+    assert len(commands) >= 7, commands
+    for command in commands:
+        proc = agenthost(
+            "--config", "examples/agenthost.toml", *shlex.split(command), cwd=tmp_path, env=env
+        )
+        if "../x" in command:  # the README says the server refuses it
+            assert proc.returncode == 1, (command, proc.stdout, proc.stderr)
+            assert not (tmp_path / "examples" / "x").exists()
+        else:
+            assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
+            assert proc.stdout.strip(), command
