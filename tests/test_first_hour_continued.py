@@ -9,8 +9,8 @@ default state directory (``$XDG_STATE_HOME/agenthost``) is the test's own.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -281,3 +281,73 @@ def test_every_command_in_the_examples_readme_works_as_written(tmp_path: Path) -
         else:
             assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
             assert proc.stdout.strip(), command
+
+
+# ----------------------------------------------------------------------------- provider
+
+
+FAKE_LLM = """
+import http.server, sys
+
+BODY = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
+        b'"delta":{"content":"hi"}}]}\\n\\ndata: [DONE]\\n\\n')
+
+class Api(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", sys.argv[1])
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Api)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+@pytest.mark.parametrize("kind", ["openai-compatible", "anthropic"])
+@pytest.mark.parametrize("content_type", ["text/event-stream", "application/json"])
+def test_a_malformed_provider_response_is_a_provider_error(
+    tmp_path: Path, content_type: str, kind: str
+) -> None:
+    api = tmp_path / "api.py"
+    api.write_text(FAKE_LLM)
+    with subprocess.Popen(
+        [sys.executable, str(api), content_type], stdout=subprocess.PIPE, text=True
+    ) as llm:
+        try:
+            assert llm.stdout is not None
+            port = int(llm.stdout.readline())
+            config = tmp_path / "agenthost.toml"
+            base = f"http://127.0.0.1:{port}" + ("/v1" if kind != "anthropic" else "")
+            config.write_text(
+                f'[providers.local]\nkind = "{kind}"\nbase_url = "{base}"\n'
+                'default_model = "m"\nmax_retries = 0\n'
+            )
+            key = {"ANTHROPIC_API_KEY": "test-key"}
+            proc = agenthost(
+                "--config", str(config), "run", "hello", "--json", cwd=tmp_path, env=key
+            )
+        finally:
+            llm.terminate()
+    assert proc.returncode == 4, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "provider error" in line]
+    assert len(errors) == 1 and "local" in errors[0], proc.stderr
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def test_tasks_list_says_when_there_are_none(
+    tmp_path: Path, everything_cmd: Callable[[], Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("ev", everything_cmd()))
+    proc = agenthost("--config", str(config), "tasks", "list", "ev", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "no tasks on ev"

@@ -57,6 +57,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             tasks = await list_tasks(session)
             output = [unstructure(task, revision) for task in tasks]
             lines = [f"{t.task_id}  {t.status}  {t.status_message or ''}".rstrip() for t in tasks]
+            lines = lines or [f"no tasks on {args.server}"]
         elif args.action == "get":
             task = await get_task(session, args.task_id)
             output = unstructure(task, revision)
