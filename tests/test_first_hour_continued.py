@@ -351,3 +351,24 @@ def test_tasks_list_says_when_there_are_none(
     proc = agenthost("--config", str(config), "tasks", "list", "ev", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "no tasks on ev"
+
+
+# ----------------------------------------------------------------------------- chat
+
+
+def test_chat_call_takes_the_json_as_typed(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
+    typed = """/call sdk__echo {"message": "it's a \\"quoted\\" text"}\n"""
+    proc = subprocess.run(
+        [*AGENTHOST, "--config", str(config), "chat"],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert """it's a "quoted" text""" in proc.stdout, (proc.stdout, proc.stderr)

@@ -406,11 +406,17 @@ async def chat(host: Host, console: Console, *, provider: str | None, model: str
 
 async def _slash(session: _Chat, line: str) -> None:
     """Run one slash command; its failure is a line on the console, never the end of chat."""
-    try:
-        words = shlex.split(line[1:])
-    except ValueError as exc:
-        session.console.line(f"! {exc}")
-        return
+    raw = line[1:]
+    if raw.split(None, 1)[:1] == ["call"]:
+        # /call SERVER__TOOL {"json": "as typed"}: JSON has its own quoting, so the
+        # arguments are taken verbatim, not through shell-style word splitting.
+        words = raw.split(None, 2)
+    else:
+        try:
+            words = shlex.split(raw)
+        except ValueError as exc:
+            session.console.line(f"! {exc}")
+            return
     command = words[0] if words else ""
     handler = SLASH_COMMANDS.get(command)
     try:
