@@ -372,3 +372,165 @@ def test_chat_call_takes_the_json_as_typed(
     )
     assert proc.returncode == 0, proc.stderr
     assert """it's a "quoted" text""" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+# ----------------------------------------------------------------------------- help
+
+
+def test_an_unknown_tool_suggests_the_closest_name(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
+    proc = agenthost("--config", str(config), "call", "sdk__ecoh", ECHO, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "did you mean sdk__echo?" in proc.stderr
+    proc = agenthost("--config", str(config), "call", "sdl__echo", ECHO, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "did you mean sdk__echo?" in proc.stderr
+
+
+def test_bare_agenthost_prints_help() -> None:
+    proc = agenthost(cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: agenthost" in proc.stdout
+    assert "Exit codes" in proc.stdout and "call" in proc.stdout
+
+
+def positionals_without_help(text: str) -> list[str]:
+    """The positional arguments an ``--help`` text lists with no description."""
+    section = text.split("positional arguments:\n", 1)
+    if len(section) < 2:
+        return []
+    lines = section[1].split("\n\n", 1)[0].splitlines()
+    bare = []
+    for i, line in enumerate(lines):
+        entry = re.match(r"^  (\S+)(\s{2,}\S.*)?$", line)
+        if entry is None or entry.group(2):
+            continue
+        described_below = i + 1 < len(lines) and lines[i + 1].startswith("    ")
+        if not described_below:
+            bare.append(entry.group(1))
+    return bare
+
+
+def test_help_describes_every_positional_and_gives_examples(tmp_path: Path) -> None:
+    main = agenthost("--help", cwd=tmp_path)
+    assert main.returncode == 0
+    assert "examples:" in main.stdout.lower()
+    assert "agenthost.toml" in main.stdout
+    assert "default: ./agenthost.toml" not in main.stdout  # it is not the default
+    assert "$XDG_CONFIG_HOME/agenthost/agenthost.toml" in main.stdout
+    commands = re.findall(r"^    (\w+)\s", main.stdout.split("command\n", 1)[-1], re.MULTILINE)
+    assert {"run", "call", "tasks", "read", "prompt", "auth"} <= set(commands), commands
+    bare = {}
+    for command in commands:
+        text = agenthost(command, "--help", cwd=tmp_path).stdout
+        missing = positionals_without_help(text)
+        if missing:
+            bare[command] = missing
+    assert bare == {}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion(tmp_path: Path, shell: str) -> None:
+    code = agenthost("completion", shell, cwd=tmp_path)
+    assert code.returncode == 0, code.stderr
+    assert "agenthost" in code.stdout and "_ARGCOMPLETE" in code.stdout
+    if shell == "bash":
+        script = tmp_path / "complete.bash"
+        script.write_text(code.stdout)
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    # What the shell code asks the program, as that shell asks it.
+    answers = tmp_path / "answers"
+    for line, want in (("agenthost ta", "tasks"), ("agenthost tasks l", "list")):
+        proc = agenthost(
+            cwd=tmp_path,
+            env={
+                "_ARGCOMPLETE": "1",
+                "_ARGCOMPLETE_SHELL": shell,
+                "COMP_LINE": line,
+                "COMP_POINT": str(len(line)),
+                "_ARGCOMPLETE_STDOUT_FILENAME": str(answers),
+            },
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert want in answers.read_text().split(), answers.read_text()
+
+
+# ----------------------------------------------------------------------------- read
+
+
+def test_read_output_saves_a_binary_resource(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
+    saved = tmp_path / "pixel.png"
+    proc = agenthost(
+        "--config", str(config), "read", "bin://pixel", "--output", str(saved), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = saved.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n"), data[:16]
+    assert f"{len(data)} bytes" in proc.stderr and "image/png" in proc.stderr
+    text = tmp_path / "readme.txt"
+    proc = agenthost(
+        "--config", str(config), "read", "text://readme", "-o", str(text), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert text.read_text().startswith("agenthost sdk peer readme")
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+def test_a_cancelled_call_is_audited_as_cancelled_by_the_user(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    import signal
+    import time
+
+    config = tmp_path / "agenthost.toml"
+    config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
+    audit = state_dir() / "audit.jsonl"
+    with subprocess.Popen(
+        [*AGENTHOST, "--config", str(config), "call", "sdk__slow", '{"seconds": 30}'],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as call:
+        deadline = time.monotonic() + 60
+        while not (audit.exists() and '"decision"' in audit.read_text()):
+            assert time.monotonic() < deadline and call.poll() is None, call.stderr
+            time.sleep(0.05)
+        time.sleep(0.3)  # the request is out
+        call.send_signal(signal.SIGINT)
+        _, err = call.communicate(timeout=30)
+    assert call.returncode == 130, err
+    [outcome] = [
+        r for r in map(json.loads, audit.read_text().splitlines()) if r["event"] == "outcome"
+    ]
+    assert outcome["error"] == "cancelled by the user", outcome
+
+
+# ----------------------------------------------------------------------------- elicitation
+
+
+def test_canned_answers_naming_unknown_fields_warn(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        server_table("sdk", sdk_server_cmd())
+        + HEADLESS_ALLOW
+        + '[[policy.rules]]\nid = "about-me"\nkind = "elicitation"\ndecision = "allow"\n'
+        + 'mode = "form"\nanswers = { nmae = "Ada", age = 36 }\n'
+    )
+    proc = agenthost("--config", str(config), "call", "sdk__elicit_form", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '"decline"' in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "about-me" in line]
+    assert len(warnings) == 1, proc.stderr
+    assert "nmae" in warnings[0] and "no such field" in warnings[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from agenthost.cli.commands import (
     call,
     catalog,
     chat,
+    completion,
     models,
     serve,
     servers,
@@ -65,7 +67,27 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     audit,
     trust,
     auth,
+    completion,
 )
+
+
+EPILOG = """\
+examples:
+  agenthost check                          which config is used; each server's state
+  agenthost tools                          every server's tools, named SERVER__TOOL
+  agenthost call fs__read_file '{"path": "README.md"}'
+  agenthost read notes://index             a resource, from the server that lists it
+  agenthost prompt notes review_note name=meeting
+  agenthost run "Find TODOs and open an issue for each"
+  agenthost chat                           a REPL: /tools, /call, /read, /prompt, /model
+  agenthost --config examples/agenthost.toml run "Summarize my notes"
+  agenthost COMMAND --help                 one command's arguments and options
+
+shell completion: agenthost completion bash|zsh|fish (see `agenthost completion --help`)
+
+Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by policy,
+  4 provider error, 5 server unavailable, 6 agent stopped at a limit, 130 interrupted.
+"""
 
 
 def _options(*, top: bool) -> argparse.ArgumentParser:
@@ -76,7 +98,15 @@ def _options(*, top: bool) -> argparse.ArgumentParser:
     """
     common = argparse.ArgumentParser(add_help=False)
     keep: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
-    common.add_argument("--config", "-c", help="config file (default: ./agenthost.toml)", **keep)
+    common.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="the config file: agenthost.toml, or another host's JSON (default: your"
+        " $XDG_CONFIG_HOME/agenthost/agenthost.toml plus the project's ./agenthost.toml,"
+        " .mcp.json, .vscode/mcp.json or .cursor/mcp.json once trusted)",
+        **keep,
+    )
     common.add_argument("--policy", help="policy file, replacing the config's [policy]", **keep)
     common.add_argument(
         "--json", action="store_true", help="machine-readable output on stdout", **keep
@@ -108,9 +138,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         prog="agenthost",
         description="A Trio-based MCP host: servers, sampling, consent, agents.",
         parents=[_options(top=True)],
-        epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
-        " policy, 4 provider error, 5 server unavailable, 6 agent stopped at a limit,"
-        " 130 interrupted.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--version",
@@ -186,6 +215,13 @@ def _main(argv: Sequence[str] | None) -> int:
     sys.stderr = Redacting.wrap(stderr)
     try:
         parser, runners = build_parser()
+        if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (see `completion`)
+            import argcomplete
+
+            argcomplete.autocomplete(parser)  # answers and exits
+        if not (sys.argv[1:] if argv is None else argv):
+            parser.print_help()  # bare `agenthost`: what it can do, not a usage error
+            return 0
         args = parser.parse_args(argv)
         _setup_logging(args.verbose, quiet=args.quiet)
         console = Console(quiet=args.quiet)

@@ -351,7 +351,12 @@ class Host:
     def resolve_tool(self, name: str) -> CatalogTool:
         entry = self.catalog.tool(name)
         if entry is None:
-            raise NotFound(f"no tool named {name!r}")
+            import difflib
+
+            known = [t.name for t in self.catalog.tools()]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise NotFound(f"no tool named {name!r}{hint}")
         return entry
 
     async def call_tool(

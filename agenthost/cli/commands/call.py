@@ -33,15 +33,23 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``call`` and ``read`` and ``prompt`` on the CLI's subparsers."""
     call = add_command(sub, common, "call", "call one tool: call server__tool '{\"arg\": 1}'")
-    call.add_argument("tool")
-    call.add_argument("arguments", nargs="?", default="{}")
+    call.add_argument("tool", help="the tool's namespaced name, SERVER__TOOL (see `tools`)")
+    call.add_argument(
+        "arguments", nargs="?", default="{}", help="the arguments, a JSON object (default: {})"
+    )
     read = add_command(sub, common, "read", "read a resource by URI")
-    read.add_argument("uri")
+    read.add_argument("uri", help="the resource's URI, e.g. notes://index (see `resources`)")
     read.add_argument("--server", help="the server to ask (default: the one that lists it)")
+    read.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="save the contents to FILE, bytes as they are (for binary resources)",
+    )
     prompt = add_command(sub, common, "prompt", "get a prompt: prompt SERVER NAME [key=value ...]")
-    prompt.add_argument("server")
-    prompt.add_argument("name")
-    prompt.add_argument("arguments", nargs="*")
+    prompt.add_argument("server", help="the server that offers the prompt")
+    prompt.add_argument("name", help="the prompt's name (see `prompts`)")
+    prompt.add_argument("arguments", nargs="*", help="the prompt's arguments, as key=value")
 
 
 async def _call(args: argparse.Namespace, console: Console) -> int:
@@ -115,7 +123,9 @@ async def _read(args: argparse.Namespace, console: Console) -> int:
             if chosen is None:
                 raise CLIError(str(exc), EXIT_USAGE) from None
             result = await host.read_resource(args.uri, server=chosen)
-    if args.json:
+    if args.output:
+        _save(result.contents, args.output, console)
+    elif args.json:
         print_json(unstructure(result, "2025-11-25"))
     else:
         for contents in result.contents:
@@ -124,6 +134,27 @@ async def _read(args: argparse.Namespace, console: Console) -> int:
             else:
                 say(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
     return EXIT_OK
+
+
+def _save(parts: Any, path: str, console: Console) -> None:
+    """``read --output FILE``: the resource's one part, its bytes as they are (text as
+    UTF-8), so an image or a PDF arrives intact rather than as a ``[binary ...]`` note."""
+    from agenthost.protocol.types import TextResourceContents
+
+    if len(parts) != 1:
+        raise CLIError(
+            f"the resource has {len(parts)} parts; --output saves a resource of one part"
+            " (use --json to see them all)",
+            EXIT_USAGE,
+        )
+    [part] = parts
+    data = part.text.encode() if isinstance(part, TextResourceContents) else part.blob
+    try:
+        with open(path, "wb") as file:
+            file.write(data)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    console.line(f"saved {len(data)} bytes ({part.mime_type or 'no type'}) to {path}")
 
 
 #: Seconds a person has to pick the server of an ambiguous resource URI.

@@ -39,7 +39,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run_parser = add_command(
         sub, common, "run", "run the agent on a task over every server's tools"
     )
-    run_parser.add_argument("task")
+    run_parser.add_argument("task", help="what the agent should do, in plain words (quote it)")
     run_parser.add_argument("--model", help="provider/model (default: the configured default)")
     run_parser.add_argument("--max-turns", type=int, default=20)
     run_parser.add_argument("--token-budget", type=int, default=None)
