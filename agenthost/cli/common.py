@@ -422,7 +422,7 @@ async def interruptible() -> AsyncIterator[Any]:
 
             async def watch() -> None:
                 async for _ in signals:
-                    scope.cancel()
+                    scope.cancel(reason="cancelled by the user")  # the audit's words
                     return
 
             nursery.start_soon(watch)
