@@ -49,8 +49,11 @@ def terminal_opener(*, open_browser: bool = True) -> UrlOpener:
     """An opener for a terminal: print the URL on stderr, try the browser too."""
 
     async def opener(server: str, url: str) -> None:
+        redirect = dict(parse_qsl(urlsplit(url).query)).get("redirect_uri", "")
+        where = urlsplit(redirect).netloc if redirect.startswith("http://127.0.0.1:") else ""
+        waiting = f"\nwaiting for the browser on {where} (Ctrl-C to cancel)" if where else ""
         print(
-            f"agenthost: to authorize {server}, open this URL in a browser:\n  {url}",
+            f"agenthost: to authorize {server}, open this URL in a browser:\n  {url}{waiting}",
             file=sys.stderr,
             flush=True,
         )
