@@ -534,3 +534,18 @@ def test_canned_answers_naming_unknown_fields_warn(
     warnings = [line for line in proc.stderr.splitlines() if "about-me" in line]
     assert len(warnings) == 1, proc.stderr
     assert "nmae" in warnings[0] and "no such field" in warnings[0]
+
+
+# ----------------------------------------------------------------------------- docs
+
+
+def test_config_docs_describe_providers_and_the_replay_format() -> None:
+    text = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
+    assert "\n## Providers\n" in text
+    section = text.split("\n## Providers\n", 1)[1].split("\n## ", 1)[0]
+    for key in ("kind", "api_key_env", "base_url", "default_model", "timeout", "max_retries"):
+        assert f"`{key}`" in section, key
+    for figure in ("context_window", "input_cost", "output_cost", "tier", "speed"):
+        assert figure in section, figure
+    for replay in ("[[turns]]", "[[turns.tool_calls]]", "stop_reason", "script exhausted"):
+        assert replay in section, replay
