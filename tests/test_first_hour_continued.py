@@ -549,3 +549,35 @@ def test_config_docs_describe_providers_and_the_replay_format() -> None:
         assert figure in section, figure
     for replay in ("[[turns]]", "[[turns.tool_calls]]", "stop_reason", "script exhausted"):
         assert replay in section, replay
+
+
+# ----------------------------------------------------------------------------- README
+
+
+def test_version_lists_every_revision_spoken(tmp_path: Path) -> None:
+    proc = agenthost("--version", cwd=tmp_path)
+    assert proc.returncode == 0
+    spoken = sorted(p.name for p in (REPO / "tests" / "data" / "spec").iterdir() if p.is_dir())
+    assert "2026-07-28" in spoken
+    for revision in spoken:
+        assert revision in proc.stdout, (revision, proc.stdout)
+
+
+def test_the_performance_table_lives_in_docs_performance_md() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    performance = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "<!-- bench:table -->" not in readme
+    assert "<!-- bench:table -->" in performance and "<!-- /bench:table -->" in performance
+    summary = readme.split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
+    assert "docs/performance.md" in summary
+    assert summary.count("\n|") <= 8, "a short summary, not the table"
+    rows = performance.split("<!-- bench:table -->", 1)[1].count("\n|")
+    assert rows >= 30
+
+
+def test_the_readme_says_how_to_install() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    for command in ("pipx install ./agenthost", "uv tool install ./agenthost", "git+"):
+        assert command in section, command
+    assert "audit.jsonl" in section and "audit = false" in section

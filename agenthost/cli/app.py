@@ -132,7 +132,7 @@ def _options(*, top: bool) -> argparse.ArgumentParser:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The parser, and the function that runs each command name it accepts."""
     from agenthost._version import __version__
-    from agenthost.protocol.revisions import SUPPORTED_REVISIONS
+    from agenthost.protocol.revisions import LEGACY_REVISIONS, MODERN_REVISIONS
 
     parser = argparse.ArgumentParser(
         prog="agenthost",
@@ -144,7 +144,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser.add_argument(
         "--version",
         action="version",
-        version=f"agenthost {__version__} (MCP revisions {', '.join(SUPPORTED_REVISIONS)})",
+        version=f"agenthost {__version__} (MCP revisions"
+        f" {', '.join(f'{r} (handshake-free)' for r in MODERN_REVISIONS)},"
+        f" {', '.join(LEGACY_REVISIONS)})",
     )
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
