@@ -581,3 +581,44 @@ def test_the_readme_says_how_to_install() -> None:
     for command in ("pipx install ./agenthost", "uv tool install ./agenthost", "git+"):
         assert command in section, command
     assert "audit.jsonl" in section and "audit = false" in section
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def config_examples() -> list[tuple[str, str]]:
+    """Every agenthost.toml example: the demo config and the docs' TOML config blocks."""
+    found = [("examples/agenthost.toml", (REPO / "examples" / "agenthost.toml").read_text())]
+    for doc in ("README.md", "docs/config.md"):
+        text = (REPO / doc).read_text(encoding="utf-8")
+        for match in re.finditer(r"^```toml\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            if not re.search(r"^\[\[turns\]\]", match.group(1), re.MULTILINE):
+                found.append((f"{doc}:{text.count(chr(10), 0, match.start()) + 1}", match.group(1)))
+    return found
+
+
+def test_the_config_schema_accepts_every_example_and_flags_misspelt_keys(
+    tmp_path: Path,
+) -> None:
+    import tomllib
+
+    import jsonschema
+
+    proc = agenthost("schema", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    examples = config_examples()
+    assert len(examples) >= 8
+    for where, text in examples:
+        errors = [e.message for e in validator.iter_errors(tomllib.loads(text))]
+        assert errors == [], where
+    for wrong in (
+        '[servers.fs]\ncomand = "npx"\n',
+        '[server.fs]\ncommand = "npx"\n',
+        '[servers.fs]\ncommand = "npx"\ntimeouts = { startup = "soon" }\n',
+        '[policy]\nmode = "headles"\n',
+        '[providers.x]\nkind = "anthropic"\nmax_retry = 3\n',
+    ):
+        assert list(validator.iter_errors(tomllib.loads(wrong))), wrong

@@ -29,6 +29,7 @@ from agenthost.cli.commands import (
     chat,
     completion,
     models,
+    schema,
     serve,
     servers,
     skills,
@@ -68,6 +69,7 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     trust,
     auth,
     completion,
+    schema,
 )
 
 
