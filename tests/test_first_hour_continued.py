@@ -622,3 +622,36 @@ def test_the_config_schema_accepts_every_example_and_flags_misspelt_keys(
         '[providers.x]\nkind = "anthropic"\nmax_retry = 3\n',
     ):
         assert list(validator.iter_errors(tomllib.loads(wrong))), wrong
+
+
+# ----------------------------------------------------------------------------- detach
+
+
+async def test_call_detach_prints_a_task_id_that_later_commands_follow(tmp_path: Path) -> None:
+    import trio
+
+    from tests.peers.http_launch import free_port, serve
+
+    port = free_port()
+    argv = [sys.executable, str(REPO / "tests" / "peers" / "tasks_server.py")]
+    async with serve([*argv, "streamable-http", "--port", str(port)], port):
+        config = tmp_path / "agenthost.toml"
+        config.write_text(f'[servers.tk]\nurl = "http://127.0.0.1:{port}/mcp"\n' + HEADLESS_ALLOW)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return agenthost("--config", str(config), *args, cwd=tmp_path)
+
+        started = await trio.to_thread.run_sync(
+            lambda: cli("call", "tk__research", '{"topic": "tides", "steps": 3}', "--detach")
+        )
+        assert started.returncode == 0, started.stderr
+        task_id = started.stdout.strip()
+        assert task_id and " " not in task_id, started.stdout
+        assert f"agenthost tasks result tk {task_id}" in started.stderr
+        result = await trio.to_thread.run_sync(lambda: cli("tasks", "result", "tk", task_id))
+        assert result.returncode == 0, result.stderr
+        assert "Report on tides: 3 sources read." in result.stdout
+    audit = [json.loads(line) for line in (state_dir() / "audit.jsonl").read_text().splitlines()]
+    [outcome] = [r for r in audit if r["event"] == "outcome" and r["name"] == "research"]
+    assert outcome["error"] is None, json.dumps(outcome)
+    assert "detached_task" in outcome["result"], json.dumps(outcome)  # the id: redacted

@@ -64,6 +64,7 @@ from agenthost.session import ClientSession, ProgressCallback
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.tool_tasks import (
     TaskCreatedCallback,
+    TaskDetached,
     call_tool_as_task,
     call_tool_via_extension,
     needs_tasks_extension,
@@ -417,24 +418,32 @@ class Host:
                 scope=config.scope,
             ),
         )
+        detached: TaskDetached | None = None
         async with self.policy.guard(action) as outcome:
             # Same consent, same audit line: a repeat after an era switch is this one call.
-            result = await self._with_era_fallback(
-                entry.server,
-                session,
-                lambda on: self._route_call(
-                    entry,
-                    on,
-                    config,
-                    arguments,
-                    timeout=timeout,
-                    progress=progress,
-                    task=task,
-                    on_task=on_task,
-                ),
-                repeatable=_repeatable(tool),
-            )
-            outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
+            try:
+                result = await self._with_era_fallback(
+                    entry.server,
+                    session,
+                    lambda on: self._route_call(
+                        entry,
+                        on,
+                        config,
+                        arguments,
+                        timeout=timeout,
+                        progress=progress,
+                        task=task,
+                        on_task=on_task,
+                    ),
+                    repeatable=_repeatable(tool),
+                )
+            except TaskDetached as exc:  # on_task left the task running: not a failure
+                detached = exc
+                outcome.result = {"detached_task": exc.task_id}
+            else:
+                outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
+        if detached is not None:
+            raise detached
         return result
 
     async def _with_era_fallback(

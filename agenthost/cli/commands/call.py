@@ -37,6 +37,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     call.add_argument(
         "arguments", nargs="?", default="{}", help="the arguments, a JSON object (default: {})"
     )
+    call.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the call as a task, print its id and exit; `tasks get|result SERVER ID`"
+        " follow it (a server over HTTP keeps it; over stdio it ends with this command)",
+    )
     read = add_command(sub, common, "read", "read a resource by URI")
     read.add_argument("uri", help="the resource's URI, e.g. notes://index (see `resources`)")
     read.add_argument("--server", help="the server to ask (default: the one that lists it)")
@@ -72,6 +78,8 @@ async def _call(args: argparse.Namespace, console: Console) -> int:
         if len(owners) == 1:
             require_ready(host, owners[0].name)
         server = host.resolve_tool(args.tool).server
+        if args.detach:
+            return await _detach(host, args, arguments, server, console)
         # Ctrl-C cancels the call (the server gets notifications/cancelled), then exits 130.
         async with interruptible() as scope:
             result = await host.call_tool(
@@ -89,6 +97,34 @@ async def _call(args: argparse.Namespace, console: Console) -> int:
             say(text)
         if result.structured_content is not None and not text:
             say(json.dumps(result.structured_content, indent=2))
+    return EXIT_ERROR if result.is_error else EXIT_OK
+
+
+async def _detach(
+    host: Any, args: argparse.Namespace, arguments: dict[str, Any], server: str, console: Console
+) -> int:
+    """``call --detach``: the call starts as a task (through the policy, audited); its id
+    is printed and the task left running for a later ``tasks get|result``."""
+    from agenthost.tool_tasks import TaskDetached
+
+    async def leave(created: Any) -> None:
+        raise TaskDetached(created.task.task_id)
+
+    try:
+        result = await host.call_tool(args.tool, arguments, task=True, on_task=leave)
+    except TaskDetached as detached:
+        if args.json:
+            print_json({"server": server, "task_id": detached.task_id})
+        else:
+            say(detached.task_id)
+            console.line(
+                f"started {args.tool} as task {detached.task_id}; follow it with"
+                f" `agenthost tasks get {server} {detached.task_id}` or"
+                f" `agenthost tasks result {server} {detached.task_id}`"
+            )
+        return EXIT_OK
+    console.line(f"{args.tool} does not run as a task here: it ran as a plain call")
+    say(content_text(result.content) or json.dumps(result.structured_content))
     return EXIT_ERROR if result.is_error else EXIT_OK
 
 
