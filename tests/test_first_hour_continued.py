@@ -362,6 +362,7 @@ def test_chat_call_takes_the_json_as_typed(
     config = tmp_path / "agenthost.toml"
     config.write_text(server_table("sdk", sdk_server_cmd()) + HEADLESS_ALLOW)
     typed = """/call sdk__echo {"message": "it's a \\"quoted\\" text"}\n"""
+    typed += """/call sdk__echo '{"message": "shell-quoted too"}'\n"""
     proc = subprocess.run(
         [*AGENTHOST, "--config", str(config), "chat"],
         input=typed,
@@ -372,6 +373,7 @@ def test_chat_call_takes_the_json_as_typed(
     )
     assert proc.returncode == 0, proc.stderr
     assert """it's a "quoted" text""" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "shell-quoted too" in proc.stdout, (proc.stdout, proc.stderr)
 
 
 # ----------------------------------------------------------------------------- help
