@@ -12,7 +12,7 @@ import pytest
 
 from agenthost.config import config_from_mapping, load_config
 from agenthost.config.expand import ExpandContext, expand, input_variable
-from agenthost.config.loader import strip_jsonc
+from agenthost.config.jsonc import strip_jsonc
 from agenthost.config.model import (
     HostConfig,
     RestartPolicy,

@@ -9,22 +9,19 @@ found. Value checks (ranges, names, transport consistency) live in the attrs val
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
-import re
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from agenthost.auth.settings import KEYS as OAUTH_KEYS
 from agenthost.auth.settings import OAuthSettings, parse_oauth_table
-from agenthost.config.expand import ExpandContext, InputSpec, expand, read_env_file
+from agenthost.config.expand import ExpandContext, InputSpec, read_env_file
+from agenthost.config.jsonc import TOO_DEEP, parse_json
 from agenthost.config.model import (
     TRANSPORTS,
     HostConfig,
@@ -34,15 +31,34 @@ from agenthost.config.model import (
     TransportKind,
     Workspace,
 )
+from agenthost.config.values import (
+    Dialect,
+    _bool,
+    _check_keys,
+    _check_workspace_refs,
+    _Ctx,
+    _ignore_extra,
+    _int,
+    _path,
+    _restart,
+    _str,
+    _str_list,
+    _str_map,
+    _table,
+    _timeouts,
+    _type_name,
+    _workspaces,
+    _wrong,
+    join_key,
+)
 from agenthost.errors import ConfigError
 
-__all__ = ["config_from_mapping", "join_key", "load_config", "strip_jsonc"]
+__all__ = ["config_from_mapping", "load_config"]
 
 log = logging.getLogger("agenthost.config")
 
-Dialect = Literal["toml", "mcpServers", "vscode"]
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+#: A file nested deep enough to exhaust the parser's stack is no config (issue 22).
 
 _TOP_KEYS = (
     "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
@@ -97,170 +113,6 @@ _JSON_TYPES: dict[str, TransportKind] = {
     "ws": "websocket",
     "websocket": "websocket",
 }
-
-
-@attrs.frozen(kw_only=True)
-class _Ctx:
-    """What every check in one load needs."""
-
-    source: str | None
-    base_dir: Path
-    dialect: Dialect
-    expand: ExpandContext
-    #: Policy rules the file implies (another host's ``autoApprove``, ``trust``), in order.
-    rules: list[dict[str, Any]] = attrs.field(factory=list)
-
-    def error(self, problem: str, key: str | None) -> ConfigError:
-        return ConfigError(problem, path=self.source, key=key)
-
-
-def join_key(prefix: str, part: str | int) -> str:
-    """``servers`` + ``my.server`` -> ``servers."my.server"``; ints become ``[i]``."""
-    if isinstance(part, int):
-        return f"{prefix}[{part}]"
-    seg = part if _BARE_KEY.match(part) else json.dumps(part)
-    return f"{prefix}.{seg}" if prefix else seg
-
-
-def _type_name(value: object, ctx: _Ctx) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float" if ctx.dialect == "toml" else "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "a table" if ctx.dialect == "toml" else "an object"
-    if value is None:
-        return "null"
-    return f"a {type(value).__name__}"
-
-
-def _table_word(ctx: _Ctx) -> str:
-    return "a table" if ctx.dialect == "toml" else "an object"
-
-
-def _wrong(ctx: _Ctx, key: str, expected: str, value: object) -> ConfigError:
-    return ctx.error(f"expected {expected}, got {_type_name(value, ctx)}", key)
-
-
-def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], ctx: _Ctx, key: str) -> None:
-    """Unknown keys are errors in our format (a typo must not silently drop a setting)."""
-    for k in table:
-        if k not in allowed:
-            raise ConfigError.unknown_key(join_key(key, k), k, allowed, path=ctx.source)
-
-
-def _ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
-    """Editors' files carry keys for the editor's own features; we note and skip them."""
-    for k in table:
-        if k not in known:
-            log.debug("ignoring key %s (not used by agenthost)", join_key(key, k))
-
-
-@contextmanager
-def _validating(ctx: _Ctx, prefix: str) -> Iterator[None]:
-    """Re-raise an attrs validator's ConfigError with the file and the full key path."""
-    try:
-        yield
-    except ConfigError as exc:
-        key = prefix
-        if exc.key:
-            key = f"{prefix}.{exc.key}" if prefix else exc.key
-        raise ctx.error(exc.problem, key) from None
-
-
-# -- typed getters (the value is present; they check its type and expand strings) --
-
-
-def _table(value: object, ctx: _Ctx, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _wrong(ctx, key, _table_word(ctx), value)
-    return value
-
-
-def _str(value: object, ctx: _Ctx, key: str, *, expand_vars: bool = True) -> str:
-    if not isinstance(value, str):
-        raise _wrong(ctx, key, "a string", value)
-    return expand(value, ctx.expand, key) if expand_vars else value
-
-
-def _bool(value: object, ctx: _Ctx, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _wrong(ctx, key, "a boolean (true or false)", value)
-    return value
-
-
-def _int(value: object, ctx: _Ctx, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _wrong(ctx, key, "an integer", value)
-    return value
-
-
-def _number(value: object, ctx: _Ctx, key: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise _wrong(ctx, key, "a number", value)
-    return float(value)
-
-
-def _str_list(value: object, ctx: _Ctx, key: str, *, expand_vars: bool = True) -> list[str]:
-    if not isinstance(value, list):
-        raise _wrong(ctx, key, "an array of strings", value)
-    return [_str(v, ctx, join_key(key, i), expand_vars=expand_vars) for i, v in enumerate(value)]
-
-
-def _str_map(value: object, ctx: _Ctx, key: str, *, numbers_ok: bool = False) -> dict[str, str]:
-    """A table of strings (values expanded). Editors' JSON also allows numbers as values."""
-    table = _table(value, ctx, key)
-    out: dict[str, str] = {}
-    for k, v in table.items():
-        sub = join_key(key, k)
-        if numbers_ok and isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[k] = str(v)
-        elif isinstance(v, str):
-            out[k] = expand(v, ctx.expand, sub)
-        else:
-            raise _wrong(ctx, sub, "a string", v)
-    return out
-
-
-def _path(value: object, ctx: _Ctx, key: str) -> str:
-    """Expanded, ``~``-expanded, absolute (relative to the config's base directory)."""
-    raw = os.path.expanduser(_str(value, ctx, key))
-    return os.path.normpath(raw if os.path.isabs(raw) else os.path.join(ctx.base_dir, raw))
-
-
-# -- sections --
-
-
-def _timeouts(value: object, base: Timeouts, ctx: _Ctx, key: str) -> Timeouts:
-    table = _table(value, ctx, key)
-    names = tuple(f.name for f in attrs.fields(Timeouts))
-    _check_keys(table, names, ctx, key)
-    changes = {k: _number(v, ctx, join_key(key, k)) for k, v in table.items()}
-    with _validating(ctx, key):
-        return attrs.evolve(base, **changes)
-
-
-def _restart(value: object, base: RestartPolicy, ctx: _Ctx, key: str) -> RestartPolicy:
-    table = _table(value, ctx, key)
-    names = tuple(f.name for f in attrs.fields(RestartPolicy))
-    _check_keys(table, names, ctx, key)
-    changes: dict[str, Any] = {}
-    for k, v in table.items():
-        sub = join_key(key, k)
-        if k == "enabled":
-            changes[k] = _bool(v, ctx, sub)
-        elif k == "max_restarts":
-            changes[k] = _int(v, ctx, sub)
-        else:
-            changes[k] = _number(v, ctx, sub)
-    with _validating(ctx, key):
-        return attrs.evolve(base, **changes)
 
 
 _TOML_TYPES: dict[str, TransportKind] = {t: t for t in TRANSPORTS}  # type: ignore[misc]
@@ -332,7 +184,11 @@ def _server(
         env_path = Path(_path(table[env_file_key], ctx, sub))
         raw = table[env_file_key]
         shown = f"{raw!r} (as expanded)" if isinstance(raw, str) and "$" in raw else None
-        env.update(read_env_file(env_path, source=ctx.source, key=sub, shown_as=shown))
+        env.update(
+            read_env_file(
+                env_path, source=ctx.source, key=sub, shown_as=shown, contents=ctx.contents
+            )
+        )
     if "env" in table:
         env.update(_str_map(table["env"], ctx, join_key(key, "env"), numbers_ok=not toml))
     if env:
@@ -510,61 +366,6 @@ def _overlay(
     return _build_server(fields, ctx, key)
 
 
-def _workspaces(value: object, ctx: _Ctx) -> list[Workspace]:
-    if not isinstance(value, list):
-        raise _wrong(ctx, "workspaces", "an array of tables ([[workspaces]])", value)
-    result: list[Workspace] = []
-    seen: dict[str, int] = {}
-    for i, entry in enumerate(value):
-        key = join_key("workspaces", i)
-        name: str | None = None
-        if isinstance(entry, str):
-            raw = entry
-            path_key = key
-        else:
-            table = _table(entry, ctx, key)
-            _check_keys(table, ("path", "name"), ctx, key)
-            path_key = join_key(key, "path")
-            if "path" not in table:
-                raise ctx.error("missing required key 'path'", path_key)
-            raw = table["path"]
-            if "name" in table:
-                name = _str(table["name"], ctx, join_key(key, "name"), expand_vars=False)
-        expanded = _str(raw, ctx, path_key)
-        try:
-            ws = Workspace.from_path(expanded, name=name, base_dir=ctx.base_dir)
-        except ConfigError as exc:
-            problem = exc.problem
-            if expanded != raw:  # show what the file says, not what the environment held
-                problem = problem.replace(repr(expanded), f"{raw!r} (as expanded)")
-            where = join_key(key, "name") if exc.key == "name" else path_key
-            raise ctx.error(problem, where) from None
-        if ws.name in seen:
-            raise ctx.error(
-                f"duplicate workspace name {ws.name!r} (also workspaces[{seen[ws.name]}]);"
-                " give one a different 'name'",
-                join_key(key, "name"),
-            )
-        seen[ws.name] = i
-        result.append(ws)
-    return result
-
-
-def _check_workspace_refs(
-    servers: list[ServerConfig], workspaces: list[Workspace], ctx: _Ctx
-) -> None:
-    names = [w.name for w in workspaces]
-    for s in servers:
-        for j, ref in enumerate(s.workspaces or ()):
-            if ref not in names:
-                close = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ctx.error(
-                    f"unknown workspace {ref!r}{hint}; configured: {', '.join(names) or 'none'}",
-                    join_key(join_key(join_key("servers", s.name), "workspaces"), j),
-                )
-
-
 def _from_toml_data(
     data: Mapping[str, Any],
     *,
@@ -572,6 +373,7 @@ def _from_toml_data(
     env: Mapping[str, str],
     base_dir: Path,
     default_workspace: Path | None = None,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """The ``agenthost.toml`` shape (see ``docs/config.md``) into a HostConfig."""
     ctx = _Ctx(
@@ -579,6 +381,7 @@ def _from_toml_data(
         base_dir=base_dir,
         dialect="toml",
         expand=ExpandContext(env=env, source=source),
+        contents=contents,
     )
     _table(data, ctx, "")
     _check_keys(data, _TOP_KEYS, ctx, "")
@@ -691,7 +494,9 @@ def _imports(
         path = Path(_path(raw, ctx, key))
         implied: list[dict[str, Any]] = []
         try:
-            other = _load_file(path, env=ctx.expand.env, rules_out=implied, imported=True)
+            other = _load_file(
+                path, env=ctx.expand.env, rules_out=implied, imported=True, contents=ctx.contents
+            )
         except ConfigError as exc:
             if exc.path == str(path):
                 raise  # a problem inside that file: it names itself and its key
@@ -745,6 +550,7 @@ def _from_json_data(
     default_workspace: bool = False,
     rules_out: list[dict[str, Any]] | None = None,
     imported: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     source = str(path)
     folder = _editor_folder(path)
@@ -789,6 +595,7 @@ def _from_json_data(
         expand=ExpandContext.for_editor(
             env=env, source=source, workspace_folder=folder, inputs=inputs
         ),
+        contents=contents,
     )
     host_keys = [k for k in _HOST_KEYS if k in root]
     if imported and host_keys:
@@ -811,72 +618,6 @@ def _from_json_data(
     return host.config(servers, ctx)
 
 
-def strip_jsonc(text: str) -> str:
-    """Blank out ``//`` and ``/* */`` comments and trailing commas, keeping positions.
-
-    Positions are kept (comments become spaces, newlines stay) so a JSON syntax error
-    still names the right line and column.
-
-    Raises:
-        ValueError: an unterminated ``/*`` comment (message names line and column).
-    """
-    out = list(text)
-    n = len(text)
-    i = 0
-    pending_comma = -1
-    in_string = False
-    while i < n:
-        c = text[i]
-        if in_string:
-            if c == "\\":
-                i += 2
-                continue
-            if c == '"':
-                in_string = False
-            i += 1
-            continue
-        if c == "/" and i + 1 < n and text[i + 1] in "/*":
-            if text[i + 1] == "/":
-                end = text.find("\n", i)
-                end = n if end < 0 else end
-            else:
-                close = text.find("*/", i + 2)
-                if close < 0:
-                    line = text.count("\n", 0, i) + 1
-                    col = i - (text.rfind("\n", 0, i) + 1) + 1
-                    raise ValueError(f"unterminated /* comment (at line {line}, column {col})")
-                end = close + 2
-            for k in range(i, end):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = end
-            continue
-        if c == '"':
-            in_string = True
-            pending_comma = -1
-        elif c == ",":
-            pending_comma = i
-        elif c in "}]":
-            if pending_comma >= 0:
-                out[pending_comma] = " "
-            pending_comma = -1
-        elif not c.isspace():
-            pending_comma = -1
-        i += 1
-    return "".join(out)
-
-
-def _parse_json(text: str, source: str) -> object:
-    try:
-        return json.loads(strip_jsonc(text))
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            problem = f"{exc.msg} (at line {exc.lineno}, column {exc.colno})"
-        else:
-            problem = str(exc)
-        raise ConfigError(f"invalid JSON: {problem}", path=source) from None
-
-
 def _load_file(
     path: Path,
     *,
@@ -884,6 +625,7 @@ def _load_file(
     default_workspace: bool = False,
     rules_out: list[dict[str, Any]] | None = None,
     imported: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """Read ``path`` and parse it in the format its name or content says.
 
@@ -893,10 +635,19 @@ def _load_file(
             is no workspace at all.
         rules_out: receives the policy rules the file's servers imply (``autoApprove``).
         imported: the file is read for its servers by another file's ``import``.
+        contents: read the file (and its imports) from these bytes, by resolved path,
+            never from the disk; a file not among them is refused.
     """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if contents is None:
+            text = path.read_text(encoding="utf-8")
+        elif str(path.resolve()) in contents:
+            text = contents[str(path.resolve())].decode("utf-8")
+        else:
+            raise ConfigError(
+                "is not one of the files that were read and trusted; not read", path=source
+            )
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}", path=source) from None
     except UnicodeDecodeError as exc:
@@ -909,15 +660,18 @@ def _load_file(
     )
     if is_json:
         return _from_json_data(
-            _parse_json(text.lstrip("\ufeff"), source),
+            parse_json(text.lstrip("\ufeff"), source),
             path=path,
             env=env,
             default_workspace=default_workspace,
             rules_out=rules_out,
             imported=imported,
+            contents=contents,
         )
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, path=source) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", path=source) from None
     if imported:
@@ -932,6 +686,7 @@ def _load_file(
         env=env,
         base_dir=path.resolve().parent,
         default_workspace=Path.cwd() if default_workspace else None,
+        contents=contents,
     )
 
 
@@ -940,6 +695,7 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     default_workspace: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """Load a config file in any supported format (see :mod:`agenthost.config.model`).
 
@@ -956,6 +712,9 @@ def load_config(
             current directory as the CLI does, whichever file was loaded: never the
             folder of the file itself (Claude Desktop's folder holds every server's
             secrets). Off by default: a library caller decides what servers see.
+        contents: the bytes of the file and of every file it imports, by resolved path
+            (:attr:`agenthost.config.trust.ProjectFile.contents`): the load reads these
+            and nothing else, so it loads exactly what was digested and trusted.
 
     Raises:
         ConfigError: any problem, naming the file, the key path and the problem.
@@ -964,6 +723,7 @@ def load_config(
         Path(path),
         env=os.environ if env is None else env,
         default_workspace=default_workspace,
+        contents=contents,
     )
 
 
