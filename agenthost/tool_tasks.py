@@ -117,11 +117,12 @@ __all__ = [
 ]
 
 
-class TaskDetached(Exception):
+class TaskDetached(AgentHostError):
     """Raised by an ``on_created`` callback to stop following a task it leaves running.
 
     Why: ``agenthost call --detach`` starts a task and exits; ``tasks get|result`` follow
-    it from a later command. Any other exception from the callback cancels the task.
+    it from a later command. Any other exception from the callback cancels the task. An
+    :class:`AgentHostError` so that the ``server_data`` boundaries pass it on unchanged.
     """
 
     def __init__(self, task_id: str) -> None:
