@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "AgentHostError": "agenthost.errors",
     "AgentHostTimeout": "agenthost.errors",
+    "AuthorizationError": "agenthost.errors",
     "AmbiguousResource": "agenthost.errors",
     "BackChannelRequired": "agenthost.errors",
     "ConfigError": "agenthost.errors",
@@ -70,6 +71,7 @@ __all__ = [
     "AgentHostTimeout",
     "AmbiguousResource",
     "AskTaskLimits",
+    "AuthorizationError",
     "BackChannelRequired",
     "CatalogTool",
     "ClientHandlers",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
         AgentHostError,
         AgentHostTimeout,
         AmbiguousResource,
+        AuthorizationError,
         BackChannelRequired,
         ConfigError,
         ConsentDenied,

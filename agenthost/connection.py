@@ -84,6 +84,9 @@ from agenthost.transports.base import Transport
 if TYPE_CHECKING:
     import httpx
 
+    from agenthost.auth.loopback import UrlOpener
+    from agenthost.auth.store import TokenStore
+
 __all__ = [
     "PROBE_TIMEOUT",
     "EraCache",
@@ -135,12 +138,19 @@ async def connect(
     handlers: ClientHandlers | None = None,
     protocol_version: str = LATEST_REVISION,
     era_cache: EraCache | None = None,
+    token_store: TokenStore | None = None,
+    url_opener: UrlOpener | None = None,
 ) -> AsyncIterator[ClientSession]:
     """Start (or reach) one server and yield its session, in the era ``config.protocol``
     says (``auto``: negotiated and cached, see the module doc).
 
     ``protocol_version`` is the legacy revision ``initialize`` offers. ``era_cache``:
     where ``auto`` remembers what it learned (default: :func:`default_era_cache`).
+    ``token_store``: where an OAuth login is kept (default: the OS keyring, else files);
+    ``url_opener``: ``async (server, url)`` that shows a person the login URL (a browser
+    must then reach the loopback redirect in it); default: the context's
+    :data:`agenthost.auth.URL_OPENER`, unset: headless (a login that needs a person fails
+    with :class:`~agenthost.errors.AuthorizationError`).
 
     Raises:
         TransportError: the server cannot be started or reached.
@@ -153,6 +163,24 @@ async def connect(
     Resource handling: the server process, or the remote session, is closed when the block
     exits, however it exits (a probe that failed closes its own first).
     """
+    if token_store is None and url_opener is None:
+        async with _connect(config, handlers, protocol_version, era_cache) as session:
+            yield session
+        return
+    from agenthost.auth.store import auth_context
+
+    with auth_context(token_store, url_opener):
+        async with _connect(config, handlers, protocol_version, era_cache) as session:
+            yield session
+
+
+@asynccontextmanager
+async def _connect(
+    config: ServerConfig,
+    handlers: ClientHandlers | None,
+    protocol_version: str,
+    era_cache: EraCache | None,
+) -> AsyncIterator[ClientSession]:
     cache = era_cache if era_cache is not None else default_era_cache()
     mode = config.protocol
     stdio = config.transport == "stdio"
@@ -540,6 +568,7 @@ async def _with_oauth(
     import httpx
 
     from agenthost.auth.flow import OAuth
+    from agenthost.transports._httpx import new_client
     from agenthost.transports.http import open_streamable_http_transport
     from agenthost.transports.legacy_sse import open_legacy_sse_transport
     from agenthost.transports.probing import open_http_transport
@@ -549,7 +578,7 @@ async def _with_oauth(
     shutdown = timeouts.shutdown
     as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
     auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
-    mcp_client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, auth=auth)
+    mcp_client = new_client(timeout=timeout, follow_redirects=True, auth=auth)
     options = dict(common, client=mcp_client)
     try:
         kind = config.transport

@@ -16,8 +16,14 @@ transport's headers, a token store), and scrubbed at the few places text leaves:
 
 Rules: a value shorter than :data:`MIN_LENGTH` characters is not registered (hiding
 ``true`` or ``1`` would garble every line, and protects nothing); each value is replaced
-by :data:`REDACTED`, longest first, so a value containing another is hidden whole. The
-registry is bounded (:data:`MAX_SECRETS`, oldest forgotten first): run-time tokens rotate.
+by :data:`REDACTED`, longest first, so a value containing another is hidden whole.
+
+Two kinds of values, kept apart so one cannot push out the other: configured secrets
+(:func:`add_secret`: header and env values, URL passwords; the config bounds them) are
+never forgotten; run-time secrets (:func:`add_runtime_secret`: tokens, codes, session ids
+a server hands us) are registered whole, never split into words (a server chooses their
+text: 5,000 "words" in one token must not become 5,000 entries), and kept to their own
+bound (:data:`MAX_SECRETS`, oldest forgotten first): tokens rotate.
 
 Thread-safety: registration swaps in a new tuple; readers (log records may be created in
 worker threads) take one snapshot and never see a half-updated registry.
@@ -35,6 +41,7 @@ __all__ = [
     "MAX_SECRETS",
     "MIN_LENGTH",
     "REDACTED",
+    "add_runtime_secret",
     "add_secret",
     "add_secrets_of_url",
     "discard_secret",
@@ -50,12 +57,14 @@ REDACTED: Final = "***"
 MIN_LENGTH: Final = 6
 #: Parts of a value (``Bearer <token>``: the token) are registered from this length.
 _MIN_PART: Final = 8
-#: At most this many values are kept; registering more forgets the oldest.
+#: At most this many run-time values are kept; registering more forgets the oldest.
 MAX_SECRETS: Final = 4096
 
 _lock = threading.Lock()
-#: Insertion-ordered (for the bound); the sorted snapshot below is what readers use.
+#: Configured values (never forgotten) and run-time values (insertion-ordered for the
+#: bound); the sorted snapshot below is what readers use.
 _values: dict[str, None] = {}
+_runtime: dict[str, None] = {}
 #: Longest first, so a secret that contains another is replaced whole.
 _snapshot: tuple[str, ...] = ()
 _factory_installed = False
@@ -64,8 +73,8 @@ _factory_installed = False
 def add_secret(value: str | None) -> None:
     """Treat ``value`` (and its whitespace-separated parts) as a secret from now on.
 
-    For values obtained at run time too (an OAuth access token): register it before it
-    is first used, and :func:`discard_secret` it if it must be shown again (rarely).
+    For configured values: never forgotten. A value obtained at run time (an OAuth
+    token, which the server chose) goes to :func:`add_runtime_secret` instead.
     """
     if not value or not isinstance(value, str):
         return
@@ -74,7 +83,17 @@ def add_secret(value: str | None) -> None:
     if len(parts) > 1:
         candidates.extend(part for part in parts if len(part) >= _MIN_PART)
     if candidates:
-        _add(candidates)
+        _add(candidates, _values)
+
+
+def add_runtime_secret(value: str | None) -> None:
+    """Treat ``value``, obtained at run time (a token, a code), as a secret from now on.
+
+    Registered whole (a token is one value, not its words), among the bounded run-time
+    values; register it before it is first used.
+    """
+    if value and isinstance(value, str) and len(value) >= MIN_LENGTH:
+        _add([value], _runtime)
 
 
 def add_secrets_of_url(url: str | None) -> None:
@@ -101,8 +120,8 @@ def discard_secret(value: str) -> None:
     """Stop treating ``value`` as a secret (a revoked token that no longer matters)."""
     global _snapshot
     with _lock:
-        if _values.pop(value, 0) is None:
-            _snapshot = tuple(sorted(_values, key=len, reverse=True))
+        if _values.pop(value, 0) is None or _runtime.pop(value, 0) is None:
+            _snapshot = _sorted()
 
 
 def secret_count() -> int:
@@ -110,19 +129,23 @@ def secret_count() -> int:
     return len(_snapshot)
 
 
-def _add(candidates: Iterable[str]) -> None:
+def _sorted() -> tuple[str, ...]:
+    return tuple(sorted(_values.keys() | _runtime.keys(), key=len, reverse=True))
+
+
+def _add(candidates: Iterable[str], into: dict[str, None]) -> None:
     global _snapshot
     with _lock:
         changed = False
         for value in candidates:
-            if value not in _values:
-                _values[value] = None
+            if value not in into:
+                into[value] = None
                 changed = True
         if not changed:
             return
-        while len(_values) > MAX_SECRETS:
-            del _values[next(iter(_values))]
-        _snapshot = tuple(sorted(_values, key=len, reverse=True))
+        while len(_runtime) > MAX_SECRETS:
+            del _runtime[next(iter(_runtime))]
+        _snapshot = _sorted()
     _install_log_factory()
 
 

@@ -26,10 +26,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench.baseline import base_variant, checkout, is_base, plain
 from bench.clients import BLOCKING, CLIENTS, MODERN, TS
+from bench.durable import durable
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
 from bench.runner import (
@@ -76,17 +79,39 @@ def _x(value: float) -> str:
 # ---------------------------------------------------------------------------- sections
 
 
+def _with_baseline(args: argparse.Namespace, clients: list[str], ours: Sequence[str]) -> list[str]:
+    """``clients``, and with ``--baseline`` the baseline's run of each of ``ours``."""
+    return [*clients, *(map(base_variant, ours) if args.baseline_tree else ())]
+
+
+def _run(args: argparse.Namespace, spec: dict[str, Any], variant: str) -> dict[str, Any]:
+    """One worker for ``variant``: a client of this tree, or ``client@base`` (baseline's)."""
+    tree = args.baseline_tree if is_base(variant) else None
+    return run_worker({**spec, "client": plain(variant)}, tree)
+
+
+def _vs_base(
+    args: argparse.Namespace, res: dict[str, list[dict[str, Any]]], client: str, key: str
+) -> str:
+    """The "vs baseline" cell: ``client``'s figure over the baseline's, per round."""
+    return str(paired(res[client], res[base_variant(client)], key)) if args.baseline_tree else ""
+
+
 def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
-    clients = [*CLIENTS, TS, BLOCKING, MODERN]
+    clients = _with_baseline(args, [*CLIENTS, TS, BLOCKING, MODERN], ["agenthost", MODERN])
     log(f"tool calls over stdio: {args.rounds} rounds x {', '.join(clients)}")
     spec = {"task": "throughput", "seq": args.seq, "conc": args.conc, "inflight": INFLIGHT}
     spec["warmup"] = args.warmup
 
     def one(client: str) -> dict[str, Any]:
         # The blocking client cannot overlap calls: sequential only.
-        return run_worker({**spec, "client": client, **({"conc": 0} if client == BLOCKING else {})})
+        return _run(args, {**spec, **({"conc": 0} if client == BLOCKING else {})}, client)
 
     res = interleave(clients, args.rounds, one)
+
+    def vs_base(key: str, client: str = "agenthost") -> str:
+        return _vs_base(args, res, client, key)
+
     ah, trio_sdk, aio_sdk, floor, ts = (res[c] for c in (*CLIENTS, TS))
     # The same sequential loop with client and server sharing one CPU: no cross-CPU
     # wake-ups (the larger part of a round trip on a 2-vCPU VM), so it weighs what the
@@ -115,6 +140,7 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ratio=str(vs_ts),
                 target="TS x >= 1.2",
                 passed=vs_ts.ratio >= 1.2,
+                baseline=vs_base(key),
             )
         )
     for mode, key in (("sequential", "seq_calls_s"), ("64 in flight", "conc_calls_s")):
@@ -125,6 +151,7 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ours=_rate(med(res[MODERN], key)),
                 reference=f"initialize era {_rate(med(ah, key))}",
                 ratio=str(paired(res[MODERN], ah, key)),
+                baseline=vs_base(key, MODERN),
             )
         )
     for mode, key, goal in (
@@ -142,6 +169,7 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ratio=str(vs_sdk),
                 target=f"SDK trio x >= {goal}",
                 passed=vs_sdk.ratio >= goal,
+                baseline=vs_base(key),
             )
         )
     one_cpu = paired(pinned["agenthost"], pinned["sdk-trio"], "seq_calls_s")
@@ -169,6 +197,7 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                     f" floor {_us(med(floor, key))}; blocking {_us(med(res[BLOCKING], key))}"
                 ),
                 ratio=str(paired(ah, ts, key)),
+                baseline=vs_base(key),
             )
         )
     for mode, key in (("sequential", "seq_cpu_us"), ("64 in flight", "conc_cpu_us")):
@@ -185,6 +214,7 @@ def throughput(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row
                 ratio=str(vs_floor),
                 target="floor x <= 1.3" if goal else "",
                 passed=vs_floor.ratio <= 1.3 if goal else None,
+                baseline=vs_base(key),
             )
         )
 
@@ -363,7 +393,7 @@ def sampling(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
 
 def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
     """Streamable HTTP, JSON and SSE responses: one server shared by every client."""
-    clients = ["agenthost", "sdk-trio", "sdk-asyncio", TS]
+    clients = _with_baseline(args, ["agenthost", "sdk-trio", "sdk-asyncio", TS], ["agenthost"])
     rows = []
     with http_server() as base:
         for mode in ("json", "sse"):
@@ -379,7 +409,7 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
             res = interleave(
                 clients,
                 args.http_rounds,
-                lambda c, spec=spec: run_worker({**spec, "client": c}),  # type: ignore[misc]
+                lambda c, spec=spec: _run(args, spec, c),  # type: ignore[misc]
             )
             ah, ts = res["agenthost"], res[TS]
             for inflight, key in (("1", "seq_calls_s"), ("64", "conc_calls_s")):
@@ -402,6 +432,7 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                         ratio=str(vs_sdk),
                         target="best SDK x >= 5",
                         passed=vs_sdk.ratio >= 5,
+                        baseline=_vs_base(args, res, "agenthost", key),
                     ),
                     Row(
                         name=f"{name}, TS",
@@ -410,6 +441,7 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                         ratio=str(vs_ts),
                         target="TS x >= 1.0",
                         passed=vs_ts.ratio >= 1.0,
+                        baseline=_vs_base(args, res, "agenthost", key),
                     ),
                 ]
     return rows
@@ -656,7 +688,11 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Callable[[str], None]], list[R
     "fanout": fan_out,
     "sampling": sampling,
     "soak": soak,
+    "durable": durable,
 }
+#: Sections that run only when named (``--only durable``): they need more than a client
+#: and a server (a Temporal dev server and worker processes) and take minutes.
+ON_REQUEST = frozenset({"durable"})
 
 
 def _sections(text: str) -> list[str]:
@@ -672,7 +708,14 @@ def _sections(text: str) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke test")
-    parser.add_argument("--only", type=_sections, default=list(SECTIONS), help="e.g. stdio,http")
+    parser.add_argument(
+        "--only",
+        type=_sections,
+        default=[name for name in SECTIONS if name not in ON_REQUEST],
+        help="e.g. stdio,http; durable (Temporal) runs only when named",
+    )
+    parser.add_argument("--durable-runs", type=int, default=200, help="runs submitted at once")
+    parser.add_argument("--durable-rounds", type=int, default=3, help="local runs timed")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the stdio calls")
     parser.add_argument("--seq", type=int, default=3000, help="sequential calls per round")
     parser.add_argument("--conc", type=int, default=20000, help="calls per round, 64 in flight")
@@ -699,7 +742,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--readme", action="store_true", help="also replace the table in docs/performance.md"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="a git revision or a directory: its agenthost runs beside this one in the stdio"
+        " and http sections, round by round, and a 'vs baseline' column shows new/baseline",
+    )
     args = parser.parse_args(argv)
+    args.baseline_tree = None  # the checked-out Baseline, set by main()
     if args.quick:
         args.rounds, args.seq, args.conc, args.warmup = 1, 50, 256, 10
         args.http_rounds, args.http_seq, args.http_conc = 1, 20, 128
@@ -712,6 +762,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             args.soak = 2000
         if args.fanout == [1, 10, 50]:
             args.fanout = [1, 3]
+        if args.durable_runs == 200:
+            args.durable_runs = 4
     return args
 
 
@@ -747,8 +799,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         where = machine()
-        for name in args.only:
-            rows += SECTIONS[name](args, log)
+        with ExitStack() as stack:
+            if args.baseline:
+                args.baseline_tree = stack.enter_context(checkout(args.baseline))
+                log(f"baseline: {args.baseline_tree.label} at {args.baseline_tree.root}")
+            for name in args.only:
+                rows += SECTIONS[name](args, log)
+    except ValueError as exc:  # a --baseline that names nothing
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return 2
     except WorkerFailed as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
@@ -760,6 +819,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {args.http_rounds} (HTTP), {args.large_rounds} (large results),"
         f" {args.process_rounds} (process). Ratios are medians of per-round ratios, with"
         " their range in brackets."
+        + (
+            f" 'vs baseline': this tree over {args.baseline_tree.label}, run in the same rounds."
+            if args.baseline_tree
+            else ""
+        )
     )
     print(f"\n{TITLE}\n{note}\n")
     print(render_text(rows))

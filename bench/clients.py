@@ -58,12 +58,25 @@ def server_argv(server_args: list[str] | None = None, script: str = SERVER) -> l
     return [sys.executable, script, *(server_args or [])]
 
 
+def _agenthost_api() -> tuple[Any, Any]:
+    """``ServerConfig`` and ``connect``, where the imported agenthost keeps them: a
+    ``--baseline`` tree from before the re-layering (issue 23) has them elsewhere."""
+    import importlib
+
+    try:
+        config = importlib.import_module("agenthost.config.model")
+        connection = importlib.import_module("agenthost.connection")
+    except ImportError:
+        config = importlib.import_module("agenthost.config")
+        connection = importlib.import_module("agenthost.dial")
+    return config.ServerConfig, connection.connect
+
+
 @asynccontextmanager
 async def _agenthost(
     argv: list[str], url: str | None, protocol: str = "auto"
 ) -> AsyncIterator[Call]:
-    from agenthost.config.model import ServerConfig
-    from agenthost.connection import connect
+    ServerConfig, connect = _agenthost_api()
 
     if url is not None:
         config = ServerConfig(
@@ -83,7 +96,8 @@ async def _agenthost(
 
         async def call(tool: str, arguments: dict[str, Any]) -> str:
             result = await session.call_tool(tool, arguments)
-            return result.content[0].text  # type: ignore[union-attr]
+            text: str = result.content[0].text
+            return text
 
         yield call
 

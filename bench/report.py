@@ -84,6 +84,8 @@ class Row:
     target: str = ""
     #: True / False against the target; None when there is no target or no figure.
     passed: bool | None = None
+    #: agenthost's figure over the same figure of a ``--baseline`` version ("1.08x"), or "".
+    baseline: str = ""
 
     @property
     def result(self) -> str:
@@ -93,19 +95,29 @@ class Row:
 
 
 _HEADER = ("Figure", "agenthost", "compared with", "ratio", "target", "result")
+#: The extra column of a ``--baseline`` run (only then: the table's shape is otherwise fixed).
+_BASELINE = "vs baseline"
 
 
-def _cells(row: Row) -> tuple[str, ...]:
-    return (row.name, row.ours, row.reference, row.ratio, row.target, row.result)
+def _header(rows: Sequence[Row]) -> tuple[str, ...]:
+    return (*_HEADER, _BASELINE) if any(row.baseline for row in rows) else _HEADER
+
+
+def _cells(row: Row, columns: int = len(_HEADER)) -> tuple[str, ...]:
+    cells = (row.name, row.ours, row.reference, row.ratio, row.target, row.result)
+    return cells if columns == len(_HEADER) else (*cells, row.baseline)
 
 
 def _render(rows: Sequence[Row], line: Callable[[Sequence[str]], str], rule: str) -> list[str]:
-    return [line(_HEADER), rule, *(line(_cells(row)) for row in rows)]
+    header = _header(rows)
+    return [line(header), rule, *(line(_cells(row, len(header))) for row in rows)]
 
 
 def render_text(rows: Sequence[Row]) -> str:
     """A fixed-width table for the terminal."""
-    widths = [max(len(cells[i]) for cells in [_HEADER, *map(_cells, rows)]) for i in range(6)]
+    header = _header(rows)
+    table = [header, *(_cells(row, len(header)) for row in rows)]
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
@@ -121,4 +133,4 @@ def render_markdown(rows: Sequence[Row]) -> str:
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
-    return "\n".join(_render(rows, line, "|" + "---|" * 6))
+    return "\n".join(_render(rows, line, "|" + "---|" * len(_header(rows))))

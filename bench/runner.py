@@ -20,10 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from bench.baseline import Baseline
 from bench.clients import TS, server_argv
 from bench.measure import BENCH_DIR, median
 
@@ -42,7 +44,7 @@ __all__ = [
     "run_worker",
 ]
 
-REPO = BENCH_DIR.parent
+REPO: Path = BENCH_DIR.parent
 MiB = 1024 * 1024
 
 
@@ -57,7 +59,13 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_child(argv: Sequence[str], *, timeout: float) -> tuple[float, int, str]:
+def run_child(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+) -> tuple[float, int, str]:
     """Run ``argv`` to completion; return (wall seconds, peak RSS bytes, stdout).
 
     The peak RSS is ``wait4``'s: the child's, or a descendant's it waited for if larger.
@@ -68,7 +76,12 @@ def run_child(argv: Sequence[str], *, timeout: float) -> tuple[float, int, str]:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=REPO, env=child_env()
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=cwd,
+            env=child_env() if env is None else env,
         )
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
@@ -98,16 +111,26 @@ def node() -> str:
     return found
 
 
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """One measurement in a fresh process: :mod:`bench.workers`, or Node for ``ts``."""
+def run_worker(spec: dict[str, Any], baseline: Baseline | None = None) -> dict[str, Any]:
+    """One measurement in a fresh process: :mod:`bench.workers`, or Node for ``ts``.
+
+    With ``baseline``, the worker imports the baseline tree's agenthost (and this tree's
+    ``bench``); a worker that imported another one fails the run.
+    """
     spec = {"deadline": 240, **spec}
     if spec["client"] == TS:
         spec.setdefault("server", server_argv(spec.get("server_args")))
         argv = [node(), str(BENCH_DIR / "ts_client.mjs"), json.dumps(spec)]
     else:
         argv = [sys.executable, "-m", "bench.workers", json.dumps(spec)]
-    _, _, stdout = run_child(argv, timeout=spec["deadline"] + 30)
+    if baseline is None:
+        _, _, stdout = run_child(argv, timeout=spec["deadline"] + 30)
+    else:
+        env = baseline.env(child_env())
+        _, _, stdout = run_child(argv, timeout=spec["deadline"] + 30, cwd=baseline.overlay, env=env)
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    if baseline is not None and (wrong := baseline.check(result)):
+        raise WorkerFailed(wrong)
     return result
 
 

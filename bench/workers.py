@@ -439,6 +439,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     spec = json.loads(args[0])
     result = run_spec(spec)
+    if (agenthost := sys.modules.get("agenthost")) is not None:
+        # Which tree's agenthost ran: a --baseline run checks it (bench/baseline.py).
+        result["agenthost_file"] = agenthost.__file__
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 

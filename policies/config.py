@@ -48,7 +48,17 @@ DEFAULT_PRESETS: Mapping[Mode, str] = {
     "programmatic": "interactive",
 }
 _KEYS = frozenset(
-    {"mode", "preset", "rules", "audit", "prompt_timeout", "file", "approvals", "project"}
+    {
+        "mode",
+        "preset",
+        "rules",
+        "audit",
+        "prompt_timeout",
+        "ask_timeout",
+        "file",
+        "approvals",
+        "project",
+    }
 )
 #: Only a preset whose name starts with this may hold an unconditional allow rule.
 _UNSAFE_PREFIX = "unsafe-"
@@ -84,6 +94,9 @@ class PolicyConfig:
     audit: AuditConfig | None = None
     #: Seconds the terminal prompter waits for each answer.
     prompt_timeout: float = 300.0
+    #: Seconds a durable run (``agenthost run --temporal``) stays parked on an "ask"
+    #: before the headless default (deny) answers it: there a person answers later.
+    ask_timeout: float = 86400.0
     #: Where "always"/"never" answers for tools are kept across sessions, or ``None``
     #: (this session only). Default: the XDG state file in interactive mode, else none.
     approvals: Path | None = None
@@ -216,6 +229,16 @@ def parse_policy(
             "must be a positive number of seconds", path=source, key="policy.prompt_timeout"
         )
 
+    ask_timeout = raw.get("ask_timeout", 86400.0)
+    if (
+        isinstance(ask_timeout, bool)
+        or not isinstance(ask_timeout, int | float)
+        or ask_timeout <= 0
+    ):
+        raise ConfigError(
+            "must be a positive number of seconds", path=source, key="policy.ask_timeout"
+        )
+
     return PolicyConfig(
         mode=mode,
         preset=preset,
@@ -224,6 +247,7 @@ def parse_policy(
         project_rules=_project_rules(raw.get("project"), source),
         audit=_parse_audit(raw.get("audit"), source=source, base=base),
         prompt_timeout=float(timeout),
+        ask_timeout=float(ask_timeout),
         approvals=_parse_approvals(raw.get("approvals"), mode=mode, source=source, base=base),
         source=source,
     )

@@ -75,7 +75,7 @@ from policies.prompters import (
     Prompter,
     TerminalPrompter,
 )
-from policies.rules import Rule, SamplingLimits, first_match
+from policies.rules import Rule, SamplingLimits, first_match, rule_view
 
 __all__ = ["Outcome", "PolicyEngine"]
 
@@ -150,9 +150,6 @@ def _memory_key(action: Action) -> Hashable:
     if isinstance(action, RootsExposure):
         return (action.kind, action.server, action.roots)
     return (action.kind, action.server, action.name)
-
-
-_STRICTNESS = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
 
 
 class PolicyEngine:
@@ -312,33 +309,12 @@ class PolicyEngine:
         return f"{self._prefix}-{next(self._ids)}"
 
     def _rule_view(self, action: Action) -> tuple[Rule | None, Verdict, str, str, DecidedBy]:
-        """The deciding rule (None: the mode's default), verdict, label, reason and who.
-
-        A project's rule is consulted after the user's rules and preset have decided, and
-        replaces their verdict only when it is stricter (deny over ask over allow): a
-        project can add caution, never remove any (issue 22). The user's rule stays the
-        one whose sampling limits apply.
-        """
-        rule = self.match(action)
-        if rule is None:
-            reason = (
-                f"no rule matches this {action.kind.value} action; "
-                f"the {self.mode} mode's default is {self._default.value}"
-            )
-            view: tuple[Rule | None, Verdict, str, str, DecidedBy] = (
-                None,
-                self._default,
-                f"default:{self.mode}",
-                reason,
-                "default",
-            )
-        else:
-            view = (rule, rule.verdict, rule.label, rule.reason or rule.describe(), "rule")
-        project = first_match(self.project_rules, action) if self.project_rules else None
-        if project is not None and _STRICTNESS[project.verdict] > _STRICTNESS[view[1]]:
-            reason = project.reason or project.describe()
-            return rule, project.verdict, project.label, reason, "rule"
-        return view
+        """The deciding rule (None: the mode's default), verdict, label, reason and who
+        (:func:`~policies.rules.rule_view`)."""
+        view = rule_view(
+            self.rules, self.project_rules, mode=self.mode, default=self._default, action=action
+        )
+        return view.rule, view.verdict, view.label, view.reason, view.by
 
     async def check(self, action: Action) -> Decision:
         """Decide one action: allow or deny (an "ask" is resolved here), and record it.

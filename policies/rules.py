@@ -36,17 +36,27 @@ from typing import Any, Final
 import attrs
 
 from agenthost.errors import ConfigError
-from policies.decision import Action, ActionKind, Elicitation, RootsExposure, ToolCall, Verdict
+from policies.decision import (
+    Action,
+    ActionKind,
+    DecidedBy,
+    Elicitation,
+    RootsExposure,
+    ToolCall,
+    Verdict,
+)
 
 __all__ = [
     "ANNOTATION_DEFAULTS",
     "Rule",
+    "RuleView",
     "SamplingLimits",
     "compile_globs",
     "effective_annotations",
     "first_match",
     "listed_name",
     "parse_rule",
+    "rule_view",
     "unmatchable",
 ]
 
@@ -299,6 +309,59 @@ def first_match(rules: Iterable[Rule], action: Action) -> Rule | None:
         if rule.matches(action):
             return rule
     return None
+
+
+#: deny over ask over allow: how a project's rule is compared with the user's decision.
+_STRICTNESS = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
+
+
+@attrs.frozen(kw_only=True)
+class RuleView:
+    """What the rules say about one action, before anyone is asked."""
+
+    #: The user's or preset's deciding rule (None: the mode's default); its sampling
+    #: limits apply even when a project's rule made the verdict stricter.
+    rule: Rule | None
+    verdict: Verdict
+    label: str
+    reason: str
+    by: DecidedBy
+
+
+def rule_view(
+    rules: Iterable[Rule],
+    project_rules: Iterable[Rule],
+    *,
+    mode: str,
+    default: Verdict,
+    action: Action,
+) -> RuleView:
+    """The verdict of the rules for ``action``: the first match, else the mode's default.
+
+    A project's rule is consulted after the user's rules and preset have decided, and
+    replaces their verdict only when it is stricter (deny over ask over allow): a project
+    can add caution, never remove any (issue 22). Pure, so the policy engine and a durable
+    run's workflow (which decides in a deterministic replay) share it.
+    """
+    rule = first_match(rules, action)
+    if rule is None:
+        reason = (
+            f"no rule matches this {action.kind.value} action; "
+            f"the {mode} mode's default is {default.value}"
+        )
+        view = RuleView(
+            rule=None, verdict=default, label=f"default:{mode}", reason=reason, by="default"
+        )
+    else:
+        reason = rule.reason or rule.describe()
+        view = RuleView(rule=rule, verdict=rule.verdict, label=rule.label, reason=reason, by="rule")
+    project = first_match(project_rules, action)
+    if project is not None and _STRICTNESS[project.verdict] > _STRICTNESS[view.verdict]:
+        reason = project.reason or project.describe()
+        return RuleView(
+            rule=rule, verdict=project.verdict, label=project.label, reason=reason, by="rule"
+        )
+    return view
 
 
 def parse_rule(

@@ -10,6 +10,10 @@ Mapping choices, stated once:
   choose their own sampling); MCP lets the client modify the request, so it is not sent
   and a debug log line says so.
 * ``metadata``: the API accepts only ``user_id``; that key is passed, others are not.
+* Tool search (``native_tool_search``): a tool with ``defer_loading`` is sent with
+  ``"defer_loading": true`` and a ``tool_reference`` in a tool result as
+  ``{"type": "tool_reference", "tool_name": ...}``: the Messages API's client-side tool
+  search, in which the API expands each reference into the deferred tool's definition.
 * Output thinking blocks and server-tool blocks are not MCP content and are skipped.
 * Stop reasons end_turn / stop_sequence / max_tokens / tool_use map to MCP's four names;
   others (``refusal``, ``pause_turn`` ...) are passed through as the API gives them.
@@ -53,6 +57,7 @@ from .base import (
     StreamEvent,
     TextContent,
     TextDelta,
+    ToolReferenceContent,
     ToolResultContent,
     ToolUseContent,
     ToolUseEvent,
@@ -87,6 +92,9 @@ class AnthropicProvider(AdapterBase):
         models: catalog facts by model id, for refusing content a model cannot take.
         http_client: an ``httpx2.AsyncClient`` to send through (tests inject MockTransport).
     """
+
+    #: The Messages API defers tool definitions itself (see the module docstring).
+    native_tool_search = True
 
     def __init__(
         self,
@@ -233,6 +241,7 @@ class AnthropicProvider(AdapterBase):
                     "name": t.name,
                     "input_schema": dict(t.input_schema),
                     **({"description": t.description} if t.description else {}),
+                    **({"defer_loading": True} if t.defer_loading else {}),
                 }
                 for t in request.tools
             ]
@@ -280,6 +289,9 @@ class AnthropicProvider(AdapterBase):
                     "Anthropic Messages API cannot take",
                     provider=self.name,
                 )
+            if isinstance(part, ToolReferenceContent):
+                parts.append({"type": "tool_reference", "tool_name": part.tool_name})
+                continue
             parts.append(self._block(part))
         text = structured_text(block)
         if text is not None:

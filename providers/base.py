@@ -52,7 +52,9 @@ __all__ = [
     "Tier",
     "Tool",
     "ToolChoice",
+    "ToolReferenceContent",
     "ToolResultContent",
+    "ToolResultPart",
     "ToolUseContent",
     "ToolUseEvent",
     "Usage",
@@ -111,6 +113,16 @@ class ToolUseContent:
     type: Literal["tool_use"] = "tool_use"
 
 
+@attrs.frozen(kw_only=True)
+class ToolReferenceContent:
+    """A tool a tool search found, by name, in a tool result: a provider that defers
+    loading natively expands it into the tool's definition (Anthropic ``tool_reference``);
+    the agent sends these only to such providers (``Provider.native_tool_search``)."""
+
+    tool_name: str
+    type: Literal["tool_reference"] = "tool_reference"
+
+
 ToolResultPart: TypeAlias = TextContent | ImageContent | AudioContent
 
 
@@ -123,7 +135,7 @@ class ToolResultContent:
     """
 
     tool_use_id: str
-    content: tuple[ToolResultPart, ...] = ()
+    content: tuple[ToolResultPart | ToolReferenceContent, ...] = ()
     is_error: bool = False
     #: The tool's structuredContent; sent as JSON text when ``content`` is empty.
     structured_content: Mapping[str, Any] | None = None
@@ -163,6 +175,9 @@ class Tool:
     description: str | None = None
     #: A JSON Schema object, passed to the vendor unchanged.
     input_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    #: Offered for search only, its definition loaded when a search result references it
+    #: (sent only to providers with ``native_tool_search``).
+    defer_loading: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -60,6 +60,7 @@ from .base import (
     StreamEvent,
     TextContent,
     TextDelta,
+    ToolReferenceContent,
     ToolResultContent,
     ToolUseContent,
     ToolUseEvent,
@@ -296,6 +297,8 @@ class OpenAIProvider(AdapterBase):
         for part in block.content:
             if isinstance(part, TextContent):
                 texts.append(part.text)
+            elif isinstance(part, ToolReferenceContent):  # no native tool search here
+                texts.append(f"Loaded tool: {part.tool_name}")
             else:
                 if not media:
                     carried.append(

@@ -145,6 +145,25 @@ class ScriptedProvider:
         self._next += 1
         return turn
 
+    async def replay(self, request: Request) -> Result:
+        """The turn a fresh replay gives this conversation: turn N for a request holding
+        N assistant messages, whatever this provider answered before.
+
+        Why: one provider on a worker serves many durable runs at once, each from its
+        first turn, and a run's model call may be retried on another worker; counting
+        calls per provider would hand one run another's turn.
+        """
+        await trio.lowlevel.checkpoint()
+        if self._closed:
+            raise ProviderError("this provider has been closed", provider=self._name)
+        self.requests.append(request)
+        index = sum(1 for message in request.messages if message.role == "assistant")
+        if index >= len(self._turns):
+            raise ProviderError(
+                f"replay script exhausted after {len(self._turns)} turn(s)", provider=self._name
+            )
+        return self._turns[index].result(self._model)
+
     async def complete(self, request: Request) -> Result:
         """Return the next canned turn."""
         await trio.lowlevel.checkpoint()

@@ -446,3 +446,95 @@ def spawn_chat(config: Path, *, env: dict[str, str], cwd: Path) -> pexpect.spawn
         child.close(force=True)
         raise
     return child
+
+
+def _messages_sse(message: dict[str, Any]) -> bytes:
+    """A Messages API answer as the stream of events the API sends for ``stream: true``."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None}
+    start["usage"] = {"input_tokens": usage["input_tokens"], "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
+    for index, block in enumerate(message["content"]):
+        first: dict[str, Any]
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            first = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(("content_block_start", {"index": index, "content_block": first}))
+        events.append(("content_block_delta", {"index": index, "delta": delta}))
+        events.append(("content_block_stop", {"index": index}))
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events.append(
+        ("message_delta", {"delta": stop, "usage": {"output_tokens": usage["output_tokens"]}})
+    )
+    events.append(("message_stop", {}))
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+        for name, data in events
+    )
+
+
+class MessagesServer:
+    """Anthropic's Messages API on a real local port, for the CLI as a subprocess.
+
+    ``answers`` are Messages API response bodies' ``content`` lists, given in order; every
+    request body is kept in ``bodies``. Each answer bills ``usage`` (as the API reports
+    it), so a test can check the cost the CLI computes from the catalog's prices. Use as a
+    context manager; ``base_url`` goes in ``[providers.NAME] base_url``.
+    """
+
+    def __init__(
+        self, answers: list[list[dict[str, Any]]], *, usage: dict[str, int] | None = None
+    ) -> None:
+        import http.server
+        import threading
+
+        self.answers = list(answers)
+        self.bodies: list[dict[str, Any]] = []
+        self.usage = usage or {"input_tokens": 1000, "output_tokens": 200}
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                owner.bodies.append(body)
+                content = owner.answers.pop(0) if owner.answers else [{"type": "text", "text": "?"}]
+                uses = any(block["type"] == "tool_use" for block in content)
+                payload = {
+                    "id": f"msg_{len(owner.bodies):04d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": content,
+                    "stop_reason": "tool_use" if uses else "end_turn",
+                    "stop_sequence": None,
+                    "usage": owner.usage,
+                }
+                if body.get("stream"):
+                    data = _messages_sse(payload)
+                    kind = "text/event-stream"
+                else:
+                    data, kind = json.dumps(payload).encode(), "application/json"
+                self.send_response(200)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> MessagesServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)

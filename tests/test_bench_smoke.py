@@ -82,3 +82,52 @@ def test_a_reply_for_another_caller_fails_the_run(client: str) -> None:
     }
     with pytest.raises(WorkerFailed, match=r"echo of .?m2.? returned .?m1"):
         run_worker(spec)
+
+
+def test_a_baseline_worker_runs_the_baseline_tree(tmp_path: Path) -> None:
+    """``--baseline DIR``: the worker imports DIR's agenthost (a copy here, so its path
+    differs from this tree's), and a worker that imported another one fails the run."""
+    import shutil
+
+    from bench.baseline import checkout
+    from bench.runner import run_worker
+
+    tree = tmp_path / "old"
+    shutil.copytree(REPO / "agenthost", tree / "agenthost")
+    spec = {"task": "throughput", "client": "agenthost", "seq": 3, "conc": 0}
+    spec |= {"inflight": 1, "warmup": 0, "deadline": 60}
+    with checkout(str(tree)) as baseline:
+        result = run_worker(spec, baseline)
+        assert (
+            Path(result["agenthost_file"]).resolve()
+            == (tree / "agenthost" / "__init__.py").resolve()
+        )
+        assert result["seq_calls_s"] > 0
+        ours = run_worker(spec)
+        assert Path(ours["agenthost_file"]).resolve() == REPO / "agenthost" / "__init__.py"
+        assert "not the tree at" in (baseline.check(ours) or "")
+
+
+def test_a_baseline_adds_a_column_only_when_given() -> None:
+    from bench.report import Row, render_markdown, render_text
+
+    plain = [Row(name="a", ours="1/s")]
+    assert "vs baseline" not in render_text(plain)
+    rows = [*plain, Row(name="b", ours="2/s", baseline="1.10x")]
+    text, markdown = render_text(rows), render_markdown(rows)
+    assert text.splitlines()[0].split()[-2:] == ["vs", "baseline"]
+    assert text.splitlines()[-1].split()[-1] == "1.10x"
+    assert markdown.splitlines()[1] == "|" + "---|" * 7
+    assert markdown.splitlines()[-1].endswith("| 1.10x |")
+
+
+def test_a_baseline_that_names_nothing_exits_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "stdio", "--baseline", "no-such-rev-xyz"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "neither a directory nor a revision" in proc.stderr

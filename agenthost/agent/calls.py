@@ -15,6 +15,7 @@ import attrs
 import trio
 
 import providers.base as llm
+from agenthost.agent.tool_search import SEARCH_TOOL
 from agenthost.agent.transcript import AgentEvent, ToolCallRecord
 from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound
 from agenthost.mcp_to_llm import tool_result_to_llm
@@ -36,7 +37,11 @@ SKILL_TOOL = "load_skill"
 
 def _text(result: llm.ToolResultContent) -> str:
     parts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
-    others = [p.type for p in result.content if not isinstance(p, llm.TextContent)]
+    others = [
+        f"tool_reference {p.tool_name}" if isinstance(p, llm.ToolReferenceContent) else p.type
+        for p in result.content
+        if not isinstance(p, llm.TextContent)
+    ]
     text = "\n".join(parts)
     if others:
         text += ("\n" if text else "") + "".join(f"[{kind}]" for kind in others)
@@ -149,8 +154,12 @@ class Calls:
         builtin: bool,
         grace: float | None,
         emit: Callable[[AgentEvent], None],
+        search: Callable[[llm.ToolUseContent], llm.ToolResultContent | None] | None = None,
+        for_model: Callable[[llm.ToolResultContent], llm.ToolResultContent] | None = None,
     ) -> None:
         self._host = host
+        self._search = search
+        self._for_model = for_model
         self._nursery = nursery
         self._builtin = builtin
         self._grace = grace
@@ -210,10 +219,18 @@ class Calls:
             if self._grace is not None:
                 self._nursery.start_soon(self._settle_after_grace, job, self._grace)
 
-        if use.name == SKILL_TOOL and self._builtin:
+        found = self._search(use) if use.name == SEARCH_TOOL and self._search else None
+        if found is not None:
+            job.result = found
+            record.output = _text(found)
+        elif use.name == SKILL_TOOL and self._builtin:
             job.result = await _load_skill(self._host, use, record)
         else:
             job.result = await _call(self._host, use, record, self._emit, on_task=on_task)
+        if self._for_model is not None:
+            # Cut to size, media the model cannot take described (agent/budget.py); the
+            # transcript (record.output), --json and the audit keep the whole result.
+            job.result = self._for_model(job.result)
         job.done.set()
         job.settled.set()
         self._changed.set()

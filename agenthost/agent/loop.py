@@ -21,6 +21,7 @@ at ``max_turns`` or the token budget, pending tasks are cancelled (``tasks/cance
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -31,9 +32,16 @@ import trio
 
 import providers.base as llm
 from agenthost._util import collapse_single_group
+from agenthost.agent.budget import (
+    DEFAULT_CONTEXT_WINDOW,
+    default_max_result_tokens,
+    for_model,
+)
 from agenthost.agent.calls import SKILL_TOOL, Calls, Job
+from agenthost.agent.core import AgentCore, AwaitTasks, CallTools, Finished
 from agenthost.agent.tool_host import EntryT, ToolHost
-from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
+from agenthost.agent.tool_search import ToolSearch, ToolSearchSetting, search_wanted
+from agenthost.agent.transcript import AgentEvent, Transcript
 from agenthost.errors import AgentHostError, ProviderError
 from agenthost.skills import SkillEntry
 
@@ -110,23 +118,12 @@ def _delivery(jobs: list[Job]) -> tuple[llm.Content, ...]:
                 f" has {ended}. Its result:"
             )
         )
-        blocks.extend(result.content)
+        blocks.extend(p for p in result.content if not isinstance(p, llm.ToolReferenceContent))
         if not result.content:
             structured = result.structured_content
             text = json.dumps(dict(structured)) if structured is not None else "(no content)"
             blocks.append(llm.TextContent(text=text))
     return tuple(blocks)
-
-
-def _deliver(messages: list[llm.Message], jobs: list[Job]) -> None:
-    """Add finished tasks' results to the conversation: after the tool results of the
-    last user message if it is one (Anthropic wants them first; OpenAI sends them as
-    ``tool`` messages and the rest as a user message), else as a new user message."""
-    blocks = _delivery(jobs)
-    if messages and messages[-1].role == "user":
-        messages[-1] = llm.Message(role="user", content=(*messages[-1].content, *blocks))
-    else:
-        messages.append(llm.Message(role="user", content=blocks))
 
 
 async def _streamed(
@@ -144,112 +141,74 @@ async def _streamed(
 
 @attrs.define(eq=False)
 class _Run:
-    """One run's settings and progress; its methods are the steps of the loop."""
+    """One run: the Trio driver of :class:`~agenthost.agent.core.AgentCore`, which holds
+    the loop's rules; this class does the I/O they ask for."""
 
     host: ToolHost[Any]
     provider: llm.Provider
-    model: str
-    record: Transcript
-    system_prompt: str | None
-    max_turns: int
-    max_tokens: int
-    token_budget: int | None
+    core: AgentCore
     on_event: Callable[[AgentEvent], None] | None
     stream: bool
     builtin: tuple[llm.Tool, ...]
-    #: This run's model calls (a transcript may span several runs, as in chat).
-    turns: int = 0
+    #: The model's catalog entry (prices, context window); None when unknown.
+    model_info: llm.ModelInfo | None = None
+    tool_search: ToolSearchSetting = "auto"
+    #: Whether the last request offered ``search_tools`` (so a call of it is answered).
+    searching: bool = False
 
     def emit(self, event: AgentEvent) -> None:
         if self.on_event is not None:
             self.on_event(event)
 
-    def spent(self) -> bool:
-        used = self.record.input_tokens + self.record.output_tokens
-        return self.token_budget is not None and used >= self.token_budget
-
     async def loop(self, calls: Calls) -> None:
-        """Model turn, tool calls, repeat, until ``record.stop`` says why not."""
-        record = self.record
+        """Ask the core for the next step and take it, until it says the run is over."""
+        core = self.core
         while True:
             finished = calls.finished()
             if finished:
-                _deliver(record.messages, finished)
-            if self.turns >= self.max_turns:
-                record.stop = "max_turns"
+                core.deliver(_delivery(finished))
+            if core.out_of_turns() is not None:
                 return
-            result = await self._ask_model()
-            if result is None:
+            ask = core.request(self._offered() + self.builtin)
+            try:
+                if self.stream:
+                    result = await _streamed(self.provider, ask.request, self.emit)
+                else:
+                    result = await self.provider.complete(ask.request)
+            except ProviderError as exc:
+                core.model_failed(str(exc))
                 return
-            uses = result.tool_uses
-            if result.text and uses and not self.stream:  # the final answer is the transcript's
-                self.emit(AgentEvent(kind="text", text=result.text))
-            if not uses:
-                if await self._model_done(calls, result):
-                    return
+            step = core.model_replied(result, pending=bool(calls.pending))
+            if isinstance(step, Finished):
+                return
+            if isinstance(step, AwaitTasks):
+                await calls.wait_any()
                 continue
-            results = await calls.run_turn(self._batch(uses))
-            record.messages.append(llm.Message(role="user", content=tuple(results)))
-            if self.spent():
-                record.final_text = result.text
-                record.stop = "token_budget"
+            assert isinstance(step, CallTools)
+            results = await calls.run_turn(list(step.calls))
+            if core.tools_answered(results) is not None:
                 return
 
-    async def _ask_model(self) -> llm.Result | None:
-        """One model call, its usage counted; None when the provider failed (recorded)."""
-        record = self.record
-        request = llm.Request(
-            model=self.model,
-            messages=tuple(record.messages),
-            max_tokens=self.max_tokens,
-            system_prompt=self.system_prompt,
-            tools=_tools(self.host) + self.builtin,
-        )
-        try:
-            if self.stream:
-                result = await _streamed(self.provider, request, self.emit)
-            else:
-                result = await self.provider.complete(request)
-        except ProviderError as exc:
-            record.stop, record.error = "provider_error", str(exc)
+    def _offered(self) -> tuple[llm.Tool, ...]:
+        """The server tools of the next request: all of them, or (tool search on) the
+        loaded ones and ``search_tools`` (see :mod:`agenthost.agent.tool_search`)."""
+        tools = _tools(self.host)
+        window = self.model_info.context_window if self.model_info else DEFAULT_CONTEXT_WINDOW
+        self.searching = search_wanted(self.tool_search, tools, window)
+        if not self.searching:
+            return tools
+        native = getattr(self.provider, "native_tool_search", False) is True
+        return ToolSearch(loaded=self.core.record.loaded_tools, native=native).offer(tools)
+
+    def search(self, use: llm.ToolUseContent) -> llm.ToolResultContent | None:
+        """Answer a ``search_tools`` call; None when search was not offered (then the
+        name is looked up like any other tool's, and not found)."""
+        if not self.searching:
             return None
-        self.turns += 1
-        record.turns += 1
-        record.input_tokens += result.usage.input_tokens
-        record.output_tokens += result.usage.output_tokens
-        record.messages.append(llm.Message(role="assistant", content=result.content))
-        return result
-
-    async def _model_done(self, calls: Calls, result: llm.Result) -> bool:
-        """The model asked for no tool: stop (True), or wait for a pending task's result."""
-        record = self.record
-        record.final_text = result.text
-        if not calls.pending:
-            record.stop = "end_turn"
-            return True
-        # The model is done for now, tasks are not: wait for the next result.
-        if self.turns >= self.max_turns:
-            record.stop = "max_turns"
-            return True
-        if self.spent():
-            record.stop = "token_budget"
-            return True
-        if result.text and not self.stream:  # not the final answer after all
-            self.emit(AgentEvent(kind="text", text=result.text))
-        await calls.wait_any()
-        return False
-
-    def _batch(
-        self, uses: Sequence[llm.ToolUseContent]
-    ) -> list[tuple[llm.ToolUseContent, ToolCallRecord]]:
-        """Each tool use recorded in the transcript and announced, before any runs."""
-        batch = []
-        for use in uses:
-            call = ToolCallRecord(id=use.id, name=use.name, arguments=dict(use.input))
-            self.record.tool_calls.append(call)
-            self.emit(AgentEvent(kind="tool_call", record=call))
-            batch.append((use, call))
-        return batch
+        native = getattr(self.provider, "native_tool_search", False) is True
+        titles = {e.name: e.tool.title for e in self.host.tools() if e.tool.title}
+        search = ToolSearch(loaded=self.core.record.loaded_tools, native=native)
+        return search.run(use, _tools(self.host), titles)
 
 
 async def run_agent(
@@ -267,6 +226,9 @@ async def run_agent(
     on_event: Callable[[AgentEvent], None] | None = None,
     stream: bool = False,
     task_grace: float | None = DEFAULT_TASK_GRACE,
+    model_info: llm.ModelInfo | None = None,
+    tool_search: ToolSearchSetting = "auto",
+    max_result_tokens: int | None = None,
 ) -> Transcript:
     """Run the agent loop for ``task`` over every tool ``host`` offers.
 
@@ -287,6 +249,11 @@ async def run_agent(
             ``delta`` event the moment it arrives (a person reads along instead of
             waiting for the whole turn); the ``text`` event is then not emitted, since
             its text was already shown.
+        model_info: the model's catalog entry: its prices give each turn's cost, its
+            context window sizes tool search's "auto" and the default result limit.
+        tool_search: True, False or "auto" (:mod:`agenthost.agent.tool_search`).
+        max_result_tokens: a tool result longer than this is cut for the model, with a
+            note (the transcript keeps it whole); None sizes it to the model.
         task_grace: seconds a tool running as a task may take before the model is told
             it is still running and goes on (its result follows in a later turn); None
             waits for every result within the turn, as for other tools.
@@ -299,9 +266,18 @@ async def run_agent(
     """
     record = transcript or Transcript(task=task, provider=provider.name, model=model)
     record.provider, record.model = provider.name, model
-    record.messages.extend(prompt_messages)
-    record.messages.append(llm.Message.user(task))
-    record.final_text, record.stop, record.error = "", None, None
+    core = AgentCore(
+        record=record,
+        model=model,
+        max_tokens=max_tokens,
+        system_prompt=system_prompt,
+        max_turns=max_turns,
+        token_budget=token_budget,
+        stream=stream,
+        emit=on_event,
+        model_info=model_info,
+    )
+    core.begin(task, prompt_messages)
     try:
         skills = await host.list_skills()
     except AgentHostError as exc:  # skills are an extra: a listing failure ends nothing
@@ -310,28 +286,36 @@ async def run_agent(
     run = _Run(
         host=host,
         provider=provider,
-        model=model,
-        record=record,
-        system_prompt=system_prompt,
-        max_turns=max_turns,
-        max_tokens=max_tokens,
-        token_budget=token_budget,
+        core=core,
         on_event=on_event,
         stream=stream,
         builtin=(_skill_tool(skills),) if skills else (),
+        model_info=model_info,
+        tool_search=tool_search,
     )
-    await _run_calls(run, task_grace)
+    if max_result_tokens is None:
+        window = model_info.context_window if model_info else DEFAULT_CONTEXT_WINDOW
+        max_result_tokens = default_max_result_tokens(window)
+    await _run_calls(run, task_grace, max_result_tokens)
     run.emit(AgentEvent(kind="stop", text=str(record.stop)))
     return record
 
 
-async def _run_calls(run: _Run, task_grace: float | None) -> None:
+async def _run_calls(run: _Run, task_grace: float | None, max_result_tokens: int) -> None:
     """The loop inside the nursery its tool calls run in; an interruption is recorded."""
     try:
         with collapse_single_group():
             async with trio.open_nursery() as nursery:
                 calls = Calls(
-                    run.host, nursery, builtin=bool(run.builtin), grace=task_grace, emit=run.emit
+                    run.host,
+                    nursery,
+                    builtin=bool(run.builtin),
+                    grace=task_grace,
+                    emit=run.emit,
+                    search=run.search,
+                    for_model=functools.partial(
+                        for_model, max_tokens=max_result_tokens, info=run.model_info
+                    ),
                 )
                 try:
                     await run.loop(calls)
@@ -344,5 +328,5 @@ async def _run_calls(run: _Run, task_grace: float | None) -> None:
         if isinstance(exc, trio.Cancelled) or (
             isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
         ):
-            run.record.stop = "interrupted"
+            run.core.record.stop = "interrupted"
         raise

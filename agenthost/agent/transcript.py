@@ -15,7 +15,7 @@ import attrs
 
 import providers.base as llm
 
-__all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript"]
+__all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "TurnUsage"]
 
 StopReason = Literal["end_turn", "max_turns", "token_budget", "interrupted", "provider_error"]
 
@@ -41,6 +41,30 @@ class ToolCallRecord:
     deferred: bool = False
 
 
+@attrs.frozen(kw_only=True)
+class TurnUsage:
+    """One model call's tokens, as the vendor billed them, and what they cost."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    #: At the catalog's prices for ``model``; None when the catalog does not know it.
+    cost_usd: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": _usd(self.cost_usd),
+        }
+
+
+def _usd(value: float | None) -> float | None:
+    """Rounded to a millionth of a dollar: finer is noise, coarser hides small turns."""
+    return None if value is None else round(value, 6)
+
+
 @attrs.define(kw_only=True)
 class Transcript:
     """Everything a run did; ``to_json()`` is what ``agenthost run --json`` prints."""
@@ -56,6 +80,18 @@ class Transcript:
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Every model call's usage, in order (a chat's transcript spans its turns).
+    usage: list[TurnUsage] = attrs.field(factory=list)
+    #: Tools a ``search_tools`` call loaded: offered in full from then on.
+    loaded_tools: list[str] = attrs.field(factory=list)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The estimated cost of every model call; None if any model's price is unknown."""
+        costs = [u.cost_usd for u in self.usage]
+        if any(c is None for c in costs):
+            return None
+        return sum(c for c in costs if c is not None)
 
     @property
     def denied(self) -> list[ToolCallRecord]:
@@ -71,6 +107,9 @@ class Transcript:
             "turns": self.turns,
             "final_text": self.final_text,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "cost_usd": _usd(self.cost_usd),
+            "turns_usage": [u.to_json() for u in self.usage],
+            "loaded_tools": list(self.loaded_tools),
             "tool_calls": [
                 {
                     "id": c.id,

@@ -28,6 +28,8 @@ _LAZY = {
     "KeyringTokenStore": "agenthost.auth.store",
     "MemoryTokenStore": "agenthost.auth.store",
     "TokenStore": "agenthost.auth.store",
+    "TOKEN_STORE": "agenthost.auth.store",
+    "auth_context": "agenthost.auth.store",
     "default_token_store": "agenthost.auth.store",
 }
 
@@ -36,15 +38,18 @@ if TYPE_CHECKING:
     from agenthost.auth.loopback import URL_OPENER, UrlOpener, terminal_opener
     from agenthost.auth.settings import OAuthSettings, parse_oauth_table
     from agenthost.auth.store import (
+        TOKEN_STORE,
         FileTokenStore,
         KeyringTokenStore,
         MemoryTokenStore,
         TokenStore,
+        auth_context,
         default_token_store,
     )
 
 __all__ = [
     "MAX_STEP_UPS",
+    "TOKEN_STORE",
     "URL_OPENER",
     "FileTokenStore",
     "KeyringTokenStore",
@@ -54,6 +59,7 @@ __all__ = [
     "OAuthStatus",
     "TokenStore",
     "UrlOpener",
+    "auth_context",
     "default_token_store",
     "parse_oauth_table",
     "terminal_opener",

@@ -31,6 +31,8 @@ import attrs
 import httpx
 import orjson
 
+from agenthost.auth.settings import is_loopback
+
 __all__ = [
     "AuthServerMetadata",
     "Challenge",
@@ -48,6 +50,7 @@ log = logging.getLogger("agenthost.auth")
 #: The largest metadata document (or token response) read from a server.
 MAX_DOCUMENT: Final = 256 * 1024
 _MAX_SCOPES: Final = 256
+_MAX_URL: Final = 2048
 
 _AUTH_PARAM = re.compile(
     r'\s*([!#$%&\'*+\-.^_`|~0-9A-Za-z]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*(?:,|$)'
@@ -138,7 +141,7 @@ def resource_allowed(server_url: str, resource: str) -> bool:
 def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
     """Where to look for Protected Resource Metadata, in the spec's order."""
     if challenge is not None and challenge.resource_metadata:
-        return [challenge.resource_metadata]
+        return [_http_url(challenge.resource_metadata, "the challenge's resource_metadata")]
     parts = urlsplit(server_url)
     origin = _origin(server_url)
     urls = []
@@ -166,12 +169,26 @@ def as_metadata_urls(issuer: str) -> list[str]:
     ]
 
 
-def _http_url(value: object, what: str) -> str:
+def _http_url(value: object, what: str, *, destination: bool = True) -> str:
+    """A URL from a server, checked before any use: parsable (no control character or
+    space, a closed IPv6 bracket, a valid port), https (http only for a loopback host: a
+    code, a secret or a token must not cross a network in clear), no fragment."""
     if not isinstance(value, str) or not value:
         raise DiscoveryError(f"{what} is missing or not a string")
-    parts = urlsplit(value)
-    if parts.scheme not in ("https", "http") or not parts.netloc:
+    if len(value) > _MAX_URL or any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise DiscoveryError(f"{what} is not a valid URL (a control character or a space)")
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise DiscoveryError(f"{what} is not a valid URL (its host or port)") from None
+    if parts.scheme not in ("https", "http") or not parts.netloc or not host:
         raise DiscoveryError(f"{what} is not an http(s) URL")
+    if destination and parts.scheme == "http" and not is_loopback(host):
+        raise DiscoveryError(
+            f"{what} is plain http:// on a host that is not this machine (https is required)"
+        )
     if parts.fragment:
         raise DiscoveryError(f"{what} has a fragment")
     return value
@@ -199,7 +216,7 @@ class ResourceMetadata:
             raise DiscoveryError("protected resource metadata is not a JSON object")
         resource = data.get("resource")
         if resource is not None:
-            resource = _http_url(resource, "its 'resource'")
+            resource = _http_url(resource, "its 'resource'", destination=False)
         servers = _str_list(data.get("authorization_servers"), "its 'authorization_servers'")
         if not servers:
             raise DiscoveryError("protected resource metadata lists no authorization_servers")
@@ -240,12 +257,14 @@ class AuthServerMetadata:
         """
         if not isinstance(data, dict):
             raise DiscoveryError("authorization server metadata is not a JSON object")
-        issuer = _http_url(data.get("issuer"), "its 'issuer'")
+        issuer = data.get("issuer")
         if expected_issuer is not None and issuer != expected_issuer:
+            shown = issuer if isinstance(issuer, str) else "(none)"
             raise DiscoveryError(
-                f"its issuer {issuer!r} is not the expected {expected_issuer!r}"
+                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected_issuer!r}"
                 " (refused: a mismatched issuer is how mix-up attacks work)"
             )
+        issuer = _http_url(issuer, "its 'issuer'")
         auth = data.get("authorization_endpoint")
         return cls(
             issuer=issuer,
@@ -280,7 +299,7 @@ class AuthServerMetadata:
     @classmethod
     def legacy_defaults(cls, server_url: str) -> AuthServerMetadata:
         """2025-03-26: no metadata anywhere; the default endpoints at the server's origin."""
-        origin = _origin(server_url)
+        origin = _http_url(_origin(server_url), "the server's origin, as its authorization server")
         return cls(
             issuer=origin,
             authorization_endpoint=f"{origin}/authorize",
@@ -310,7 +329,7 @@ async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:
                 body += chunk
                 if len(body) > MAX_DOCUMENT:
                     raise DiscoveryError(f"{url} is larger than {MAX_DOCUMENT} bytes")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise DiscoveryError(f"cannot fetch {url}: {type(exc).__name__}") from None
     try:
         return status, orjson.loads(body)

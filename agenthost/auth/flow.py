@@ -20,7 +20,9 @@ client authentication including ``private_key_jwt`` signed by joserfc); the HTTP
 through httpx under Trio. State (client registration and tokens, per issuer;
 :mod:`agenthost.auth.state`) is saved in a :class:`~agenthost.auth.store.TokenStore` only
 once a grant succeeded. Token-request forms and client authentication are built by the
-pure functions of :mod:`agenthost.auth.grants`; this module is the driver that sends them.
+pure functions of :mod:`agenthost.auth.grants`; what goes to the authorization server's
+endpoints (the issuer pin, bounded answers, one deadline per exchange) is
+:mod:`agenthost.auth.exchange`; this module is the driver that orders the steps.
 
 Secrets: access and refresh tokens, codes, verifiers, client secrets and assertions are
 never put in a log record, an exception message or a repr; text from the authorization
@@ -43,8 +45,8 @@ from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
+from agenthost._util import collapse_single_group
 from agenthost.auth.discovery import (
-    MAX_DOCUMENT,
     AuthServerMetadata,
     Challenge,
     DiscoveryError,
@@ -56,7 +58,8 @@ from agenthost.auth.discovery import (
     prm_urls,
     resource_allowed,
 )
-from agenthost.auth.grants import JWT_BEARER, client_auth, default_alg, token_form
+from agenthost.auth.exchange import Exchange, Redactor
+from agenthost.auth.grants import JWT_BEARER
 from agenthost.auth.loopback import URL_OPENER, UrlOpener, open_loopback
 from agenthost.auth.settings import OAuthSettings
 from agenthost.auth.state import (
@@ -65,12 +68,11 @@ from agenthost.auth.state import (
     SavedState,
     Tokens,
     dump_state,
-    now,
     parse_state,
 )
-from agenthost.auth.store import TokenStore, default_token_store
+from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError
-from agenthost.redaction import add_secret, redact_url
+from agenthost.redaction import redact_url
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -80,7 +82,6 @@ log = logging.getLogger("agenthost.auth")
 MAX_STEP_UPS: Final = 3
 #: Authorization servers remembered per server (a server may move; it must not grow us).
 MAX_ISSUERS: Final = 8
-_MAX_TEXT: Final = 200
 
 
 @attrs.frozen(kw_only=True)
@@ -96,26 +97,7 @@ class OAuthStatus:
     client: str | None = None
 
 
-class _Redact:
-    def __init__(self) -> None:
-        self.secrets: set[str] = set()
-
-    def add(self, *values: str | None) -> None:
-        for value in values:
-            if value and len(value) >= 4:
-                self.secrets.add(value)
-                # And the process-wide registry: every log record, the CLI's output and
-                # errors built from server text are scrubbed of it too.
-                add_secret(value)
-
-    def __call__(self, text: str) -> str:
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, "***")
-        text = " ".join(text.split())
-        return text[:_MAX_TEXT] + ("..." if len(text) > _MAX_TEXT else "")
-
-
-class OAuth(httpx.Auth):
+class OAuth(Exchange, httpx.Auth):
     """OAuth for one server: give it to the ``httpx.AsyncClient`` of the MCP transport.
 
     Args:
@@ -149,7 +131,7 @@ class OAuth(httpx.Auth):
         self.url = url
         self.settings = settings or OAuthSettings()
         self._http = http
-        self._store = store
+        self._store = store if store is not None else TOKEN_STORE.get()
         self._opener = opener if opener is not None else URL_OPENER.get()
         self._lock = trio.Lock()
         self._loaded = False
@@ -158,22 +140,25 @@ class OAuth(httpx.Auth):
         self._resource: str | None = None
         self._step_ups = 0
         self._tried_scopes: set[frozenset[str]] = set()
-        self._redact = _Redact()
-        self._redact.add(self.settings.client_secret)
+        #: True during ``auth login``: the user may move to another authorization server.
+        self._relogin = False
+        #: The last token request was refused (HTTP 400/401), not merely failed.
+        self._refused = False
+        #: The deadline of the exchange under way (:meth:`_deadline`).
+        self._exchange: trio.CancelScope | None = None
+        settings = self.settings
+        self._redact = Redactor(
+            settings.client_secret,
+            settings.assertion,
+            settings.id_token,
+            settings.idp_client_secret,
+            settings.private_key,
+        )
 
     def __repr__(self) -> str:
         return f"<OAuth {self.server!r} issuer={self._current!r}>"
 
     # -- helpers
-
-    def _error(self, problem: str, fix: str | None = None) -> AuthorizationError:
-        text = f"authorization failed: {self._redact(problem)}"
-        if fix:
-            text += f"; {fix}"
-        return AuthorizationError(text, server=self.server)
-
-    def _login_hint(self) -> str:
-        return f"run `agenthost auth login {self.server}`"
 
     def _storage(self) -> TokenStore:
         if self._store is None:
@@ -206,6 +191,11 @@ class OAuth(httpx.Auth):
             return
         self._issuers.update(saved.issuers)
         self._current = saved.current
+        pin = self.settings.issuer
+        if pin is not None and self._current is not None and self._current != pin:
+            # Saved under another issuer than the one now configured: never refresh
+            # there with the configured credentials.
+            self._current = None
         self._resource = saved.resource
         for state in self._issuers.values():
             if state.client:
@@ -243,6 +233,15 @@ class OAuth(httpx.Auth):
                 return
             request.headers["Authorization"] = f"Bearer {sent}"
             response = yield request
+
+    async def bearer(self) -> str | None:
+        """The access token to send now, refreshed first when about to expire; None when
+        there is none (then only the auth flow can get one).
+
+        Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) attaches the
+        token from this same state and hands a 401/403 back to :meth:`async_auth_flow`.
+        """
+        return await self._valid_token()
 
     async def _valid_token(self) -> str | None:
         """The access token to send, refreshed first when it is about to expire."""
@@ -297,6 +296,12 @@ class OAuth(httpx.Auth):
         self, challenge: Challenge | None, scopes_override: tuple[str, ...] | None
     ) -> None:
         """Discovery, client identity and a grant; saves the result. Holds the lock."""
+        with self._deadline("the login"):
+            await self._authorize_now(challenge, scopes_override)
+
+    async def _authorize_now(
+        self, challenge: Challenge | None, scopes_override: tuple[str, ...] | None
+    ) -> None:
         meta, prm = await self._discover(challenge)
         if scopes_override is not None:
             scopes: tuple[str, ...] | None = scopes_override
@@ -309,7 +314,9 @@ class OAuth(httpx.Auth):
         if self.settings.scopes:
             scopes = tuple(dict.fromkeys((*(scopes or ()), *self.settings.scopes)))
         state = self._issuers.get(meta.issuer)
-        if state is None:
+        if state is None or state.token_endpoint != meta.token_endpoint:
+            # A registered client is bound to the endpoint it was registered for: metadata
+            # that moves the token endpoint gets a fresh registration, never the old secret.
             state = IssuerState(token_endpoint=meta.token_endpoint)
         state.token_endpoint = meta.token_endpoint
         state.auth_methods = meta.token_endpoint_auth_methods_supported
@@ -383,7 +390,10 @@ class OAuth(httpx.Auth):
                         f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
+                if prm.resource is not None:
+                    self._check_audience(prm.resource)
                 issuer = prm.authorization_servers[0]
+                self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
                     status, doc = await fetch_json(self._http, url)
                     log.debug("%s: AS metadata %s -> HTTP %d", self.server, url, status)
@@ -402,6 +412,7 @@ class OAuth(httpx.Auth):
                     meta = AuthServerMetadata.from_json(doc, expected_issuer=None)
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
+                self._check_issuer(meta.issuer)
         except DiscoveryError as exc:
             raise self._error(str(exc), "check the server's URL, or ask its operator") from None
         if self.settings.grant == "authorization_code" and "S256" not in (
@@ -413,30 +424,6 @@ class OAuth(httpx.Auth):
                 "ask the server's operator to enable PKCE S256",
             )
         return meta, prm
-
-    def _configured_client(self, meta: AuthServerMetadata) -> Client | None:
-        settings = self.settings
-        if not settings.client_id:
-            return None
-        method = settings.auth_method
-        if method is None:
-            if settings.client_secret:
-                supported = meta.token_endpoint_auth_methods_supported
-                method = (
-                    "client_secret_post"
-                    if supported
-                    and "client_secret_basic" not in supported
-                    and "client_secret_post" in supported
-                    else "client_secret_basic"
-                )
-            else:
-                method = "none"
-        return Client(
-            client_id=settings.client_id,
-            client_secret=settings.client_secret,
-            method=method,
-            source="config",
-        )
 
     async def _client_for(
         self, meta: AuthServerMetadata, state: IssuerState, redirect_uri: str, scopes: Any
@@ -459,57 +446,6 @@ class OAuth(httpx.Auth):
             )
         return await self._register(meta, redirect_uri, scopes)
 
-    async def _register(self, meta: AuthServerMetadata, redirect_uri: str, scopes: Any) -> Client:
-        supported = meta.token_endpoint_auth_methods_supported
-        if supported is None or "none" in supported:
-            method = "none"
-        elif "client_secret_basic" in supported:
-            method = "client_secret_basic"
-        elif "client_secret_post" in supported:
-            method = "client_secret_post"
-        else:
-            method = "none"
-        body: dict[str, Any] = {
-            "client_name": self.settings.client_name,
-            "redirect_uris": [redirect_uri],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "response_types": ["code"],
-            "token_endpoint_auth_method": method,
-            "application_type": "native",
-        }
-        if scopes:
-            body["scope"] = " ".join(scopes)
-        endpoint = meta.registration_endpoint
-        assert endpoint is not None
-        response, raw = await self._post("registration endpoint", endpoint, json=body)
-        data = self._json_object(response, raw, "registration endpoint", endpoint)
-        if response.status_code not in (200, 201) or not isinstance(data.get("client_id"), str):
-            raise self._error(
-                f"client registration at {redact_url(endpoint)} failed (HTTP {response.status_code}"
-                f"{self._oauth_error(data)})",
-                f"set client_id in [servers.{self.server}.oauth] to use a pre-registered client",
-            )
-        secret = data.get("client_secret")
-        secret = secret if isinstance(secret, str) and secret else None
-        self._redact.add(secret)
-        granted = data.get("token_endpoint_auth_method")
-        if isinstance(granted, str) and granted in (
-            "none",
-            "client_secret_basic",
-            "client_secret_post",
-        ):
-            method = granted
-        if method != "none" and secret is None:
-            method = "none"
-        log.info("%s: registered a client with %s", self.server, meta.issuer)
-        return Client(
-            client_id=data["client_id"],
-            client_secret=secret,
-            method=method,
-            redirect_uris=(redirect_uri,),
-            source="dcr",
-        )
-
     async def _authorization_code(
         self, meta: AuthServerMetadata, state: IssuerState, scopes: tuple[str, ...] | None
     ) -> tuple[Tokens, Client]:
@@ -527,6 +463,17 @@ class OAuth(httpx.Auth):
             scopes = (*scopes, "offline_access")
         elif scopes is None and meta.scopes_supported and "offline_access" in meta.scopes_supported:
             scopes = ("offline_access",)
+        # The loopback's nursery would wrap our one-line errors in an ExceptionGroup.
+        with collapse_single_group():
+            return await self._authorization_code_at(meta, state, scopes, opener)
+
+    async def _authorization_code_at(
+        self,
+        meta: AuthServerMetadata,
+        state: IssuerState,
+        scopes: tuple[str, ...] | None,
+        opener: UrlOpener,
+    ) -> tuple[Tokens, Client]:
         async with open_loopback(self.settings.redirect_port) as loopback:
             client = await self._client_for(meta, state, loopback.redirect_uri, scopes)
             verifier = generate_token(64)
@@ -545,11 +492,16 @@ class OAuth(httpx.Auth):
             )
             expected_issuer = meta.issuer
             log.info("%s: waiting for the browser login at %s", self.server, redact_url(url))
+            exchange = self._exchange
+            if exchange is not None:
+                exchange.deadline = math.inf  # the person's time is login_timeout's
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(opener, self.server, url)
                 with trio.move_on_after(self.settings.login_timeout) as waited:
                     params = await loopback.wait()
                 nursery.cancel_scope.cancel()
+            if exchange is not None:
+                exchange.deadline = trio.current_time() + self.settings.exchange_timeout
             if waited.cancelled_caught:
                 raise self._error(
                     f"no answer from the browser within {self.settings.login_timeout:g} s",
@@ -661,10 +613,40 @@ class OAuth(httpx.Auth):
         return jag
 
     async def _try_refresh(self, state: IssuerState) -> bool:
-        """Refresh ``state``'s tokens; False if there is no refresh token or it failed."""
+        """Refresh ``state``'s tokens; False if there is no refresh token or it failed.
+
+        Under the cross-process lock of this server's saved state: another process may
+        have refreshed (and spent the refresh token) meanwhile; then its tokens are taken.
+        """
         tokens = state.tokens
         if tokens is None or tokens.refresh_token is None:
             return False
+        with self._deadline("the refresh"):
+            async with process_lock(self.server):
+                if await self._adopt_saved(state):
+                    return True
+                return await self._refresh_locked(state, tokens)
+
+    async def _adopt_saved(self, state: IssuerState) -> bool:
+        """Take the saved tokens of the current issuer if another process saved newer ones."""
+        raw = await self._storage().load(self.server)
+        try:
+            saved = parse_state(raw, self.url) if raw else None
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+            saved = None
+        entry = saved.issuers.get(self._current) if saved and self._current else None
+        fresh = entry.tokens if entry else None
+        if fresh is None or state.tokens is None:
+            return False
+        if fresh.access_token == state.tokens.access_token or fresh.expiring():
+            return False
+        self._redact.add(fresh.access_token, fresh.refresh_token)
+        state.tokens = fresh
+        log.info("%s: took the tokens another process refreshed", self.server)
+        return True
+
+    async def _refresh_locked(self, state: IssuerState, tokens: Tokens) -> bool:
+        assert tokens.refresh_token is not None
         client = state.client
         if client is None:
             client = self._configured_client(
@@ -688,6 +670,10 @@ class OAuth(httpx.Auth):
             )
         except AuthorizationError as exc:
             log.info("%s: refresh failed: %s", self.server, exc)
+            if not self._refused:
+                # Unreachable, too slow, a garbled answer: the saved login may still be
+                # good; never replace it with an empty one for that.
+                raise
             state.tokens = None
             await self._save()
             if self._opener is None and self.settings.grant == "authorization_code":
@@ -704,144 +690,6 @@ class OAuth(httpx.Auth):
         log.info("%s: access token refreshed", self.server)
         return True
 
-    async def _token_request(
-        self, endpoint: str, client: Client, params: dict[str, Any], *, issuer: str
-    ) -> Tokens:
-        """POST to the token endpoint with client authentication; parse the answer."""
-        grant, body = token_form(params, self._resource)
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        body, headers = self._client_auth(client, endpoint, body, headers, issuer)
-        response, raw = await self._post(
-            "token endpoint",
-            endpoint,
-            fix="check your network, then retry",
-            content=body.encode(),
-            headers=headers,
-        )
-        data = self._json_object(response, raw, "token endpoint", endpoint)
-        if response.status_code != 200:
-            error = data.get("error")
-            fix = (
-                self._login_hint()
-                if error == "invalid_grant"
-                else f"check the client settings in [servers.{self.server}.oauth]"
-            )
-            raise self._error(
-                f"the token endpoint {redact_url(endpoint)} refused the {grant} request"
-                f" (HTTP {response.status_code}{self._oauth_error(data)})",
-                fix,
-            )
-        access = data.get("access_token")
-        token_type = data.get("token_type")
-        if not isinstance(access, str) or not access:
-            raise self._error(f"the token endpoint {redact_url(endpoint)} returned no access_token")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise self._error(
-                f"the token endpoint {redact_url(endpoint)} returned a token of type"
-                f" {str(token_type)[:20]!r}, not Bearer"
-            )
-        refresh = data.get("refresh_token")
-        refresh = refresh if isinstance(refresh, str) and refresh else None
-        self._redact.add(access, refresh)
-        expires_in = data.get("expires_in")
-        expires_at = (
-            now() + float(expires_in)
-            if isinstance(expires_in, (int, float))
-            and not isinstance(expires_in, bool)
-            and math.isfinite(expires_in)
-            and expires_in > 0
-            else None
-        )
-        scope = data.get("scope")
-        return Tokens(
-            access_token=access,
-            refresh_token=refresh,
-            expires_at=expires_at,
-            scope=scope if isinstance(scope, str) else None,
-        )
-
-    def _client_auth(
-        self, client: Client, endpoint: str, body: str, headers: dict[str, str], issuer: str
-    ) -> tuple[str, dict[str, str]]:
-        """:func:`~agenthost.auth.grants.client_auth` with this server's signing key; the
-        signed assertion joins the secrets scrubbed from messages."""
-        key = alg = None
-        if client.method == "private_key_jwt":
-            key = self._signing_key()
-            alg = self.settings.signing_algorithm or default_alg(key)
-        body, headers, assertion = client_auth(
-            client, endpoint, body, headers, issuer=issuer, key=key, alg=alg
-        )
-        self._redact.add(assertion)
-        return body, headers
-
-    def _signing_key(self) -> Any:
-        from joserfc.jwk import ECKey, OKPKey, RSAKey
-
-        pem = self.settings.private_key
-        if not pem:
-            raise self._error("private_key_jwt needs a private key", "set private_key_file")
-        for kind in (RSAKey, ECKey, OKPKey):
-            try:
-                return kind.import_key(pem)
-            except Exception:  # joserfc raises several types; try the next kind
-                continue
-        raise self._error(
-            "the configured private key is not an RSA, EC or OKP PEM key",
-            f"check private_key in [servers.{self.server}.oauth]",
-        )
-
-    async def _post(
-        self, what: str, endpoint: str, *, fix: str | None = None, **request: Any
-    ) -> tuple[httpx.Response, bytes]:
-        """POST to an authorization-server endpoint and read the bounded answer.
-
-        Error handling: any httpx error becomes one :class:`AuthorizationError` naming
-        ``what`` and the (redacted) endpoint, with only the error's type: httpx's own
-        message can quote the request.
-        """
-        try:
-            response = await self._http.post(endpoint, **request)
-            return response, await self._bounded(response)
-        except httpx.HTTPError as exc:
-            raise self._error(
-                f"cannot reach the {what} {redact_url(endpoint)}: {type(exc).__name__}", fix
-            ) from None
-
-    async def _bounded(self, response: httpx.Response) -> bytes:
-        if len(response.content) > MAX_DOCUMENT:
-            raise self._error(f"an answer from {redact_url(str(response.url))} is too large")
-        return response.content
-
-    def _json_object(
-        self, response: httpx.Response, raw: bytes, what: str, url: str
-    ) -> dict[str, Any]:
-        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        try:
-            data = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError:
-            data = None
-        if not isinstance(data, dict):
-            raise self._error(
-                f"the {what} {redact_url(url)} answered HTTP {response.status_code} with"
-                f" {kind or 'no content type'}, not a JSON object",
-                "check the server's authorization setup (a proxy or login page may be in the way)",
-            )
-        return data
-
-    def _oauth_error(self, data: dict[str, Any]) -> str:
-        error = data.get("error")
-        if not isinstance(error, str):
-            return ""
-        text = f": {error}"
-        description = data.get("error_description")
-        if isinstance(description, str) and description:
-            text += f": {description}"
-        return self._redact(text)
-
     # -- the login commands
 
     async def login(self) -> OAuthStatus:
@@ -850,26 +698,38 @@ class OAuth(httpx.Auth):
         Raises:
             AuthorizationError: discovery or the grant failed; nothing is saved then.
         """
+        with self._deadline("the login"):
+            return await self._login()
+
+    async def _login(self) -> OAuthStatus:
         challenge: Challenge | None = None
         try:
-            response = await self._http.post(
+            # Streamed and never read: only the status and the challenge matter.
+            async with self._http.stream(
+                "POST",
                 self.url,
                 content=b'{"jsonrpc":"2.0","id":0,"method":"ping"}',
                 headers={
                     "Content-Type": "application/json",
                     "Accept": "application/json, text/event-stream",
                 },
-            )
+            ) as response:
+                status = response.status_code
+                values = response.headers.get_list("www-authenticate")
         except httpx.HTTPError as exc:
             raise self._error(
                 f"cannot reach {redact_url(self.url)}: {type(exc).__name__}",
                 "check the server's URL",
             ) from None
-        if response.status_code in (401, 403):
-            challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
+        if status in (401, 403):
+            challenge = parse_www_authenticate(values)
         async with self._lock:
             await self._load()
-            await self._authorize(challenge, None)
+            self._relogin = True
+            try:
+                await self._authorize(challenge, None)
+            finally:
+                self._relogin = False
         return await self.status()
 
     async def status(self) -> OAuthStatus:

@@ -9,15 +9,25 @@ never shown: ``repr()`` hides the secret and the private key.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
+from urllib.parse import urlsplit
 
 import attrs
 
 from agenthost.errors import ConfigError
 
-__all__ = ["GRANTS", "KEYS", "TOKEN_AUTH_METHODS", "OAuthSettings", "parse_oauth_table"]
+__all__ = [
+    "GRANTS",
+    "KEYS",
+    "TOKEN_AUTH_METHODS",
+    "OAuthSettings",
+    "is_loopback",
+    "issuer_url_ok",
+    "parse_oauth_table",
+]
 
 Grant = Literal["authorization_code", "client_credentials", "enterprise", "jwt_bearer"]
 TokenAuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
@@ -30,8 +40,34 @@ KEYS: Final = (
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token", "assertion",
-    "assertion_file",
+    "assertion_file", "issuer", "exchange_timeout",
 )  # fmt: skip
+
+
+def issuer_url_ok(url: str) -> bool:
+    """An authorization server URL we may talk to: https, or http on a loopback host
+    (plain http elsewhere would put codes and tokens on the wire in clear)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return False
+    if not host or parts.query or parts.fragment or any(ord(c) < 0x21 for c in url):
+        return False
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and is_loopback(host)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _hidden(value: object) -> str:
@@ -56,6 +92,9 @@ class OAuthSettings:
     token_endpoint_auth_method: TokenAuthMethod | None = None
     #: PEM private key for ``private_key_jwt`` (or ``private_key_file``).
     private_key: str | None = attrs.field(default=None, repr=_hidden)
+    #: A file holding that PEM key (read when the settings are made; relative paths are
+    #: relative to the working directory here, to the config file's in the config).
+    private_key_file: str | None = None
     #: JWS algorithm of the client assertion; default: from the key (RS256, ES256...).
     signing_algorithm: str | None = None
     #: An HTTPS URL serving our Client ID Metadata Document, used as the client_id.
@@ -69,6 +108,10 @@ class OAuthSettings:
     open_browser: bool = True
     #: Seconds to wait for the browser to come back to the loopback redirect.
     login_timeout: float = 300.0
+    #: Seconds for one whole exchange with the authorization server (discovery, client
+    #: registration, the token request; or a refresh), however slowly it answers. The
+    #: browser's time is not counted.
+    exchange_timeout: float = 60.0
     #: ``enterprise``: the IdP's token endpoint (RFC 8693 token exchange) and our client
     #: there, and the user's ID token from the IdP's single sign-on.
     idp_token_endpoint: str | None = None
@@ -79,8 +122,36 @@ class OAuthSettings:
     #: request, since platforms rotate it, e.g. a Kubernetes projected token).
     assertion: str | None = attrs.field(default=None, repr=_hidden)
     assertion_file: str | None = None
+    #: The authorization server's issuer URL. Configured credentials (a client secret, a
+    #: private key, an assertion) are sent only to this issuer's endpoints; with such
+    #: credentials and no ``issuer`` nothing is sent (no trust on first use for secrets).
+    #: Without credentials it pins the issuer a login may use.
+    issuer: str | None = None
+
+    @property
+    def holds_secret(self) -> bool:
+        """True when a credential of ours (not one the server issued) is configured."""
+        return bool(
+            self.client_secret
+            or self.private_key
+            or self.assertion
+            or self.assertion_file
+            or self.id_token
+            or self.idp_client_secret
+        )
 
     def __attrs_post_init__(self) -> None:
+        if self.private_key_file is not None:
+            if self.private_key is not None:
+                raise ConfigError("give private_key or private_key_file, not both", key=None)
+            path = Path(self.private_key_file).expanduser()
+            try:
+                pem = path.read_text("utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read {str(path)!r}: {exc.strerror}", key="private_key_file"
+                ) from None
+            object.__setattr__(self, "private_key", pem)  # frozen: set once, here
         if self.grant not in GRANTS:
             raise ConfigError(f"must be one of {', '.join(GRANTS)}", key="grant")
         method = self.token_endpoint_auth_method
@@ -118,10 +189,16 @@ class OAuthSettings:
             "https://"
         ):
             raise ConfigError("must be an https:// URL", key="client_metadata_url")
+        if self.issuer is not None and not issuer_url_ok(self.issuer):
+            raise ConfigError(
+                "must be an https:// URL (http:// only for localhost), without query or fragment",
+                key="issuer",
+            )
         if not 0 <= self.redirect_port <= 65535:
             raise ConfigError("must be a port number (0 for any free port)", key="redirect_port")
-        if not self.login_timeout > 0:
-            raise ConfigError("must be a positive number of seconds", key="login_timeout")
+        for key in ("login_timeout", "exchange_timeout"):
+            if not getattr(self, key) > 0:
+                raise ConfigError("must be a positive number of seconds", key=key)
 
     @property
     def auth_method(self) -> TokenAuthMethod | None:
@@ -162,7 +239,7 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
     for key in (
         "grant", "client_id", "client_secret", "token_endpoint_auth_method", "private_key",
         "signing_algorithm", "client_metadata_url", "client_name", "idp_token_endpoint",
-        "idp_client_id", "idp_client_secret", "id_token", "assertion",
+        "idp_client_id", "idp_client_secret", "id_token", "assertion", "issuer",
     ):  # fmt: skip
         if (got := text(key)) is not None:
             fields[key] = got
@@ -200,9 +277,10 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
         if not isinstance(port, int) or isinstance(port, bool):
             raise ConfigError("must be a port number", key="redirect_port")
         fields["redirect_port"] = port
-    if "login_timeout" in table:
-        seconds = table["login_timeout"]
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
-            raise ConfigError("must be a number of seconds", key="login_timeout")
-        fields["login_timeout"] = float(seconds)
+    for key in ("login_timeout", "exchange_timeout"):
+        if key in table:
+            seconds = table[key]
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+                raise ConfigError("must be a number of seconds", key=key)
+            fields[key] = float(seconds)
     return OAuthSettings(**fields)

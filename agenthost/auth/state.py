@@ -52,8 +52,14 @@ class Tokens:
     refresh_token: str | None = attrs.field(default=None, repr=False)
     expires_at: float | None = None
     scope: str | None = None
+    #: Seconds the token was issued for (``expires_in``): a short-lived token is
+    #: refreshed at half its life, not a whole :data:`REFRESH_LEEWAY` early (which
+    #: would refresh a 30 s token before every request).
+    lifetime: float | None = None
 
     def expiring(self, leeway: float = REFRESH_LEEWAY) -> bool:
+        if self.lifetime is not None:
+            leeway = min(leeway, self.lifetime / 2)
         return self.expires_at is not None and now() >= self.expires_at - leeway
 
 

@@ -11,27 +11,44 @@ worker thread, so a store never blocks the Trio loop.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import logging
 import os
 import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import trio
 
+if TYPE_CHECKING:
+    from agenthost.auth.loopback import UrlOpener
+
 __all__ = [
+    "TOKEN_STORE",
     "FileTokenStore",
     "KeyringTokenStore",
     "MemoryTokenStore",
     "TokenStore",
+    "auth_context",
     "data_dir",
     "default_token_store",
+    "process_lock",
 ]
 
 log = logging.getLogger("agenthost.auth")
 
 SERVICE: Final = "agenthost"
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+
+
+#: The store OAuth flows use when none is given: ``connect(token_store=...)`` and
+#: ``open_host(token_store=...)`` set it for their block; unset: :func:`default_token_store`.
+TOKEN_STORE: contextvars.ContextVar[TokenStore | None] = contextvars.ContextVar(
+    "agenthost_token_store", default=None
+)
 
 
 @runtime_checkable
@@ -77,6 +94,47 @@ def data_dir() -> Path:
     return root / "agenthost"
 
 
+@asynccontextmanager
+async def process_lock(key: str) -> AsyncIterator[None]:
+    """Hold the lock of ``key`` across processes (an advisory ``flock`` on a file in
+    ``data_dir()/locks``) for a read-refresh-save of the saved state: two processes that
+    refresh one login at once would otherwise both spend the same refresh token, and the
+    loser would save an empty login over the winner's good one.
+
+    Cancellation: waiting polls every 20 ms, so the caller's deadline bounds it. Where
+    ``flock`` does not exist (Windows) no lock is taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path = FileTokenStore(data_dir() / "locks")._path(key).with_suffix(".lock")
+
+    def open_lock() -> int:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    fd = await trio.to_thread.run_sync(open_lock)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await trio.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _encode(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+
+
 class FileTokenStore:
     """One file per key, mode 0600, in a 0700 directory (default ``data_dir()/tokens``).
 
@@ -91,9 +149,17 @@ class FileTokenStore:
         return f"<FileTokenStore {str(self.directory)!r}>"
 
     def _path(self, key: str) -> Path:
-        if not _SAFE_KEY.match(key):
-            raise ValueError(f"unsafe token store key {key!r}")
-        return self.directory / f"{key}.json"
+        """The key's file: the key itself when it is a plain name, else percent-encoded
+        (a server name may hold a space, a slash, ``..``); a plain name never holds
+        ``%``, so two keys never share a file."""
+        if _SAFE_KEY.match(key) and not key.startswith("."):
+            return self.directory / f"{key}.json"
+        if not key or len(key) > 256:
+            raise ValueError("a token store key must be 1 to 256 characters")
+        name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else _encode(c) for c in key)
+        if len(name) > 200:  # file names stop at 255 bytes
+            name = "%" + hashlib.sha256(key.encode()).hexdigest()
+        return self.directory / f"{name}.json"
 
     async def load(self, key: str) -> str | None:
         path = self._path(key)
@@ -182,6 +248,11 @@ def _keyring_usable() -> bool:
     name = type(backend).__module__
     if isinstance(backend, fail.Keyring) or name.startswith("keyring.backends.null"):
         return False
+    if name.startswith("keyrings.alt") or "plaintext" in type(backend).__name__.lower():
+        # keyrings.alt keeps secrets in a file, as text or under a password it asks for
+        # on the terminal: not an OS keyring. The 0600 file store is no worse and honest.
+        log.info("token store: %s is not an OS keyring; using files", type(backend).__name__)
+        return False
     priority = getattr(backend, "priority", 1)
     return isinstance(priority, (int, float)) and priority > 0
 
@@ -196,3 +267,24 @@ def default_token_store() -> TokenStore:
         return KeyringTokenStore()
     log.debug("token store: files under %s", data_dir() / "tokens")
     return FileTokenStore()
+
+
+@contextmanager
+def auth_context(
+    token_store: TokenStore | None = None, url_opener: UrlOpener | None = None
+) -> Iterator[None]:
+    """Within the block, OAuth flows keep their logins in ``token_store`` and show a login
+    URL with ``url_opener`` (each None: left as it is). What ``connect()`` and
+    ``open_host()`` use for their ``token_store``/``url_opener`` arguments; the tasks a
+    block starts inherit it (context variables)."""
+    from agenthost.auth.loopback import URL_OPENER
+
+    store_token = TOKEN_STORE.set(token_store) if token_store is not None else None
+    opener_token = URL_OPENER.set(url_opener) if url_opener is not None else None
+    try:
+        yield
+    finally:
+        if opener_token is not None:
+            URL_OPENER.reset(opener_token)
+        if store_token is not None:
+            TOKEN_STORE.reset(store_token)

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agenthost.cli.common import add_command, load_config
-from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
+from agenthost.cli.exit import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, print_json, say
 
 if TYPE_CHECKING:
@@ -107,10 +107,17 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 opener=opener,
             )
             if args.action == "login":
-                with trio.fail_after(
-                    (server.oauth.login_timeout if server.oauth else 300.0) + 60.0
-                ):
+                # A safety net only: the flow bounds each exchange (exchange_timeout) and
+                # the browser (login_timeout) itself.
+                settings = oauth.settings
+                limit = settings.login_timeout + 2 * settings.exchange_timeout + 30.0
+                with trio.move_on_after(limit) as scope:
                     results.append(await oauth.login())
+                if scope.cancelled_caught:
+                    raise CLIError(
+                        f"{server.name}: authorization failed: the login took over {limit:g} s",
+                        EXIT_UNAVAILABLE,
+                    )
                 if not args.json:
                     console.quiet = False
                     say(_describe(results[-1]))

@@ -21,6 +21,8 @@ file is private (0600 in a 0700 directory): it holds what the user typed. Slash 
   /clear                                start a new conversation
 Anything else is a message to the agent, which keeps the conversation across turns;
 Ctrl-C during a turn cancels it (the servers are told).
+After each turn its tokens and estimated cost are shown, and the conversation is saved
+(:mod:`agenthost.cli.sessions`): ``chat --resume [NAME]`` goes on with it later.
 """
 
 from __future__ import annotations
@@ -40,7 +42,16 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from agenthost.cli.common import interruptible
-from agenthost.cli.render import Console, Stream, agent_printer, content_text, safe, say, table
+from agenthost.cli.render import (
+    Console,
+    Stream,
+    agent_printer,
+    content_text,
+    safe,
+    say,
+    table,
+    usage_text,
+)
 from agenthost.errors import AgentHostError
 
 if TYPE_CHECKING:
@@ -384,19 +395,51 @@ class _Chat:
     transcript: Transcript | None = None
     #: Prompt messages added with ``/prompt``, sent with the next message.
     pending_prompt: list[Any] = attrs.Factory(list)
+    #: The saved conversation's name (``chat --resume NAME``); set at the first save.
+    session: str | None = None
 
 
-async def chat(host: Host, console: Console, *, provider: str | None, model: str | None) -> int:
+async def chat(
+    host: Host,
+    console: Console,
+    *,
+    provider: str | None,
+    model: str | None,
+    session: str | None = None,
+    resumed: Transcript | None = None,
+) -> int:
     """Read lines until ``/quit`` or end of input: slash commands run at once, anything
-    else is a turn of the agent in the ongoing conversation. Returns the exit code (0)."""
-    session = _Chat(
-        host=host, console=console, reader=_reader_for(host), provider=provider, model=model
+    else is a turn of the agent in the ongoing conversation. Returns the exit code (0).
+
+    Every turn is saved as the session ``session`` (a new name at the first turn when
+    None); ``resumed`` is the saved conversation ``chat --resume`` goes on with.
+    """
+    state = _Chat(
+        host=host,
+        console=console,
+        reader=_reader_for(host),
+        provider=provider,
+        model=model,
+        transcript=resumed,
+        session=session,
     )
     console.line("agenthost chat: /help for commands, /quit or Ctrl-D to leave")
+    if resumed is not None:
+        console.line(f"(resumed {session}: {len(resumed.messages)} messages)")
+    try:
+        await _lines(state)
+    finally:
+        if state.session is not None:
+            console.line(f"(saved; go on later with: agenthost chat --resume {state.session})")
+    return 0
+
+
+async def _lines(session: _Chat) -> None:
+    """The read loop: until ``/quit``, ``/exit`` or the end of input."""
     while True:
         line = await session.reader.read("> ")
         if line is None or line.strip() in ("/quit", "/exit"):
-            return 0
+            return
         line = line.strip()
         if line.startswith("/"):
             await _slash(session, line)
@@ -446,6 +489,7 @@ async def _turn(session: _Chat, line: str) -> None:
             task=line, provider=session.provider or "", model=session.model or ""
         )
     transcript = session.transcript
+    calls_before = len(transcript.usage)
     interrupted = False
     stream = Stream()
     try:
@@ -475,6 +519,30 @@ async def _turn(session: _Chat, line: str) -> None:
         )
     if transcript.final_text and not stream.shown:
         say(transcript.final_text)
+    console.line(_turn_usage(transcript, calls_before))
+    if not interrupted:  # mid-turn, a tool call may lack its result: not a conversation
+        _save(session, transcript)
+
+
+def _save(session: _Chat, transcript: Transcript) -> None:
+    from agenthost.cli.sessions import new_session_name, save_session
+
+    if session.session is None:
+        session.session = new_session_name()
+    try:
+        save_session(session.session, transcript)
+    except OSError as exc:
+        session.console.line(f"! could not save the conversation: {exc}")
+
+
+def _turn_usage(transcript: Transcript, calls_before: int) -> str:
+    """This turn's tokens and cost, then the conversation's: what the user pays as it goes."""
+    turn = transcript.usage[calls_before:]
+    costs = [u.cost_usd for u in turn]
+    cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    this = usage_text(sum(u.input_tokens for u in turn), sum(u.output_tokens for u in turn), cost)
+    total = usage_text(transcript.input_tokens, transcript.output_tokens, transcript.cost_usd)
+    return f"({this}; conversation: {total})"
 
 
 # ----------------------------------------------------------------- slash commands
@@ -568,7 +636,8 @@ async def _model(session: _Chat, words: list[str]) -> None:
 
 
 async def _clear(session: _Chat, words: list[str]) -> None:
-    session.transcript, session.pending_prompt = None, []
+    # The conversation so far stays saved under its name; the next one gets a new name.
+    session.transcript, session.pending_prompt, session.session = None, [], None
     say("(new conversation)")
 
 

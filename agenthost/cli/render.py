@@ -33,6 +33,7 @@ __all__ = [
     "sampling_printer",
     "say",
     "table",
+    "usage_text",
 ]
 
 
@@ -263,3 +264,10 @@ def agent_printer(console: Console, stream: Stream | None = None) -> Callable[[A
                 console.line("  = " + "\n    ".join(shown))
 
     return on_event
+
+
+def usage_text(input_tokens: int, output_tokens: int, cost: float | None) -> str:
+    """Tokens and the estimated cost, as every run and chat turn reports them."""
+    price = "cost unknown (model not in the catalog)" if cost is None else f"~${cost:.4f}"
+    tokens = f"{input_tokens + output_tokens:,} tokens ({input_tokens:,} in, {output_tokens:,} out)"
+    return f"{tokens}, {price}"

@@ -24,6 +24,7 @@ from agenthost.config.expand import ExpandContext, InputSpec, read_env_file
 from agenthost.config.jsonc import TOO_DEEP, parse_json
 from agenthost.config.model import (
     TRANSPORTS,
+    AgentSettings,
     HostConfig,
     RestartPolicy,
     ServerConfig,
@@ -47,6 +48,7 @@ from agenthost.config.values import (
     _table,
     _timeouts,
     _type_name,
+    _validating,
     _workspaces,
     _wrong,
     join_key,
@@ -62,11 +64,11 @@ log = logging.getLogger("agenthost.config")
 
 _TOP_KEYS = (
     "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
-    "inherit_env",
+    "inherit_env", "agent",
 )  # fmt: skip
 #: agenthost's host-level sections, also read from an editor's JSON file when present
 #: there (a person who put ``policy`` in one means it; it is never silently dropped).
-_HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env")
+_HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env", "agent")
 #: Server keys only agenthost.toml has (host settings on top of how to start a server).
 _HOST_SERVER_KEYS = (
     "timeouts", "restart", "max_message_size", "required", "trusted", "enabled",
@@ -414,6 +416,7 @@ class _HostSections:
     workspaces: list[Workspace]
     providers: Mapping[str, Any]
     policy: Mapping[str, Any]
+    agent: AgentSettings
 
     def config(self, servers: list[ServerConfig], ctx: _Ctx) -> HostConfig:
         """The HostConfig of the file: one place for both file shapes."""
@@ -422,6 +425,7 @@ class _HostSections:
             workspaces=self.workspaces,
             timeouts=self.timeouts,
             restart=self.restart,
+            agent=self.agent,
             providers=self.providers,
             policy=_with_rules(self.policy, ctx),
             source=ctx.source,
@@ -447,6 +451,7 @@ def _host_sections(
         workspaces = []
     providers = _table(data.get("providers", {}), ctx, "providers")
     policy = _table(data.get("policy", {}), ctx, "policy")
+    agent = _agent(data.get("agent", {}), ctx)
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -454,7 +459,16 @@ def _host_sections(
         workspaces=workspaces,
         providers=providers,
         policy=policy,
+        agent=agent,
     )
+
+
+def _agent(value: object, ctx: _Ctx) -> AgentSettings:
+    """``[agent]``: tool search and the result limit (``AgentSettings`` checks values)."""
+    table = _table(value, ctx, "agent")
+    _check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
+    with _validating(ctx, "agent"):
+        return AgentSettings(**table)
 
 
 def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:

@@ -94,6 +94,7 @@ __all__ = [
     "PROXY_ENV_VARS",
     "REDACTED",
     "TRANSPORTS",
+    "AgentSettings",
     "HostConfig",
     "RestartPolicy",
     "ServerConfig",
@@ -236,6 +237,30 @@ class Timeouts:
     task: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(_seconds(allow_inf=True))
     )
+
+
+def _tool_search(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not True and value is not False and value != "auto":
+        raise ConfigError(f'must be true, false or "auto", got {value!r}', key=attribute.name)
+
+
+def _positive_or_none(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"must be an integer >= 1, got {value!r}", key=attribute.name)
+
+
+@attrs.frozen(kw_only=True)
+class AgentSettings:
+    """``[agent]``: how the agent loop treats many tools and big results (docs/config.md)."""
+
+    #: True, False, or "auto": offer ``search_tools`` instead of every tool's definition
+    #: (auto: above 100 tools, or definitions over a tenth of the model's context window).
+    tool_search: bool | Literal["auto"] = attrs.field(default="auto", validator=_tool_search)
+    #: A tool result longer than this (estimated tokens) is cut for the model; None sizes
+    #: it to the model (a tenth of its context window, at most 25,000).
+    max_result_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
 
 
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -540,6 +565,7 @@ class HostConfig:
     #: Defaults for servers that do not set their own (loaders merge per-server tables).
     timeouts: Timeouts = Timeouts()
     restart: RestartPolicy = RestartPolicy()
+    agent: AgentSettings = AgentSettings()
     #: Raw ``[providers]`` section, checked to be a table; parsed by ``providers.config``.
     providers: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_map, repr=_keys_only, hash=False

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from agenthost.config.loader import load_config
-from agenthost.config.model import HostConfig
+from agenthost.config.model import AgentSettings, HostConfig
 from agenthost.config.trust import ProjectFile, inspect_project
 from agenthost.config.user_only import check_user_only
 from agenthost.errors import UntrustedConfig
@@ -135,6 +135,13 @@ def combine(user: HostConfig | None, project: HostConfig, file: ProjectFile) -> 
     policy = dict(user.policy)
     for key, value in project_policy.items():
         policy.setdefault(key, value)
+    # [agent] is taken whole: the user's if they set one, else the project's.
+    agent = user.agent if user.agent != AgentSettings() else project.agent
     return attrs.evolve(
-        user, servers=servers, workspaces=workspaces, providers=providers, policy=policy
+        user,
+        servers=servers,
+        workspaces=workspaces,
+        providers=providers,
+        policy=policy,
+        agent=agent,
     )

@@ -86,7 +86,7 @@ from policies import (
     unmatchable,
 )
 from policies.prompters import Prompter
-from providers.base import Provider
+from providers.base import ModelInfo, Provider
 from providers.config import (
     ProvidersConfig,
     available_models,
@@ -97,6 +97,8 @@ from providers.config import (
 
 if TYPE_CHECKING:
     from agenthost.agent.transcript import AgentEvent, Transcript
+    from agenthost.auth.loopback import UrlOpener
+    from agenthost.auth.store import TokenStore
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from providers.base import Message
 
@@ -449,6 +451,37 @@ class Host:
             raise detached
         return result
 
+    async def call_tool_decided(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CallToolResult:
+        """Call a namespaced tool whose consent was decided, and audited, elsewhere.
+
+        A durable run (:mod:`agenthost.durable`) decides each call in its workflow, with
+        the policy snapshot of its submission, possibly hours before a worker runs it:
+        this host's own policy is not asked again. ``meta`` goes to the server in the
+        request's ``_meta`` (the run's idempotency key). The call is never made a task, so
+        that the key reaches the server and the call is the activity's to retry.
+
+        Raises:
+            NotFound, ServerUnavailable, and the errors of :meth:`ClientSession.call_tool`.
+        """
+        entry = self.resolve_tool(name)
+        config = self._servers[entry.server]
+        return await self._with_era_fallback(
+            entry.server,
+            self.session(entry.server),
+            f"tool {entry.tool.name}",
+            lambda on: self._route_call(
+                entry, on, config, arguments, timeout=timeout, progress=None, task=False, meta=meta
+            ),
+            repeatable=_repeatable(entry.tool),
+        )
+
     async def _with_era_fallback(
         self,
         server: str,
@@ -530,8 +563,10 @@ class Host:
         progress: ProgressCallback | None,
         task: bool | None,
         on_task: TaskCreatedCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
-        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed."""
+        """One call, as a task or not (see :meth:`call_tool`); the policy already agreed.
+        ``meta`` is sent on a plain call only."""
         name = entry.tool.name
         key = (entry.server, name)
         task_after = config.timeouts.task_after
@@ -561,8 +596,10 @@ class Host:
         started = trio.current_time()
         try:
             if timeout is DEFAULT:
-                return await session.call_tool(name, arguments, progress=progress)
-            return await session.call_tool(name, arguments, progress=progress, timeout=timeout)
+                return await session.call_tool(name, arguments, progress=progress, meta=meta)
+            return await session.call_tool(
+                name, arguments, progress=progress, timeout=timeout, meta=meta
+            )
         except JSONRPCError as exc:
             if task is False or not needs_tasks_extension(exc):
                 raise
@@ -747,6 +784,7 @@ class Host:
             ConfigError: no provider is configured, or ``provider`` is not one of them.
         """
         name, model = self._agent_model(provider, model)
+        settings = self.config.agent
         return await run_agent(
             self,
             task,
@@ -761,7 +799,18 @@ class Host:
             on_event=on_event,
             stream=stream,
             task_grace=task_grace,
+            model_info=self.model_info(name, model),
+            tool_search=settings.tool_search,
+            max_result_tokens=settings.max_result_tokens,
         )
+
+    def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        """The catalog entry (with config overrides) of ``model`` on ``provider``, by id or
+        alias; None when neither knows it (its cost is then unknown, not zero)."""
+        for info in available_models(self.providers_config, self.env):
+            if info.provider == provider and (info.id == model or model in info.aliases):
+                return info
+        return None
 
     def _agent_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The (provider name, model) a run uses: the caller's, else the configured default."""
@@ -925,6 +974,8 @@ async def open_host(
     providers: Mapping[str, Provider] | None = None,
     env: Mapping[str, str] | None = None,
     on_event: EventSink | None = None,
+    token_store: TokenStore | None = None,
+    url_opener: UrlOpener | None = None,
 ) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
@@ -939,6 +990,10 @@ async def open_host(
             and ``env`` (and closed on exit).
         env: where API keys are read (default ``os.environ``).
         on_event: called with the host's events (sampling selections, ...) for a UI.
+        token_store: where the servers' OAuth logins are kept (default: the OS keyring,
+            else files); see :func:`agenthost.connect`.
+        url_opener: ``async (server, url)`` showing a person a login URL; default: the
+            context's :data:`agenthost.auth.URL_OPENER` (unset: headless).
 
     Raises:
         ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
@@ -954,6 +1009,11 @@ async def open_host(
         engine = PolicyEngine.from_config(policy_config, prompter=prompter)
     try:
         async with AsyncExitStack() as stack:
+            if token_store is not None or url_opener is not None:
+                from agenthost.auth.store import auth_context
+
+                # Before any server starts: their tasks inherit it.
+                stack.enter_context(auth_context(token_store, url_opener))
             live = providers
             if live is None:
                 live = await stack.enter_async_context(open_providers(providers_config, environ))

@@ -14,12 +14,20 @@ the place they happen, so no other module names an ``httpx.*Error``:
 
 Errors that are already ours (``MessageTooLarge``, the OAuth flow's
 ``AuthorizationError``) pass through unchanged.
+
+Which clients the lean HTTP path (:mod:`agenthost.transports.lean`) may stand in for:
+only those agenthost made itself (:func:`new_client`), with no auth or one that can hand
+out its bearer token (:class:`BearerAuth`), for a URL no proxy applies to. A client a
+caller gave us may carry a transport, hooks or mounts of its own: it is always used.
 """
 
 from __future__ import annotations
 
+import urllib.request
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Protocol, runtime_checkable
 
 import httpx
 import trio
@@ -28,7 +36,63 @@ from agenthost._util import collapse_single_group
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.redaction import redact, redact_url
 
-__all__ = ["describe", "map_httpx_errors", "open_http_client", "reason_of"]
+__all__ = [
+    "BearerAuth",
+    "describe",
+    "lean_allowed",
+    "map_httpx_errors",
+    "new_client",
+    "open_http_client",
+    "reason_of",
+]
+
+#: Clients made by :func:`new_client`: configured by us, so the lean path may replace them.
+_OURS: weakref.WeakSet[httpx.AsyncClient] = weakref.WeakSet()
+
+
+@runtime_checkable
+class BearerAuth(Protocol):
+    """An ``httpx.Auth`` whose token the lean path can attach (the OAuth flow is one).
+
+    ``bearer()`` returns the access token to send now (refreshed if about to expire), or
+    None when there is none yet: the request then goes through httpx and the auth flow.
+    """
+
+    async def bearer(self) -> str | None: ...
+
+
+def new_client(
+    *, timeout: httpx.Timeout, auth: httpx.Auth | None = None, follow_redirects: bool = False
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` configured by agenthost (see :func:`lean_allowed`)."""
+    client = httpx.AsyncClient(timeout=timeout, auth=auth, follow_redirects=follow_redirects)
+    _OURS.add(client)
+    return client
+
+
+def _proxied(url: httpx.URL) -> bool:
+    """Whether httpx would send ``url`` through a proxy from the environment.
+
+    httpx reads the same ``urllib.request.getproxies()``; its ``NO_PROXY`` matching is
+    richer than an exact host, so anything but ``*`` or the exact host counts as proxied
+    (the lean path is then not used: httpx goes through the proxy).
+    """
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(url.scheme) or proxies.get("all")):
+        return False
+    bypass = {host.strip().lower() for host in proxies.get("no", "").split(",")}
+    return not ("*" in bypass or url.host.lower() in bypass)
+
+
+def lean_allowed(client: httpx.AsyncClient, url: str) -> bool:
+    """Whether requests of ``client`` to ``url`` may take the lean path."""
+    if client not in _OURS:
+        return False
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or _proxied(parsed):
+        return False
+    auth = client.auth
+    return auth is None or isinstance(auth, BearerAuth)
 
 
 def describe(exc: BaseException, scrub: Callable[[str], str] = redact) -> str:
@@ -86,7 +150,7 @@ async def open_http_client(
     Resource handling: a client created here is closed on the way out (shielded, bounded).
     """
     owned = client is None
-    http = client or httpx.AsyncClient(timeout=httpx.Timeout(connect_timeout, read=None))
+    http = client or new_client(timeout=httpx.Timeout(connect_timeout, read=None))
     try:
         with collapse_single_group():
             async with trio.open_nursery() as nursery:

@@ -51,19 +51,17 @@ message's :class:`~agenthost.transports.base.SendOptions`.
 
 from __future__ import annotations
 
-import html
 import logging
 import math
-import re
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import httpx
 import orjson
 import trio
 
+from agenthost._version import __version__
 from agenthost.errors import (
     AuthorizationError,
     MessageTooLarge,
@@ -72,18 +70,27 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.protocol import jsonrpc
-from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, Request, RequestId, Response
+from agenthost.protocol.jsonrpc import ErrorObject, Request, RequestId
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
-from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
-from agenthost.transports._httpx import map_httpx_errors, open_http_client, reason_of
+from agenthost.redaction import add_runtime_secret, redact_url
+from agenthost.transports._httpx import BearerAuth, lean_allowed, open_http_client, reason_of
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
     SendOptions,
-    Transport,
-    decode_frame,
 )
+from agenthost.transports.http_base import (
+    HTTP_ERROR_CODE,
+    MAX_REDIRECTS,
+    HTTPResponse,
+    HTTPTransportBase,
+    _content_type,
+    _summary,
+    auth_hint,
+    redirect_note,
+)
+from agenthost.transports.lean import LeanPool, LeanResponse, encode_headers
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -96,49 +103,15 @@ __all__ = [
 
 log = logging.getLogger("agenthost.transports.http")
 
-#: JSON-RPC code of the error responses synthesised for requests the server failed at
-#: the HTTP level (the -32000 range is "implementation-defined server errors").
-HTTP_ERROR_CODE: Final = -32000
-#: Redirects one request may follow within its origin (trailing-slash fixes and the like).
-MAX_REDIRECTS: Final = 5
-
 _ACCEPT_BOTH: Final = "application/json, text/event-stream"
 _SSE: Final = "text/event-stream"
 _JSON: Final = "application/json"
 _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
-_SUMMARY_CHARS: Final = 200
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
-
-
-def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
-    """Whether httpx's next request for a redirect is one we follow (see the module doc).
-
-    httpx normalises a default port to None and lower-cases hosts, so tuples compare.
-    """
-    a, b = sent.url, follow.url
-    if follow.method != sent.method:  # 301/302/303 turn a POST into a body-less GET
-        return False
-    if b.userinfo and b.userinfo != a.userinfo:  # httpx would send it as Basic auth
-        return False
-    if (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port):
-        return True
-    return (
-        a.host == b.host
-        and (a.scheme, b.scheme) == ("http", "https")
-        and a.port is None
-        and b.port is None
-    )
-
-
-def redirect_note(response: httpx.Response) -> str:
-    """Where a redirect we did not follow pointed, safe to log (no query, no userinfo)."""
-    follow = response.next_request
-    where = redact_url(str(follow.url)) if follow is not None else "(no usable Location)"
-    return (
-        f"HTTP {response.status_code} redirect to {where} not followed (only redirects"
-        " within the server's origin that keep the method are)"
-    )
+#: How long a response stream may run on after its response before it is dropped.
+_DRAIN_SECONDS: Final = 1.0
+_USER_AGENT: Final = f"agenthost/{__version__}"
 
 
 #: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
@@ -159,278 +132,6 @@ def _jsonrpc_error(body: bytes) -> ErrorObject | None:
     if type(code) is not int or not isinstance(message, str):
         return None
     return ErrorObject(code, message, error.get("data"))
-
-
-def auth_hint(status: int) -> str:
-    """What to do about a 401/403: a bare status code does not say that a token is needed."""
-    if status == 401:
-        return (
-            "; the server requires authentication: give it credentials in the config, e.g."
-            ' headers = { Authorization = "Bearer ${TOKEN}" }'
-        )
-    if status == 403:
-        return "; the credentials were refused: check the token and its scopes"
-    return ""
-
-
-def _content_type(response: httpx.Response) -> str:
-    value: str = response.headers.get("content-type", "")
-    return value.partition(";")[0].strip().lower()
-
-
-_HTML = re.compile(rb"\A\s*(<!doctype\s+html|<html[\s>]|<head[\s>])", re.IGNORECASE)
-_TITLE = re.compile(rb"<title[^>]*>(.{0,400}?)</title", re.IGNORECASE | re.DOTALL)
-
-
-def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
-    """A short, redacted description of an error body (a JSON-RPC error's message if any).
-
-    An HTML page (a web server's or proxy's error page, met when a URL is not an MCP
-    endpoint) is named by its title: its markup, styles and scripts say nothing to a
-    person reading a one-line error.
-    """
-    if _HTML.match(body[:1024]):
-        found = _TITLE.search(body[:65536])
-        raw = found.group(1).decode("utf-8", "replace") if found else ""
-        title = " ".join(html.unescape(raw).split())
-        return redact(f"an HTML page ({title[:_SUMMARY_CHARS]})" if title else "an HTML page")
-    text: str | None = None
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict):
-        error = obj.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            text = error["message"]
-        elif isinstance(error, str):
-            text = error
-    if text is None:
-        text = body.decode("utf-8", "replace")
-    text = " ".join(text.split())
-    if len(text) > _SUMMARY_CHARS:
-        text = text[:_SUMMARY_CHARS] + "..."
-    return redact(text) or "(empty body)"
-
-
-class HTTPTransportBase(Transport):
-    """What the HTTP-based transports share: delivery, failure, background tasks, secrets.
-
-    ``receive()`` is fed by background tasks through one bounded memory channel; when
-    the transport fails (or closes) the channel is closed after the messages already in
-    it, and ``receive()`` raises the reason.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        name: str,
-        client: httpx.AsyncClient,
-        nursery: trio.Nursery,
-        headers: Mapping[str, str] | None = None,
-        connect_timeout: float = 10.0,
-        ack_timeout: float = 30.0,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-        buffer: int = 256,
-    ) -> None:
-        self.name = name
-        self.url = url
-        #: The URL parsed once: httpx parses a string URL on every request (bench, HTTP).
-        self._target = httpx.URL(url)
-        self._client = client
-        self._nursery = nursery
-        self._headers = dict(headers or {})
-        # Configured header values are secrets wherever text leaves the process (logs,
-        # errors); the URL's password and query values too (agenthost.redaction).
-        for value in self._headers.values():
-            add_secret(value)
-        add_secrets_of_url(url)
-        self._redact = redact
-        self._max = max_message_size
-        #: Long-lived streams: no read timeout (the session's request timeouts apply).
-        self._stream_timeout = httpx.Timeout(
-            connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
-        )
-        #: POSTs that expect a quick 202 (notifications, responses, legacy messages).
-        self._ack_timeout = httpx.Timeout(
-            connect=connect_timeout, read=ack_timeout, write=connect_timeout, pool=connect_timeout
-        )
-        self._in, self._out = trio.open_memory_channel[jsonrpc.Message](buffer)
-        self._failure: tuple[type[TransportError], str] | None = None
-        self._closed = False
-        self._scopes: set[trio.CancelScope] = set()
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} {redact_url(self.url)}>"
-
-    # -- receiving
-
-    async def receive(self) -> jsonrpc.Message:
-        try:
-            return await self._out.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise self._error() from None
-
-    def _error(self) -> TransportError:
-        if self._failure is not None:
-            cls, reason = self._failure
-            return cls(reason, server=self.name)
-        return TransportClosed("transport is closed", server=self.name)
-
-    def _check_open(self) -> None:
-        if self._failure is not None or self._closed:
-            raise self._error()
-
-    async def _deliver(self, message: jsonrpc.Message) -> None:
-        """Hand one message to ``receive()``; raises ClosedResourceError once closed."""
-        await self._in.send(message)
-
-    async def _deliver_frame(self, data: str | bytes, watch: RequestId | None = None) -> bool:
-        """Decode and deliver one frame; True if it held the response to ``watch``."""
-        queue: deque[jsonrpc.Message] = deque()
-        decode_frame(data, queue, log, self.name)
-        found = False
-        for message in queue:
-            if (
-                watch is not None
-                and (
-                    type(message) is Response
-                    or type(message) is ErrorResponse
-                    or type(message) is jsonrpc.InvalidResponse
-                )
-                and message.id == watch
-            ):
-                found = True
-            await self._in.send(message)
-        return found
-
-    async def _deliver_error(self, request_id: RequestId, message: str, status: int | None) -> None:
-        """Answer ``request_id`` locally: the server will not (HTTP error, broken stream)."""
-        data = {"httpStatus": status} if status is not None else None
-        log.warning("%s: request %r failed: %s", self.name, request_id, message)
-        await self._in.send(ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data)))
-
-    # -- failure and background tasks
-
-    def _fail(self, cls: type[TransportError], reason: str) -> None:
-        """End the transport: ``receive()`` raises ``cls(reason)`` after what is queued."""
-        if self._failure is None and not self._closed:
-            self._failure = (cls, reason)
-            log.warning("%s: %s", self.name, reason)
-        self._in.close()
-        for scope in list(self._scopes):
-            scope.cancel()
-
-    @contextmanager
-    def _tracked(self) -> Iterator[trio.CancelScope]:
-        """Run a background task's body in a scope the transport can cancel on close.
-
-        The nursery's own scope cannot be used: the user's ``async with`` block runs in it.
-        Delivery into a closed transport ends the task quietly.
-        """
-        with trio.CancelScope() as scope:
-            self._scopes.add(scope)
-            if self._closed or self._failure is not None:
-                scope.cancel()
-            try:
-                yield scope
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                pass
-            finally:
-                self._scopes.discard(scope)
-
-    def _headers_for(self, accept: str) -> dict[str, str]:
-        headers = dict(self._headers)
-        headers["Accept"] = accept
-        return headers
-
-    @asynccontextmanager
-    async def _stream(
-        self, method: str, url: str | httpx.URL, **kwargs: Any
-    ) -> AsyncIterator[httpx.Response]:
-        """``client.stream(...)``, following redirects only within the origin.
-
-        A redirect we do not follow is yielded as the response (a 3xx), as httpx does
-        with ``follow_redirects=False``; the caller reports it with :func:`redirect_note`.
-        The client's own ``follow_redirects`` setting is not consulted.
-        """
-        client = self._client
-        request = client.build_request(method, url, **kwargs)
-        followed = 0
-        while True:
-            response = await client.send(request, stream=True, follow_redirects=False)
-            follow = response.next_request
-            if follow is None or followed == MAX_REDIRECTS or not _within_origin(request, follow):
-                break
-            # Not drained: a redirect body is the server's to choose, and closing an
-            # unread response only costs the connection.
-            await response.aclose()
-            request = follow
-            followed += 1
-        try:
-            yield response
-        finally:
-            await response.aclose()
-
-    async def _request(
-        self, method: str, url: str | httpx.URL, **kwargs: Any
-    ) -> tuple[httpx.Response, bytes]:
-        """One exchange with :meth:`_stream`'s redirect rule; the body read up to the limit."""
-        async with self._stream(method, url, **kwargs) as response:
-            return response, await self._read_limited(response)
-
-    async def _read_limited(self, response: httpx.Response) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self._max:
-                raise MessageTooLarge(
-                    f"response body larger than the maximum of {self._max} bytes",
-                    server=self.name,
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def _read_quietly(self, response: httpx.Response) -> bytes:
-        """An error response's body, or nothing if it cannot be read (or is too large)."""
-        try:
-            with self._map_errors():
-                return await self._read_limited(response)
-        except TransportError:  # httpx's (mapped), or MessageTooLarge
-            return b""
-
-    async def _error_summary(self, response: httpx.Response) -> str:
-        return _summary(await self._read_quietly(response), self._redact)
-
-    async def _deliver_jsonrpc_error(
-        self, request_id: RequestId, error: ErrorObject, status: int
-    ) -> None:
-        """An HTTP error whose body is a JSON-RPC error: surfaced as is (code, message,
-        data), the message scrubbed of secrets, for the request it answers."""
-        log.info(
-            "%s: request %r refused with HTTP %d: %s",
-            self.name,
-            request_id,
-            status,
-            self._redact(error.message[:_SUMMARY_CHARS]),
-        )
-        await self._in.send(
-            ErrorResponse(
-                request_id, ErrorObject(error.code, self._redact(error.message), error.data)
-            )
-        )
-
-    def _map_errors(self, url: str | None = None) -> AbstractContextManager[None]:
-        """:func:`map_httpx_errors` for this server: its name, its secrets scrubbed."""
-        return map_httpx_errors(url or self.url, server=self.name, scrub=self._redact)
-
-    async def _close_background(self) -> None:
-        self._closed = True
-        self._in.close()
-        for scope in list(self._scopes):
-            scope.cancel()
 
 
 class StreamableHTTPTransport(HTTPTransportBase):
@@ -480,6 +181,20 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
         self._requests: dict[RequestId, trio.CancelScope] = {}
+        #: The lean path (issue 26), when this client and URL allow it; None once a
+        #: redirect showed that httpx must take every request (see :meth:`_lean_send`).
+        self._lean: LeanPool | None = None
+        self._lean_pool: LeanPool | None = None
+        if lean_allowed(client, url):
+            self._lean = self._lean_pool = LeanPool(
+                url, server=name, connect_timeout=connect_timeout
+            )
+        auth: object = client.auth  # lean_allowed(): None, or a BearerAuth
+        #: Where the lean path gets its token (a Protocol isinstance per call costs 13 us).
+        self._bearer = auth.bearer if isinstance(auth, BearerAuth) else None
+        #: Encoded header lines by (accept, session id, revision, token, has body, the
+        #: names a message sets itself).
+        self._heads: dict[tuple[Any, ...], bytes | None] = {}
 
     @property
     def exchanges_per_request(self) -> bool:
@@ -516,6 +231,97 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if version is not None and at_least(version, "2025-06-18"):
             headers["MCP-Protocol-Version"] = version
         return headers
+
+    @property
+    def connections_opened(self) -> int | None:
+        """Connections the lean path opened so far; None when it is not used (httpx is)."""
+        return self._lean_pool.opened if self._lean_pool is not None else None
+
+    @asynccontextmanager
+    async def _exchange(
+        self,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> AsyncIterator[HTTPResponse]:
+        """One POST (``body``) or GET to the endpoint: on the lean path when it can take
+        it, else through httpx with :meth:`_stream`'s redirect rule. The headers are
+        ours (:meth:`_headers_for`), then ``extra``, then the Content-Type of a body."""
+        response = await self._lean_send(method, accept, extra, body, timeout)
+        if response is not None:
+            try:
+                yield response
+            finally:
+                await response.aclose()
+            return
+        headers = {**self._headers_for(accept), **extra}
+        if body is not None:
+            headers["Content-Type"] = _JSON
+        async with self._stream(
+            method, self._target, content=body, headers=headers, timeout=timeout
+        ) as httpx_response:
+            yield httpx_response
+
+    async def _lean_send(
+        self,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> LeanResponse | None:
+        """The lean path's response, or None: httpx must take this request.
+
+        httpx takes it when a header cannot be sent as is, and after a redirect (httpx
+        follows it within the origin, for this request and every later one) or a 401/403
+        with auth (the ``httpx.Auth`` flow logs in or refreshes the token, once for many
+        concurrent requests). Those statuses mean the server did not act on the request,
+        so sending it again is safe.
+        """
+        lean = self._lean
+        if lean is None:
+            return None
+        bearer = self._bearer
+        token = None if bearer is None else await bearer()  # None: not logged in (yet)
+        head = self._lean_head(accept, token, body is not None, tuple(extra))
+        lines = encode_headers(extra) if extra else b""
+        if head is None or lines is None:
+            return None
+        response = await lean.request(method, head + lines, body, read_timeout=timeout.read)
+        status = response.status_code
+        if 300 <= status < 400 or (bearer is not None and status in (401, 403)):
+            await response.aclose()
+            if status < 400:
+                self._lean = None
+            return None
+        return response
+
+    def _lean_head(
+        self, accept: str, token: str | None, has_body: bool, replaced: tuple[str, ...]
+    ) -> bytes | None:
+        """Our header lines for the lean path, encoded once per session state, without
+        the ``replaced`` names (a message's own headers win, as in a dict merge)."""
+        key = (accept, self.session_id, self.protocol_version, token, has_body, replaced)
+        head = self._heads.get(key, b"")
+        if head == b"":
+            skip = {name.lower() for name in replaced}
+            headers = {
+                name: value
+                for name, value in self._headers_for(accept).items()
+                if name.lower() not in skip
+            }
+            if not any(name.lower() == "user-agent" for name in headers):
+                headers["User-Agent"] = _USER_AGENT
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            if has_body:
+                headers["Content-Type"] = _JSON
+            if len(self._heads) >= 32:  # a new token or session id: the old lines are dead
+                self._heads.clear()
+            head = self._heads[key] = encode_headers(headers)
+        return head
 
     def _has_sessions(self) -> bool:
         # 2026-07-28 has none: a modern client never keeps (or echoes) a session id.
@@ -592,17 +398,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         had_session = self.session_id is not None
         try:
             with self._map_errors():
-                response, content = await self._request(
-                    "POST",
-                    self._target,
-                    content=body,
-                    headers={
-                        **self._headers_for(_ACCEPT_BOTH),
-                        **options.headers,
-                        "Content-Type": _JSON,
-                    },
-                    timeout=self._ack_timeout,
-                )
+                async with self._exchange(
+                    "POST", _ACCEPT_BOTH, options.headers, body, self._ack_timeout
+                ) as response:
+                    content = await self._read_limited(response)
         except (MessageTooLarge, AuthorizationError):
             raise
         except TransportClosed as exc:  # unreachable, or no pooled connection came free
@@ -622,7 +421,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if status >= 400:
             summary = _summary(content, self._redact)
             raise TransportError(
-                f"the server rejected a message with HTTP {status}: {summary}{auth_hint(status)}",
+                f"the server rejected a message with HTTP {status}: {summary}"
+                f"{auth_hint(status, authorizing=self._client.auth is not None)}",
                 server=self.name,
             )
 
@@ -642,20 +442,13 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """
         had_session = self.session_id is not None
         started = False
+        status = 0  # no response (yet): a failure before one must not read it unset
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
                 with self._map_errors():
-                    async with self._stream(
-                        "POST",
-                        self._target,
-                        content=body,
-                        headers={
-                            **self._headers_for(_ACCEPT_BOTH),
-                            **options.headers,
-                            "Content-Type": _JSON,
-                        },
-                        timeout=self._stream_timeout,
+                    async with self._exchange(
+                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
@@ -707,7 +500,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             self._initialized = True
             self._start_get_stream()
 
-    def _take_session_id(self, response: httpx.Response) -> bool:
+    def _take_session_id(self, response: HTTPResponse) -> bool:
         """Keep the ``Mcp-Session-Id`` of the response; False (transport failed) if invalid.
 
         The spec allows only visible ASCII (0x21-0x7E): anything else could not even be
@@ -724,12 +517,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 " than visible ASCII (0x21-0x7E), which the spec requires",
             )
             return False
-        add_secret(session_id)  # a bearer of the session: never in a log line
+        add_runtime_secret(session_id)  # a bearer of the session: never in a log line
         self.session_id = session_id
         return True
 
     async def _handle_response(
-        self, response: httpx.Response, request_id: RequestId, had_session: bool
+        self, response: HTTPResponse, request_id: RequestId, had_session: bool
     ) -> None:
         status = response.status_code
         if status == 404 and had_session:
@@ -748,7 +541,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._deliver_error(
                 request_id,
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}"
-                f"{auth_hint(status)}",
+                f"{auth_hint(status, authorizing=self._client.auth is not None)}",
                 status,
             )
             return
@@ -757,8 +550,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
         kind = _content_type(response)
         if kind == _SSE:
             parser = SSEParser(max_size=self._max)
-            if not await self._consume(response, parser, request_id):
+            events = response.aiter_bytes()  # one iterator: httpx's cannot be restarted
+            if not await self._consume(events, parser, request_id):
                 await self._resume(request_id, parser)
+                return
+            # The server ends the stream after the response: read to that end, so the
+            # connection goes back to the pool (issue 26: it was one connect per call).
+            with trio.move_on_after(_DRAIN_SECONDS):
+                await self._consume(events, parser, None)
         elif kind == _JSON:
             if not await self._deliver_frame(await self._read_limited(response), request_id):
                 await self._deliver_error(
@@ -770,16 +569,17 @@ class StreamableHTTPTransport(HTTPTransportBase):
             )
 
     async def _consume(
-        self, response: httpx.Response, parser: SSEParser, watch: RequestId | None
+        self, body: AsyncIterator[bytes], parser: SSEParser, watch: RequestId | None
     ) -> bool:
-        """Deliver a stream's messages; True once the response to ``watch`` came.
+        """Deliver the messages of a stream's ``body``; True once the response to
+        ``watch`` came (the rest of ``body`` can still be read).
 
         A broken connection just ends the stream (False): the caller decides whether to
         resume. Too large a message propagates.
         """
         try:
             with self._map_errors():
-                async for chunk in response.aiter_bytes():
+                async for chunk in body:
                     for event in parser.feed(chunk):
                         if await self._on_event(event, watch):
                             return True
@@ -812,12 +612,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
             attempts += 1
             await trio.sleep(_delay(parser.retry, attempts))
             before = parser.last_event_id
-            headers = self._headers_for(_SSE)
-            headers["Last-Event-ID"] = before
             try:
                 with self._map_errors():
-                    async with self._stream(
-                        "GET", self._target, headers=headers, timeout=self._stream_timeout
+                    async with self._exchange(
+                        "GET", _SSE, {"Last-Event-ID": before}, None, self._stream_timeout
                     ) as response:
                         status = response.status_code
                         log.debug("%s: resume GET for %r -> HTTP %d", self.name, request_id, status)
@@ -830,7 +628,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             break  # the server does not offer resumption
                         if status != 200 or _content_type(response) != _SSE:
                             continue
-                        if await self._consume(response, parser, request_id):
+                        if await self._consume(response.aiter_bytes(), parser, request_id):
                             return
             except MessageTooLarge:
                 raise
@@ -854,13 +652,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
         failures = 0
         with self._tracked():
             while True:
-                headers = self._headers_for(_SSE)
-                if parser.last_event_id:
-                    headers["Last-Event-ID"] = parser.last_event_id
+                last = parser.last_event_id
+                extra = {"Last-Event-ID": last} if last else {}
                 try:
                     with self._map_errors():
-                        async with self._stream(
-                            "GET", self._target, headers=headers, timeout=self._stream_timeout
+                        async with self._exchange(
+                            "GET", _SSE, extra, None, self._stream_timeout
                         ) as response:
                             status = response.status_code
                             log.debug("%s: GET stream -> HTTP %d", self.name, status)
@@ -874,7 +671,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                                 return
                             if status == 200 and _content_type(response) == _SSE:
                                 failures = 0
-                                await self._consume(response, parser, None)
+                                await self._consume(response.aiter_bytes(), parser, None)
                             else:
                                 failures += 1
                                 log.info(
@@ -928,6 +725,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     except TransportError as exc:  # httpx's (mapped), or MessageTooLarge
                         log.debug("%s: DELETE failed: %s", self.name, reason_of(exc))
             await self._close_background()
+            if self._lean_pool is not None:
+                await self._lean_pool.aclose()
 
 
 def _delay(retry_ms: int | None, attempt: int) -> float:

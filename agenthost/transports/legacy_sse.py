@@ -41,7 +41,7 @@ from agenthost.protocol.sse import SSEParser
 from agenthost.redaction import redact_url
 from agenthost.transports._httpx import open_http_client, reason_of
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions
-from agenthost.transports.http import (
+from agenthost.transports.http_base import (
     HTTPTransportBase,
     _content_type,
     _summary,

@@ -110,8 +110,13 @@ async def test_file_store_is_private_and_atomic(tmp_path: Path) -> None:
     assert await store.load("srv") == '{"a": 2}'
     assert [p.name for p in path.parent.iterdir()] == ["srv.json"]
     assert await store.delete("srv") and not await store.delete("srv")
-    with pytest.raises(ValueError, match="unsafe"):
-        await store.load("../escape")
+    # Any server name is a key, kept inside the directory and apart from the others.
+    for key in ("../escape", "my server", "..", "a/b", "my%20server", "é"):
+        await store.save(key, key)
+    for key in ("../escape", "my server", "..", "a/b", "my%20server", "é"):
+        assert await store.load(key) == key
+    assert {p.parent for p in (tmp_path / "tokens").iterdir()} == {tmp_path / "tokens"}
+    assert not (tmp_path / "escape.json").exists()
 
 
 async def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
@@ -198,6 +203,9 @@ def test_every_oauth_example_in_the_docs_loads(tmp_path: Path, doc: str, heading
         signed = servers["signed"].oauth
         assert signed is not None and signed.auth_method == "private_key_jwt"
         assert servers["static"].oauth is not None and not servers["static"].oauth.enabled
+        for server in config.servers:
+            if server.oauth is not None and server.oauth.holds_secret:
+                assert server.oauth.issuer, server.name  # an example that would be refused
         assert servers["docs"].oauth is None
         workload = servers["workload"].oauth
         assert workload is not None and workload.grant == "jwt_bearer"
@@ -229,3 +237,36 @@ def test_oauth_config_errors_name_the_key(
         load_config(path, env={})
     assert caught.value.key == key
     assert problem in caught.value.problem
+
+
+def test_issuer_key_is_checked() -> None:
+    from agenthost.auth.settings import parse_oauth_table
+
+    assert (
+        parse_oauth_table({"issuer": "https://as.example.com"}).issuer == "https://as.example.com"
+    )
+    assert parse_oauth_table({"issuer": "http://127.0.0.1:9000/as"}).issuer
+    for bad in ("http://as.example.com", "https://as.example.com/?q=1", "https://[::1", "ftp://x"):
+        with pytest.raises(ConfigError, match="https://"):
+            parse_oauth_table({"issuer": bad})
+    assert OAuthSettings(client_id="c", client_secret="s3cret").holds_secret
+    assert not OAuthSettings(client_id="c").holds_secret
+
+
+def test_a_plaintext_keyring_is_not_taken_for_an_os_keyring(tmp_path: Path) -> None:
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    from agenthost.auth.store import default_token_store
+
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring.cfg")
+    previous = keyring.get_keyring()
+    saved = os.environ.pop("AGENTHOST_TOKEN_STORE", None)
+    keyring.set_keyring(backend)
+    try:
+        assert isinstance(default_token_store(), FileTokenStore)
+    finally:
+        keyring.set_keyring(previous)
+        if saved is not None:
+            os.environ["AGENTHOST_TOKEN_STORE"] = saved

@@ -132,12 +132,13 @@ async def test_legacy_sse_and_the_probe_log_in_too(tmp_path: Path, transport: st
 
 
 async def test_refresh_before_expiry_honours_rotation(tmp_path: Path) -> None:
-    # Tokens live 30 s, inside the 60 s refresh margin: every request refreshes first.
-    async with auth_server(tmp_path, lifetime=30) as url:
+    # Tokens live 2 s and are refreshed at half their life: past it, a request refreshes.
+    async with auth_server(tmp_path, lifetime=2) as url:
         URL_OPENER.set(browser)
         async with agenthost.connect(config(url)) as session:
             first = tokens_of(await saved())
             assert first is not None and first["refresh_token"]
+            await trio.sleep(1.1)
             await session.call_tool("echo", {"message": "one"})
             second = tokens_of(await saved())
             assert second is not None
@@ -232,7 +233,7 @@ async def test_no_secret_in_logs_errors_or_audit(
     caplog.set_level(logging.DEBUG)
     audit = tmp_path / "audit.jsonl"
     errors: list[str] = []
-    async with auth_server(tmp_path, lifetime=30) as url:
+    async with auth_server(tmp_path, lifetime=2) as url:
         URL_OPENER.set(browser)
         host_config = agenthost.HostConfig(
             servers=[config(url)],
@@ -243,7 +244,8 @@ async def test_no_secret_in_logs_errors_or_audit(
             },
         )
         async with agenthost.open_host(host_config) as host:
-            for n in range(3):  # each call refreshes first (30 s tokens, 60 s margin)
+            for n in range(3):  # each call refreshes first (2 s tokens, past half their life)
+                await trio.sleep(1.1)
                 await host.call_tool("sdk__echo", {"message": f"call {n}"})
             try:
                 await host.call_tool("sdk__nope", {})
@@ -394,12 +396,14 @@ async def test_cli_bad_input_exit_5_one_line_nothing_stored(
 
 
 async def test_cli_expired_refresh_token_exit_5_and_forgotten(tmp_path: Path) -> None:
-    # 30 s tokens: the next command must refresh, and this server refuses every refresh.
-    async with auth_server(tmp_path, lifetime=30, fault="no-refresh") as url:
+    # 2 s tokens: the next command (a new process, over 1 s later) must refresh, and this
+    # server refuses every refresh.
+    async with auth_server(tmp_path, lifetime=2, fault="no-refresh") as url:
         cfg = write_config(tmp_path, url)
         code, _, err = await cli_login(tmp_path, cfg)
         assert code == 0, err
         assert tokens_of(await saved()) is not None
+        await trio.sleep(1.1)
         call = await trio.to_thread.run_sync(
             run_cli, tmp_path, cfg, "call", "sdk__echo", '{"message": "x"}'
         )
@@ -408,3 +412,35 @@ async def test_cli_expired_refresh_token_exit_5_and_forgotten(tmp_path: Path) ->
     assert "sdk" in last and "`agenthost auth login sdk`" in last
     assert "expired and could not be refreshed" in last
     assert tokens_of(await saved()) is None
+
+
+# --- the library API: a program logging in (issue 28) ---------------------------------------
+
+
+async def test_a_program_logs_in_through_connect_and_open_host(tmp_path: Path) -> None:
+    """connect() and open_host() take the token store and the URL opener; nothing of the
+    login lands in the default store, and the same store logs the host in without a
+    person."""
+    from agenthost.auth import MemoryTokenStore
+
+    store = MemoryTokenStore()
+    async with auth_server(tmp_path) as url:
+        URL_OPENER.set(None)  # headless by default: only the argument opens the browser
+        async with agenthost.connect(config(url), token_store=store, url_opener=browser) as s:
+            result = await s.call_tool("echo", {"message": "from a program"})
+            assert not result.is_error
+        assert await store.load("sdk") and await saved() is None
+        host_config = agenthost.HostConfig(
+            servers=[config(url)],
+            policy={
+                "mode": "headless",
+                "rules": [{"kind": "tool", "name": "*", "decision": "allow"}],
+            },
+        )
+        async with agenthost.open_host(host_config, token_store=store) as host:
+            await host.call_tool("sdk__echo", {"message": "host"})
+        assert peer_log(tmp_path).count("consent") == 1
+        # Without the store (and headless), the same server needs a login.
+        with pytest.raises(agenthost.AuthorizationError):
+            async with agenthost.connect(config(url)):
+                pass

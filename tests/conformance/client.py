@@ -27,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
@@ -278,15 +279,34 @@ async def browser(_server: str, url: str) -> None:
         await client.get(url)
 
 
-def oauth_settings(name: str) -> OAuthSettings:
-    """``[servers.X.oauth]`` as a user would write it for the scenario's authorization server."""
+async def named_issuer(url: str) -> str | None:
+    """The issuer the server's Protected Resource Metadata names: what a user configuring
+    a client secret sets as ``issuer`` (agenthost's refusal message shows it too)."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    candidates = [f"{origin}/.well-known/oauth-protected-resource{parts.path.rstrip('/')}"]
+    candidates.append(f"{origin}/.well-known/oauth-protected-resource")
+    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
+        for candidate in candidates:
+            response = await client.get(candidate)
+            if response.status_code == 200:
+                servers = response.json().get("authorization_servers") or [None]
+                return servers[0]  # type: ignore[no-any-return]
+    return None
+
+
+def oauth_settings(name: str, issuer: str | None = None) -> OAuthSettings:
+    """``[servers.X.oauth]`` as a user would write it for the scenario's authorization server
+    (``issuer``: the one the server names, pinned wherever a secret is configured)."""
     ctx = context()
+    issuer = ctx.get("issuer") or issuer
     if name == "auth/client-credentials-basic":
         return OAuthSettings(
             grant="client_credentials",
             client_id=ctx["client_id"],
             client_secret=ctx["client_secret"],
             token_endpoint_auth_method="client_secret_basic",
+            issuer=issuer,
         )
     if name == "auth/client-credentials-jwt":
         return OAuthSettings(
@@ -294,9 +314,12 @@ def oauth_settings(name: str) -> OAuthSettings:
             client_id=ctx["client_id"],
             private_key=ctx["private_key_pem"],
             signing_algorithm=ctx.get("signing_algorithm"),
+            issuer=issuer,
         )
     if name == "auth/pre-registration":
-        return OAuthSettings(client_id=ctx["client_id"], client_secret=ctx["client_secret"])
+        return OAuthSettings(
+            client_id=ctx["client_id"], client_secret=ctx["client_secret"], issuer=issuer
+        )
     if name in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         return OAuthSettings(
             grant="enterprise",
@@ -305,10 +328,14 @@ def oauth_settings(name: str) -> OAuthSettings:
             idp_token_endpoint=ctx["idp_token_endpoint"],
             idp_client_id=ctx["idp_client_id"],
             id_token=ctx["idp_id_token"],
+            issuer=issuer,
         )
     if name == "auth/wif-jwt-bearer":
         return OAuthSettings(
-            grant="jwt_bearer", client_id=ctx["client_id"], assertion=ctx["valid_jwt"]
+            grant="jwt_bearer",
+            client_id=ctx["client_id"],
+            assertion=ctx["valid_jwt"],
+            issuer=issuer,
         )
     return OAuthSettings(client_metadata_url=CIMD_URL)
 
@@ -325,7 +352,7 @@ async def auth_scenario(url: str) -> None:
     # flow the time the harness gives a scenario.
     config = attrs.evolve(
         server_config(url),
-        oauth=oauth_settings(name),
+        oauth=oauth_settings(name, await named_issuer(url)),
         timeouts=agenthost.Timeouts(startup=LOGIN_TIMEOUT, request=REQUEST_TIMEOUT),
     )
     URL_OPENER.set(browser)

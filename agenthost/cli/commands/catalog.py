@@ -45,6 +45,7 @@ async def _tools(args: argparse.Namespace, console: Console) -> int:
                     "input_schema": t.tool.input_schema,
                     "annotations": _annotations(t.tool.annotations),
                     "trusted": t.server in trusted,
+                    "definition_tokens": _definition_tokens(t),
                 }
                 for t in tools
             ]
@@ -63,7 +64,36 @@ async def _tools(args: argparse.Namespace, console: Console) -> int:
                 ["tool", "hints", "description"],
             )
         )
+        say(_server_costs(tools))
     return EXIT_UNAVAILABLE if failed else EXIT_OK
+
+
+def _definition_tokens(entry: Any) -> int:
+    """Estimated tokens of the tool's definition as the agent offers it to a model."""
+    import providers.base as llm
+    from agenthost.agent.budget import tool_tokens
+
+    tool = entry.tool
+    return tool_tokens(
+        llm.Tool(
+            name=entry.name,
+            description=tool.description or tool.title or tool.name,
+            input_schema=tool.input_schema or {"type": "object"},
+        )
+    )
+
+
+def _server_costs(tools: Any) -> str:
+    """Each server's definitions: what it costs on every model request (tool search off)."""
+    per: dict[str, list[int]] = {}
+    for t in tools:
+        per.setdefault(t.server, []).append(_definition_tokens(t))
+    lines = ["tool definitions per model request (estimated tokens):"]
+    for server, sizes in per.items():
+        lines.append(f"  {server}: {sum(sizes):,} ({len(sizes)} tools)")
+    total = sum(sum(sizes) for sizes in per.values())
+    lines.append(f"  total: {total:,}")
+    return "\n".join(lines)
 
 
 def _annotations(annotations: Any) -> dict[str, Any] | None:

@@ -6,8 +6,11 @@ The answer streams to stdout; ``--json`` prints the transcript at the end.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from agenthost.cli.commands.durable import add_temporal_options, run_durable, wants_temporal
 from agenthost.cli.common import (
     add_command,
     check_prompt,
@@ -29,7 +32,11 @@ from agenthost.cli.exit import (
     EXIT_USAGE,
     CLIError,
 )
-from agenthost.cli.render import Console, Stream, agent_printer, print_json, say
+from agenthost.cli.render import Console, Stream, agent_printer, print_json, say, usage_text
+from agenthost.cli.sessions import load_session, save_session
+
+if TYPE_CHECKING:
+    from agenthost.agent.transcript import Transcript
 
 __all__ = ["add_parser", "run"]
 
@@ -53,6 +60,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     run_parser.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
     run_parser.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
+    add_temporal_options(run_parser, required=False)
+    run_parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="with --temporal: print the run id and return (follow with `runs show`)",
+    )
+    run_parser.add_argument(
+        "--session",
+        metavar="NAME",
+        help="continue the saved conversation NAME (if any) and save it after the run"
+        " ($XDG_STATE_HOME/agenthost/sessions/NAME.json)",
+    )
     run_parser.add_argument(
         "--strict-denials",
         action="store_true",
@@ -66,11 +85,16 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     from agenthost.agent.transcript import Transcript
     from agenthost.mcp_to_llm import prompt_messages_to_llm
 
+    if wants_temporal(args):
+        return await run_durable(args, console)
+    if args.detach:
+        raise CLIError("--detach needs --temporal HOST:PORT (a durable run)", EXIT_USAGE)
     if not args.task_grace >= 0:
         raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = load_config(args)
     provider, model = split_model(args.model)
     require_provider(config, provider)
+    previous = load_session(args.session) if args.session else None
     async with open_host(args, config, console) as host:
         report_failed_servers(host, console)
         prompt_messages = []
@@ -83,6 +107,9 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             got = await host.get_prompt(server, name, prompt_args)
             prompt_messages = prompt_messages_to_llm(got.messages)
         transcript = Transcript(task=args.task, provider=provider or "", model=model or "")
+        if previous is not None:  # the conversation goes on; this run's figures start at 0
+            transcript.messages = previous.messages
+            transcript.loaded_tools = previous.loaded_tools
         # The answer streams to stdout as it arrives; --json prints the transcript at the end.
         stream = None if args.json else Stream()
         async with interruptible() as scope:
@@ -102,6 +129,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             stream.end_line()
         if scope.cancelled_caught:
             transcript.stop = "interrupted"
+    if args.session:
+        _save(args.session, transcript, previous, console)
     if args.json:
         print_json(transcript.to_json())
     else:
@@ -110,7 +139,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         console.line(
             f"-- stopped: {transcript.stop}; {transcript.turns} model turns,"
             f" {len(transcript.tool_calls)} tool calls ({len(transcript.denied)} denied),"
-            f" {transcript.input_tokens + transcript.output_tokens} tokens"
+            f" {usage_text(transcript.input_tokens, transcript.output_tokens, transcript.cost_usd)}"
             f" [{transcript.provider}/{transcript.model}]"
         )
     if transcript.stop == "interrupted":
@@ -123,3 +152,15 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if transcript.stop in ("max_turns", "token_budget"):
         return EXIT_INCOMPLETE
     return EXIT_OK
+
+
+def _save(name: str, transcript: Transcript, previous: Transcript | None, console: Console) -> None:
+    """Save the session unless the run was interrupted mid-turn (a tool call without its
+    result would make the conversation invalid for the next request)."""
+    if transcript.stop == "interrupted":
+        console.line(f"-- interrupted: session {name} was not updated")
+        return
+    whole = attrs.evolve(
+        transcript, usage=[*(previous.usage if previous else ()), *transcript.usage]
+    )
+    save_session(name, whole)

@@ -1,0 +1,379 @@
+"""What the HTTP transports (Streamable HTTP, legacy SSE) share: delivery into one
+channel, failure, background tasks, secrets, the same-origin redirect rule, and the
+reading of error bodies.
+
+Why its own module: :mod:`agenthost.transports.http` is the Streamable HTTP wire profile
+and :mod:`agenthost.transports.lean` its fast path; the legacy SSE transport needs this
+part only.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from typing import Any, Final, Protocol
+
+import httpx
+import orjson
+import trio
+
+from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.protocol import jsonrpc
+from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, RequestId, Response
+from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.transports._httpx import map_httpx_errors
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, Transport, decode_frame
+
+__all__ = [
+    "HTTP_ERROR_CODE",
+    "MAX_REDIRECTS",
+    "HTTPResponse",
+    "HTTPTransportBase",
+    "auth_hint",
+    "redirect_note",
+]
+
+log = logging.getLogger("agenthost.transports.http")
+
+
+class HTTPResponse(Protocol):
+    """What the transports read of a response: an ``httpx.Response``, or the lean path's
+    :class:`~agenthost.transports.lean.LeanResponse` (header names looked up lower-case)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def next_request(self) -> httpx.Request | None: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+
+#: JSON-RPC code of the error responses synthesised for requests the server failed at
+#: the HTTP level (the -32000 range is "implementation-defined server errors").
+HTTP_ERROR_CODE: Final = -32000
+#: Redirects one request may follow within its origin (trailing-slash fixes and the like).
+MAX_REDIRECTS: Final = 5
+
+_SUMMARY_CHARS: Final = 200
+
+
+def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
+    """Whether httpx's next request for a redirect is one we follow (see the module doc).
+
+    httpx normalises a default port to None and lower-cases hosts, so tuples compare.
+    """
+    a, b = sent.url, follow.url
+    if follow.method != sent.method:  # 301/302/303 turn a POST into a body-less GET
+        return False
+    if b.userinfo and b.userinfo != a.userinfo:  # httpx would send it as Basic auth
+        return False
+    if (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port):
+        return True
+    return (
+        a.host == b.host
+        and (a.scheme, b.scheme) == ("http", "https")
+        and a.port is None
+        and b.port is None
+    )
+
+
+def redirect_note(response: HTTPResponse) -> str:
+    """Where a redirect we did not follow pointed, safe to log (no query, no userinfo)."""
+    follow = response.next_request
+    where = redact_url(str(follow.url)) if follow is not None else "(no usable Location)"
+    return (
+        f"HTTP {response.status_code} redirect to {where} not followed (only redirects"
+        " within the server's origin that keep the method are)"
+    )
+
+
+def auth_hint(status: int, *, authorizing: bool = False) -> str:
+    """What to do about a 401/403: a bare status code does not say that a token is needed.
+
+    ``authorizing``: the client has an auth flow (OAuth) that already tried; suggesting a
+    static header then would send the user the wrong way.
+    """
+    if status == 401 and authorizing:
+        return (
+            "; the server refused the token its authorization server issued: log in again,"
+            " or ask the server's operator about its authorization setup"
+        )
+    if status == 401:
+        return (
+            "; the server requires authentication: give it credentials in the config, e.g."
+            ' headers = { Authorization = "Bearer ${TOKEN}" }'
+        )
+    if status == 403:
+        return "; the credentials were refused: check the token and its scopes"
+    return ""
+
+
+def _content_type(response: HTTPResponse) -> str:
+    value: str = response.headers.get("content-type", "")
+    return value.partition(";")[0].strip().lower()
+
+
+_HTML = re.compile(rb"\A\s*(<!doctype\s+html|<html[\s>]|<head[\s>])", re.IGNORECASE)
+_TITLE = re.compile(rb"<title[^>]*>(.{0,400}?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
+    """A short, redacted description of an error body (a JSON-RPC error's message if any).
+
+    An HTML page (a web server's or proxy's error page, met when a URL is not an MCP
+    endpoint) is named by its title: its markup, styles and scripts say nothing to a
+    person reading a one-line error.
+    """
+    if _HTML.match(body[:1024]):
+        found = _TITLE.search(body[:65536])
+        raw = found.group(1).decode("utf-8", "replace") if found else ""
+        title = " ".join(html.unescape(raw).split())
+        return redact(f"an HTML page ({title[:_SUMMARY_CHARS]})" if title else "an HTML page")
+    text: str | None = None
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        error = obj.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            text = error["message"]
+        elif isinstance(error, str):
+            text = error
+    if text is None:
+        text = body.decode("utf-8", "replace")
+    text = " ".join(text.split())
+    if len(text) > _SUMMARY_CHARS:
+        text = text[:_SUMMARY_CHARS] + "..."
+    return redact(text) or "(empty body)"
+
+
+class HTTPTransportBase(Transport):
+    """What the HTTP-based transports share: delivery, failure, background tasks, secrets.
+
+    ``receive()`` is fed by background tasks through one bounded memory channel; when
+    the transport fails (or closes) the channel is closed after the messages already in
+    it, and ``receive()`` raises the reason.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        client: httpx.AsyncClient,
+        nursery: trio.Nursery,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        ack_timeout: float = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        buffer: int = 256,
+    ) -> None:
+        self.name = name
+        self.url = url
+        #: The URL parsed once: httpx parses a string URL on every request (bench, HTTP).
+        self._target = httpx.URL(url)
+        self._client = client
+        self._nursery = nursery
+        self._headers = dict(headers or {})
+        # Configured header values are secrets wherever text leaves the process (logs,
+        # errors); the URL's password and query values too (agenthost.redaction).
+        for value in self._headers.values():
+            add_secret(value)
+        add_secrets_of_url(url)
+        self._redact = redact
+        self._max = max_message_size
+        #: Long-lived streams: no read timeout (the session's request timeouts apply).
+        self._stream_timeout = httpx.Timeout(
+            connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
+        )
+        #: POSTs that expect a quick 202 (notifications, responses, legacy messages).
+        self._ack_timeout = httpx.Timeout(
+            connect=connect_timeout, read=ack_timeout, write=connect_timeout, pool=connect_timeout
+        )
+        self._in, self._out = trio.open_memory_channel[jsonrpc.Message](buffer)
+        self._failure: tuple[type[TransportError], str] | None = None
+        self._closed = False
+        self._scopes: set[trio.CancelScope] = set()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {redact_url(self.url)}>"
+
+    # -- receiving
+
+    async def receive(self) -> jsonrpc.Message:
+        try:
+            return await self._out.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._error() from None
+
+    def _error(self) -> TransportError:
+        if self._failure is not None:
+            cls, reason = self._failure
+            return cls(reason, server=self.name)
+        return TransportClosed("transport is closed", server=self.name)
+
+    def _check_open(self) -> None:
+        if self._failure is not None or self._closed:
+            raise self._error()
+
+    async def _deliver(self, message: jsonrpc.Message) -> None:
+        """Hand one message to ``receive()``; raises ClosedResourceError once closed."""
+        await self._in.send(message)
+
+    async def _deliver_frame(self, data: str | bytes, watch: RequestId | None = None) -> bool:
+        """Decode and deliver one frame; True if it held the response to ``watch``."""
+        queue: deque[jsonrpc.Message] = deque()
+        decode_frame(data, queue, log, self.name)
+        found = False
+        for message in queue:
+            if (
+                watch is not None
+                and (
+                    type(message) is Response
+                    or type(message) is ErrorResponse
+                    or type(message) is jsonrpc.InvalidResponse
+                )
+                and message.id == watch
+            ):
+                found = True
+            await self._in.send(message)
+        return found
+
+    async def _deliver_error(self, request_id: RequestId, message: str, status: int | None) -> None:
+        """Answer ``request_id`` locally: the server will not (HTTP error, broken stream)."""
+        data = {"httpStatus": status} if status is not None else None
+        log.warning("%s: request %r failed: %s", self.name, request_id, message)
+        await self._in.send(ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data)))
+
+    # -- failure and background tasks
+
+    def _fail(self, cls: type[TransportError], reason: str) -> None:
+        """End the transport: ``receive()`` raises ``cls(reason)`` after what is queued."""
+        if self._failure is None and not self._closed:
+            self._failure = (cls, reason)
+            log.warning("%s: %s", self.name, reason)
+        self._in.close()
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @contextmanager
+    def _tracked(self) -> Iterator[trio.CancelScope]:
+        """Run a background task's body in a scope the transport can cancel on close.
+
+        The nursery's own scope cannot be used: the user's ``async with`` block runs in it.
+        Delivery into a closed transport ends the task quietly.
+        """
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            if self._closed or self._failure is not None:
+                scope.cancel()
+            try:
+                yield scope
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+            finally:
+                self._scopes.discard(scope)
+
+    def _headers_for(self, accept: str) -> dict[str, str]:
+        headers = dict(self._headers)
+        headers["Accept"] = accept
+        return headers
+
+    @asynccontextmanager
+    async def _stream(
+        self, method: str, url: str | httpx.URL, **kwargs: Any
+    ) -> AsyncIterator[httpx.Response]:
+        """``client.stream(...)``, following redirects only within the origin.
+
+        A redirect we do not follow is yielded as the response (a 3xx), as httpx does
+        with ``follow_redirects=False``; the caller reports it with :func:`redirect_note`.
+        The client's own ``follow_redirects`` setting is not consulted.
+        """
+        client = self._client
+        request = client.build_request(method, url, **kwargs)
+        followed = 0
+        while True:
+            response = await client.send(request, stream=True, follow_redirects=False)
+            follow = response.next_request
+            if follow is None or followed == MAX_REDIRECTS or not _within_origin(request, follow):
+                break
+            # Not drained: a redirect body is the server's to choose, and closing an
+            # unread response only costs the connection.
+            await response.aclose()
+            request = follow
+            followed += 1
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _request(
+        self, method: str, url: str | httpx.URL, **kwargs: Any
+    ) -> tuple[httpx.Response, bytes]:
+        """One exchange with :meth:`_stream`'s redirect rule; the body read up to the limit."""
+        async with self._stream(method, url, **kwargs) as response:
+            return response, await self._read_limited(response)
+
+    async def _read_limited(self, response: HTTPResponse) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._max:
+                raise MessageTooLarge(
+                    f"response body larger than the maximum of {self._max} bytes",
+                    server=self.name,
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _read_quietly(self, response: HTTPResponse) -> bytes:
+        """An error response's body, or nothing if it cannot be read (or is too large)."""
+        try:
+            with self._map_errors():
+                return await self._read_limited(response)
+        except TransportError:  # httpx's (mapped), or MessageTooLarge
+            return b""
+
+    async def _error_summary(self, response: HTTPResponse) -> str:
+        return _summary(await self._read_quietly(response), self._redact)
+
+    async def _deliver_jsonrpc_error(
+        self, request_id: RequestId, error: ErrorObject, status: int
+    ) -> None:
+        """An HTTP error whose body is a JSON-RPC error: surfaced as is (code, message,
+        data), the message scrubbed of secrets, for the request it answers."""
+        log.info(
+            "%s: request %r refused with HTTP %d: %s",
+            self.name,
+            request_id,
+            status,
+            self._redact(error.message[:_SUMMARY_CHARS]),
+        )
+        await self._in.send(
+            ErrorResponse(
+                request_id, ErrorObject(error.code, self._redact(error.message), error.data)
+            )
+        )
+
+    def _map_errors(self, url: str | None = None) -> AbstractContextManager[None]:
+        """:func:`map_httpx_errors` for this server: its name, its secrets scrubbed."""
+        return map_httpx_errors(url or self.url, server=self.name, scrub=self._redact)
+
+    async def _close_background(self) -> None:
+        self._closed = True
+        self._in.close()
+        for scope in list(self._scopes):
+            scope.cancel()

@@ -1,0 +1,394 @@
+"""The lean HTTP/1.1 path for the MCP POST and GET stream of Streamable HTTP (issue 26).
+
+Why: through httpx -> httpcore -> h11 a request costs ~3,600 Python calls (a pool scan,
+two socket writes, cookie handling ...), which made agenthost the slowest but one MCP
+client over HTTP. Here the request head is encoded once per transport and sent with the
+body in one write, and llhttp (``httptools``, as uvicorn uses) parses the response in C:
+16-40x fewer instructions per call. h11 driven directly was measured as the pure-Python
+alternative and costs 4-5x more than httptools (see the issue); httpx stays for all that
+is not the plain exchange: OAuth discovery and token requests, redirects, 401/403 (the
+``httpx.Auth`` flow), proxies, and any client a caller handed us
+(:func:`agenthost.transports._httpx.lean_allowed` decides).
+
+Rules:
+
+* One :class:`LeanPool` per transport, so per origin: at most ``max_connections``
+  connections; waiting for one is bounded by the connect timeout and then ends the
+  transport with the words httpx's ``PoolTimeout`` got (issue 14: requests the server
+  never answers hold every connection).
+* A connection returns to the pool only once its response was read to the end and both
+  sides keep it alive; a response closed early closes its connection, so an abandoned
+  request never wedges one. Idle connections are kept ``idle_seconds`` (below the 5 s of
+  common servers) and dropped before reuse if the socket turned readable (the server
+  closed it, or spoke out of turn).
+* Bounded: the status line and headers at most :data:`MAX_HEAD` bytes; bodies are read
+  in :data:`RECEIVE_SIZE` pieces and bounded by the caller, who counts them.
+* TLS through :mod:`ssl` with ``httpx.create_ssl_context()``: the trust settings httpx
+  uses (certifi, ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+* Errors: not reaching the server is :class:`~agenthost.errors.TransportClosed` ("cannot
+  reach URL", as :func:`~agenthost.transports._httpx.map_httpx_errors` says it); anything
+  that breaks after is a :class:`~agenthost.errors.TransportError`. No secret is in them:
+  they name the redacted URL and the failure, never a header.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import select
+import ssl
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import Final
+
+import httptools
+import httpx
+import trio
+
+from agenthost.errors import TransportClosed, TransportError
+from agenthost.redaction import redact_url
+
+__all__ = [
+    "MAX_HEAD",
+    "RECEIVE_SIZE",
+    "LeanPool",
+    "LeanResponse",
+    "encode_headers",
+]
+
+log = logging.getLogger("agenthost.transports.lean")
+
+#: Bytes of status line and headers accepted before the body (h11's default is 16 KiB;
+#: servers put long tokens in cookies and challenges).
+MAX_HEAD: Final = 256 * 1024
+#: Bytes asked of the socket per read.
+RECEIVE_SIZE: Final = 65536
+_FORBIDDEN: Final = (b"\r", b"\n", b"\0")
+
+
+def encode_headers(headers: Mapping[str, str]) -> bytes | None:
+    """``Name: value\\r\\n`` lines, or None when a header cannot go on the lean path.
+
+    None (the caller uses httpx, which reports the problem as it always did) for a name
+    or value that is not ASCII or holds CR, LF or NUL: never a header injection here.
+    """
+    lines = []
+    for name, value in headers.items():
+        try:
+            raw_name, raw_value = name.encode("ascii"), value.encode("ascii")
+        except UnicodeEncodeError:
+            return None
+        if not raw_name or b":" in raw_name or b" " in raw_name:
+            return None
+        if any(bad in raw_name or bad in raw_value for bad in _FORBIDDEN):
+            return None
+        lines.append(b"%s: %s\r\n" % (raw_name, raw_value))
+    return b"".join(lines)
+
+
+def _stale(stream: trio.abc.Stream) -> bool:
+    """Whether an idle connection's socket is readable: EOF or bytes nobody asked for."""
+    inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    sock = getattr(inner, "socket", None)
+    if sock is None:
+        return True
+    try:
+        if hasattr(select, "poll"):  # select() refuses descriptors above 1023
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class _Connection:
+    """One keep-alive connection; idle between responses."""
+
+    __slots__ = ("idle_since", "stream")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.idle_since = 0.0
+
+
+class LeanResponse:
+    """A response on the lean path: what the transport reads of an ``httpx.Response``.
+
+    ``headers`` maps lower-cased names to values (repeated fields joined by ``", "``).
+    Iterate :meth:`aiter_bytes` once; :meth:`aclose` always, which returns the connection
+    to the pool only if the response was read to its end.
+    """
+
+    next_request: None = None
+
+    def __init__(
+        self, pool: LeanPool, conn: _Connection, read_timeout: float | None, url: str
+    ) -> None:
+        self._pool = pool
+        self._conn: _Connection | None = conn
+        self._read_timeout = math.inf if read_timeout is None else read_timeout
+        self._url = url
+        self.status_code = 0
+        self.reason_phrase = ""
+        self.headers: dict[str, str] = {}
+        self._reason = bytearray()
+        self._chunks: deque[bytes] = deque()
+        self._head_bytes = 0
+        self._head_done = False
+        self._complete = False
+        self._keep_alive = False
+        self._until_eof = False
+        self._parser = httptools.HttpResponseParser(self)
+
+    # -- httptools callbacks (called from inside feed_data)
+
+    def on_status(self, status: bytes) -> None:
+        self._reason += status
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        old = self.headers.get(key)
+        self.headers[key] = text if old is None else f"{old}, {text}"
+
+    def on_headers_complete(self) -> None:
+        self._head_done = True
+        self.status_code = self._parser.get_status_code()
+        self.reason_phrase = self._reason.decode("latin-1")
+        self._until_eof = (
+            "content-length" not in self.headers
+            and "transfer-encoding" not in self.headers
+            and self.status_code not in (204, 304)
+        )
+
+    def on_body(self, body: bytes) -> None:
+        if body:
+            self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+        self._keep_alive = self._parser.should_keep_alive()
+
+    # -- reading
+
+    def _broken(self, what: str) -> TransportError:
+        return TransportError(f"{what} ({redact_url(self._url)})", server=self._pool.server)
+
+    async def _fill(self) -> None:
+        """Read once from the socket and feed the parser (bounded wait and size)."""
+        conn = self._conn
+        if conn is None:
+            raise self._broken("the response was closed")
+        try:
+            with trio.fail_after(self._read_timeout):
+                data = await conn.stream.receive_some(RECEIVE_SIZE)
+        except trio.TooSlowError:
+            raise self._broken(f"no data from the server for {self._read_timeout:g} s") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise self._broken(f"the connection broke: {type(exc).__name__}") from None
+        if not data:
+            if self._head_done and self._until_eof:
+                self._complete = True  # a body delimited by the connection's end
+                return
+            raise self._broken("the server closed the connection before the response ended")
+        if not self._head_done:
+            self._head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            raise self._broken(f"malformed HTTP response: {exc}") from None
+        if not self._head_done and self._head_bytes > MAX_HEAD:
+            raise self._broken(f"response headers larger than {MAX_HEAD} bytes")
+
+    async def _read_head(self) -> None:
+        while not self._head_done:
+            await self._fill()
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive (no copies: the parser's own bytes)."""
+        chunks = self._chunks
+        while True:
+            while chunks:
+                yield chunks.popleft()
+            if self._complete:
+                return
+            await self._fill()
+
+    async def aclose(self) -> None:
+        """Give the connection back (read to its end and kept alive) or close it."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            reusable = self._complete and self._keep_alive and not self._chunks
+            await self._pool.release(conn, reusable=reusable)
+
+
+class LeanPool:
+    """Keep-alive connections to one origin, and the one-write request (see the module).
+
+    Args:
+        url: the endpoint; its origin is the pool's, its path and query every request's
+            target.
+        server: the server's name, which every error carries.
+        connect_timeout: seconds to connect (TLS included), to send a request, and to
+            wait for a free connection.
+        max_connections: connections open at once, idle or busy.
+        idle_seconds: how long an idle connection is kept.
+        ssl_context: for https; default ``httpx.create_ssl_context()``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        server: str,
+        connect_timeout: float,
+        max_connections: int = 100,
+        idle_seconds: float = 4.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {redact_url(url)}")
+        self.server = server
+        self.url = url
+        self._tls = parsed.scheme == "https"
+        self._host = parsed.host
+        self._port = parsed.port or (443 if self._tls else 80)
+        self._connect_timeout = connect_timeout
+        self._idle_seconds = idle_seconds
+        self._ssl_context = ssl_context
+        self._slots = trio.Semaphore(max_connections)
+        self._idle: list[_Connection] = []
+        self._closed = False
+        #: Connections opened so far (tests and the bench count them).
+        self.opened = 0
+        host = parsed.netloc.decode("ascii")
+        target = parsed.raw_path or b"/"
+        self._lines = {
+            method: b"%s %s HTTP/1.1\r\nHost: %s\r\n" % (method.encode(), target, host.encode())
+            for method in ("POST", "GET")
+        }
+
+    def __repr__(self) -> str:
+        return f"<LeanPool {self.server!r} {redact_url(self.url)}>"
+
+    async def request(
+        self,
+        method: str,
+        headers: bytes,
+        body: bytes | None,
+        *,
+        read_timeout: float | None,
+    ) -> LeanResponse:
+        """Send one request (``headers`` from :func:`encode_headers`); return once the
+        response's status line and headers are in.
+
+        Cancellation: at any point; the connection is then closed, not pooled.
+
+        Raises:
+            TransportClosed: the server cannot be reached, or no connection came free.
+            TransportError: the exchange broke after connecting.
+        """
+        head = self._lines[method] + headers
+        if body is not None:
+            head += b"Content-Length: %d\r\n\r\n" % len(body) + body
+        else:
+            head += b"\r\n"
+        conn = await self._acquire()
+        response = LeanResponse(self, conn, read_timeout, self.url)
+        try:
+            try:
+                with trio.fail_after(self._connect_timeout):
+                    await conn.stream.send_all(head)
+            except trio.TooSlowError:
+                raise response._broken("sending the request timed out") from None
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise response._broken(f"sending failed: {type(exc).__name__}") from None
+            await response._read_head()
+        except BaseException:
+            await response.aclose()
+            raise
+        if log.isEnabledFor(logging.DEBUG):  # the line httpx logs, for -vvv
+            log.debug(
+                'HTTP Request: %s %s "HTTP/1.1 %d %s"',
+                method,
+                redact_url(self.url),
+                response.status_code,
+                response.reason_phrase,
+            )
+        return response
+
+    async def _acquire(self) -> _Connection:
+        if self._closed:
+            raise TransportClosed("the connection pool is closed", server=self.server)
+        with trio.move_on_after(self._connect_timeout) as waited:
+            await self._slots.acquire()
+        if waited.cancelled_caught:
+            raise TransportClosed(
+                "no connection to the server came free in time (every pooled connection is"
+                " held by a request the server does not answer)",
+                server=self.server,
+            )
+        try:
+            now = trio.current_time()
+            while self._idle:
+                conn = self._idle.pop()
+                if now - conn.idle_since <= self._idle_seconds and not _stale(conn.stream):
+                    return conn
+                await trio.aclose_forcefully(conn.stream)
+            return _Connection(await self._connect())
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def _connect(self) -> trio.abc.Stream:
+        try:
+            with trio.fail_after(self._connect_timeout):
+                stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
+                if self._tls:
+                    context = self._ssl_context or _default_context()
+                    tls = trio.SSLStream(stream, context, server_hostname=self._host)
+                    try:
+                        await tls.do_handshake()
+                    except BaseException:
+                        await trio.aclose_forcefully(stream)
+                        raise
+                    stream = tls
+        except trio.TooSlowError:
+            raise self._unreachable("connection timed out") from None
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
+        self.opened += 1
+        return stream
+
+    def _unreachable(self, why: str) -> TransportClosed:
+        return TransportClosed(f"cannot reach {redact_url(self.url)}: {why}", server=self.server)
+
+    async def release(self, conn: _Connection, *, reusable: bool) -> None:
+        """A response is done with ``conn``: keep it idle, or close it."""
+        self._slots.release()
+        if reusable and not self._closed:
+            conn.idle_since = trio.current_time()
+            self._idle.append(conn)
+        else:
+            await trio.aclose_forcefully(conn.stream)
+
+    async def aclose(self) -> None:
+        """Close the idle connections; busy ones close when their responses do."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await trio.aclose_forcefully(conn.stream)
+
+
+_context: ssl.SSLContext | None = None
+
+
+def _default_context() -> ssl.SSLContext:
+    """httpx's default trust (built once: loading the CA bundle takes milliseconds)."""
+    global _context
+    if _context is None:
+        _context = httpx.create_ssl_context()
+    return _context

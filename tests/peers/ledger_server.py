@@ -1,0 +1,70 @@
+"""A stdio MCP server (official SDK) whose tool has an effect that must happen once.
+
+``record(item, seconds)`` appends ``{"key", "item"}`` to the ledger file named by
+``AGENTHOST_LEDGER``, then takes ``seconds`` (a slow tool). It is idempotent the way the
+durable runs' docs ask of such servers: the request's ``_meta`` key ending in
+``idempotency-key`` names the call, and a key already in the ledger is answered with the
+first result, not appended again. Every attempt, repeated or not, is one line of
+``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
+
+``publish(item)`` does the same at once (the tests make a policy ask for it).
+
+Usage: ``python tests/peers/ledger_server.py`` (stdio).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+
+def _key(ctx: Context) -> str | None:
+    meta: Any = ctx.request_context.meta
+    if meta is None:
+        return None
+    items = meta.items() if isinstance(meta, dict) else (meta.model_extra or {}).items()
+    for name, value in items:
+        if name.endswith("idempotency-key") and isinstance(value, str):
+            return value
+    return None
+
+
+def _append_once(key: str | None, item: str) -> bool:
+    """Append under an exclusive lock unless ``key`` is there; True when appended."""
+    with open(os.environ["AGENTHOST_LEDGER"], "a+", encoding="utf-8") as ledger:
+        fcntl.flock(ledger, fcntl.LOCK_EX)
+        ledger.seek(0)
+        if key is not None and any(json.loads(line)["key"] == key for line in ledger if line):
+            return False
+        ledger.write(json.dumps({"key": key, "item": item}) + "\n")
+        return True
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("ledger")
+
+    @server.tool()
+    async def record(ctx: Context, item: str, seconds: float = 0.0) -> str:
+        """Record an item in the ledger (once per idempotency key), slowly."""
+        key = _key(ctx)
+        with open(os.environ["AGENTHOST_LEDGER_ATTEMPTS"], "a", encoding="utf-8") as log:
+            log.write(f"{key} {os.getpid()}\n")
+        appended = _append_once(key, item)
+        await anyio.sleep(seconds)
+        return f"recorded {item}" if appended else f"recorded {item} (already, key {key})"
+
+    @server.tool()
+    async def publish(ctx: Context, item: str) -> str:
+        """Publish an item (once per idempotency key): a step a person approves."""
+        return await record(ctx, f"published {item}")
+
+    return server
+
+
+if __name__ == "__main__":
+    build_server().run("stdio")

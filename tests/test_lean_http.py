@@ -1,0 +1,375 @@
+"""The lean HTTP path of Streamable HTTP (issue 26): connection reuse, the proxy rule, and
+the pool's bounds, against the official SDK server and scripted HTTP byte streams.
+
+The MCP peer is the SDK's server (``sdk_server.py streamable-http``, SSE responses),
+reached through :class:`Forwarder`, a TCP relay that counts connections and keeps the
+request lines it saw, so the tests observe the wire, not the transport's insides. The
+pool's bounds are tested against raw HTTP responses (the HTTP layer, not MCP: no MCP
+peer can send a malformed status line on request).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport, open_session
+from agenthost.errors import TransportClosed, TransportError
+from agenthost.protocol.jsonrpc import ErrorResponse, Request
+from agenthost.protocol.types import TextContent
+from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
+from agenthost.transports.lean import MAX_HEAD, LeanPool, encode_headers
+from bench.measure import BENCH_DIR
+from bench.runner import node
+from tests.peers.http_launch import PEERS, PY, free_port, serve
+
+pytestmark = pytest.mark.timeout(90)
+
+_REQUEST_LINE = re.compile(rb"(GET|POST|DELETE) (\S+) HTTP/1\.1\r\n")
+
+
+class Forwarder:
+    """A TCP relay to ``127.0.0.1:target``: counts connections, keeps request lines."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.connections = 0
+        self.sent = bytearray()  # everything clients sent, to find the request lines
+        self.received = bytearray()  # everything the server answered
+
+    def request_lines(self) -> list[tuple[str, str]]:
+        return [(m.decode(), t.decode()) for m, t in _REQUEST_LINE.findall(bytes(self.sent))]
+
+    async def handle(self, client: trio.SocketStream) -> None:
+        self.connections += 1
+        try:
+            server = await trio.open_tcp_stream("127.0.0.1", self.target)
+        except OSError:
+            await client.aclose()
+            return
+
+        async def pump(a: trio.SocketStream, b: trio.SocketStream, log: bytearray) -> None:
+            try:
+                while data := await a.receive_some(65536):
+                    log += data
+                    await b.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            finally:
+                await trio.aclose_forcefully(b)
+
+        async with server, client, trio.open_nursery() as nursery:
+            nursery.start_soon(pump, client, server, self.sent)
+            nursery.start_soon(pump, server, client, self.received)
+
+
+@asynccontextmanager
+async def forwarding(target: int) -> AsyncIterator[tuple[Forwarder, int]]:
+    forwarder = Forwarder(target)
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            partial(trio.serve_tcp, forwarder.handle, 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        yield forwarder, port
+        nursery.cancel_scope.cancel()
+
+
+def sdk_argv(port: int) -> list[str]:
+    return [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+
+
+@asynccontextmanager
+async def peer(kind: str) -> AsyncIterator[tuple[int, str]]:
+    """A server's port and MCP endpoint path: the SDK's server, or the bench's Node
+    server (its SSE responses end in a write of their own; it runs until stdin closes)."""
+    port = free_port()
+    if kind == "sdk":
+        async with serve(sdk_argv(port), port):
+            yield port, "/mcp"
+        return
+    argv = [node(), str(BENCH_DIR / "http_server.mjs"), str(port)]
+    async with trio.open_nursery() as nursery:
+        process: trio.Process = await nursery.start(
+            partial(trio.run_process, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        )
+        assert process.stdin is not None and process.stdout is not None
+        with trio.fail_after(30):
+            line = await process.stdout.receive_some(100)
+        assert line.startswith(b"listening"), line
+        try:
+            yield port, "/sse"
+        finally:
+            await process.stdin.aclose()
+            with trio.move_on_after(5):
+                await process.wait()
+            process.kill()
+
+
+def config(url: str) -> ServerConfig:
+    return ServerConfig(
+        name="sdk",
+        transport="streamable-http",
+        url=url,
+        timeouts=Timeouts(connect=5.0, shutdown=2.0),
+    )
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+async def calls(transport: StreamableHTTPTransport, count: int) -> None:
+    async with open_session(transport, name="sdk") as session:
+        for i in range(count):
+            assert text_of(await session.call_tool("echo", {"message": f"m{i}"})) == f"m{i}"
+
+
+# -- connection reuse on SSE responses (item 4) -------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sdk", "node"])
+async def test_sse_responses_reuse_their_connection_on_the_lean_path(kind: str) -> None:
+    async with peer(kind) as (port, path), forwarding(port) as (relay, relay_port):
+        url = f"http://127.0.0.1:{relay_port}{path}"
+        async with open_remote_transport(config(url)) as transport:
+            assert isinstance(transport, StreamableHTTPTransport)
+            await calls(transport, 30)
+            lean = transport.connections_opened
+            assert lean is not None  # the lean path took the POSTs
+    assert b"text/event-stream" in relay.received  # the server did answer with SSE
+    posts = [line for line in relay.request_lines() if line[0] == "POST"]
+    assert len(posts) >= 32  # initialize, initialized, 30 calls
+    # Before: one connection per SSE response (33). Now: the POSTs share one, the GET
+    # stream holds one, the closing DELETE (httpx) may take one.
+    assert lean <= 3, lean
+    assert relay.connections <= 5, relay.connections
+
+
+@pytest.mark.parametrize("kind", ["sdk", "node"])
+async def test_sse_responses_reuse_their_connection_through_httpx(kind: str) -> None:
+    """A client the caller gave us always goes through httpx; it reuses connections too."""
+    async with peer(kind) as (port, path), forwarding(port) as (relay, relay_port):
+        url = f"http://127.0.0.1:{relay_port}{path}"
+        async with (
+            httpx.AsyncClient() as client,
+            open_streamable_http_transport(url, name="sdk", client=client) as transport,
+        ):
+            await calls(transport, 30)
+            assert transport.connections_opened is None  # not the lean path
+    assert len([line for line in relay.request_lines() if line[0] == "POST"]) >= 32
+    assert relay.connections <= 5, relay.connections
+
+
+# -- a configured proxy is honoured (the lean path steps aside) ---------------------------
+
+
+async def test_a_configured_proxy_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    async with serve(sdk_argv(port), port), forwarding(port) as (proxy, proxy_port):
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy_port}")
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with open_remote_transport(config(url)) as transport:
+            assert isinstance(transport, StreamableHTTPTransport)
+            await calls(transport, 3)
+            assert transport.connections_opened is None
+    # Every request went to the proxy, in the absolute form a proxy is sent.
+    lines = proxy.request_lines()
+    assert len([line for line in lines if line[0] == "POST"]) >= 5
+    assert {target for _, target in lines} == {url}
+
+
+async def test_no_proxy_for_the_host_keeps_the_lean_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    async with serve(sdk_argv(port), port):
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        async with open_remote_transport(config(f"http://127.0.0.1:{port}/mcp")) as transport:
+            assert isinstance(transport, StreamableHTTPTransport)
+            await calls(transport, 2)
+            assert transport.connections_opened
+
+
+# -- the pool against scripted HTTP responses ---------------------------------------------
+
+
+Script = Callable[[trio.SocketStream], Awaitable[None]]
+
+
+@asynccontextmanager
+async def scripted(script: Script) -> AsyncIterator[str]:
+    """An HTTP server on 127.0.0.1 whose every connection runs ``script``."""
+
+    async def handle(stream: trio.SocketStream) -> None:
+        async with stream:
+            await script(stream)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        yield f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
+        nursery.cancel_scope.cancel()
+
+
+async def read_request(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    found = re.search(rb"Content-Length: (\d+)", head)
+    length = int(found.group(1)) if found else 0
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    return head
+
+
+async def body_of(pool: LeanPool) -> bytes:
+    response = await pool.request("POST", b"", b"{}", read_timeout=5)
+    try:
+        return b"".join([chunk async for chunk in response.aiter_bytes()])
+    finally:
+        await response.aclose()
+
+
+async def test_keep_alive_reuse_and_an_early_close() -> None:
+    async def keep_alive(stream: trio.SocketStream) -> None:
+        while await read_request(stream):
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async with scripted(keep_alive) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        assert [await body_of(pool) for _ in range(5)] == [b"ok"] * 5
+        assert pool.opened == 1
+        # A response closed before its end closes its connection (never reused half-read).
+        response = await pool.request("POST", b"", b"{}", read_timeout=5)
+        await response.aclose()
+        assert await body_of(pool) == b"ok"
+        assert pool.opened == 2
+        await pool.aclose()
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
+    closed = trio.Event()
+
+    async def answer_once(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await stream.aclose()  # a keep-alive timeout on the server's side
+        closed.set()
+
+    async with scripted(answer_once) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        assert await body_of(pool) == b"ok"
+        await closed.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert await body_of(pool) == b"ok"  # not "the connection broke"
+        assert pool.opened == 2
+
+
+async def test_a_body_that_ends_with_the_connection() -> None:
+    async def until_close(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it")
+
+    async with scripted(until_close) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        assert await body_of(pool) == b"all of it"
+        assert await body_of(pool) == b"all of it"
+        assert pool.opened == 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (b"HTTP/1.1 200 OK\r\nX: " + b"a" * (MAX_HEAD + 10), "headers larger than"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "closed the connection"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "malformed HTTP response"),
+    ],
+)
+async def test_a_bad_response_is_a_transport_error(answer: bytes, words: str) -> None:
+    async def bad(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(answer)
+
+    async with scripted(bad) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        with trio.fail_after(10), pytest.raises(TransportError, match=words) as info:
+            await body_of(pool)
+        assert not isinstance(info.value, TransportClosed)
+
+
+async def test_waiting_for_a_connection_is_bounded() -> None:
+    async def never_answer(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await trio.sleep_forever()
+
+    async with scripted(never_answer) as url:
+        pool = LeanPool(url, server="s", connect_timeout=0.5, max_connections=2)
+        async with trio.open_nursery() as nursery:
+            for _ in range(2):
+                nursery.start_soon(body_of, pool)
+            await trio.sleep(0.2)
+            with trio.fail_after(5), pytest.raises(TransportClosed, match="came free"):
+                await body_of(pool)
+            nursery.cancel_scope.cancel()
+        # The cancelled requests gave their connections back.
+        with trio.move_on_after(0.2):
+            await body_of(pool)  # waits on the server, not on the pool
+        assert pool.opened == 3
+
+
+async def test_nothing_listening_is_transport_closed() -> None:
+    pool = LeanPool(f"http://127.0.0.1:{free_port()}/mcp", server="s", connect_timeout=5)
+    with pytest.raises(TransportClosed, match="cannot reach"):
+        await body_of(pool)
+
+
+def test_headers_that_could_inject_are_not_sent_on_the_lean_path() -> None:
+    assert encode_headers({"Mcp-Name": "echo"}) == b"Mcp-Name: echo\r\n"
+    for headers in (
+        {"Mcp-Name": "a\r\nX-Injected: 1"},
+        {"Mcp-Name": "a\nb"},
+        {"Mcp-Name": "caf\u00e9"},
+        {"Bad Name": "x"},
+        {"Bad:Name": "x"},
+    ):
+        assert encode_headers(headers) is None, headers
+
+
+async def test_a_connection_dropped_before_any_response_answers_the_request() -> None:
+    """The server reads the request and hangs up: the request gets an error response.
+
+    Before: the POST task read ``status`` before any response set it (UnboundLocalError
+    out of the transport's nursery), on either path.
+    """
+
+    async def hang_up(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+
+    async with scripted(hang_up) as url:
+        for client in (None, httpx.AsyncClient()):
+            async with open_streamable_http_transport(url, name="s", client=client) as t:
+                await t.send(Request(7, "tools/list", {}))
+                with trio.fail_after(10):
+                    answer = await t.receive()
+                assert isinstance(answer, ErrorResponse) and answer.id == 7
+                assert "HTTP request failed" in answer.error.message
+            if client is not None:
+                await client.aclose()
