@@ -101,6 +101,7 @@ __all__ = [
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
     "TaskCreatedCallback",
+    "TaskDetached",
     "TaskList",
     "TaskStatusCallback",
     "call_tool_as_task",
@@ -114,6 +115,20 @@ __all__ = [
     "task_result",
     "wants_task",
 ]
+
+
+class TaskDetached(AgentHostError):
+    """Raised by an ``on_created`` callback to stop following a task it leaves running.
+
+    Why: ``agenthost call --detach`` starts a task and exits; ``tasks get|result`` follow
+    it from a later command. Any other exception from the callback cancels the task. An
+    :class:`AgentHostError` so that the ``server_data`` boundaries pass it on unchanged.
+    """
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} keeps running on the server")
+        self.task_id = task_id
+
 
 #: The 2026-07-28 tasks extension's identifier (SEP-2663).
 TASKS_EXTENSION: Final = m.TASKS_EXTENSION
@@ -343,6 +358,8 @@ async def call_tool_as_task(
     if on_created is not None:
         try:
             await on_created(created)
+        except TaskDetached:
+            raise  # the caller follows the task later: it keeps running
         except BaseException:
             await _cancel_quietly(session, task.task_id)
             raise
@@ -506,6 +523,8 @@ async def call_tool_via_extension(
             ) from None
         try:
             await on_created(created)
+        except TaskDetached:
+            raise  # the caller follows the task later: it keeps running
         except BaseException:
             await _cancel_quietly(session, created.task.task_id, extension=True)
             raise

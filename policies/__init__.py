@@ -11,7 +11,7 @@ host. Rule syntax, evaluation order and presets: ``POLICY.md``.
 from __future__ import annotations
 
 from policies.approvals import Approval, ApprovalStore, ToolDefinition, default_approvals_path
-from policies.audit import AuditLog, read_audit, redact
+from policies.audit import AuditLog, default_audit_path, read_audit, redact
 from policies.config import (
     AuditConfig,
     Mode,
@@ -95,6 +95,7 @@ __all__ = [
     "UrlInfo",
     "Verdict",
     "default_approvals_path",
+    "default_audit_path",
     "effective_annotations",
     "inspect_url",
     "load_policy_file",

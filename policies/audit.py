@@ -64,11 +64,26 @@ __all__ = [
     "DEFAULT_FOLD_WINDOW",
     "REDACTED",
     "AuditLog",
+    "default_audit_path",
     "read_audit",
     "redact",
 ]
 
 REDACTED = "[redacted]"
+
+
+def default_audit_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/agenthost/audit.jsonl`` (a relative ``XDG_STATE_HOME`` is ignored,
+    as the XDG spec says), else ``~/.local/state/agenthost/audit.jsonl``.
+
+    Why a default at all: an auditing host that audits nothing until configured surprises
+    its users (issue 27); ``[policy] audit = false`` turns it off.
+    """
+    environ = os.environ if env is None else env
+    state = environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "agenthost" / "audit.jsonl"
+
 
 _SECRET_KEY = re.compile(
     r"(passw(or)?d|passphrase|(^|[-_.])pass($|[-_.])|secret|token(?!s)|api[-_]?key|apikey|"
@@ -217,8 +232,11 @@ class AuditLog:
         #: Per subject, in the order their windows end.
         self._runs: OrderedDict[tuple[Any, ...], _Run] = OrderedDict()
         self._folded: OrderedDict[Any, Any] = OrderedDict()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[bytes] | None = open(self.path, "ab", buffering=0)  # noqa: SIM115
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A new log is the user's only (it holds tool arguments and results); an existing
+        # one keeps the mode its owner gave it.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._file: IO[bytes] | None = os.fdopen(fd, "ab", buffering=0)
 
     def __enter__(self) -> AuditLog:
         return self

@@ -23,7 +23,7 @@ import attrs
 
 from agenthost.errors import ConfigError
 from policies.approvals import default_approvals_path
-from policies.audit import DEFAULT_FOLD_WINDOW
+from policies.audit import DEFAULT_FOLD_WINDOW, default_audit_path
 from policies.decision import Verdict
 from policies.rules import Rule, parse_rule
 
@@ -290,13 +290,17 @@ def _parse_approvals(raw: Any, *, mode: Mode, source: str, base: Path) -> Path |
 
 
 def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:
-    if raw is None:
+    if raw is None or raw is True:
+        return AuditConfig(path=default_audit_path())
+    if raw is False:
         return None
     if isinstance(raw, str):
         raw = {"path": raw}
     if not isinstance(raw, Mapping):
         raise ConfigError(
-            "must be a path or a table {path, fsync, fold}", path=source, key="policy.audit"
+            "must be false, true, a path or a table {path, fsync, fold}",
+            path=source,
+            key="policy.audit",
         )
     unknown = sorted(set(raw) - {"path", "fsync", "fold"})
     if unknown:

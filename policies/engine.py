@@ -93,6 +93,16 @@ class Outcome:
     result: Any = None
 
 
+def _cancelled_text(exc: trio.Cancelled) -> str:
+    """How a cancelled action reads in the audit: why, in words (the canceller's reason,
+    e.g. "cancelled by the user"), never trio's text with a task's repr in it."""
+    if exc.reason:
+        return exc.reason
+    if exc.source == "deadline":
+        return "cancelled: its time limit passed"
+    return "cancelled"
+
+
 def _arguments(action: Action) -> Any:
     """The part of an action the audit line summarises under ``args``."""
     if isinstance(action, ToolCall | PromptGet):
@@ -500,7 +510,9 @@ class PolicyEngine:
         error: BaseException | str | None,
         duration: float | None,
     ) -> dict[str, Any]:
-        if isinstance(error, BaseException):
+        if isinstance(error, trio.Cancelled):
+            error = _cancelled_text(error)
+        elif isinstance(error, BaseException):
             error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         return {
             "event": "outcome",
@@ -676,6 +688,9 @@ class PolicyEngine:
             except InvalidAnswer as exc:
                 verdict = Verdict.DENY
                 reason = f"the canned answers of rule {label} do not fit the form: {exc}"
+                # A mistake in the user's own rule (a misspelt field, a form that changed):
+                # said where they look, not only in the audit log.
+                log.warning("%s: %s; declined", action.server, reason)
             else:
                 reason = f"canned answers from rule {label}"
                 response = ElicitationResponse(action="accept", content=content)

@@ -64,6 +64,30 @@ def provider_error(
     return ProviderError(message, provider=provider, retryable=retryable)
 
 
+#: What reading a vendor's response can raise when the body is not what the API sends:
+#: not JSON, an SSE stream to a non-streaming request (the SDK then hands back a str),
+#: fields missing or of the wrong type (the SDKs build their models without validating).
+MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+
+
+def malformed_response(
+    exc: BaseException | None, provider: str, got: object = None
+) -> ProviderError:
+    """A response that is not what the vendor's API sends: a provider error in one line.
+
+    Why: a proxy, a misconfigured ``base_url`` or a half-compatible local server can answer
+    anything; the user must see which provider and what was wrong, never a traceback.
+    """
+    if exc is None:
+        what = f"expected a JSON object, got {type(got).__name__}"
+        if isinstance(got, str):
+            start = " ".join(got[:60].split())
+            what += f" starting {start!r}" if start else " (empty)"
+    else:
+        what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return ProviderError(f"malformed response from the API ({what})", provider=provider)
+
+
 def _request_url(exc: BaseException) -> str | None:
     """The URL the failed request went to, without credentials or query (keys travel there)."""
     url = getattr(getattr(exc, "request", None), "url", None)

@@ -34,7 +34,14 @@ import httpx2
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
-from ._common import AdapterBase, parse_tool_input, provider_error, structured_text
+from ._common import (
+    MALFORMED,
+    AdapterBase,
+    malformed_response,
+    parse_tool_input,
+    provider_error,
+    structured_text,
+)
 from .base import (
     END_TURN,
     MAX_TOKENS,
@@ -122,7 +129,16 @@ class AnthropicProvider(AdapterBase):
             message = await self._client.messages.create(**params)
         except anthropic.AnthropicError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
-        return _result(message)
+        except MALFORMED as exc:
+            raise malformed_response(exc, self.name) from exc
+        if isinstance(message, str | bytes):  # not JSON: e.g. an SSE stream
+            raise malformed_response(None, self.name, message)
+        try:
+            return _result(message)
+        except ProviderError:
+            raise
+        except MALFORMED as exc:
+            raise malformed_response(exc, self.name) from exc
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:

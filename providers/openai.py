@@ -35,7 +35,15 @@ import openai
 
 from agenthost.errors import ProviderError, UnsupportedContent
 
-from ._common import AdapterBase, dumps_arguments, parse_tool_input, provider_error, structured_text
+from ._common import (
+    MALFORMED,
+    AdapterBase,
+    dumps_arguments,
+    malformed_response,
+    parse_tool_input,
+    provider_error,
+    structured_text,
+)
 from .base import (
     END_TURN,
     MAX_TOKENS,
@@ -128,7 +136,16 @@ class OpenAIProvider(AdapterBase):
             response = await self._client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
-        return self._result(response)
+        except MALFORMED as exc:
+            raise malformed_response(exc, self.name) from exc
+        if isinstance(response, str | bytes):  # not JSON: e.g. an SSE stream
+            raise malformed_response(None, self.name, response)
+        try:
+            return self._result(response)
+        except ProviderError:
+            raise
+        except MALFORMED as exc:
+            raise malformed_response(exc, self.name) from exc
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:

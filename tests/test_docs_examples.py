@@ -16,6 +16,7 @@ import pytest
 from agenthost.config import load_config
 from policies import parse_policy
 from providers.config import parse_providers
+from providers.scripted import ScriptedProvider
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [
@@ -83,6 +84,13 @@ def test_example_loads(
     # answers to VS Code inputs.
     env = {name: f"value-of-{name}" for name in _VARIABLE.findall(text)}
     env["AGENTHOST_INPUT_GITHUB_TOKEN"] = "token"
+    if kind == "toml" and re.search(r"^\[\[turns\]\]", text, re.MULTILINE):
+        # A scripted replay's script (docs/config.md), loaded by the replay provider.
+        script = project / "demo-script.toml"
+        script.write_text(text, encoding="utf-8")
+        replay = ScriptedProvider.from_file(script)
+        assert replay.remaining == text.count("[[turns]]")
+        return
     if kind == "toml":
         config_file = project / "agenthost.toml"
     else:

@@ -478,7 +478,7 @@ def test_demo_config_loads() -> None:
     assert notes.transport == "stdio"
     assert notes.trusted and notes.required
     assert notes.cwd == str(EXAMPLES)
-    assert notes.args == ("servers/notes_server.py",)
+    assert notes.args == ("servers/notes_server.py", "--notes-dir", "workspace")
     assert notes.command == "../.venv/bin/python"
     assert [(w.name, w.path) for w in config.workspaces_for(notes)] == [
         ("demo-notes", str((EXAMPLES / "workspace").resolve()))

@@ -54,9 +54,12 @@ def terminal_opener(*, open_browser: bool = True) -> UrlOpener:
         # The URL carries what the server chose (endpoint, scopes): escaped like all
         # server text on a terminal (an escape sequence would reach the terminal as is).
         shown = printable(url, one_line=True)
+        redirect = dict(parse_qsl(urlsplit(url).query)).get("redirect_uri", "")
+        where = urlsplit(redirect).netloc if redirect.startswith("http://127.0.0.1:") else ""
+        waiting = f"\nwaiting for the browser on {where} (Ctrl-C to cancel)" if where else ""
         print(
             f"agenthost: to authorize {printable(server, one_line=True)}, open this URL in"
-            f" a browser:\n  {shown}",
+            f" a browser:\n  {shown}{printable(waiting)}",
             file=sys.stderr,
             flush=True,
         )

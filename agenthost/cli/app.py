@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,8 +27,10 @@ from agenthost.cli.commands import (
     call,
     catalog,
     chat,
+    completion,
     durable,
     models,
+    schema,
     serve,
     servers,
     skills,
@@ -67,7 +70,28 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
     audit,
     trust,
     auth,
+    completion,
+    schema,
 )
+
+
+EPILOG = """\
+examples:
+  agenthost check                          which config is used; each server's state
+  agenthost tools                          every server's tools, named SERVER__TOOL
+  agenthost call fs__read_file '{"path": "README.md"}'
+  agenthost read notes://index             a resource, from the server that lists it
+  agenthost prompt notes review_note name=meeting
+  agenthost run "Find TODOs and open an issue for each"
+  agenthost chat                           a REPL: /tools, /call, /read, /prompt, /model
+  agenthost --config examples/agenthost.toml run "Summarize my notes"
+  agenthost COMMAND --help                 one command's arguments and options
+
+shell completion: agenthost completion bash|zsh|fish (see `agenthost completion --help`)
+
+Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by policy,
+  4 provider error, 5 server unavailable, 6 agent stopped at a limit, 130 interrupted.
+"""
 
 
 def _options(*, top: bool) -> argparse.ArgumentParser:
@@ -78,7 +102,15 @@ def _options(*, top: bool) -> argparse.ArgumentParser:
     """
     common = argparse.ArgumentParser(add_help=False)
     keep: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
-    common.add_argument("--config", "-c", help="config file (default: ./agenthost.toml)", **keep)
+    common.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="the config file: agenthost.toml, or another host's JSON (default: your"
+        " $XDG_CONFIG_HOME/agenthost/agenthost.toml plus the project's ./agenthost.toml,"
+        " .mcp.json, .vscode/mcp.json or .cursor/mcp.json once trusted)",
+        **keep,
+    )
     common.add_argument("--policy", help="policy file, replacing the config's [policy]", **keep)
     common.add_argument(
         "--json", action="store_true", help="machine-readable output on stdout", **keep
@@ -104,20 +136,21 @@ def _options(*, top: bool) -> argparse.ArgumentParser:
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The parser, and the function that runs each command name it accepts."""
     from agenthost._version import __version__
-    from agenthost.protocol.revisions import SUPPORTED_REVISIONS
+    from agenthost.protocol.revisions import LEGACY_REVISIONS, MODERN_REVISIONS
 
     parser = argparse.ArgumentParser(
         prog="agenthost",
         description="A Trio-based MCP host: servers, sampling, consent, agents.",
         parents=[_options(top=True)],
-        epilog="Exit codes: 0 done, 1 tool/agent error, 2 usage/config error, 3 denied by"
-        " policy, 4 provider error, 5 server unavailable, 6 agent stopped at a limit,"
-        " 130 interrupted.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--version",
         action="version",
-        version=f"agenthost {__version__} (MCP revisions {', '.join(SUPPORTED_REVISIONS)})",
+        version=f"agenthost {__version__} (MCP revisions"
+        f" {', '.join(f'{r} (handshake-free)' for r in MODERN_REVISIONS)},"
+        f" {', '.join(LEGACY_REVISIONS)})",
     )
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
@@ -130,8 +163,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     return parser, runners
 
 
-def _setup_logging(verbosity: int) -> None:
+def _setup_logging(verbosity: int, *, quiet: bool = False) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    if quiet and verbosity == 0:
+        level = logging.ERROR  # -q: no warnings either, only what stops the command
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
@@ -186,8 +221,15 @@ def _main(argv: Sequence[str] | None) -> int:
     sys.stderr = Redacting.wrap(stderr)
     try:
         parser, runners = build_parser()
+        if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (see `completion`)
+            import argcomplete
+
+            argcomplete.autocomplete(parser)  # answers and exits
+        if not (sys.argv[1:] if argv is None else argv):
+            parser.print_help()  # bare `agenthost`: what it can do, not a usage error
+            return 0
         args = parser.parse_args(argv)
-        _setup_logging(args.verbose)
+        _setup_logging(args.verbose, quiet=args.quiet)
         console = Console(quiet=args.quiet)
         return _run(runners[args.command], args, console)
     finally:

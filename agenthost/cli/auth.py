@@ -29,7 +29,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``auth`` on the CLI's subparsers."""
     text = "log in to a remote server with OAuth, show or forget saved logins"
     auth = add_command(sub, common, "auth", text)
-    auth.add_argument("action", choices=("login", "status", "logout"))
+    auth.add_argument(
+        "action", choices=("login", "status", "logout"), help="log in, show, or forget logins"
+    )
     auth.add_argument("server", nargs="?", help="the server (status: default all remote ones)")
     auth.add_argument(
         "--no-browser", action="store_true", help="print the login URL, do not open a browser"

@@ -449,11 +449,23 @@ async def _lines(session: _Chat) -> None:
 
 async def _slash(session: _Chat, line: str) -> None:
     """Run one slash command; its failure is a line on the console, never the end of chat."""
-    try:
-        words = shlex.split(line[1:])
-    except ValueError as exc:
-        session.console.line(f"! {exc}")
-        return
+    raw = line[1:]
+    if raw.split(None, 1)[:1] == ["call"]:
+        # /call SERVER__TOOL {"json": "as typed"}: JSON has its own quoting, so the
+        # arguments are taken verbatim, not through shell-style word splitting; a JSON
+        # object never starts with a quote, so '{"quoted": "too"}' still works.
+        words = raw.split(None, 2)
+        if len(words) == 3 and words[2][:1] in ("'", '"'):
+            with contextlib.suppress(ValueError):
+                quoted = shlex.split(words[2])
+                if len(quoted) == 1:
+                    words[2] = quoted[0]
+    else:
+        try:
+            words = shlex.split(raw)
+        except ValueError as exc:
+            session.console.line(f"! {exc}")
+            return
     command = words[0] if words else ""
     handler = SLASH_COMMANDS.get(command)
     try:

@@ -36,12 +36,14 @@ __all__ = [
     "interruptible",
     "key_values",
     "load_config",
+    "no_provider_note",
     "offers_resources",
     "one_shot",
     "open_host",
     "parse_json_arguments",
     "progress_callback",
     "report_failed_servers",
+    "require_provider",
     "require_ready",
     "split_model",
 ]
@@ -258,6 +260,50 @@ async def open_host(
         yield host
 
 
+#: What to do when no LLM provider is configured (the agent and servers' sampling need one).
+NO_PROVIDER = (
+    "no LLM provider is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add a"
+    ' [providers.NAME] section (e.g. kind = "openai-compatible" with a base_url for a local'
+    " model; see docs/config.md#providers)"
+)
+
+
+def require_provider(config: HostConfig, provider: str | None) -> None:
+    """``run`` needs a model: fail before any server starts if there is none to use.
+
+    Why here: starting every server (seconds, and possibly a browser login) only to learn
+    that the agent has no model wastes the user's time and hides the one thing to fix.
+
+    Raises:
+        ConfigError: (exit 2) no provider is configured, or ``provider`` names one that
+            is not (unknown, or its API key is not set).
+    """
+    from agenthost.errors import ConfigError
+    from providers import default_choice, parse_providers, provider_status
+
+    source = config.source or "<config>"
+    base = os.path.dirname(os.path.abspath(config.source)) if config.source else None
+    parsed = parse_providers(config.providers, source=source, base_dir=base)
+    if provider is not None:
+        status = provider_status(parsed.get(provider), os.environ)
+        if not status.configured:
+            raise ConfigError(
+                f"provider {provider!r} is not usable: {status.reason}", key="providers"
+            )
+    elif default_choice(parsed, os.environ) is None:
+        raise ConfigError(NO_PROVIDER, key="providers")
+
+
+def no_provider_note(host: Host) -> str | None:
+    """For ``tools`` and ``check``: why servers' sampling tools are missing or will fail."""
+    if host.providers:
+        return None
+    return (
+        f"note: {NO_PROVIDER}. Without one the host offers servers no sampling, so a"
+        " server's tools that ask for a model are hidden by the server or will fail"
+    )
+
+
 def require_ready(host: Host, server: str) -> None:
     """A command aimed at one server: if it did not come up, say why (exit 5)."""
     from agenthost.errors import ServerUnavailable
@@ -364,13 +410,20 @@ async def interruptible() -> AsyncIterator[Any]:
 
     import trio
 
-    # The receiver is installed before the block runs, so no Ctrl-C slips through.
-    with trio.open_signal_receiver(signal.SIGINT) as signals, trio.CancelScope() as scope:
+    from agenthost._util import collapse_single_group
+
+    # The receiver is installed before the block runs, so no Ctrl-C slips through; the
+    # block's own failure comes out as itself, not in a group (callers catch it by type).
+    with (
+        trio.open_signal_receiver(signal.SIGINT) as signals,
+        trio.CancelScope() as scope,
+        collapse_single_group(),
+    ):
         async with trio.open_nursery() as nursery:
 
             async def watch() -> None:
                 async for _ in signals:
-                    scope.cancel()
+                    scope.cancel(reason="cancelled by the user")  # the audit's words
                     return
 
             nursery.start_soon(watch)

@@ -65,6 +65,7 @@ from agenthost.session import ClientSession, ProgressCallback
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
 from agenthost.tool_tasks import (
     TaskCreatedCallback,
+    TaskDetached,
     call_tool_as_task,
     call_tool_via_extension,
     needs_tasks_extension,
@@ -354,7 +355,12 @@ class Host:
     def resolve_tool(self, name: str) -> CatalogTool:
         entry = self.catalog.tool(name)
         if entry is None:
-            raise NotFound(f"no tool named {name!r}")
+            import difflib
+
+            known = [t.name for t in self.catalog.tools()]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise NotFound(f"no tool named {name!r}{hint}")
         return entry
 
     async def call_tool(
@@ -416,25 +422,33 @@ class Host:
                 scope=config.scope,
             ),
         )
+        detached: TaskDetached | None = None
         async with self.policy.guard(action) as outcome:
             # Same consent, same audit line: a repeat after an era switch is this one call.
-            result = await self._with_era_fallback(
-                entry.server,
-                session,
-                f"tool {tool.name}",
-                lambda on: self._route_call(
-                    entry,
-                    on,
-                    config,
-                    arguments,
-                    timeout=timeout,
-                    progress=progress,
-                    task=task,
-                    on_task=on_task,
-                ),
-                repeatable=_repeatable(tool),
-            )
-            outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
+            try:
+                result = await self._with_era_fallback(
+                    entry.server,
+                    session,
+                    f"tool {tool.name}",
+                    lambda on: self._route_call(
+                        entry,
+                        on,
+                        config,
+                        arguments,
+                        timeout=timeout,
+                        progress=progress,
+                        task=task,
+                        on_task=on_task,
+                    ),
+                    repeatable=_repeatable(tool),
+                )
+            except TaskDetached as exc:  # on_task left the task running: not a failure
+                detached = exc
+                outcome.result = {"detached_task": exc.task_id}
+            else:
+                outcome.result = {"is_error": bool(result.is_error), "blocks": len(result.content)}
+        if detached is not None:
+            raise detached
         return result
 
     async def call_tool_decided(

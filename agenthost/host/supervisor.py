@@ -134,6 +134,10 @@ class Supervisor:
         #: Why the initialize era cannot help this server (it refused it), once known.
         self._no_fallback: str | None = None
         self._fallback_warned = False
+        #: Whether a session ever became ready. Until then a failure is the caller's to
+        #: report (``status()``, ``ServerUnavailable``; the CLI prints it once), so it is
+        #: logged at INFO: warning about it as well said the same thing 3-4 times.
+        self._was_ready = False
 
     # ------------------------------------------------------------------ state
 
@@ -366,10 +370,12 @@ class Supervisor:
                     self._set(ServerState.RESTARTING)
                     continue
                 self.last_error = error
-                log.warning("%s: session ended: %s", self.name, error)
+                news = logging.WARNING if self._was_ready else logging.INFO
+                log.log(news, "%s: session ended: %s", self.name, error)
+                gave_up = logging.ERROR if self._was_ready else logging.INFO
                 if self._unauthorized:
                     # A restart cannot log anyone in: the message says how to.
-                    log.error("%s: failed: %s", self.name, error)
+                    log.log(gave_up, "%s: failed: %s", self.name, error)
                     self._set(ServerState.FAILED)
                     return
                 if not policy.enabled or not self._may_restart(policy):
@@ -379,7 +385,7 @@ class Supervisor:
                         else f"crashed {policy.max_restarts + 1} times within {policy.window:g}s"
                     )
                     self.last_error = f"{error} ({reason})"
-                    log.error("%s: failed: %s", self.name, self.last_error)
+                    log.log(gave_up, "%s: failed: %s", self.name, self.last_error)
                     self._set(ServerState.FAILED)
                     return
                 self._set(ServerState.RESTARTING)
@@ -438,6 +444,7 @@ class Supervisor:
                         await self._on_ready(session)
                     self.ready_at = trio.current_time()
                     self._set(ServerState.READY)
+                    self._was_ready = True
                     self._first_attempt.set()
                     reason = await session.wait_closed()
                     self._expired = isinstance(reason, SessionExpired)
@@ -453,4 +460,6 @@ class Supervisor:
             finally:
                 self.session = None
         self._life = None
-        return redact(str(reason))
+        # Every line that shows this text names the server first: drop the errors' own
+        # "name: " prefix, so no one reads "fs: fs: command not found".
+        return redact(str(reason).removeprefix(f"{self.name}: "))

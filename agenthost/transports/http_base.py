@@ -9,7 +9,9 @@ part only.
 
 from __future__ import annotations
 
+import html
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
@@ -122,8 +124,22 @@ def _content_type(response: HTTPResponse) -> str:
     return value.partition(";")[0].strip().lower()
 
 
+_HTML = re.compile(rb"\A\s*(<!doctype\s+html|<html[\s>]|<head[\s>])", re.IGNORECASE)
+_TITLE = re.compile(rb"<title[^>]*>(.{0,400}?)</title", re.IGNORECASE | re.DOTALL)
+
+
 def _summary(body: bytes, redact: Callable[[str], str] = redact) -> str:
-    """A short, redacted description of an error body (a JSON-RPC error's message if any)."""
+    """A short, redacted description of an error body (a JSON-RPC error's message if any).
+
+    An HTML page (a web server's or proxy's error page, met when a URL is not an MCP
+    endpoint) is named by its title: its markup, styles and scripts say nothing to a
+    person reading a one-line error.
+    """
+    if _HTML.match(body[:1024]):
+        found = _TITLE.search(body[:65536])
+        raw = found.group(1).decode("utf-8", "replace") if found else ""
+        title = " ".join(html.unescape(raw).split())
+        return redact(f"an HTML page ({title[:_SUMMARY_CHARS]})" if title else "an HTML page")
     text: str | None = None
     try:
         obj = orjson.loads(body)

@@ -295,7 +295,10 @@ class StdioTransport(Transport):
         if self._flushing:
             return  # the flush that is due or under way takes these bytes too
         if alone:
-            self._write_some()
+            try:
+                self._write_some()
+            except TransportClosed:
+                raise await self._broken_with_last_words() from None
             if self._offset == len(self._backlog):
                 return
         self._flushing = True
@@ -345,11 +348,27 @@ class StdioTransport(Transport):
                 if self._offset < len(self._backlog):
                     await trio.lowlevel.wait_writable(self._stdin.fileno())
         except TransportClosed:
-            pass  # _fail recorded why; senders and waiters have been told
+            await self._broken_with_last_words()  # _fail recorded why; now with the tail
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self._fail(self._exit_reason("cannot write to"))
+            await self._broken_with_last_words()
         finally:
             self._flusher = None
+
+    async def _broken_with_last_words(self) -> TransportClosed:
+        """The write failed because the server is gone: the reason, once its exit status
+        and last stderr lines are in (each waited for 0.25 s at most).
+
+        Why: a server that exits at once usually breaks the pipe of our first write before
+        the stderr pump has read why it exited; ``check`` then showed no last words in
+        about half the runs (issue 27).
+        """
+        with trio.move_on_after(0.25):
+            await self.process.wait()
+        if self._stderr_pumping:
+            with trio.move_on_after(0.25):
+                await self._stderr_done.wait()
+        return self._fail(self._exit_reason("cannot write to"))
 
     def _park_abort(self, _: object) -> trio.lowlevel.Abort:
         self._flusher = None

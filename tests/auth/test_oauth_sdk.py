@@ -350,6 +350,8 @@ async def test_cli_login_status_call_logout(tmp_path: Path) -> None:
         code, out, err = await cli_login(tmp_path, cfg)
         assert code == 0, err
         assert out.startswith("sdk: logged in with http://127.0.0.1:"), out
+        # Issue 27: the terminal says what it is waiting for, and how to stop waiting.
+        assert re.search(r"waiting for the browser on 127\.0\.0\.1:\d+ \(Ctrl-C to cancel\)", err)
         status = await trio.to_thread.run_sync(run_cli, tmp_path, cfg, "auth", "status", "--json")
         assert status.returncode == 0, status.stderr
         (entry,) = json.loads(status.stdout)

@@ -24,7 +24,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     approvals = add_command(
         sub, common, "approvals", "list or revoke remembered always/never answers for tools"
     )
-    approvals.add_argument("action", nargs="?", choices=["list", "revoke"], default="list")
+    approvals.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "revoke"],
+        default="list",
+        help="list the answers (default), or revoke some",
+    )
     approvals.add_argument("server", nargs="?", help="revoke: the server's answers")
     approvals.add_argument("tool", nargs="?", help="revoke: only this tool (its MCP name)")
     approvals.add_argument("--all", action="store_true", help="revoke: every answer")

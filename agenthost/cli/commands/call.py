@@ -33,15 +33,29 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``call`` and ``read`` and ``prompt`` on the CLI's subparsers."""
     call = add_command(sub, common, "call", "call one tool: call server__tool '{\"arg\": 1}'")
-    call.add_argument("tool")
-    call.add_argument("arguments", nargs="?", default="{}")
+    call.add_argument("tool", help="the tool's namespaced name, SERVER__TOOL (see `tools`)")
+    call.add_argument(
+        "arguments", nargs="?", default="{}", help="the arguments, a JSON object (default: {})"
+    )
+    call.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the call as a task, print its id and exit; `tasks get|result SERVER ID`"
+        " follow it (a server over HTTP keeps it; over stdio it ends with this command)",
+    )
     read = add_command(sub, common, "read", "read a resource by URI")
-    read.add_argument("uri")
+    read.add_argument("uri", help="the resource's URI, e.g. notes://index (see `resources`)")
     read.add_argument("--server", help="the server to ask (default: the one that lists it)")
+    read.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="save the contents to FILE, bytes as they are (for binary resources)",
+    )
     prompt = add_command(sub, common, "prompt", "get a prompt: prompt SERVER NAME [key=value ...]")
-    prompt.add_argument("server")
-    prompt.add_argument("name")
-    prompt.add_argument("arguments", nargs="*")
+    prompt.add_argument("server", help="the server that offers the prompt")
+    prompt.add_argument("name", help="the prompt's name (see `prompts`)")
+    prompt.add_argument("arguments", nargs="*", help="the prompt's arguments, as key=value")
 
 
 async def _call(args: argparse.Namespace, console: Console) -> int:
@@ -64,6 +78,8 @@ async def _call(args: argparse.Namespace, console: Console) -> int:
         if len(owners) == 1:
             require_ready(host, owners[0].name)
         server = host.resolve_tool(args.tool).server
+        if args.detach:
+            return await _detach(host, args, arguments, server, console)
         # Ctrl-C cancels the call (the server gets notifications/cancelled), then exits 130.
         async with interruptible() as scope:
             result = await host.call_tool(
@@ -81,6 +97,34 @@ async def _call(args: argparse.Namespace, console: Console) -> int:
             say(text)
         if result.structured_content is not None and not text:
             say(json.dumps(result.structured_content, indent=2))
+    return EXIT_ERROR if result.is_error else EXIT_OK
+
+
+async def _detach(
+    host: Any, args: argparse.Namespace, arguments: dict[str, Any], server: str, console: Console
+) -> int:
+    """``call --detach``: the call starts as a task (through the policy, audited); its id
+    is printed and the task left running for a later ``tasks get|result``."""
+    from agenthost.tool_tasks import TaskDetached
+
+    async def leave(created: Any) -> None:
+        raise TaskDetached(created.task.task_id)
+
+    try:
+        result = await host.call_tool(args.tool, arguments, task=True, on_task=leave)
+    except TaskDetached as detached:
+        if args.json:
+            print_json({"server": server, "task_id": detached.task_id})
+        else:
+            say(detached.task_id)
+            console.line(
+                f"started {args.tool} as task {detached.task_id}; follow it with"
+                f" `agenthost tasks get {server} {detached.task_id}` or"
+                f" `agenthost tasks result {server} {detached.task_id}`"
+            )
+        return EXIT_OK
+    console.line(f"{args.tool} does not run as a task here: it ran as a plain call")
+    say(content_text(result.content) or json.dumps(result.structured_content))
     return EXIT_ERROR if result.is_error else EXIT_OK
 
 
@@ -115,7 +159,9 @@ async def _read(args: argparse.Namespace, console: Console) -> int:
             if chosen is None:
                 raise CLIError(str(exc), EXIT_USAGE) from None
             result = await host.read_resource(args.uri, server=chosen)
-    if args.json:
+    if args.output:
+        _save(result.contents, args.output, console)
+    elif args.json:
         print_json(unstructure(result, "2025-11-25"))
     else:
         for contents in result.contents:
@@ -124,6 +170,27 @@ async def _read(args: argparse.Namespace, console: Console) -> int:
             else:
                 say(f"[binary {contents.mime_type or 'data'}, {len(contents.blob)} bytes]")
     return EXIT_OK
+
+
+def _save(parts: Any, path: str, console: Console) -> None:
+    """``read --output FILE``: the resource's one part, its bytes as they are (text as
+    UTF-8), so an image or a PDF arrives intact rather than as a ``[binary ...]`` note."""
+    from agenthost.protocol.types import TextResourceContents
+
+    if len(parts) != 1:
+        raise CLIError(
+            f"the resource has {len(parts)} parts; --output saves a resource of one part"
+            " (use --json to see them all)",
+            EXIT_USAGE,
+        )
+    [part] = parts
+    data = part.text.encode() if isinstance(part, TextResourceContents) else part.blob
+    try:
+        with open(path, "wb") as file:
+            file.write(data)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    console.line(f"saved {len(data)} bytes ({part.mime_type or 'no type'}) to {path}")
 
 
 #: Seconds a person has to pick the server of an ambiguous resource URI.

@@ -8,6 +8,7 @@ from typing import Any
 from agenthost.cli.common import (
     add_command,
     load_config,
+    no_provider_note,
     one_shot,
     open_host,
     report_failed_servers,
@@ -29,6 +30,8 @@ async def _tools(args: argparse.Namespace, console: Console) -> int:
     config = one_shot(load_config(args))
     async with open_host(args, config, console) as host:
         failed = report_failed_servers(host, console)
+        if (note := no_provider_note(host)) is not None:
+            console.line(note)
         tools = await host.list_tools()
     trusted = {s.name for s in config.servers if s.trusted}
     if args.json:

@@ -19,6 +19,7 @@ from agenthost.cli.common import (
     load_config,
     open_host,
     report_failed_servers,
+    require_provider,
     require_ready,
     split_model,
 )
@@ -45,7 +46,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run_parser = add_command(
         sub, common, "run", "run the agent on a task over every server's tools"
     )
-    run_parser.add_argument("task")
+    run_parser.add_argument("task", help="what the agent should do, in plain words (quote it)")
     run_parser.add_argument("--model", help="provider/model (default: the configured default)")
     run_parser.add_argument("--max-turns", type=int, default=20)
     run_parser.add_argument("--token-budget", type=int, default=None)
@@ -92,6 +93,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         raise CLIError("--task-grace takes a number of seconds, 0 or more", EXIT_USAGE)
     config = load_config(args)
     provider, model = split_model(args.model)
+    require_provider(config, provider)
     previous = load_session(args.session) if args.session else None
     async with open_host(args, config, console) as host:
         report_failed_servers(host, console)

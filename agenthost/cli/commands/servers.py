@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agenthost.cli.common import add_command, load_config, one_shot, open_host
+from agenthost.cli.common import add_command, load_config, no_provider_note, one_shot, open_host
 from agenthost.cli.exit import EXIT_OK, EXIT_UNAVAILABLE
 from agenthost.cli.render import Console, first_line, print_json, say, table
 
@@ -42,6 +42,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         statuses = host.status()
         counts = {name: len(entries.tools) for name, entries in host.catalog.servers.items()}
         roots = {s.name: [r.uri for r in host.roots_for(s.name)] for s in statuses}
+        note = no_provider_note(host)
     rows: list[dict[str, Any]] = [
         {
             "name": s.name,
@@ -85,5 +86,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 say(f"\n{r['name']}: {r['last_error']}".replace(" | ", "\n    | "))
     failed = any(s.state is not ServerState.READY for s in statuses)
     if args.command == "check" and not args.json:
+        if note is not None:
+            say(note)
         say("all servers ready" if not failed else "some servers are not ready")
     return EXIT_UNAVAILABLE if failed else EXIT_OK

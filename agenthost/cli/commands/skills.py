@@ -23,7 +23,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     skills = add_command(
         sub, common, "skills", "servers' skills: skills [SERVER] | skills show SERVER NAME"
     )
-    skills.add_argument("words", nargs="*", metavar="SERVER | show SERVER NAME")
+    skills.add_argument(
+        "words",
+        nargs="*",
+        metavar="SERVER | show SERVER NAME",
+        help="a server's skills, or one skill loaded (default: every server's skills)",
+    )
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:

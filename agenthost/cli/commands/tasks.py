@@ -18,9 +18,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     tasks = add_command(
         sub, common, "tasks", "a server's tasks: tasks list|get|result|cancel SERVER [ID]"
     )
-    tasks.add_argument("action", choices=("list", "get", "result", "cancel"))
-    tasks.add_argument("server")
-    tasks.add_argument("task_id", nargs="?")
+    tasks.add_argument(
+        "action",
+        choices=("list", "get", "result", "cancel"),
+        help="list the tasks; get one's state; wait for its result; cancel it",
+    )
+    tasks.add_argument("server", help="the server that runs the tasks")
+    tasks.add_argument("task_id", nargs="?", help="the task's id (all but list)")
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
@@ -66,6 +70,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 )
             output = [unstructure(task, revision) for task in tasks]
             lines = [f"{t.task_id}  {t.status}  {t.status_message or ''}".rstrip() for t in tasks]
+            lines = lines or [f"no tasks on {args.server}"]
         elif args.action == "get":
             with guard:
                 task = await get_task(session, args.task_id)
