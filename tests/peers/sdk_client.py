@@ -1,0 +1,129 @@
+"""A downstream client for `agenthost serve`: the official Python SDK's `mcp.Client`.
+
+Usage: sdk_client.py SCENARIO MODE -- COMMAND...   (COMMAND starts the server on stdio)
+
+Runs one scenario on asyncio (the SDK's own event loop, as a real client would) and
+prints what it saw as one JSON object on stdout. The test asserts on that JSON: this
+file only drives and records, it decides nothing.
+
+Scenarios:
+  tour     list every tool (all pages), call echo / fail / slow (with progress), prompts,
+           resources and templates, completion, then toggle a tool upstream and wait for
+           the tools list_changed.
+  consent  call `echo` twice and `fail`, answering agenthost's consent form with $ANSWER
+           (allow once / always / deny / decline; "none": the client declares no
+           elicitation), then `elicit_form` (the upstream's own form, answered with a
+           fixed person); record the forms shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.types import (
+    ElicitRequestParams,
+    ElicitResult,
+    PromptReference,
+)
+
+
+def dump(value: Any) -> Any:
+    return value.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+async def tour(client: Client, seen: dict[str, Any]) -> None:
+    names: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        listed = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        pages += 1
+        names += [tool.name for tool in listed.tools]
+        cursor = listed.next_cursor
+        if cursor is None:
+            break
+    seen["tools"] = names
+    seen["pages"] = pages
+    seen["echo"] = dump(await client.call_tool("echo", {"message": "hello"}))
+    seen["fail"] = dump(await client.call_tool("fail", {"message": "boom"}))
+    values: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        values.append(progress)
+
+    seen["slow"] = dump(
+        await client.call_tool("slow", {"seconds": 0.2, "steps": 3}, progress_callback=on_progress)
+    )
+    seen["progress"] = values
+    seen["prompts"] = [p.name for p in (await client.list_prompts()).prompts]
+    seen["greet"] = dump(await client.get_prompt("greet", {"name": "Ada"}))
+    seen["resources"] = [r.uri for r in (await client.list_resources()).resources]
+    seen["templates"] = [
+        t.uri_template for t in (await client.list_resource_templates()).resource_templates
+    ]
+    seen["readme"] = dump(await client.read_resource("text://readme"))
+    completion = await client.complete(
+        PromptReference(type="ref/prompt", name="greet"), {"name": "style", "value": ""}
+    )
+    seen["completion"] = completion.completion.values
+    await client.call_tool("toggle_extra_tool", {})
+    for _ in range(100):
+        if "notifications/tools/list_changed" in seen["notifications"]:
+            break
+        await asyncio.sleep(0.05)
+    listed = await client.list_tools(cache_mode="bypass")
+    seen["tools_after"] = [tool.name for tool in listed.tools]
+
+
+async def consent(client: Client, seen: dict[str, Any]) -> None:
+    seen["echo"] = dump(await client.call_tool("echo", {"message": "hello"}))
+    seen["echo_again"] = dump(await client.call_tool("echo", {"message": "again"}))
+    seen["fail"] = dump(await client.call_tool("fail", {"message": "boom"}))
+    if os.environ.get("ANSWER") != "none":
+        seen["elicit"] = dump(await client.call_tool("elicit_form", {}))
+
+
+SCENARIOS = {"tour": tour, "consent": consent}
+
+
+async def main(scenario: str, mode: str, command: list[str]) -> None:
+    seen: dict[str, Any] = {"notifications": [], "forms": []}
+    answer = os.environ.get("ANSWER", "allow once")
+
+    async def on_elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        schema = getattr(params, "requested_schema", None) or {}
+        seen["forms"].append({"message": params.message, "schema": schema})
+        if "decision" in schema.get("properties", {}):
+            if answer == "decline":
+                return ElicitResult(action="decline")
+            return ElicitResult(action="accept", content={"decision": answer})
+        return ElicitResult(action="accept", content={"name": "Ada", "age": 36, "subscribe": True})
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None:
+            seen["notifications"].append(method)
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    async with Client(
+        params,
+        mode=mode,
+        elicitation_callback=None if answer == "none" else on_elicit,
+        message_handler=on_message,
+        read_timeout_seconds=60,
+    ) as client:
+        seen["protocol_version"] = client.protocol_version
+        seen["server_info"] = dump(client.server_info) if client.server_info else None
+        await SCENARIOS[scenario](client, seen)
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    split = sys.argv.index("--")
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[split + 1 :]))

@@ -1,0 +1,214 @@
+"""``agenthost serve``: agenthost as an MCP server, driven by real downstream clients.
+
+The official Python SDK client (tests/peers/sdk_client.py, on asyncio in its own process)
+starts ``agenthost serve`` as a subprocess over stdio, as Claude Code or VS Code would;
+the upstreams are real servers (the SDK peer, server-everything). In-process tests put
+agenthost's own client session in front of the gateway over a memory transport pair to
+cover every legacy revision, namespacing and pagination quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.protocol.revisions import LEGACY_REVISIONS
+from agenthost.serve import Gateway, open_gateway
+from agenthost.session import ClientSession, open_session
+from agenthost.transports.memory import memory_transport_pair
+from policies import read_audit
+from tests.helpers import AGENTHOST, REPO, stdio
+
+Command = tuple[str, list[str]]
+
+SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
+
+
+def _toml(servers: dict[str, Command], policy: str) -> str:
+    lines = []
+    for name, (command, args) in servers.items():
+        lines += [
+            f"[servers.{name}]",
+            f"command = {json.dumps(command)}",
+            f"args = {json.dumps(args)}",
+            "",
+        ]
+    return "\n".join(lines) + "\n" + policy
+
+
+def _drive(
+    config: Path, scenario: str, *, mode: str = "legacy", **env: str
+) -> tuple[dict[str, Any], str]:
+    """Run the SDK client scenario against ``agenthost serve``; (what it saw, serve's stderr)."""
+    environ = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    environ.update(env)
+    serve = [*AGENTHOST, "--config", str(config), "serve"]
+    proc = subprocess.run(
+        [sys.executable, str(SDK_CLIENT), scenario, mode, "--", *serve],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_sdk_client_tours_one_upstream_transparently(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        )
+    )
+    seen, stderr = _drive(config, "tour")
+    assert seen["protocol_version"] == "2025-11-25"
+    assert seen["server_info"]["name"] == "agenthost"
+    # One upstream: its own names, no prefix.
+    assert {"echo", "fail", "slow", "toggle_extra_tool"} <= set(seen["tools"])
+    assert seen["echo"]["content"] == [{"type": "text", "text": "hello"}]
+    assert seen["echo"].get("_meta") is None  # the upstream's 2026-07-28 serverInfo stays behind
+    assert seen["fail"]["isError"] is True
+    assert "boom" in seen["fail"]["content"][0]["text"]
+    assert seen["progress"] == [1.0, 2.0, 3.0]
+    assert seen["notifications"].count("notifications/progress") == 3
+    assert seen["prompts"] == ["greet", "simple"]
+    assert seen["greet"]["messages"][0]["content"]["text"] == "Hello, Ada."
+    assert "text://readme" in seen["resources"]
+    assert seen["templates"] == ["greeting://{name}"]
+    assert seen["readme"]["contents"][0]["text"].startswith("agenthost sdk peer readme")
+    assert seen["completion"] == ["plain", "formal", "pirate"]
+    # The upstream added a tool and said so; the client heard it and sees the tool.
+    assert "notifications/tools/list_changed" in seen["notifications"]
+    assert "extra" in seen["tools_after"] and "extra" not in seen["tools"]
+    assert "sdk: ready" in stderr
+
+
+def test_consent_at_the_boundary(tmp_path: Path, sdk_server_cmd: Callable[..., Command]) -> None:
+    """ask -> a form in the client (answered "always": asked once); deny -> a tool error
+    with the reason; an upstream's elicitation is forwarded; all audited as in the CLI."""
+    audit = tmp_path / "audit.jsonl"
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            f"[policy]\naudit = {json.dumps(str(audit))}\n"
+            'rules = [\n  {kind = "tool", decision = "ask", server = "*", name = "echo"},\n'
+            '  {kind = "tool", decision = "deny", server = "*", name = "fail"},\n'
+            '  {kind = "tool", decision = "allow", server = "*", name = "elicit_form"},\n]\n',
+        )
+    )
+    seen, _ = _drive(config, "consent", ANSWER="always")
+    assert seen["echo"]["content"] == [{"type": "text", "text": "hello"}]
+    assert seen["echo_again"]["content"] == [{"type": "text", "text": "again"}]
+    consent_forms = [f for f in seen["forms"] if "decision" in f["schema"].get("properties", {})]
+    assert len(consent_forms) == 1  # "always" is remembered
+    assert "Tool:        echo" in consent_forms[0]["message"]
+    assert '"message": "hello"' in consent_forms[0]["message"]  # the full arguments
+    assert seen["fail"]["isError"] is True
+    assert "denied by agenthost's policy" in seen["fail"]["content"][0]["text"]
+    assert "policy.rules[1]" in seen["fail"]["content"][0]["text"]
+    # The upstream's own form reached the client and its answer came back.
+    assert "Ada" in seen["elicit"]["content"][0]["text"]
+    records = read_audit(audit)
+    decisions = [
+        (r["kind"], r["name"], r["decision"], r["by"]) for r in records if r["event"] == "decision"
+    ]
+    assert ("tool", "echo", "allow", "user") in decisions
+    assert ("tool", "fail", "deny", "rule") in decisions
+    assert any(kind == "elicitation" for kind, *_ in decisions)
+
+
+def test_no_elicitation_means_headless(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """A client that cannot show a form leaves nobody to ask: the "ask" is a denial."""
+    config = tmp_path / "agenthost.toml"
+    audit = tmp_path / "audit.jsonl"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            f"[policy]\naudit = {json.dumps(str(audit))}\n"
+            'rules = [{kind = "tool", decision = "ask", server = "*", name = "echo"}]\n',
+        )
+    )
+    seen, _ = _drive(config, "consent", ANSWER="none")
+    assert seen["echo"]["isError"] is True
+    assert "headless" in seen["echo"]["content"][0]["text"]
+    assert seen["forms"] == []
+    by = {r["by"] for r in read_audit(audit) if r["event"] == "decision" and r["name"] == "echo"}
+    assert by == {"headless"}
+
+
+# ---------------------------------------------------------------------- in process
+
+
+@asynccontextmanager
+async def _client(gateway: Gateway, revision: str) -> AsyncIterator[ClientSession]:
+    ours, theirs = memory_transport_pair(name="gateway")
+    async with trio.open_nursery() as nursery:
+        session = gateway.session(theirs)
+        nursery.start_soon(gateway.serve, session)
+        async with open_session(ours, name="gateway", protocol_version=revision) as client:
+            yield client
+        nursery.cancel_scope.cancel()
+
+
+def _config(servers: list[ServerConfig]) -> HostConfig:
+    return HostConfig(
+        servers=servers, policy={"mode": "headless", "preset": "unsafe-allow-everything"}
+    )
+
+
+async def test_every_legacy_revision_two_upstreams_namespaced(
+    sdk_server_cmd: Callable[..., Command], everything_cmd: Callable[..., Command]
+) -> None:
+    config = _config([stdio("sdk", sdk_server_cmd()), stdio("ev", everything_cmd())])
+    with trio.fail_after(60):
+        async with open_gateway(config) as gateway:
+            for revision in LEGACY_REVISIONS:
+                async with _client(gateway, revision) as client:
+                    assert client.revision == revision
+                    names = {t.name for t in await client.list_tools()}
+                    assert {"sdk__echo", "ev__echo"} <= names
+                    result = await client.call_tool("ev__echo", {"message": revision})
+                    assert revision in result.content[0].text  # type: ignore[union-attr]
+                    prompts = {p.name for p in await client.list_prompts()}
+                    assert {"sdk__greet", "ev__simple-prompt"} <= prompts
+                    got = await client.get_prompt("sdk__greet", {"name": "Bo"})
+                    assert got.messages[0].content.text == "Hello, Bo."  # type: ignore[union-attr]
+
+
+async def test_lists_are_paginated(
+    sdk_server_cmd: Callable[..., Command],
+    everything_cmd: Callable[..., Command],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("agenthost.serve.names.PAGE_SIZE", 4)
+    config = _config([stdio("sdk", sdk_server_cmd()), stdio("ev", everything_cmd())])
+    with trio.fail_after(60):
+        async with open_gateway(config) as gateway, _client(gateway, "2025-11-25") as client:
+            first = await client.list_tools_page()
+            assert len(first.tools) == 4 and first.next_cursor is not None
+            everything = [t.name for t in await client.list_tools()]  # follows every cursor
+            assert everything == [name for name, _ in gateway.view.tools()]
+            assert len(everything) > 8
+            from agenthost.errors import JSONRPCError
+
+            with pytest.raises(JSONRPCError) as bad:
+                await client.list_tools_page("not-ours")
+            assert bad.value.code == -32602
