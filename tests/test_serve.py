@@ -154,6 +154,35 @@ def test_no_elicitation_means_headless(
     assert by == {"headless"}
 
 
+def test_upstream_sampling_is_forwarded_to_the_client(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """The upstream speaks 2026-07-28 (its sampling comes as an MRTR ask); the client is
+    legacy (it gets a sampling/createMessage request): bridged, through the policy, and
+    the audit names where the answer came from and the model that gave it."""
+    audit = tmp_path / "audit.jsonl"
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            f'[gateway]\nsampling = "auto"\n\n[policy]\nmode = "headless"\n'
+            f"audit = {json.dumps(str(audit))}\n"
+            'rules = [\n  {kind = "tool", decision = "allow", server = "*", name = "*"},\n'
+            '  {kind = "sampling", decision = "allow", server = "*"},\n]\n',
+        )
+    )
+    seen, stderr = _drive(config, "sample")
+    assert "sdk: ready (modern, 2026-07-28)" in stderr
+    assert seen["sample"]["content"][0]["text"] == "Paris, said the client."
+    [asked] = seen["samplings"]
+    assert asked["messages"][0]["content"]["text"] == "Capital of France?"
+    sampling = [r for r in read_audit(audit) if r["kind"] == "sampling"]
+    assert [r["event"] for r in sampling] == ["decision", "outcome"]
+    assert sampling[0]["decision"] == "allow"
+    assert "forwarded to the client" in json.dumps(sampling[0])
+    assert sampling[1]["result"]["model"] == "client-model"
+
+
 # ---------------------------------------------------------------------- in process
 
 
@@ -212,3 +241,17 @@ async def test_lists_are_paginated(
             with pytest.raises(JSONRPCError) as bad:
                 await client.list_tools_page("not-ours")
             assert bad.value.code == -32602
+
+
+def test_gateway_section_is_validated() -> None:
+    from agenthost.config import config_from_mapping
+    from agenthost.errors import ConfigError
+
+    assert config_from_mapping({"gateway": {"sampling": "client"}}).gateway == {
+        "sampling": "client"
+    }
+    assert config_from_mapping({}).gateway == {"sampling": "auto"}
+    with pytest.raises(ConfigError, match=r"gateway\.sampling.*auto, providers, client"):
+        config_from_mapping({"gateway": {"sampling": "llm"}})
+    with pytest.raises(ConfigError, match=r"gateway\.samplin"):
+        config_from_mapping({"gateway": {"samplin": "auto"}})

@@ -46,8 +46,11 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 _TOP_KEYS = (
     "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
-    "inherit_env",
+    "inherit_env", "gateway",
 )  # fmt: skip
+#: ``[gateway]`` keys (``agenthost serve``) and the values ``sampling`` takes.
+_GATEWAY_KEYS = ("sampling",)
+_GATEWAY_SAMPLING = ("auto", "providers", "client")
 #: agenthost's host-level sections, also read from an editor's JSON file when present
 #: there (a person who put ``policy`` in one means it; it is never silently dropped).
 _HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env")
@@ -611,6 +614,7 @@ class _HostSections:
     workspaces: list[Workspace]
     providers: Mapping[str, Any]
     policy: Mapping[str, Any]
+    gateway: Mapping[str, Any] = attrs.field(factory=dict)
 
     def config(self, servers: list[ServerConfig], ctx: _Ctx) -> HostConfig:
         """The HostConfig of the file: one place for both file shapes."""
@@ -621,6 +625,7 @@ class _HostSections:
             restart=self.restart,
             providers=self.providers,
             policy=_with_rules(self.policy, ctx),
+            gateway=self.gateway,
             source=ctx.source,
         )
 
@@ -644,6 +649,7 @@ def _host_sections(
         workspaces = []
     providers = _table(data.get("providers", {}), ctx, "providers")
     policy = _table(data.get("policy", {}), ctx, "policy")
+    gateway = _gateway(data.get("gateway", {}), ctx)
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -651,7 +657,21 @@ def _host_sections(
         workspaces=workspaces,
         providers=providers,
         policy=policy,
+        gateway=gateway,
     )
+
+
+def _gateway(value: object, ctx: _Ctx) -> Mapping[str, Any]:
+    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
+    table = _table(value, ctx, "gateway")
+    _check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
+    sampling = table.get("sampling", "auto")
+    if sampling not in _GATEWAY_SAMPLING:
+        raise ctx.error(
+            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
+            "gateway.sampling",
+        )
+    return {"sampling": sampling}
 
 
 def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:

@@ -3,11 +3,13 @@
 from agenthost.host.host import (
     EventSink,
     Host,
+    SamplingRoute,
     open_host,
 )
 
 __all__ = [
     "EventSink",
     "Host",
+    "SamplingRoute",
     "open_host",
 ]

@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from providers.base import Message
 
-__all__ = ["EventSink", "Host", "open_host"]
+__all__ = ["EventSink", "Host", "SamplingRoute", "open_host"]
 
 R = TypeVar("R")
 
@@ -113,6 +113,14 @@ _LIST_CHANGED = {
     "notifications/resources/list_changed": "resources",
 }
 
+
+#: Where an upstream's sampling request goes instead of the providers: given the server's
+#: name, an ``async (params) -> result`` that hands it on (``agenthost serve`` forwards to
+#: its downstream client), or None to answer it with the providers.
+SamplingRoute = Callable[
+    [str],
+    Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]] | None,
+]
 
 #: Where the host's own events go (for a UI): today only sampling's, one
 #: :class:`~agenthost.host.sampling.SamplingEvent` per stage of a ``sampling/createMessage``.
@@ -136,8 +144,10 @@ class Host:
         providers_config: ProvidersConfig,
         env: Mapping[str, str],
         on_event: EventSink | None = None,
+        sampling_route: SamplingRoute | None = None,
     ) -> None:
         self.config = config
+        self._sampling_route = sampling_route
         self.catalog = Catalog()
         self.policy = policy
         self.providers = providers
@@ -228,6 +238,20 @@ class Host:
         async def sampling(
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
+            send = self._sampling_route(server.name) if self._sampling_route else None
+            if send is not None:
+                return await self.sampling.forward(
+                    server.name,
+                    params,
+                    send=send,
+                    reason="forwarded to the client agenthost serves",
+                    trusted=server.trusted,
+                    via=ctx.via(),
+                )
+            if not self.providers:
+                raise JSONRPCError(
+                    -32603, "No model available: no LLM provider is configured in agenthost"
+                )
             return await self.sampling.create_message(
                 server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
             )
@@ -264,7 +288,7 @@ class Host:
 
         return ClientHandlers(
             roots=roots,
-            sampling=sampling if self.providers else None,
+            sampling=sampling if self.providers or self._sampling_route else None,
             sampling_tools=bool(self.providers),
             elicitation=elicitation,
             ask_tasks=AskTaskLimits() if server.client_tasks else None,
@@ -887,6 +911,7 @@ async def open_host(
     providers: Mapping[str, Provider] | None = None,
     env: Mapping[str, str] | None = None,
     on_event: EventSink | None = None,
+    sampling_route: SamplingRoute | None = None,
 ) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
@@ -901,6 +926,8 @@ async def open_host(
             and ``env`` (and closed on exit).
         env: where API keys are read (default ``os.environ``).
         on_event: called with the host's events (sampling selections, ...) for a UI.
+        sampling_route: where sampling requests go instead of the providers (see
+            :data:`SamplingRoute`); with one, sampling is declared to every server.
 
     Raises:
         ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
@@ -929,6 +956,7 @@ async def open_host(
                         providers_config=providers_config,
                         env=environ,
                         on_event=on_event,
+                        sampling_route=sampling_route,
                     )
                     try:
                         await host._start()

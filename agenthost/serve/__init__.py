@@ -29,7 +29,7 @@ from agenthost.config.model import HostConfig
 from agenthost.host import EventSink, open_host
 from agenthost.serve.consent import DownstreamPrompter
 from agenthost.serve.downstream import DownstreamSession
-from agenthost.serve.gateway import Gateway
+from agenthost.serve.gateway import Gateway, SamplingSender
 from agenthost.serve.stdio import StdioServerTransport
 from policies import PolicyConfig, PolicyEngine, parse_policy
 
@@ -53,7 +53,8 @@ async def open_gateway(
 
     The policy is the configured one (rules, audit file, approvals), as in the CLI; its
     "ask" goes to the downstream client (:class:`DownstreamPrompter`) unless the policy's
-    mode is ``headless``, which asks nobody.
+    mode is ``headless``, which asks nobody. An upstream's sampling request goes where
+    ``[gateway] sampling`` says (:meth:`Gateway.sampling_route`).
 
     Resource handling: the upstreams, the audit file and the catalog watcher end with the
     block.
@@ -64,9 +65,14 @@ async def open_gateway(
     def pick() -> DownstreamSession | None:
         return holder[0].last_active if holder else None
 
+    def route(server: str) -> SamplingSender | None:
+        return holder[0].sampling_route(server) if holder else None
+
     prompter = None if policy_config.mode == "headless" else DownstreamPrompter(pick)
     with PolicyEngine.from_config(policy_config, prompter=prompter) as engine:
-        async with open_host(config, policy=engine, on_event=on_event) as host:
+        async with open_host(
+            config, policy=engine, on_event=on_event, sampling_route=route
+        ) as host:
             gateway = Gateway(host)
             holder.append(gateway)
             with collapse_single_group():

@@ -46,6 +46,8 @@ from agenthost.protocol.types import (
     CallToolResult,
     CompleteRequestParams,
     CompleteResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
     GetPromptRequestParams,
     GetPromptResult,
     Implementation,
@@ -68,7 +70,7 @@ from agenthost.serve.downstream import DownstreamSession, Handler, RequestInfo
 from agenthost.serve.names import CatalogView, page
 from agenthost.transports.base import Transport
 
-__all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway"]
+__all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway", "SamplingSender"]
 
 log = logging.getLogger("agenthost.serve")
 
@@ -79,6 +81,9 @@ T = TypeVar("T")
 CONSENT_DENIED: Final = -1
 #: ``server/resources.mdx``: "Resource not found".
 RESOURCE_NOT_FOUND: Final = -32002
+
+#: Hands one upstream sampling request to the downstream client.
+SamplingSender = Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]]
 
 _KINDS: Final = {
     "tools": m.NOTIFICATION_TOOLS_LIST_CHANGED,
@@ -173,6 +178,33 @@ class Gateway:
             if self.last_active is session:
                 self.last_active = next(iter(self.sessions), None)
             await session.aclose()
+
+    def sampling_route(self, server: str) -> SamplingSender | None:
+        """Where ``server``'s sampling request goes (``[gateway] sampling``): to the client
+        that spoke last when it declared sampling (``auto``, ``client``), else to
+        agenthost's providers (None); ``client`` with a client that cannot sample is an
+        error for the upstream rather than a silent spend on the providers."""
+        mode = self.host.config.gateway.get("sampling", "auto")
+        if mode == "providers":
+            return None
+        client = self.last_active
+        if client is not None and not client.closed and client.can("sampling"):
+
+            async def send(params: CreateMessageRequestParams) -> CreateMessageResult:
+                return await client.ask(m.SAMPLING_CREATE_MESSAGE_SPEC, params, timeout=None)
+
+            return send
+        if mode == "client":
+
+            async def refuse(params: CreateMessageRequestParams) -> CreateMessageResult:
+                raise JSONRPCError(
+                    jsonrpc.INTERNAL_ERROR,
+                    'No model available: [gateway] sampling = "client" and the client'
+                    " agenthost serves did not declare sampling",
+                )
+
+            return refuse
+        return None
 
     async def _on_notification(
         self, session: DownstreamSession, method: str, params: Mapping[str, Any]

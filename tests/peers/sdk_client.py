@@ -10,6 +10,8 @@ Scenarios:
   tour     list every tool (all pages), call echo / fail / slow (with progress), prompts,
            resources and templates, completion, then toggle a tool upstream and wait for
            the tools list_changed.
+  sample   call `sample`: the upstream's sampling request reaches this client (it answers
+           as model "client-model"), recorded in "samplings".
   consent  call `echo` twice and `fail`, answering agenthost's consent form with $ANSWER
            (allow once / always / deny / decline; "none": the client declares no
            elicitation), then `elicit_form` (the upstream's own form, answered with a
@@ -27,9 +29,12 @@ from typing import Any
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
     ElicitRequestParams,
     ElicitResult,
     PromptReference,
+    TextContent,
 )
 
 
@@ -89,11 +94,15 @@ async def consent(client: Client, seen: dict[str, Any]) -> None:
         seen["elicit"] = dump(await client.call_tool("elicit_form", {}))
 
 
-SCENARIOS = {"tour": tour, "consent": consent}
+async def sample(client: Client, seen: dict[str, Any]) -> None:
+    seen["sample"] = dump(await client.call_tool("sample", {"prompt": "Capital of France?"}))
+
+
+SCENARIOS = {"tour": tour, "consent": consent, "sample": sample}
 
 
 async def main(scenario: str, mode: str, command: list[str]) -> None:
-    seen: dict[str, Any] = {"notifications": [], "forms": []}
+    seen: dict[str, Any] = {"notifications": [], "forms": [], "samplings": []}
     answer = os.environ.get("ANSWER", "allow once")
 
     async def on_elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
@@ -105,6 +114,14 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
             return ElicitResult(action="accept", content={"decision": answer})
         return ElicitResult(action="accept", content={"name": "Ada", "age": 36, "subscribe": True})
 
+    async def on_sampling(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        seen["samplings"].append(dump(params))
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(type="text", text="Paris, said the client."),
+            model="client-model",
+        )
+
     async def on_message(message: Any) -> None:
         method = getattr(message, "method", None)
         if method is not None:
@@ -115,6 +132,7 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         params,
         mode=mode,
         elicitation_callback=None if answer == "none" else on_elicit,
+        sampling_callback=on_sampling if scenario == "sample" else None,
         message_handler=on_message,
         read_timeout_seconds=60,
     ) as client:
