@@ -183,6 +183,26 @@ def test_upstream_sampling_is_forwarded_to_the_client(
     assert sampling[1]["result"]["model"] == "client-model"
 
 
+def test_upstream_roots_are_the_clients_within_the_workspaces(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    workspace = tmp_path / "ws"
+    inner = workspace / "sub"
+    inner.mkdir(parents=True)
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            f'[[workspaces]]\npath = {json.dumps(str(workspace))}\nname = "ws"\n\n'
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        )
+    )
+    outside = (tmp_path / "elsewhere").as_uri()
+    seen, _ = _drive(config, "roots", ROOTS=json.dumps([inner.as_uri(), outside]))
+    listed = json.loads(seen["roots"]["content"][0]["text"])
+    assert [r["uri"] for r in listed] == [inner.as_uri()]  # not the workspace, not elsewhere
+
+
 # ---------------------------------------------------------------------- in process
 
 
@@ -255,3 +275,21 @@ def test_gateway_section_is_validated() -> None:
         config_from_mapping({"gateway": {"sampling": "llm"}})
     with pytest.raises(ConfigError, match=r"gateway\.samplin"):
         config_from_mapping({"gateway": {"samplin": "auto"}})
+
+
+def test_intersect_roots_keeps_the_narrower_of_each_overlap() -> None:
+    from agenthost.protocol.types import Root
+    from agenthost.serve.roots import intersect_roots
+
+    ws = [Root(uri="file:///home/u/proj", name="proj"), Root(uri="file:///srv/data", name="d")]
+    client = [
+        Root(uri="file:///home/u/proj/app", name="app"),  # inside a workspace: kept
+        Root(uri="file:///srv", name="srv"),  # holds a workspace: the workspace is kept
+        Root(uri="file:///home/u/projects", name="x"),  # a sibling with a shared prefix
+        Root(uri="https://example.com/", name="web"),  # not comparable: ignored
+    ]
+    assert [r.uri for r in intersect_roots(ws, client)] == [
+        "file:///home/u/proj/app",
+        "file:///srv/data",
+    ]
+    assert intersect_roots(ws, []) == []

@@ -3,6 +3,7 @@
 from agenthost.host.host import (
     EventSink,
     Host,
+    RootsFilter,
     SamplingRoute,
     open_host,
 )
@@ -10,6 +11,7 @@ from agenthost.host.host import (
 __all__ = [
     "EventSink",
     "Host",
+    "RootsFilter",
     "SamplingRoute",
     "open_host",
 ]

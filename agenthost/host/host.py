@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from providers.base import Message
 
-__all__ = ["EventSink", "Host", "SamplingRoute", "open_host"]
+__all__ = ["EventSink", "Host", "RootsFilter", "SamplingRoute", "open_host"]
 
 R = TypeVar("R")
 
@@ -121,6 +121,10 @@ SamplingRoute = Callable[
     [str],
     Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]] | None,
 ]
+
+#: Narrows the roots a server is offered: ``async (server, the workspaces' roots) ->
+#: roots`` (``agenthost serve`` keeps what its downstream client's roots also cover).
+RootsFilter = Callable[[str, list[Root]], Awaitable[list[Root]]]
 
 #: Where the host's own events go (for a UI): today only sampling's, one
 #: :class:`~agenthost.host.sampling.SamplingEvent` per stage of a ``sampling/createMessage``.
@@ -145,9 +149,11 @@ class Host:
         env: Mapping[str, str],
         on_event: EventSink | None = None,
         sampling_route: SamplingRoute | None = None,
+        roots_filter: RootsFilter | None = None,
     ) -> None:
         self.config = config
         self._sampling_route = sampling_route
+        self._roots_filter = roots_filter
         self.catalog = Catalog()
         self.policy = policy
         self.providers = providers
@@ -211,6 +217,8 @@ class Host:
             # Re-resolved at every listing: a workspace whose path changed since it was
             # configured (replaced by a symlink to /etc, say) is withheld and audited.
             offered = self.roots.roots_for(server.name)
+            if self._roots_filter is not None:
+                offered = await self._roots_filter(server.name, offered)
             withheld = [
                 {"workspace": w.name, "problem": problem}
                 for w, problem in self.roots.withheld_for(server.name)
@@ -799,6 +807,11 @@ class Host:
             raise NotFound(f"no workspace named {name!r}") from None
         await self._announce_roots(changed)
 
+    async def roots_changed(self) -> None:
+        """Tell every running server its roots may have changed (a :data:`RootsFilter`'s
+        answer did): each lists them again."""
+        await self._announce_roots(self._supervisors)
+
     async def _announce_roots(self, servers: Iterable[str]) -> None:
         for server in sorted(servers):
             sup = self._supervisors.get(server)
@@ -912,6 +925,7 @@ async def open_host(
     env: Mapping[str, str] | None = None,
     on_event: EventSink | None = None,
     sampling_route: SamplingRoute | None = None,
+    roots_filter: RootsFilter | None = None,
 ) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
@@ -928,6 +942,7 @@ async def open_host(
         on_event: called with the host's events (sampling selections, ...) for a UI.
         sampling_route: where sampling requests go instead of the providers (see
             :data:`SamplingRoute`); with one, sampling is declared to every server.
+        roots_filter: narrows every server's roots (see :data:`RootsFilter`).
 
     Raises:
         ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
@@ -957,6 +972,7 @@ async def open_host(
                         env=environ,
                         on_event=on_event,
                         sampling_route=sampling_route,
+                        roots_filter=roots_filter,
                     )
                     try:
                         await host._start()

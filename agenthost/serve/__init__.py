@@ -27,6 +27,7 @@ import trio
 from agenthost._util import collapse_single_group
 from agenthost.config.model import HostConfig
 from agenthost.host import EventSink, open_host
+from agenthost.protocol.types import Root
 from agenthost.serve.consent import DownstreamPrompter
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway, SamplingSender
@@ -68,10 +69,13 @@ async def open_gateway(
     def route(server: str) -> SamplingSender | None:
         return holder[0].sampling_route(server) if holder else None
 
+    async def roots(server: str, offered: list[Root]) -> list[Root]:
+        return await holder[0].roots_filter(server, offered) if holder else offered
+
     prompter = None if policy_config.mode == "headless" else DownstreamPrompter(pick)
     with PolicyEngine.from_config(policy_config, prompter=prompter) as engine:
         async with open_host(
-            config, policy=engine, on_event=on_event, sampling_route=route
+            config, policy=engine, on_event=on_event, sampling_route=route, roots_filter=roots
         ) as host:
             gateway = Gateway(host)
             holder.append(gateway)

@@ -61,6 +61,7 @@ from agenthost.protocol.types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     ResourcesCapability,
+    Root,
     ServerCapabilities,
     SetLevelRequestParams,
     TextContent,
@@ -68,6 +69,7 @@ from agenthost.protocol.types import (
 )
 from agenthost.serve.downstream import DownstreamSession, Handler, RequestInfo
 from agenthost.serve.names import CatalogView, page
+from agenthost.serve.roots import intersect_roots
 from agenthost.transports.base import Transport
 
 __all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway", "SamplingSender"]
@@ -84,6 +86,10 @@ RESOURCE_NOT_FOUND: Final = -32002
 
 #: Hands one upstream sampling request to the downstream client.
 SamplingSender = Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]]
+
+#: How long the client may take to list its roots, and how many of them are kept.
+_ROOTS_TIMEOUT: Final = 10.0
+_MAX_ROOTS: Final = 256
 
 _KINDS: Final = {
     "tools": m.NOTIFICATION_TOOLS_LIST_CHANGED,
@@ -107,6 +113,8 @@ class Gateway:
         #: goes to it (over stdio there is exactly one).
         self.last_active: DownstreamSession | None = None
         self.server_info = Implementation(name="agenthost", version=__version__)
+        #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
+        self._client_roots: list[Root] | None = None
 
     # ------------------------------------------------------------------ sessions
 
@@ -210,6 +218,28 @@ class Gateway:
         self, session: DownstreamSession, method: str, params: Mapping[str, Any]
     ) -> None:
         self.last_active = session
+        ready_with_roots = method == m.NOTIFICATION_INITIALIZED and session.can("roots")
+        if method == m.NOTIFICATION_ROOTS_LIST_CHANGED or ready_with_roots:
+            # The upstreams listed the workspaces alone before this client came: they
+            # list again, now through its roots.
+            self._client_roots = None
+            await self.host.roots_changed()
+
+    async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
+        """``server``'s roots: the workspaces' (``offered``) within the client's roots
+        (:func:`intersect_roots`), or the workspaces alone for a client without roots.
+        A client that fails to list them leaves nothing (it is not known what it allows)."""
+        client = self.last_active
+        if client is None or client.closed or not client.can("roots"):
+            return offered
+        if self._client_roots is None:
+            try:
+                listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
+            except AgentHostError as exc:
+                log.warning("%s: cannot list the client's roots: %s", client.name, exc)
+                return []
+            self._client_roots = list(listed.roots[:_MAX_ROOTS])
+        return intersect_roots(offered, self._client_roots)
 
     # ------------------------------------------------------------------ list_changed
 

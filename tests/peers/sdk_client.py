@@ -12,6 +12,8 @@ Scenarios:
            the tools list_changed.
   sample   call `sample`: the upstream's sampling request reaches this client (it answers
            as model "client-model"), recorded in "samplings".
+  roots    call `roots` (the upstream lists its roots); this client's roots are the
+           file URIs in $ROOTS (a JSON list).
   consent  call `echo` twice and `fail`, answering agenthost's consent form with $ANSWER
            (allow once / always / deny / decline; "none": the client declares no
            elicitation), then `elicit_form` (the upstream's own form, answered with a
@@ -33,7 +35,9 @@ from mcp.types import (
     CreateMessageResult,
     ElicitRequestParams,
     ElicitResult,
+    ListRootsResult,
     PromptReference,
+    Root,
     TextContent,
 )
 
@@ -98,7 +102,11 @@ async def sample(client: Client, seen: dict[str, Any]) -> None:
     seen["sample"] = dump(await client.call_tool("sample", {"prompt": "Capital of France?"}))
 
 
-SCENARIOS = {"tour": tour, "consent": consent, "sample": sample}
+async def roots(client: Client, seen: dict[str, Any]) -> None:
+    seen["roots"] = dump(await client.call_tool("roots", {}))
+
+
+SCENARIOS = {"tour": tour, "consent": consent, "sample": sample, "roots": roots}
 
 
 async def main(scenario: str, mode: str, command: list[str]) -> None:
@@ -122,6 +130,10 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
             model="client-model",
         )
 
+    async def on_roots(context: Any) -> ListRootsResult:
+        uris = json.loads(os.environ["ROOTS"])
+        return ListRootsResult(roots=[Root(uri=uri, name=f"root{i}") for i, uri in enumerate(uris)])
+
     async def on_message(message: Any) -> None:
         method = getattr(message, "method", None)
         if method is not None:
@@ -133,6 +145,7 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         mode=mode,
         elicitation_callback=None if answer == "none" else on_elicit,
         sampling_callback=on_sampling if scenario == "sample" else None,
+        list_roots_callback=on_roots if "ROOTS" in os.environ else None,
         message_handler=on_message,
         read_timeout_seconds=60,
     ) as client:
