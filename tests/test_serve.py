@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import trio
 
+from agenthost._version import __version__
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.protocol.revisions import LEGACY_REVISIONS
 from agenthost.serve import Gateway, open_gateway
@@ -65,9 +66,12 @@ def _drive(
     return json.loads(proc.stdout), proc.stderr
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_sdk_client_tours_one_upstream_transparently(
-    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
 ) -> None:
+    """Legacy: the client initializes (2025-11-25). Auto: it probes server/discover, gets
+    our answer and speaks 2026-07-28 per request, to an upstream that speaks it too."""
     config = tmp_path / "agenthost.toml"
     config.write_text(
         _toml(
@@ -75,13 +79,15 @@ def test_sdk_client_tours_one_upstream_transparently(
             '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
         )
     )
-    seen, stderr = _drive(config, "tour")
-    assert seen["protocol_version"] == "2025-11-25"
+    seen, stderr = _drive(config, "tour", mode=mode)
+    assert seen["protocol_version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert seen["server_info"]["name"] == "agenthost"
     # One upstream: its own names, no prefix.
     assert {"echo", "fail", "slow", "toggle_extra_tool"} <= set(seen["tools"])
     assert seen["echo"]["content"] == [{"type": "text", "text": "hello"}]
-    assert seen["echo"].get("_meta") is None  # the upstream's 2026-07-28 serverInfo stays behind
+    # The upstream's 2026-07-28 serverInfo stays behind; a modern client gets ours.
+    info = (seen["echo"].get("_meta") or {}).get("io.modelcontextprotocol/serverInfo")
+    assert info == (None if mode == "legacy" else {"name": "agenthost", "version": __version__})
     assert seen["fail"]["isError"] is True
     assert "boom" in seen["fail"]["content"][0]["text"]
     assert seen["progress"] == [1.0, 2.0, 3.0]
@@ -92,10 +98,32 @@ def test_sdk_client_tours_one_upstream_transparently(
     assert seen["templates"] == ["greeting://{name}"]
     assert seen["readme"]["contents"][0]["text"].startswith("agenthost sdk peer readme")
     assert seen["completion"] == ["plain", "formal", "pirate"]
-    # The upstream added a tool and said so; the client heard it and sees the tool.
-    assert "notifications/tools/list_changed" in seen["notifications"]
+    # The upstream added a tool and said so; the client sees the tool (and a legacy one
+    # heard the list_changed: a modern one would need subscriptions/listen, not served yet).
+    if mode == "legacy":
+        assert "notifications/tools/list_changed" in seen["notifications"]
     assert "extra" in seen["tools_after"] and "extra" not in seen["tools"]
     assert "sdk: ready" in stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_era_bridging_to_a_legacy_upstream(
+    tmp_path: Path, everything_cmd: Callable[..., Command], mode: str
+) -> None:
+    """server-everything speaks only the initialize era; a 2026-07-28 client reaches it
+    through the gateway as a legacy one does."""
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"ev": everything_cmd()},
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        )
+    )
+    seen, stderr = _drive(config, "echo", mode=mode)
+    assert "ev: ready (legacy" in stderr
+    assert seen["protocol_version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert "echo" in seen["tools"]
+    assert seen["echo"]["content"][0]["text"] == "Echo: bridged"
 
 
 def test_consent_at_the_boundary(tmp_path: Path, sdk_server_cmd: Callable[..., Command]) -> None:
@@ -293,3 +321,31 @@ def test_intersect_roots_keeps_the_narrower_of_each_overlap() -> None:
         "file:///srv/data",
     ]
     assert intersect_roots(ws, []) == []
+
+
+def test_modern_requests_are_checked_on_their_own_fields() -> None:
+    from agenthost.errors import JSONRPCError
+    from agenthost.serve.modern import check_stamp, modern_stamp, stamp_result
+
+    caps: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {}}
+    assert modern_stamp(None) is None
+    assert modern_stamp({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}) == "2026-07-28"
+    assert check_stamp("2026-07-28", caps) == "2026-07-28"
+    with pytest.raises(JSONRPCError) as old:
+        check_stamp("2025-11-25", caps)  # a legacy revision is negotiated with initialize
+    assert old.value.code == -32022
+    assert old.value.data["supported"][0] == "2026-07-28"
+    assert old.value.data["requested"] == "2025-11-25"
+    with pytest.raises(JSONRPCError) as bare:
+        check_stamp("2026-07-28", {})
+    assert bare.value.code == -32602
+    from agenthost.protocol.types import Implementation
+
+    me = Implementation(name="agenthost", version="1")
+    listed = stamp_result({"tools": []}, me, "2026-07-28", "tools/list")
+    assert (listed["ttlMs"], listed["cacheScope"], listed["resultType"]) == (
+        0,
+        "private",
+        "complete",
+    )
+    assert "ttlMs" not in stamp_result({"content": []}, me, "2026-07-28", "tools/call")

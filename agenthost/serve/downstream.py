@@ -34,14 +34,21 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure, unstructure
 from agenthost.protocol.jsonrpc import Request
-from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
+from agenthost.protocol.revisions import (
+    LATEST_REVISION,
+    LEGACY_REVISIONS,
+    MODERN_REVISIONS,
+    SUPPORTED_REVISIONS,
+)
 from agenthost.protocol.types import (
     ClientCapabilities,
+    DiscoverResult,
     Implementation,
     InitializeResult,
     ServerCapabilities,
 )
 from agenthost.rpc import RPC
+from agenthost.serve.modern import check_stamp, modern_stamp, stamp_result, without_upstream_meta
 from agenthost.transports.base import Transport
 
 __all__ = [
@@ -61,8 +68,6 @@ R = TypeVar("R")
 MAX_DOWNSTREAM_REQUESTS: Final = 256
 #: How long a request read with (or just after) ``initialize`` waits for it to be handled.
 _INITIALIZE_GRACE: Final = 1.0
-#: ``_meta`` keys the protocol reserves for itself (2026-07-28 per-request fields).
-_PROTOCOL_META: Final = "io.modelcontextprotocol/"
 
 
 @attrs.frozen(kw_only=True)
@@ -134,6 +139,8 @@ class DownstreamSession:
         self.client_info: Implementation | None = None
         #: ``notifications/initialized`` arrived: the client is ready for our requests.
         self.initialized = trio.Event()
+        #: The client spoke 2026-07-28 (per-request ``_meta``): it cannot be sent requests.
+        self.modern = False
         self._initialize_done = trio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -152,13 +159,18 @@ class DownstreamSession:
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""
         caps = self.client_capabilities
-        return caps is not None and getattr(caps, capability, None) is not None
+        return not self.modern and caps is not None and getattr(caps, capability, None) is not None
 
     # ------------------------------------------------------------------ requests in
 
     async def _handle(self, request: Request) -> dict[str, Any]:
         method = request.method
         params = request.params or {}
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, dict) else None
+        stamp = modern_stamp(meta)
+        if stamp is not None:
+            return await self._handle_modern(request, params, meta or {}, stamp)
         if method == m.INITIALIZE:
             return self._initialize(params)
         if method == m.PING:
@@ -172,28 +184,54 @@ class DownstreamSession:
             raise JSONRPCError(
                 jsonrpc.INVALID_REQUEST, f"{method[:64]} before initialize: send initialize first"
             )
+        out = await self._dispatch(request, params, self.revision, meta)
+        return without_upstream_meta(out)
+
+    async def _handle_modern(
+        self, request: Request, params: Mapping[str, Any], meta: Mapping[str, Any], stamp: str
+    ) -> dict[str, Any]:
+        """A 2026-07-28 request: everything it needs is in its own ``_meta`` (no session)."""
+        revision = check_stamp(stamp, meta)
+        self.modern = True
+        if request.method == m.SERVER_DISCOVER:
+            result = DiscoverResult(
+                supported_versions=[*MODERN_REVISIONS, *LEGACY_REVISIONS],
+                capabilities=self._capabilities(),
+                instructions=self._instructions(),
+            )
+            out: dict[str, Any] = unstructure(result, revision)
+        else:
+            out = await self._dispatch(request, params, revision, meta)
+        return stamp_result(without_upstream_meta(out), self._server_info, revision, request.method)
+
+    async def _dispatch(
+        self,
+        request: Request,
+        params: Mapping[str, Any],
+        revision: str,
+        meta: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Run the gateway's handler for one request at ``revision``; its result as JSON."""
+        method = request.method
         spec = m.request_spec(method)
         handler = self._handlers.get(method)
-        if spec is None or handler is None or not m.available(spec, self.revision):
+        if spec is None or handler is None or not m.available(spec, revision):
             raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method[:64]}")
         typed = _params(spec, params)
-        meta = params.get("_meta")
         info = RequestInfo(
             session=self,
             method=method,
             request_id=request.id,
-            revision=self.revision,
-            meta=meta if isinstance(meta, dict) else None,
+            revision=revision,
+            meta=meta,
         )
         token = CURRENT.set(info)
         try:
             result = await handler(info, typed)
         finally:
             CURRENT.reset(token)
-        out: dict[str, Any] = (
-            result if isinstance(result, dict) else unstructure(result, self.revision)
-        )
-        return _without_upstream_meta(out)
+        out: dict[str, Any] = result if isinstance(result, dict) else unstructure(result, revision)
+        return out
 
     def _initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
         typed = _params(m.INITIALIZE_SPEC, params)
@@ -255,18 +293,6 @@ class DownstreamSession:
             await self._rpc.notify(method, params)
         except AgentHostError as exc:
             log.debug("%s: %s not sent: %s", self.name, method, exc)
-
-
-def _without_upstream_meta(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` without the protocol's own ``_meta`` keys an upstream put there (its
-    ``serverInfo`` on 2026-07-28): they describe the upstream's session, not ours."""
-    meta = result.get("_meta")
-    if isinstance(meta, dict) and any(k.startswith(_PROTOCOL_META) for k in meta):
-        kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
-        result = {k: v for k, v in result.items() if k != "_meta"}
-        if kept:
-            result["_meta"] = kept
-    return result
 
 
 def _params(spec: m.RequestSpec[P, Any], params: Mapping[str, Any]) -> P:

@@ -7,6 +7,7 @@ prints what it saw as one JSON object on stdout. The test asserts on that JSON: 
 file only drives and records, it decides nothing.
 
 Scenarios:
+  echo     list the tools and call `echo`.
   tour     list every tool (all pages), call echo / fail / slow (with progress), prompts,
            resources and templates, completion, then toggle a tool upstream and wait for
            the tools list_changed.
@@ -106,7 +107,12 @@ async def roots(client: Client, seen: dict[str, Any]) -> None:
     seen["roots"] = dump(await client.call_tool("roots", {}))
 
 
-SCENARIOS = {"tour": tour, "consent": consent, "sample": sample, "roots": roots}
+async def echo(client: Client, seen: dict[str, Any]) -> None:
+    seen["tools"] = [tool.name for tool in (await client.list_tools()).tools]
+    seen["echo"] = dump(await client.call_tool("echo", {"message": "bridged"}))
+
+
+SCENARIOS = {"echo": echo, "tour": tour, "consent": consent, "sample": sample, "roots": roots}
 
 
 async def main(scenario: str, mode: str, command: list[str]) -> None:
