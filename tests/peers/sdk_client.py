@@ -1,6 +1,7 @@
 """A downstream client for `agenthost serve`: the official Python SDK's `mcp.Client`.
 
 Usage: sdk_client.py SCENARIO MODE -- COMMAND...   (COMMAND starts the server on stdio)
+       sdk_client.py SCENARIO MODE -- URL          (Streamable HTTP)
 
 Runs one scenario on asyncio (the SDK's own event loop, as a real client would) and
 prints what it saw as one JSON object on stdout. The test asserts on that JSON: this
@@ -145,9 +146,11 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         if method is not None:
             seen["notifications"].append(method)
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    server: str | StdioServerParameters = command[0]
+    if not command[0].startswith("http"):
+        server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with Client(
-        params,
+        server,
         mode=mode,
         elicitation_callback=None if answer == "none" else on_elicit,
         sampling_callback=on_sampling if scenario == "sample" else None,

@@ -8,23 +8,46 @@ stdin/stdout; the session ends when the client closes stdin. Everything human-re
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+from functools import partial
+from typing import Any, Final
 
 from agenthost.cli.common import add_command, load_config
-from agenthost.cli.exit import EXIT_OK
+from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console
 
-__all__ = ["add_parser", "run"]
+__all__ = ["TOKEN_ENV", "add_parser", "run"]
+
+#: The bearer token ``serve --http`` requires of every request (needed off loopback).
+TOKEN_ENV: Final = "AGENTHOST_SERVE_TOKEN"
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``serve`` on the CLI's subparsers."""
-    add_command(
+    parser = add_command(
         sub,
         common,
         "serve",
-        "serve every configured server as one MCP server (stdio), with agenthost's policy",
+        "serve every configured server as one MCP server (stdio, or --http), with agenthost's"
+        " policy",
     )
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (a host other"
+        " than loopback needs AGENTHOST_SERVE_TOKEN, the bearer token clients must send)",
+    )
+
+
+def _address(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise CLIError(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765 (got {value!r})", EXIT_USAGE)
+    return host.strip("[]"), int(port)
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
@@ -37,6 +60,12 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     from agenthost.cli.common import AFTER_STARTUP, interactive_opener
     from agenthost.serve import open_gateway, serve_stdio
 
+    address = _address(args.http) if args.http else None
+    token = os.environ.get(TOKEN_ENV) or None
+    if address is not None:
+        from agenthost.serve.http import check_bind
+
+        check_bind(address[0], token)
     config = load_config(args)
     URL_OPENER.set(interactive_opener())
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -49,7 +78,6 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                     f"{status.name}: {status.state.value} ({status.era or '-'},"
                     f" {status.revision or '-'})"
                 )
-            console.line("serving MCP on stdio")
             async with trio.open_nursery() as nursery:
 
                 async def stop_on_signal() -> None:
@@ -58,9 +86,18 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                         return
 
                 async def serve() -> None:
+                    console.line("serving MCP on stdio")
                     await serve_stdio(gateway)
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(stop_on_signal)
-                nursery.start_soon(serve)
+                if address is None:
+                    nursery.start_soon(serve)
+                else:
+                    from agenthost.serve.http import serve_http
+
+                    port = await nursery.start(
+                        partial(serve_http, gateway, address[0], address[1], token=token)
+                    )
+                    console.line(f"serving MCP at http://{_host(address[0])}:{port}/mcp")
     return EXIT_OK
