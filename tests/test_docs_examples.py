@@ -83,6 +83,9 @@ def test_example_loads(
     # answers to VS Code inputs.
     env = {name: f"value-of-{name}" for name in _VARIABLE.findall(text)}
     env["AGENTHOST_INPUT_GITHUB_TOKEN"] = "token"
+    if text.startswith("# ~/.codex/config.toml"):
+        _check_codex(text)
+        return
     if kind == "toml":
         config_file = project / "agenthost.toml"
     else:
@@ -94,3 +97,28 @@ def test_example_loads(
     config = load_config(config_file, env=env, default_workspace=True)
     parse_policy(config.policy, source=where, base_dir=project)
     parse_providers(dict(config.providers), source=where, base_dir=str(project))
+
+    for server in config.servers:
+        if server.command == "agenthost":
+            _check_agenthost_args(list(server.args))
+
+
+def _check_agenthost_args(args: list[str]) -> None:
+    """A snippet that runs agenthost (another host's config) names a real command line."""
+    from agenthost.cli.app import build_parser
+
+    parser, _ = build_parser()
+    parsed = parser.parse_args(args)
+    assert parsed.command == "serve", args
+
+
+def _check_codex(text: str) -> None:
+    """Codex's own config format (``[mcp_servers.NAME]``): not agenthost's, so it is read
+    as Codex reads it and only the command line it runs is checked."""
+    import tomllib
+
+    servers = tomllib.loads(text)["mcp_servers"]
+    assert servers, text
+    for server in servers.values():
+        assert server["command"] == "agenthost"
+        _check_agenthost_args(list(server.get("args", [])))
