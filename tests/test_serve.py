@@ -231,6 +231,49 @@ def test_upstream_roots_are_the_clients_within_the_workspaces(
     assert [r["uri"] for r in listed] == [inner.as_uri()]  # not the workspace, not elsewhere
 
 
+def test_ts_sdk_client_progress_completion_and_cancellation(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], node_bin: Callable[[], str]
+) -> None:
+    """The TypeScript SDK client: a cancelled call is cancelled upstream too, and the
+    session goes on."""
+    peer_log = tmp_path / "peer.log"
+    command, args = sdk_server_cmd()
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        f"[servers.sdk]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        f"env = {{ AGENTHOST_PEER_LOG = {json.dumps(str(peer_log))} }}\n\n"
+        '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n'
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.run(
+        [
+            node_bin(),
+            str(REPO / "tests" / "peers" / "ts_client.mjs"),
+            "--",
+            *AGENTHOST,
+            "--config",
+            str(config),
+            "serve",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    assert seen["serverVersion"]["name"] == "agenthost"
+    assert "echo" in seen["tools"] and seen["prompts"] == ["greet", "simple"]
+    assert seen["echo"]["content"] == [{"type": "text", "text": "from ts"}]
+    assert seen["progress"] == [1, 2, 3]
+    assert seen["completion"] == ["plain", "pirate"]
+    assert seen["cancelled"] is True
+    assert seen["afterCancel"]["content"] == [{"type": "text", "text": "still here"}]
+    # The upstream saw the cancellation (it logs it from its own cancelled task).
+    assert "cancelled slow" in peer_log.read_text().splitlines()
+
+
 # ---------------------------------------------------------------------- in process
 
 

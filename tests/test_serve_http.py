@@ -100,7 +100,7 @@ def _drive(url: str, scenario: str, mode: str, **env: str) -> dict[str, Any]:
 
 
 def test_both_eras_and_consent_over_http_then_sigterm(
-    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], node_bin: Callable[[], str]
 ) -> None:
     config = _config(
         tmp_path,
@@ -124,6 +124,21 @@ def test_both_eras_and_consent_over_http_then_sigterm(
         assert "echo" in modern["tools"]
         assert modern["echo"]["isError"] is True
         assert "headless" in modern["echo"]["content"][0]["text"]
+        # The TypeScript SDK client over HTTP: progress and cancellation; it declares no
+        # elicitation, so the "ask" for echo is answered headless.
+        ts = subprocess.run(
+            [node_bin(), str(REPO / "tests" / "peers" / "ts_client.mjs"), url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+            cwd=REPO,
+        )
+        assert ts.returncode == 0, ts.stderr[-3000:]
+        ts_seen = json.loads(ts.stdout)
+        assert ts_seen["progress"] == [1, 2, 3]
+        assert ts_seen["cancelled"] is True
+        assert "headless" in ts_seen["echo"]["content"][0]["text"]
         upstream = [
             int(pid)
             for pid in subprocess.run(
