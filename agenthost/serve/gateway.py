@@ -25,6 +25,7 @@ tells every client whose list changed; the host itself re-lists an upstream on i
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -64,8 +65,10 @@ from agenthost.protocol.types import (
     Root,
     ServerCapabilities,
     SetLevelRequestParams,
+    SubscribeRequestParams,
     TextContent,
     ToolsCapability,
+    UnsubscribeRequestParams,
 )
 from agenthost.serve.downstream import DownstreamSession, Handler, RequestInfo
 from agenthost.serve.names import CatalogView, page
@@ -87,6 +90,15 @@ RESOURCE_NOT_FOUND: Final = -32002
 #: Hands one upstream sampling request to the downstream client.
 SamplingSender = Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]]
 
+#: RFC 5424 severities, least severe first (``server/utilities/logging``).
+_LOG_LEVELS: Final = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+#: Resource URIs subscribed to at once, all clients together.
+_MAX_SUBSCRIPTIONS: Final = 1024
 #: How long the client may take to list its roots, and how many of them are kept.
 _ROOTS_TIMEOUT: Final = 10.0
 _MAX_ROOTS: Final = 256
@@ -115,6 +127,15 @@ class Gateway:
         self.server_info = Implementation(name="agenthost", version=__version__)
         #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
         self._client_roots: list[Root] | None = None
+        #: Upstream sessions whose log lines and resource updates are relayed (a session
+        #: object per upstream start: a restarted upstream is a new one).
+        self._relayed: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: Resource URI -> the clients subscribed to it (bounded by :data:`_MAX_SUBSCRIPTIONS`).
+        self._subscribers: dict[str, set[DownstreamSession]] = {}
+        #: The level each client asked for (``logging/setLevel``; default: info).
+        self._log_levels: weakref.WeakKeyDictionary[DownstreamSession, str] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # ------------------------------------------------------------------ sessions
 
@@ -123,8 +144,9 @@ class Gateway:
         return ServerCapabilities(
             tools=ToolsCapability(list_changed=True),
             prompts=PromptsCapability(list_changed=True),
-            resources=ResourcesCapability(list_changed=True),
+            resources=ResourcesCapability(subscribe=True, list_changed=True),
             completions={},
+            logging={},
         )
 
     def instructions(self) -> str | None:
@@ -154,6 +176,8 @@ class Gateway:
             m.RESOURCES_READ: self.read_resource,
             m.COMPLETION_COMPLETE: self.complete,
             m.LOGGING_SET_LEVEL: self.set_level,
+            m.RESOURCES_SUBSCRIBE: self.subscribe,
+            m.RESOURCES_UNSUBSCRIBE: self.unsubscribe,
         }
 
     def session(
@@ -282,6 +306,7 @@ class Gateway:
         entry = self.view.tool(params.name)
         if entry is None:
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown tool: {params.name[:200]}")
+        await self._relay(entry.server)
         try:
             return await self.host.call_tool(entry.name, params.arguments, progress=_progress(info))
         except ConsentDenied as exc:
@@ -363,8 +388,77 @@ class Gateway:
         )
 
     async def set_level(self, info: RequestInfo, params: SetLevelRequestParams) -> dict[str, Any]:
-        # Accepted so that a client that always sets a level keeps working; the upstreams'
-        # log lines go to agenthost's stderr, not to the client.
+        """The client's own level: the upstreams log everything to the gateway, and each
+        client gets the lines at or above its level (one client's level is not another's)."""
+        self._log_levels[info.session] = params.level
+        return {}
+
+    # ------------------------------------------------------------------ upstream notifications
+
+    async def _relay(self, server: str) -> None:
+        """Relay ``server``'s log lines and resource updates to the clients (once per
+        upstream session)."""
+        try:
+            session = self.host.session(server)
+        except AgentHostError:
+            return
+        if session in self._relayed:
+            return
+        self._relayed.add(session)
+        session.add_listener(m.NOTIFICATION_MESSAGE, self._on_log)
+        session.add_listener(m.NOTIFICATION_RESOURCES_UPDATED, self._on_updated)
+        try:
+            await session.set_logging_level("debug")  # filtered per client (_on_log)
+        except AgentHostError as exc:
+            log.debug("%s: logging level not set: %s", server, exc)
+
+    async def _on_log(self, ctx: Any, params: Mapping[str, Any]) -> None:
+        client = self.last_active
+        if client is None or client.closed:
+            return
+        wanted = _LOG_LEVELS.get(self._log_levels.get(client, "info"), 1)
+        if _LOG_LEVELS.get(str(params.get("level")), 7) >= wanted:
+            relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+            await client.notify(m.NOTIFICATION_MESSAGE, relayed)
+
+    async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
+        uri = params.get("uri")
+        for client in list(self._subscribers.get(str(uri), ())):
+            if not client.closed:
+                await client.notify(m.NOTIFICATION_RESOURCES_UPDATED, {"uri": uri})
+
+    async def subscribe(self, info: RequestInfo, params: SubscribeRequestParams) -> dict[str, Any]:
+        owners = self.host.catalog.resource_owners(params.uri)
+        if len(owners) != 1:
+            raise JSONRPCError(
+                RESOURCE_NOT_FOUND, f"resource not found: {params.uri[:200]}", {"uri": params.uri}
+            )
+        clients = self._subscribers.get(params.uri)
+        if clients is None:
+            if len(self._subscribers) >= _MAX_SUBSCRIPTIONS:
+                raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
+            await self._relay(owners[0])
+            await _upstream(
+                owners[0], lambda: self.host.session(owners[0]).subscribe_resource(params.uri)
+            )
+            clients = self._subscribers[params.uri] = set()
+        clients.add(info.session)
+        return {}
+
+    async def unsubscribe(
+        self, info: RequestInfo, params: UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        clients = self._subscribers.get(params.uri)
+        if clients is not None:
+            clients.discard(info.session)
+            if not clients:
+                del self._subscribers[params.uri]
+                owners = self.host.catalog.resource_owners(params.uri)
+                if len(owners) == 1:
+                    await _upstream(
+                        owners[0],
+                        lambda: self.host.session(owners[0]).unsubscribe_resource(params.uri),
+                    )
         return {}
 
 
