@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "ClientSession": "agenthost.session",
     "ClientHandlers": "agenthost.asks",
     "RequestContext": "agenthost.asks",
-    "open_session": "agenthost.session",
+    "open_session": "agenthost.connection",
     "AskTaskLimits": "agenthost.ask_tasks",
     # config
     "HostConfig": "agenthost.config.model",
@@ -113,7 +113,7 @@ if TYPE_CHECKING:
     from agenthost.asks import ClientHandlers, RequestContext
     from agenthost.config.loader import load_config
     from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts, Workspace
-    from agenthost.connection import connect
+    from agenthost.connection import connect, open_session
     from agenthost.errors import (
         AgentHostError,
         AgentHostTimeout,
@@ -137,7 +137,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from agenthost.host.supervisor import ServerState, ServerStatus
     from agenthost.protocol.revisions import LATEST_REVISION, SUPPORTED_REVISIONS
-    from agenthost.session import ClientSession, open_session
+    from agenthost.session import ClientSession
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

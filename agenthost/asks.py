@@ -31,11 +31,15 @@ from agenthost.protocol.converter import structure, unstructure
 from agenthost.protocol.jsonrpc import RequestId
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.types import (
+    ClientCapabilities,
     CreateMessageRequestParams,
     CreateMessageResult,
+    ElicitationCapability,
     ElicitRequestParams,
     ElicitResult,
     ListRootsResult,
+    RootsCapability,
+    SamplingCapability,
 )
 
 __all__ = [
@@ -166,6 +170,41 @@ class AskRouter:
             for spec in m.SERVER_REQUESTS.values()
             if spec.capability is not None and getattr(handlers, spec.capability) is not None
         )
+
+    def capabilities(self, revision: str) -> ClientCapabilities:
+        """What the client declares: only what has a handler (so a server never asks for
+        something we cannot do); the revision trims the rest."""
+        handlers = self.handlers
+        return ClientCapabilities(
+            roots=RootsCapability(list_changed=None if is_modern(revision) else True)
+            if handlers.roots is not None
+            else None,
+            sampling=SamplingCapability(
+                tools={} if handlers.sampling_tools else None,
+                context={} if handlers.sampling_context else None,
+            )
+            if handlers.sampling is not None
+            else None,
+            elicitation=ElicitationCapability(
+                form={} if "form" in handlers.elicitation_modes else None,
+                url={} if "url" in handlers.elicitation_modes else None,
+            )
+            if handlers.elicitation is not None
+            else None,
+            tasks=self._tasks_capability(revision),
+        )
+
+    def _tasks_capability(self, revision: str) -> dict[str, Any] | None:
+        """``tasks``: the asks we run as tasks (those with a handler), with list and cancel."""
+        if self.ask_tasks is None or not tasks_declared(revision):
+            return None
+        requests: dict[str, Any] = {}
+        for method, (kind, verb) in TASKABLE_ASKS.items():
+            if self.task_capability(method):
+                requests.setdefault(kind, {})[verb] = {}
+        if not requests:
+            return None
+        return {"list": {}, "cancel": {}, "requests": requests}
 
     def task_capability(self, method: str) -> bool:
         """Whether we declared that ``method`` may come as a task (its handler exists)."""

@@ -36,8 +36,9 @@ import hashlib
 import logging
 import math
 import os
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -46,14 +47,29 @@ import attrs
 import orjson
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig
 from agenthost.errors import (
     AgentHostTimeout,
     ConfigError,
     JSONRPCError,
+    NotModern,
     TransportClosed,
     UnsupportedRevision,
+)
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS
+from agenthost.protocol.lifecycle import (
+    EXITED,
+    NOT_MODERN,
+    REFUSED,
+    REFUSED_MODERN,
+    Plan,
+    falls_back,
+    first_plan,
+    modern_evidence,
+    next_plan,
+    probe_refusal,
 )
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
@@ -61,20 +77,22 @@ from agenthost.protocol.revisions import (
     Era,
     era_of,
     is_known,
-    is_modern,
 )
-from agenthost.session import (
-    MODERN_ERROR_CODES,
-    ClientSession,
-    NotModern,
-    open_session,
-)
+from agenthost.session import ClientSession
 from agenthost.transports.base import Transport
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["PROBE_TIMEOUT", "EraCache", "connect", "default_era_cache", "open_transport"]
+__all__ = [
+    "PROBE_TIMEOUT",
+    "EraCache",
+    "connect",
+    "default_era_cache",
+    "negotiate",
+    "open_session",
+    "open_transport",
+]
 
 log = logging.getLogger("agenthost.connection")
 
@@ -138,73 +156,42 @@ async def connect(
     cache = era_cache if era_cache is not None else default_era_cache()
     mode = config.protocol
     stdio = config.transport == "stdio"
-    plan: tuple[str, str | None]
-    if mode == "legacy":
-        plan = ("legacy", "config: protocol = legacy")
-    elif mode != "auto":
-        plan = ("modern", f"config: protocol = {mode}")
-    elif config.transport in ("sse", "websocket"):
-        plan = ("legacy", f"{config.transport} transport (no 2026-07-28 binding)")
-    else:
-        cached = cache.get(config)
-        if cached is None:
-            plan = ("auto", None)
-        else:
-            why = cache.reason(config)
-            how = f"cached ({why})" if why else "cached"
-            plan = ("modern" if cached[0] is Era.MODERN else "legacy", how)
+    plan = await _first_plan(config, cache)
     # One deadline for the whole attempt: connecting, the probe, and every fallback
     # after it (a fresh transport, a restarted process, initialize after the probe).
     # Each used to get the whole limit again (issue 22: 10-11 s for startup = 5).
     startup = config.timeouts.startup
     deadline = trio.current_time() + startup
-    offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
     for _ in range(4):
-        era, learned = plan
+        attempt = _Attempt(config, plan, handlers, protocol_version, deadline)
         yielded = False
-        stage = "still connecting" if config.is_remote else "still starting the server"
         with trio.CancelScope(deadline=deadline) as limit:
             try:
-                async with open_transport(_for_era(config, era)) as transport:
-                    stage = _waiting_for(era, learned, stdio)
-                    async with open_session(
-                        transport,
-                        name=config.name,
-                        handlers=handlers,
-                        request_timeout=_limit(config.timeouts.request),
-                        initialize_timeout=max(0.0, deadline - trio.current_time()),
-                        protocol_version=offer if era == "modern" else protocol_version,
-                        era=era,
-                        # stdio: a server may stay silent on the probe, so the probe gets
-                        # part of the limit and initialize the rest; HTTP always answers,
-                        # so the probe may take it all (a slow server is not legacy).
-                        probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
-                        fallback_in_place=stdio,
-                        max_input_rounds=config.max_input_rounds,
-                        learned=learned,
-                    ) as session:
-                        limit.deadline = math.inf  # started: the limit is spent
-                        if mode == "auto" and session.revision is not None:
-                            cache.put(config, session.revision)
-                        yielded = True
-                        yield session
+                async with attempt.open() as session:
+                    limit.deadline = math.inf  # started: the limit is spent
+                    if mode == "auto" and session.revision is not None:
+                        await cache.remember(config, session.revision)
+                    yielded = True
+                    yield session
                 return
-            except NotModern as exc:
-                if yielded or era != "auto":
+            except (NotModern, TransportClosed, JSONRPCError, UnsupportedRevision) as exc:
+                if yielded:
                     raise
-                reason = str(exc).removeprefix(f"{config.name}: ")
-                plan = ("legacy", f"probe: {reason}; initialize")
-            except TransportClosed:
-                if yielded or era != "auto" or not stdio:
+                following = next_plan(
+                    mode,
+                    plan,
+                    _outcome(exc),
+                    stdio=stdio,
+                    reason=str(exc).removeprefix(f"{config.name}: "),
+                )
+                if following is None:
                     raise
-                log.info(
-                    "%s: the server exited on the server/discover probe; restarting it",
-                    config.name,
-                )
-                plan = (
-                    "legacy",
-                    "probe: the server exited on server/discover; restarted; initialize",
-                )
+                if plan.cached:
+                    log.info("%s: the cached protocol era failed; probing again", config.name)
+                    await cache.drop(config)
+                elif following.learned is not None and "restarted" in following.learned:
+                    log.info("%s: the server exited on the probe; restarting it", config.name)
+                plan = following
             except AgentHostTimeout:
                 if yielded:
                     raise
@@ -213,30 +200,86 @@ async def connect(
                     # first: the server is unreachable; another attempt cannot help.
                     raise
                 limit.cancel()  # the same error as when the deadline cancels us, below
-            except (JSONRPCError, UnsupportedRevision) as exc:
-                if yielded:
-                    raise
-                if learned is not None and learned.startswith("cached"):
-                    log.info("%s: the cached protocol era failed; probing again", config.name)
-                    cache.forget(config)
-                    plan = ("auto", None)
-                elif mode == "auto" and era == "legacy" and _modern_evidence(exc):
-                    # initialize refused with a 2026-07-28 error: the probe was wrong (it
-                    # timed out on a slow start, say); the server itself says it is modern.
-                    plan = ("modern", "probe: initialize refused with a 2026-07-28 error")
-                else:
-                    raise
         if limit.cancel_called and not yielded:
-            if learned is not None and learned.startswith("cached"):
+            if plan.cached:
                 # No time is left to probe again now: the next attempt will, so a server
                 # that changed era is not stuck on the era it had.
-                cache.forget(config)
+                await cache.drop(config)
             raise AgentHostTimeout(
-                f"did not start within {startup:g}s (timeouts.startup): {stage}",
+                f"did not start within {startup:g}s (timeouts.startup): {attempt.stage}",
                 server=config.name,
                 timeout=startup,
             )
     raise AssertionError("unreachable: at most a re-probe, a fallback and a correction")
+
+
+async def _first_plan(config: ServerConfig, cache: EraCache) -> Plan:
+    """The first attempt's plan; the era cache is read only when a probe would be made."""
+    cached: tuple[bool, str | None] | None = None
+    if config.protocol == "auto" and config.transport not in ("sse", "websocket"):
+        await cache.open()
+        entry = cache.get(config)
+        if entry is not None:
+            cached = (entry[0] is Era.MODERN, cache.reason(config))
+    return first_plan(config.protocol, config.transport, cached)
+
+
+class _Attempt:
+    """One attempt at ``plan``: a transport for its era and a session over it. ``stage``
+    says what was still awaited, for the timeout message."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        plan: Plan,
+        handlers: ClientHandlers | None,
+        protocol_version: str,
+        deadline: float,
+    ) -> None:
+        self.stage = "still connecting" if config.is_remote else "still starting the server"
+        self._config = config
+        self._plan = plan
+        self._handlers = handlers
+        self._protocol_version = protocol_version
+        self._deadline = deadline
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[ClientSession]:
+        config, era = self._config, self._plan.era
+        stdio = config.transport == "stdio"
+        startup = config.timeouts.startup
+        mode = config.protocol
+        offer = mode if mode not in ("auto", "legacy") else LATEST_MODERN
+        async with open_transport(_for_era(config, era)) as transport:
+            self.stage = _waiting_for(era, self._plan.learned, stdio)
+            async with open_session(
+                transport,
+                name=config.name,
+                handlers=self._handlers,
+                request_timeout=_limit(config.timeouts.request),
+                initialize_timeout=max(0.0, self._deadline - trio.current_time()),
+                protocol_version=offer if era == "modern" else self._protocol_version,
+                era=era,
+                # stdio: a server may stay silent on the probe, so the probe gets part
+                # of the limit and initialize the rest; HTTP always answers, so the
+                # probe may take it all (a slow server is not legacy).
+                probe_timeout=min(PROBE_TIMEOUT, startup / 2) if stdio else None,
+                fallback_in_place=stdio,
+                max_input_rounds=config.max_input_rounds,
+                learned=self._plan.learned,
+            ) as session:
+                yield session
+
+
+def _outcome(exc: BaseException) -> str:
+    """A failed attempt's error as :func:`~agenthost.protocol.lifecycle.next_plan` reads it."""
+    if isinstance(exc, NotModern):
+        return NOT_MODERN
+    if isinstance(exc, TransportClosed):
+        return EXITED
+    if isinstance(exc, JSONRPCError | UnsupportedRevision) and _modern_evidence(exc):
+        return REFUSED_MODERN
+    return REFUSED
 
 
 def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:
@@ -252,11 +295,11 @@ def _waiting_for(era: str, learned: str | None, stdio: bool) -> str:
     return f"{what} ({learned})" if learned else what
 
 
-def _modern_evidence(exc: BaseException) -> bool:
-    """A 2026-07-28 error code, or a revision list naming a modern revision."""
-    if isinstance(exc, JSONRPCError) and exc.code in MODERN_ERROR_CODES:
-        return True
-    return any(is_modern(v) for v in getattr(exc, "supported", ()))
+def _modern_evidence(exc: JSONRPCError | UnsupportedRevision) -> bool:
+    """The error proves the server speaks 2026-07-28 (:func:`lifecycle.modern_evidence`)."""
+    if isinstance(exc, UnsupportedRevision):
+        return modern_evidence(None, exc.supported)
+    return modern_evidence(exc.code)
 
 
 def _for_era(config: ServerConfig, era: str) -> ServerConfig:
@@ -273,6 +316,8 @@ def _for_era(config: ServerConfig, era: str) -> ServerConfig:
 #: ``ServerConfig.protocol`` values.
 PROTOCOLS: Final = ("auto", "legacy", LATEST_MODERN)
 _CACHE_MAX_ENTRIES: Final = 256
+#: A bigger file is not ours to read (256 entries are ~30 KiB): it is ignored.
+_CACHE_MAX_BYTES: Final = 1024 * 1024
 #: The first probe of a stdio server waits at most this long for ``server/discover``
 #: (a legacy server that ignores unknown requests costs this much, once: the era is
 #: cached). Never more than half the startup timeout: initialize needs the rest.
@@ -288,11 +333,32 @@ class EraCache:
     identifies it (transport, command, args, cwd or URL; never env or headers, which may
     hold secrets). The file is bounded (:data:`_CACHE_MAX_ENTRIES`, oldest dropped), a
     corrupt file is ignored, and a write failure only costs the next run a probe.
+
+    The methods are plain and blocking (the file is small); async code uses
+    :meth:`open`, :meth:`remember` and :meth:`drop`, which do the file I/O in a worker
+    thread so a slow disk never stalls the event loop. A lock keeps several servers
+    starting at once from interleaving their writes.
     """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._entries: dict[str, dict[str, Any]] | None = None
+        self._lock = threading.RLock()
+
+    async def open(self) -> None:
+        """Read the file (once), in a worker thread."""
+        if self._entries is None:
+            await trio.to_thread.run_sync(self._load)
+
+    async def remember(
+        self, config: ServerConfig, revision: str, *, reason: str | None = None
+    ) -> None:
+        """:meth:`put`, its file write in a worker thread."""
+        await trio.to_thread.run_sync(lambda: self.put(config, revision, reason=reason))
+
+    async def drop(self, config: ServerConfig) -> None:
+        """:meth:`forget`, its file write in a worker thread."""
+        await trio.to_thread.run_sync(self.forget, config)
 
     @classmethod
     def default(cls) -> EraCache:
@@ -301,17 +367,37 @@ class EraCache:
 
     @staticmethod
     def key(config: ServerConfig) -> str:
-        identity = [config.transport, config.command, list(config.args), config.cwd, config.url]
+        """A digest of what identifies the server: the same command with another ``env``
+        (``MODE=legacy``) may be another server. Only the digest is stored, so env
+        values (which may be secrets) never reach the file."""
+        identity = [
+            config.transport,
+            config.command,
+            list(config.args),
+            config.cwd,
+            config.url,
+            sorted(config.env.items()),
+        ]
         return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
 
     def _load(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return self._load_locked()
+
+    def _load_locked(self) -> dict[str, dict[str, Any]]:
         if self._entries is None:
             self._entries = {}
             if self.path is not None:
                 with suppress(OSError, orjson.JSONDecodeError, ValueError):
-                    data = orjson.loads(self.path.read_bytes())
+                    with self.path.open("rb") as file:
+                        raw = file.read(_CACHE_MAX_BYTES + 1)
+                    if len(raw) > _CACHE_MAX_BYTES:
+                        raise ValueError("era cache file too large: ignored")
+                    data = orjson.loads(raw)
                     if isinstance(data, dict):
-                        self._entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+                        kept = [(k, v) for k, v in data.items() if isinstance(v, dict)]
+                        # The newest entries are last: one slice, never a pop per entry.
+                        self._entries = dict(kept[-_CACHE_MAX_ENTRIES:])
         return self._entries
 
     def get(self, config: ServerConfig) -> tuple[Era, str] | None:
@@ -333,6 +419,10 @@ class EraCache:
     def put(self, config: ServerConfig, revision: str, *, reason: str | None = None) -> None:
         """Remember ``revision`` for ``config``; ``reason`` says why, when a probe did not
         decide it (kept while the era stays the same)."""
+        with self._lock:
+            self._put(config, revision, reason)
+
+    def _put(self, config: ServerConfig, revision: str, reason: str | None) -> None:
         entries = self._load()
         key = self.key(config)
         old = entries.get(key, {})
@@ -355,8 +445,9 @@ class EraCache:
         self._save(entries)
 
     def forget(self, config: ServerConfig) -> None:
-        if self._load().pop(self.key(config), None) is not None:
-            self._save(self._load())
+        with self._lock:
+            if self._load().pop(self.key(config), None) is not None:
+                self._save(self._load())
 
     def _save(self, entries: dict[str, dict[str, Any]]) -> None:
         if self.path is None:
@@ -475,3 +566,146 @@ async def _with_oauth(
         with trio.CancelScope(shield=True), trio.move_on_after(shutdown):
             await mcp_client.aclose()
             await as_client.aclose()
+
+
+async def negotiate(
+    session: ClientSession,
+    mode: str = "auto",
+    *,
+    timeout: float | None = 30.0,
+    probe_timeout: float | None = 10.0,
+    fallback_in_place: bool = True,
+) -> None:
+    """Settle the era: ``"legacy"`` (initialize), ``"modern"`` (discover) or ``"auto"``.
+
+    ``auto`` follows ``basic/versioning.mdx``: probe with ``server/discover``; a
+    result or a recognised modern error means modern; any other error, or no answer
+    within ``probe_timeout``, means legacy: ``initialize`` on the same connection
+    (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
+    falls back on a fresh one, as HTTP does). Never keyed to one error code.
+
+    ``timeout`` bounds the whole negotiation, the probe and every request after it:
+    one deadline, so a silent server costs the caller's limit and not a multiple of
+    it (issue 22: the probe and the fallback each got the whole limit).
+
+    Raises:
+        NotModern: auto found a legacy server and ``fallback_in_place`` is False.
+        TransportClosed: the server went away (some exit on an unexpected first
+            message; the caller may restart it and use ``"legacy"``).
+        UnsupportedRevision, AgentHostTimeout, JSONRPCError: as initialize/discover.
+    """
+    if mode == "legacy":
+        await session.initialize(timeout=timeout)
+        session.learned = session.learned or "initialize"
+        return
+    if mode != "auto":
+        await session.discover(timeout=timeout)
+        session.learned = session.learned or "server/discover"
+        return
+    late = False
+    deadline = math.inf if timeout is None else trio.current_time() + timeout
+    probe = timeout if probe_timeout is None else min(probe_timeout, timeout or math.inf)
+    try:
+        await session.discover(timeout=probe)
+    except JSONRPCError as exc:
+        reason = probe_refusal(exc.code, exc.data)
+        if reason is None:
+            raise  # a modern server refusing us, or authentication: never legacy
+    except AgentHostTimeout:
+        reason = "server/discover unanswered"
+        late = True
+    except NotModern as exc:
+        reason = str(exc).removeprefix(f"{session.name}: ")
+    except UnsupportedRevision as exc:
+        # Modern, but no modern revision in common: fall back only if the server
+        # also names a legacy one (a dual-era server with other modern versions).
+        if not falls_back(exc.supported):
+            raise
+        reason = "server/discover: no modern revision in common"
+    else:
+        session.learned = "probe: server/discover answered"
+        return
+    if not fallback_in_place:
+        raise NotModern(reason, server=session.name)
+    try:
+        try:
+            await session.initialize(timeout=_left(deadline))
+        except (JSONRPCError, UnsupportedRevision):
+            if not late:
+                raise
+            # The probe was only late (a slow start on a loaded machine): the server
+            # read it and now serves 2026-07-28 on this connection, so it refuses
+            # initialize. Ask again, with what is left of the limit: it is up by now.
+            await session.discover(timeout=_left(deadline))
+            session.learned = "probe: server/discover answered late"
+            return
+    except AgentHostTimeout:
+        # Named by the caller's limit, not by the few seconds the probe left over.
+        raise AgentHostTimeout(
+            f"no answer within {timeout:g}s: {reason}, then no answer to initialize",
+            server=session.name,
+            timeout=timeout,
+        ) from None
+    session.learned = f"probe: {reason}; initialize"
+
+
+@asynccontextmanager
+async def open_session(
+    transport: Transport,
+    *,
+    name: str,
+    handlers: ClientHandlers | None = None,
+    request_timeout: float | None = 60.0,
+    initialize_timeout: float | None = 30.0,
+    protocol_version: str = LATEST_REVISION,
+    client_info: Mapping[str, Any] | None = None,
+    era: str = "legacy",
+    probe_timeout: float | None = 10.0,
+    fallback_in_place: bool = True,
+    max_input_rounds: int = DEFAULT_MAX_ROUNDS,
+    learned: str | None = None,
+) -> AsyncIterator[ClientSession]:
+    """Run a session over ``transport`` and settle its era (:func:`negotiate`).
+
+    ``era``: ``"legacy"`` (``initialize``, the default here), ``"modern"``
+    (``server/discover``) or ``"auto"``. A modern session also keeps a
+    ``subscriptions/listen`` open for the change notifications its handlers listen to.
+
+    Resource handling: the session's tasks stop when the block exits; the transport is
+    closed too (it belongs to the caller's ``async with``, which still tears it down).
+
+    Raises:
+        UnsupportedRevision: no common revision.
+        AgentHostTimeout: the server did not answer ``initialize`` in time.
+    """
+    session = ClientSession(
+        transport,
+        name=name,
+        handlers=handlers,
+        request_timeout=request_timeout,
+        protocol_version=protocol_version,
+        client_info=client_info,
+        max_input_rounds=max_input_rounds,
+    )
+    session.learned = learned
+    with collapse_single_group():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            try:
+                await negotiate(
+                    session,
+                    era,
+                    timeout=initialize_timeout,
+                    probe_timeout=probe_timeout,
+                    fallback_in_place=fallback_in_place,
+                )
+                session.listen_if_wanted()
+                yield session
+            finally:
+                nursery.cancel_scope.cancel()
+                session.closed_by_client()
+
+
+def _left(deadline: float) -> float | None:
+    """Seconds until ``deadline`` (None: no limit), never negative."""
+    return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())

@@ -11,7 +11,9 @@ never leaked::
     │   └── AmbiguousResource       several servers could serve a resource URI: name one
     ├── ProtocolError               malformed JSON-RPC / MCP (local: we could not parse it)
     │   ├── UnsupportedRevision     no MCP revision both sides speak
-    │   └── TaskCancelled           the server reports a task ``cancelled`` (not by us)
+    │   ├── TaskCancelled           the server reports a task ``cancelled`` (not by us)
+    │   ├── NotModern               auto found a legacy server (no modern server/discover)
+    │   └── MRTRLimitExceeded       a 2026-07-28 server still asked for input after the cap
     ├── TransportError
     │   ├── TransportClosed         the peer closed or the process exited
     │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
@@ -48,9 +50,11 @@ __all__ = [
     "ConsentDenied",
     "InvalidAnswer",
     "JSONRPCError",
+    "MRTRLimitExceeded",
     "MessageTooLarge",
     "NoModelAvailable",
     "NotFound",
+    "NotModern",
     "OutputValidationError",
     "ProtocolError",
     "ProviderError",
@@ -153,7 +157,30 @@ class ProtocolError(AgentHostError):
 
 
 class UnsupportedRevision(ProtocolError):
-    """The server answered with an MCP revision agenthost does not speak."""
+    """The server answered with an MCP revision agenthost does not speak.
+
+    ``supported`` keeps the revisions the server named (empty when it named none), so a
+    caller deciding whether to fall back to the other era reads a field, not a guess.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        supported: tuple[str, ...] = (),
+        code: int = -32600,
+        server: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, server=server)
+        self.supported = supported
+
+
+class NotModern(ProtocolError):
+    """``auto`` found a legacy server (its answer to ``server/discover`` is no modern one)."""
+
+
+class MRTRLimitExceeded(ProtocolError):
+    """The server still asked for input after the configured number of rounds."""
 
 
 class TaskCancelled(ProtocolError):

@@ -14,7 +14,7 @@ Rules kept here:
   the :class:`~agenthost.asks.RequestContext` carries the round and the ask's key;
 * ``requestState`` is opaque: never parsed, never changed, never sent when absent;
 * a round cap (``max_rounds``, default 10): a server that keeps asking gets a clear
-  :class:`MRTRLimitExceeded` instead of an endless loop;
+  :class:`~agenthost.errors.MRTRLimitExceeded` instead of an endless loop;
 * a round with only ``requestState`` (nothing to answer) is retried after a back-off
   that doubles each such round, so a server polling us cannot spin us;
 * the whole exchange is one call: one deadline covers every round and every ask, and
@@ -33,13 +33,12 @@ from typing import Any, Final
 import trio
 
 from agenthost.asks import AskRouter
-from agenthost.errors import AgentHostTimeout, ProtocolError
+from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
 from agenthost.protocol.converter import structure
 from agenthost.protocol.types import InputRequiredResult
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
-    "MRTRLimitExceeded",
     "run_exchange",
 ]
 
@@ -51,10 +50,6 @@ _BACKOFF_MAX: Final = 2.0
 
 COMPLETE: Final = "complete"
 INPUT_REQUIRED: Final = "input_required"
-
-
-class MRTRLimitExceeded(ProtocolError):
-    """The server still asked for input after the configured number of rounds."""
 
 
 #: ``async (params, timeout) -> raw result`` for one round (a fresh request id each).

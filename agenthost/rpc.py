@@ -606,6 +606,11 @@ class RPC:
                         still.append((target, event))
                 self._drain_waiters = still
 
+    def watched(self) -> int:
+        """How many requests the deadline watchdog holds: finished ones must leave at
+        once, so at rest this is the number of requests in flight with a limit."""
+        return sum(len(queue) for queue in self._deadlines.values())
+
     def notifications_queued(self) -> int:
         """How many notifications were handed to the dispatcher so far."""
         return self._notes_queued

@@ -26,42 +26,41 @@ that raises gets an error response and the session lives on.
 from __future__ import annotations
 
 import logging
-import math
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager, suppress
-from types import EllipsisType
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from typing import Any, Final, TypeVar
 
 import orjson
 import trio
 
-from agenthost._util import collapse_single_group
+from agenthost._util import DEFAULT, Timeout
 from agenthost._version import __version__
-from agenthost.ask_tasks import TASKABLE_ASKS, AskTaskStore
+from agenthost.ask_tasks import AskTaskStore
 from agenthost.asks import (
     AskRouter,
     ClientHandlers,
     NotificationListener,
     RequestContext,
-    tasks_declared,
 )
+from agenthost.era import LegacyEra, ModernEra, SessionEra
 from agenthost.errors import (
     AgentHostError,
-    AgentHostTimeout,
-    BackChannelRequired,
     JSONRPCError,
+    NotModern,
     OutputValidationError,
     ProtocolError,
     TransportClosed,
     UnsupportedRevision,
 )
-from agenthost.mrtr import DEFAULT_MAX_ROUNDS, run_exchange
-from agenthost.protocol import jsonrpc
+from agenthost.mrtr import DEFAULT_MAX_ROUNDS
 from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure, unstructure
-from agenthost.protocol.headers import param_header_paths, request_headers, tool_param_headers
 from agenthost.protocol.jsonrpc import Request
+from agenthost.protocol.lifecycle import (
+    Stamp,
+    discover_revision,
+    supported_revisions,
+)
 from agenthost.protocol.revisions import (
     LATEST_MODERN,
     LATEST_REVISION,
@@ -73,11 +72,9 @@ from agenthost.protocol.revisions import (
 )
 from agenthost.protocol.types import (
     CallToolResult,
-    ClientCapabilities,
     CompleteRequestParams,
     CompleteResult,
     DiscoverResult,
-    ElicitationCapability,
     GetPromptRequestParams,
     GetPromptResult,
     Implementation,
@@ -90,23 +87,15 @@ from agenthost.protocol.types import (
     ReadResourceResult,
     Resource,
     ResourceTemplate,
-    RootsCapability,
-    SamplingCapability,
-    SetLevelRequestParams,
-    SubscribeRequestParams,
-    SubscriptionFilter,
-    SubscriptionsListenRequestParams,
+    ServerCapabilities,
     Tool,
-    UnsubscribeRequestParams,
 )
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
-from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
+from agenthost.transports.base import Transport
 
 __all__ = [
-    "MODERN_ERROR_CODES",
     "ClientSession",
     "ProgressCallback",
-    "open_session",
 ]
 
 log = logging.getLogger("agenthost.session")
@@ -117,27 +106,6 @@ R = TypeVar("R")
 #: The longest server logger name kept in a log record.
 _LOGGER_NAME_MAX: Final = 200
 
-#: Server requests one session answers at once (see :mod:`agenthost.rpc`).
-DEFAULT_MAX_SERVER_REQUESTS: Final = DEFAULT_MAX_PEER_REQUESTS
-
-#: 2026-07-28 error codes (``basic/index.mdx``, "Error Codes"): a server that answers with
-#: one of these speaks the modern era, whatever else it refused.
-HEADER_MISMATCH: Final = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
-UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
-MODERN_ERROR_CODES: Final = frozenset(
-    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
-)
-#: ``_meta`` keys of the per-request protocol fields (2026-07-28).
-META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
-META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
-_NO_OPTIONS: Final = SendOptions()
-_COMPLETE_ONLY: Final = frozenset({"complete"})
-#: The longest a list result is cached, whatever ``ttlMs`` the server asks for.
-_MAX_LIST_TTL: Final = 24 * 3600.0
 #: The list each change notification makes stale.
 _STALE_BY: Final = {
     "notifications/tools/list_changed": ("tools/list",),
@@ -205,16 +173,12 @@ class ClientSession:
         self._offer = protocol_version if not is_modern(protocol_version) else LATEST_REVISION
         self._modern_offer = protocol_version if is_modern(protocol_version) else LATEST_MODERN
         self.max_input_rounds = max_input_rounds
-        #: The per-request ``_meta`` of the modern revision in use (None: legacy).
-        self._stamp: dict[str, Any] | None = None
+        #: What differs between the eras (:mod:`agenthost.era`): legacy until settled.
+        self._legacy = LegacyEra(self)
+        self._era: SessionEra = self._legacy
         self._log_level: str | None = None
         #: Cached list results (2026-07-28 ``ttlMs``): method -> (expires, items).
         self._list_cache: dict[str, tuple[float, list[Any]]] = {}
-        #: ``x-mcp-header`` mirrors of each tool (HTTP, 2026-07-28).
-        self._param_headers: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {}
-        self._listen_uris: set[str] = set()
-        self._listen_scope: trio.CancelScope | None = None
-        self._listening = False
         self._client_info = dict(
             client_info or {"name": "agenthost", "title": "agenthost", "version": __version__}
         )
@@ -250,6 +214,11 @@ class ClientSession:
     def _transport(self) -> Transport:
         return self._rpc.transport
 
+    def requests_watched(self) -> int:
+        """Requests waiting with a deadline (0 at rest: a finished request leaves the
+        watchdog at once, however long its limit)."""
+        return self._rpc.watched()
+
     @property
     def transport(self) -> Transport:
         """The transport under this session (its ``pid``, ``kind`` ... for status)."""
@@ -269,7 +238,7 @@ class ClientSession:
         return await self._rpc.wait_closed()
 
     @property
-    def server_capabilities(self) -> Any:
+    def server_capabilities(self) -> ServerCapabilities | None:
         if self.discover_result is not None:
             return self.discover_result.capabilities
         return self.initialize_result.capabilities if self.initialize_result else None
@@ -312,55 +281,15 @@ class ClientSession:
 
     # ------------------------------------------------------------------ requests
 
-    def _limit(self, timeout: float | None | EllipsisType) -> float | None:
-        return self.request_timeout if timeout is ... else timeout
-
-    async def send_request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        timeout: float | None | EllipsisType = ...,
-        cancellable: bool = True,
-        options: SendOptions = NO_OPTIONS,
-        extensions: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Send a request as raw JSON and return the raw ``result`` object.
-
-        The escape hatch for methods outside the table (extensions); MCP methods go
-        through :meth:`request`. ``extensions`` (2026-07-28 only) are declared in this
-        request's client capabilities on top of the session's own (an extension such as
-        tasks is opted into per request).
-
-        Raises:
-            JSONRPCError: the server answered with an error.
-            AgentHostTimeout: no answer within ``timeout`` (the server is told to cancel).
-            TransportClosed: the server is gone (before or while waiting).
-
-        Cancellation: the server receives ``notifications/cancelled`` for this request.
-
-        On a 2026-07-28 session the request is stamped with the per-request ``_meta`` and
-        its HTTP headers like every other (``options`` are then computed, not taken).
-        """
-        if self._stamp is not None:
-            return await self._modern_call(
-                method,
-                params,
-                self._limit(timeout),
-                cancellable=cancellable,
-                final=False,
-                extensions=extensions,
-            )
-        return await self._rpc.call(
-            method, params, timeout=self._limit(timeout), cancellable=cancellable, options=options
-        )
+    def _limit(self, timeout: Timeout) -> float | None:
+        return self.request_timeout if timeout is DEFAULT else timeout
 
     async def request(
         self,
         spec: m.RequestSpec[P, R],
         params: P | None = None,
         *,
-        timeout: float | None | EllipsisType = ...,
+        timeout: Timeout = DEFAULT,
         cancellable: bool = True,
     ) -> R:
         """Send ``spec.method`` with typed ``params``; the result as ``spec.result``.
@@ -374,7 +303,7 @@ class ClientSession:
             ProtocolError: the negotiated revision, or the extensions the server declared,
                 lack ``spec.method`` (nothing is sent).
         """
-        revision = self.revision or (self._modern_offer if self._stamp else self._offer)
+        revision = self.revision or self._era.offer
         extensions = m.declared_extensions(self.server_capabilities) if spec.extension else ()
         if not m.available(spec, revision, extensions):
             needs = f"the {spec.extension} extension" if spec.extension else "it"
@@ -384,203 +313,50 @@ class ClientSession:
                 f" not declare {needs}",
                 server=self.name,
             )
-        return await self._request_raw(
-            spec, self._params(params), timeout=timeout, cancellable=cancellable
-        )
+        return await self._call(spec, self._params(params), timeout, cancellable=cancellable)
 
-    async def _request_raw(
+    async def _call(
         self,
         spec: m.RequestSpec[Any, R],
-        raw_params: dict[str, Any] | None,
+        params: dict[str, Any] | None,
+        timeout: Timeout,
         *,
-        timeout: float | None | EllipsisType = ...,
         cancellable: bool = True,
     ) -> R:
-        """:meth:`request` with params already in their wire shape (the hot path of
-        :meth:`call_tool` builds them directly: the same JSON for every revision)."""
-        if self._stamp is None:
-            raw = await self._rpc.call(
-                spec.method, raw_params, timeout=self._limit(timeout), cancellable=cancellable
-            )
-        elif spec.mrtr:
-            try:
-                raw = await self._exchange(
-                    spec.method, raw_params, self._limit(timeout), extensions=_declare(spec)
+        """The one path of a table request into the era (and so into ``rpc.call``), with
+        params already in their wire shape. A request that may need input (``spec.mrtr``)
+        goes through the era's exchange: MRTR on 2026-07-28, a plain call before."""
+        era = self._era
+        limit = self._limit(timeout)
+        if spec.extension is not None and isinstance(era, ModernEra):
+            # An extension's method declares its extension in this request's capabilities.
+            declared: dict[str, Any] = {spec.extension: {}}
+            if spec.mrtr:
+                raw = await era.exchange(
+                    spec.method, params, timeout=limit, cancellable=cancellable, extensions=declared
                 )
-            except JSONRPCError as exc:
-                needs = _back_channel_error(exc, spec.method, raw_params, self.name)
-                if needs is None:
-                    raise
-                raise needs from None
+            else:
+                raw = await era.call(
+                    spec.method, params, timeout=limit, cancellable=cancellable, extensions=declared
+                )
         else:
-            raw = await self._modern_call(
-                spec.method,
-                raw_params,
-                self._limit(timeout),
-                cancellable=cancellable,
-                extensions=_declare(spec),
-            )
+            send = era.exchange if spec.mrtr else era.call
+            raw = await send(spec.method, params, timeout=limit, cancellable=cancellable)
         return structure(raw, spec.result)
 
     def _params(self, params: Any) -> dict[str, Any] | None:
         if params is None:
             return None
-        revision = self.revision or (self._modern_offer if self._stamp else self._offer)
-        out: dict[str, Any] = unstructure(params, revision)
+        out: dict[str, Any] = unstructure(params, self.revision or self._era.offer)
         return out
 
-    # ------------------------------------------------------------------ the modern era
-
-    def _enter_modern(self, revision: str) -> None:
-        """Speak ``revision`` (2026-07-28) from now on: precompute the per-request stamp."""
-        stamp: dict[str, Any] = {
-            META_PROTOCOL_VERSION: revision,
-            META_CLIENT_CAPABILITIES: self.client_capabilities(revision),
-            META_CLIENT_INFO: unstructure(self._implementation(), revision),
-        }
-        if self._log_level is not None:
-            stamp[META_LOG_LEVEL] = self._log_level
-        self._stamp = stamp
-        self._transport.set_protocol_version(revision)
-
-    def _stamped(
-        self, params: Mapping[str, Any] | None, extensions: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        assert self._stamp is not None
-        out = dict(params) if params else {}
-        meta = out.get("_meta")
-        stamp = self._stamp
-        if extensions:
-            caps = dict(stamp[META_CLIENT_CAPABILITIES])
-            caps["extensions"] = {**(caps.get("extensions") or {}), **extensions}
-            stamp = {**stamp, META_CLIENT_CAPABILITIES: caps}
-        out["_meta"] = {**meta, **stamp} if meta else stamp
-        return out
-
-    def _options(self, method: str, params: Mapping[str, Any]) -> SendOptions:
-        """HTTP headers and cancel-by-abort for one modern request (nothing on stdio)."""
-        transport = self._transport
-        if not transport.exchanges_per_request:
-            return _NO_OPTIONS
-        assert self._stamp is not None
-        spec = m.request_spec(method)
-        name_param = spec.name_param if spec is not None else None
-        if spec is None and method.startswith("tasks/"):
-            # The tasks extension routes by task: Mcp-Name carries params.taskId.
-            name_param = "taskId"
-        headers = request_headers(
-            self._stamp[META_PROTOCOL_VERSION],
-            method,
-            params.get(name_param) if name_param else None,
-        )
-        if method == m.TOOLS_CALL:
-            mirrors = self._param_headers.get(params.get("name", ""))
-            if mirrors:
-                headers.update(tool_param_headers(mirrors, params.get("arguments") or {}))
-        return SendOptions(headers=headers, abort_on_cancel=True)
-
-    async def _modern_call(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        *,
-        cancellable: bool = True,
-        final: bool = True,
-        retry: bool = True,
-        extensions: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """One 2026-07-28 request: stamped, with its headers; the raw result.
-
-        ``final``: the result must be complete (``input_required`` only where MRTR is).
-        A -32022 naming a modern revision we speak is retried once at that revision
-        (``basic/versioning.mdx``: the client retries with a mutually supported version).
-        ``extensions``: declared for this request only (see :meth:`send_request`).
-        """
-        stamped = self._stamped(params, extensions)
-        try:
-            raw = await self._rpc.call(
-                method,
-                stamped,
-                timeout=timeout,
-                cancellable=cancellable,
-                options=self._options(method, stamped),
-            )
-        except JSONRPCError as exc:
-            if exc.code != UNSUPPORTED_PROTOCOL_VERSION:
-                raise
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            listed = supported if isinstance(supported, list) else []
-            mutual = [v for v in MODERN_REVISIONS if v in listed]
-            if not retry or not mutual:
-                raise _unsupported(exc, self._stamp, self.name) from None
-            log.info("%s: %s refused our version; retrying at %s", self.name, method, mutual[0])
-            self._enter_modern(mutual[0])
-            if self.revision is not None:
-                self.revision = mutual[0]
-            return await self._modern_call(
-                method,
-                params,
-                timeout,
-                cancellable=cancellable,
-                final=final,
-                retry=False,
-                extensions=extensions,
-            )
-        meta = raw.get("_meta")
-        if isinstance(meta, dict):
-            info = meta.get(META_SERVER_INFO)
-            if isinstance(info, dict) and isinstance(info.get("name"), str):
-                self._server_info = info
-        if final and raw.get("resultType", "complete") != "complete":
-            raise ProtocolError(
-                f"{method}: unexpected resultType {str(raw.get('resultType'))[:64]!r}",
-                server=self.name,
-            )
-        return raw
-
-    async def _exchange(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        timeout: float | None,
-        *,
-        extensions: Mapping[str, Any] | None = None,
-        final_kinds: frozenset[str] = _COMPLETE_ONLY,
-    ) -> dict[str, Any]:
-        """A request that may need input: the MRTR loop over :meth:`_modern_call`.
-
-        Round 1 is sent here directly: most calls complete at once, and then pay nothing
-        for the loop's set-up (bench: the 2026-07-28 call path). ``final_kinds``: the
-        ``resultType`` values that end the exchange (``"task"`` too, for a caller that
-        declared the tasks extension in ``extensions``).
-        """
-        started = trio.current_time()
-        first = await self._modern_call(method, params, timeout, final=False, extensions=extensions)
-        if first.get("resultType", "complete") in final_kinds:
-            return first
-        if timeout is not None:
-            timeout = max(0.0, timeout - (trio.current_time() - started))
-        base = params or {}
-        origin_name = base.get("uri") if method == m.RESOURCES_READ else base.get("name")
-
-        async def send(round_params: dict[str, Any], left: float | None) -> dict[str, Any]:
-            return await self._modern_call(
-                method, round_params, left, final=False, extensions=extensions
-            )
-
-        return await run_exchange(
-            send,
-            base,
-            method=method,
-            asks=self._asks,
-            revision=self.revision or self._modern_offer,
-            origin_name=str(origin_name) if origin_name is not None else None,
-            timeout=timeout,
-            max_rounds=self.max_input_rounds,
-            server=self.name,
-            first=first,
-            final_kinds=final_kinds,
+    def _new_stamp(self, revision: str) -> Stamp:
+        """What every 2026-07-28 request carries, for ``revision`` (for :mod:`agenthost.era`)."""
+        return Stamp(
+            revision,
+            self.client_capabilities(revision),
+            unstructure(self._implementation(), revision),
+            self._log_level,
         )
 
     async def answer_input_requests(
@@ -605,23 +381,23 @@ class ClientSession:
 
     async def exchange(
         self,
-        method: str,
+        spec: m.RequestSpec[Any, Any],
         params: dict[str, Any] | None,
         *,
-        timeout: float | None | EllipsisType = ...,
+        timeout: Timeout = DEFAULT,
         extensions: Mapping[str, Any] | None = None,
-        final_kinds: frozenset[str] = _COMPLETE_ONLY,
+        final_kinds: frozenset[str] = frozenset({"complete"}),
     ) -> dict[str, Any]:
-        """A 2026-07-28 request that may need input (MRTR), as raw JSON: the escape hatch
-        for an extension that changes a table method's result (the tasks extension's
-        ``CreateTaskResult`` for ``tools/call``). On a legacy session: :meth:`send_request`.
+        """``spec``'s request with params in wire shape, its result as raw JSON: for an
+        extension that changes a table method's result (the tasks extension's
+        ``CreateTaskResult`` for ``tools/call``, ``final_kinds`` ``{"complete", "task"}``),
+        declared in ``extensions`` for this request. On 2026-07-28 it may need input
+        (MRTR); on a legacy session it is a plain request.
         """
-        if self._stamp is None:
-            return await self.send_request(method, params, timeout=timeout)
-        return await self._exchange(
-            method,
+        return await self._era.send(
+            spec.method,
             params,
-            self._limit(timeout),
+            timeout=self._limit(timeout),
             extensions=extensions,
             final_kinds=final_kinds,
         )
@@ -634,157 +410,38 @@ class ClientSession:
             UnsupportedRevision: the server is modern but shares no revision with us.
             JSONRPCError, AgentHostTimeout, TransportClosed: as any request.
         """
-        self._enter_modern(self._modern_offer)
-        raw = await self._modern_call(m.SERVER_DISCOVER, None, timeout, cancellable=False)
+        modern = ModernEra(self, self._modern_offer)
+        self._era = modern
+        try:
+            raw = await modern.call(m.SERVER_DISCOVER, None, timeout=timeout, cancellable=False)
+        except BaseException:
+            self._era = self._legacy  # not settled: the caller may initialize instead
+            raise
         try:
             result = structure(raw, m.SERVER_DISCOVER_SPEC.result)
         except ProtocolError as exc:
             # A legacy server may answer any unknown method with a generic result (the
             # conformance suite's 0.1.16 servers do): an answer that is not a
             # DiscoverResult is evidence of a legacy server, not a broken modern one.
-            self._stamp = None
+            self._era = self._legacy
             raise NotModern(
                 "server/discover answered with something that is not a DiscoverResult"
                 f" ({str(exc).removeprefix(f'{self.name}: ')})",
                 server=self.name,
             ) from None
-        common = [v for v in MODERN_REVISIONS if v in result.supported_versions]
-        if not common:
-            self._stamp = None
+        revision = discover_revision(result.supported_versions)
+        if revision is None:
+            self._era = self._legacy
             raise NotModern(
                 "server/discover offers only " + ", ".join(map(str, result.supported_versions[:8])),
                 server=self.name,
             )
-        if common[0] != self._modern_offer:
-            self._enter_modern(common[0])
-        self.revision = common[0]
+        if revision != self._modern_offer:
+            modern.enter(revision)
+        self.revision = revision
         self.era = Era.MODERN
         self.discover_result = result
         return result
-
-    async def negotiate(
-        self,
-        mode: str = "auto",
-        *,
-        timeout: float | None = 30.0,
-        probe_timeout: float | None = 10.0,
-        fallback_in_place: bool = True,
-    ) -> None:
-        """Settle the era: ``"legacy"`` (initialize), ``"modern"`` (discover) or ``"auto"``.
-
-        ``auto`` follows ``basic/versioning.mdx``: probe with ``server/discover``; a
-        result or a recognised modern error means modern; any other error, or no answer
-        within ``probe_timeout``, means legacy: ``initialize`` on the same connection
-        (or, with ``fallback_in_place=False``, raise :class:`NotModern` so the caller
-        falls back on a fresh one, as HTTP does). Never keyed to one error code.
-
-        ``timeout`` bounds the whole negotiation, the probe and every request after it:
-        one deadline, so a silent server costs the caller's limit and not a multiple of
-        it (issue 22: the probe and the fallback each got the whole limit).
-
-        Raises:
-            NotModern: auto found a legacy server and ``fallback_in_place`` is False.
-            TransportClosed: the server went away (some exit on an unexpected first
-                message; the caller may restart it and use ``"legacy"``).
-            UnsupportedRevision, AgentHostTimeout, JSONRPCError: as initialize/discover.
-        """
-        if mode == "legacy":
-            await self.initialize(timeout=timeout)
-            self.learned = self.learned or "initialize"
-            return
-        if mode != "auto":
-            await self.discover(timeout=timeout)
-            self.learned = self.learned or "server/discover"
-            return
-        late = False
-        deadline = math.inf if timeout is None else trio.current_time() + timeout
-        probe = timeout if probe_timeout is None else min(probe_timeout, timeout or math.inf)
-        try:
-            await self.discover(timeout=probe)
-        except JSONRPCError as exc:
-            if exc.code in MODERN_ERROR_CODES:
-                raise
-            status = exc.data.get("httpStatus") if isinstance(exc.data, dict) else None
-            if status in (401, 403):
-                raise  # authentication, never era evidence
-            reason = f"server/discover refused ({exc.code})"
-        except AgentHostTimeout:
-            reason = "server/discover unanswered"
-            late = True
-        except NotModern as exc:
-            reason = str(exc).removeprefix(f"{self.name}: ")
-        except UnsupportedRevision as exc:
-            # Modern, but no modern revision in common: fall back only if the server
-            # also names a legacy one (a dual-era server with other modern versions).
-            if not any(v in SUPPORTED_REVISIONS for v in getattr(exc, "supported", ())):
-                raise
-            reason = "server/discover: no modern revision in common"
-        else:
-            self.learned = "probe: server/discover answered"
-            return
-        self._stamp = None
-        if not fallback_in_place:
-            raise NotModern(reason, server=self.name)
-        try:
-            try:
-                await self.initialize(timeout=_left(deadline))
-            except (JSONRPCError, UnsupportedRevision):
-                if not late:
-                    raise
-                # The probe was only late (a slow start on a loaded machine): the server
-                # read it and now serves 2026-07-28 on this connection, so it refuses
-                # initialize. Ask again, with what is left of the limit: it is up by now.
-                await self.discover(timeout=_left(deadline))
-                self.learned = "probe: server/discover answered late"
-                return
-        except AgentHostTimeout:
-            # Named by the caller's limit, not by the few seconds the probe left over.
-            raise AgentHostTimeout(
-                f"no answer within {timeout:g}s: {reason}, then no answer to initialize",
-                server=self.name,
-                timeout=timeout,
-            ) from None
-        self.learned = f"probe: {reason}; initialize"
-
-    async def _listen(self) -> None:
-        """Keep a ``subscriptions/listen`` open for the change notifications we handle.
-
-        Re-sent (with the new filter) when :meth:`subscribe_resource` changes the URIs,
-        and after a pause when the server ends it. A server that refuses it, or a session
-        that ends, ends the loop.
-        """
-        caps = self.server_capabilities
-        try:
-            await self._listen_loop(caps)
-        finally:
-            self._listening = False
-            self._listen_scope = None
-
-    def _ensure_listening(self) -> None:
-        if not self._listening and self._stamp is not None:
-            self._listening = self._rpc.spawn(self._listen)
-
-    async def _listen_loop(self, caps: Any) -> None:
-        while not self.closed:
-            notifications = SubscriptionFilter(
-                tools_list_changed=_wants(self, caps, "tools"),
-                prompts_list_changed=_wants(self, caps, "prompts"),
-                resources_list_changed=_wants(self, caps, "resources"),
-                resource_subscriptions=sorted(self._listen_uris) or None,
-            )
-            params = self._params(SubscriptionsListenRequestParams(notifications=notifications))
-            with trio.CancelScope() as scope:
-                self._listen_scope = scope
-                try:
-                    await self._modern_call(m.SUBSCRIPTIONS_LISTEN, params, None, final=False)
-                except JSONRPCError as exc:
-                    log.info("%s: subscriptions/listen refused: %s", self.name, exc.message)
-                    return
-                except AgentHostError as exc:
-                    log.debug("%s: subscriptions/listen ended: %s", self.name, exc)
-                    return
-            if not scope.cancelled_caught:
-                await trio.sleep(1.0)  # the server ended it: listen again, gently
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification."""
@@ -792,43 +449,9 @@ class ClientSession:
 
     # ------------------------------------------------------------------ lifecycle requests
 
-    def _capabilities(self, revision: str) -> ClientCapabilities:
-        """What we declare: only what has a handler (the revision trims the rest)."""
-        handlers = self.handlers
-        return ClientCapabilities(
-            roots=RootsCapability(list_changed=None if is_modern(revision) else True)
-            if handlers.roots is not None
-            else None,
-            sampling=SamplingCapability(
-                tools={} if handlers.sampling_tools else None,
-                context={} if handlers.sampling_context else None,
-            )
-            if handlers.sampling is not None
-            else None,
-            elicitation=ElicitationCapability(
-                form={} if "form" in handlers.elicitation_modes else None,
-                url={} if "url" in handlers.elicitation_modes else None,
-            )
-            if handlers.elicitation is not None
-            else None,
-            tasks=self._tasks_capability(revision),
-        )
-
-    def _tasks_capability(self, revision: str) -> dict[str, Any] | None:
-        """``tasks``: the asks we run as tasks (those with a handler), with list and cancel."""
-        if self.ask_tasks is None or not tasks_declared(revision):
-            return None
-        requests: dict[str, Any] = {}
-        for method, (kind, verb) in TASKABLE_ASKS.items():
-            if self._asks.task_capability(method):
-                requests.setdefault(kind, {})[verb] = {}
-        if not requests:
-            return None
-        return {"list": {}, "cancel": {}, "requests": requests}
-
     def client_capabilities(self, revision: str) -> dict[str, Any]:
         """The capabilities we declare under ``revision``, as sent."""
-        caps: dict[str, Any] = unstructure(self._capabilities(revision), revision)
+        caps: dict[str, Any] = unstructure(self._asks.capabilities(revision), revision)
         return caps
 
     def _implementation(self) -> Implementation:
@@ -837,44 +460,55 @@ class ClientSession:
     async def initialize(self, *, timeout: float | None = 30.0) -> InitializeResult:
         """Negotiate the revision: offer ours, accept any supported one the server picks.
 
+        A server that refuses our offer naming revisions it supports (``data.supported``,
+        as -32602 or 2026-07-28's -32022 carry it) is offered the newest one both sides
+        speak, once, within the same ``timeout``.
+
         Raises:
             UnsupportedRevision: the server chose a revision we do not speak (the message
-                names both sides), or rejected ours naming the ones it supports.
+                names both sides), or rejected ours and shares none with us.
         """
-        params = InitializeRequestParams(
-            protocol_version=self._offer,
-            capabilities=self._capabilities(self._offer),
-            client_info=self._implementation(),
-        )
-        try:
-            raw = await self.send_request(
-                m.INITIALIZE,
-                unstructure(params, self._offer),
-                timeout=timeout,
-                cancellable=False,
+        deadline = trio.current_time() + timeout if timeout is not None else None
+        retried = False
+        while True:
+            params = InitializeRequestParams(
+                protocol_version=self._offer,
+                capabilities=self._asks.capabilities(self._offer),
+                client_info=self._implementation(),
             )
-        except JSONRPCError as exc:
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            if supported and isinstance(supported, list):
-                error = UnsupportedRevision(
-                    f"server rejected protocol version {self._offer} ({exc.message}); it"
-                    f" supports {', '.join(map(str, supported[:8]))}, agenthost speaks"
-                    f" {', '.join(SUPPORTED_REVISIONS)}",
-                    server=self.name,
+            left = None if deadline is None else max(0.0, deadline - trio.current_time())
+            try:
+                raw = await self._legacy.call(
+                    m.INITIALIZE, unstructure(params, self._offer), timeout=left, cancellable=False
                 )
-                error.supported = tuple(map(str, supported))  # type: ignore[attr-defined]
-                raise error from None
-            raise
+                break
+            except JSONRPCError as exc:
+                supported = supported_revisions(exc.data)
+                if not supported:
+                    raise
+                mutual = [v for v in SUPPORTED_REVISIONS if v in supported]
+                if mutual and not retried and mutual[0] != self._offer:
+                    log.info(
+                        "%s: initialize refused %s; offering %s", self.name, self._offer, mutual[0]
+                    )
+                    self._offer, retried = mutual[0], True
+                    continue
+                raise UnsupportedRevision(
+                    f"server rejected protocol version {self._offer} ({exc.message}); it"
+                    f" supports {', '.join(supported[:8])}"
+                    + ("" if mutual else f", agenthost speaks {', '.join(SUPPORTED_REVISIONS)}"),
+                    supported=supported,
+                    server=self.name,
+                ) from None
         result = structure(raw, m.INITIALIZE_SPEC.result)
         version = result.protocol_version
         if version not in SUPPORTED_REVISIONS:
-            error = UnsupportedRevision(
+            raise UnsupportedRevision(
                 f"server answered protocol version {version!r}; agenthost speaks"
                 f" {', '.join(SUPPORTED_REVISIONS)}",
+                supported=(version,),
                 server=self.name,
             )
-            error.supported = (version,)  # type: ignore[attr-defined]
-            raise error
         self.revision = version
         self.era = Era.LEGACY
         self.initialize_result = result
@@ -882,12 +516,9 @@ class ClientSession:
         await self.notify(m.NOTIFICATION_INITIALIZED)
         return result
 
-    async def ping(self, *, timeout: float | None | EllipsisType = ...) -> None:
+    async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
         """Check the server answers. 2026-07-28 has no ``ping``: ``server/discover`` then."""
-        if self._stamp is not None:
-            await self._modern_call(m.SERVER_DISCOVER, None, self._limit(timeout))
-            return
-        await self.request(m.PING_SPEC, None, timeout=timeout)
+        await self._era.ping(self._limit(timeout))
 
     async def set_logging_level(self, level: str) -> None:
         """Ask the server to send ``notifications/message`` at ``level`` and above.
@@ -895,18 +526,12 @@ class ClientSession:
         2026-07-28 has no ``logging/setLevel``: the level rides on every request's
         ``_meta`` instead.
         """
-        if self._stamp is not None:
-            self._log_level = level
-            self._stamp = {**self._stamp, META_LOG_LEVEL: level}
-            return
-        await self.request(m.LOGGING_SET_LEVEL_SPEC, SetLevelRequestParams(level=level))  # type: ignore[arg-type]
+        await self._era.set_level(level)
 
     async def notify_roots_list_changed(self) -> None:
         """Tell the server the roots changed (2026-07-28 has no such notification: the
         server asks for roots in each request that needs them)."""
-        if self._stamp is not None:
-            return
-        await self.notify(m.NOTIFICATION_ROOTS_LIST_CHANGED)
+        await self._era.roots_changed()
 
     # ------------------------------------------------------------------ server features
 
@@ -914,31 +539,22 @@ class ClientSession:
         self,
         spec: m.RequestSpec[PaginatedRequestParams, Any],
         key: str,
-        timeout: float | None | EllipsisType,
+        timeout: Timeout,
     ) -> list[Any]:
-        if self._stamp is not None:
-            cached = self._list_cache.get(spec.method)
-            if cached is not None and cached[0] > trio.current_time():
-                return list(cached[1])
+        """Every page of a list; a modern list is cached for its ``ttlMs`` (the shortest
+        of its pages), until a change notification makes it stale."""
+        cached = self._list_cache.get(spec.method)
+        if cached is not None and cached[0] > trio.current_time():
+            return list(cached[1])
         items: list[Any] = []
         cursor: str | None = None
         seen: set[str] = set()
         ttl: float | None = None
+        limit = self._limit(timeout)
         while True:
             params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            if self._stamp is None:
-                page = await self.request(spec, params, timeout=timeout)
-            else:
-                raw = await self._modern_call(
-                    spec.method, self._params(params), self._limit(timeout)
-                )
-                page = structure(raw, spec.result)
-                ttl_ms = raw.get("ttlMs")
-                if type(ttl_ms) is int and ttl_ms > 0:
-                    page_ttl = min(ttl_ms / 1000, _MAX_LIST_TTL)
-                    ttl = page_ttl if ttl is None else min(ttl, page_ttl)
-                else:
-                    ttl = 0.0
+            page, page_ttl = await self._era.page(spec, self._params(params), limit)
+            ttl = page_ttl if ttl is None else min(ttl, page_ttl)
             items.extend(getattr(page, key))
             cursor = page.next_cursor
             if not cursor:
@@ -951,30 +567,13 @@ class ClientSession:
                 )
             seen.add(cursor)
 
-    async def list_tools(self, *, timeout: float | None | EllipsisType = ...) -> list[Tool]:
+    async def list_tools(self, *, timeout: Timeout = DEFAULT) -> list[Tool]:
         """All tools, across every page. Remembers output schemas for :meth:`call_tool`."""
         tools: list[Tool] = await self._all_pages(m.TOOLS_LIST_SPEC, "tools", timeout)
-        if self._stamp is not None and self._transport.exchanges_per_request:
-            tools = self._mirror_headers(tools)
+        tools = self._era.tools_listed(tools)
         self._tools_by_name = {tool.name: tool for tool in tools}
         self._output_validators.clear()
         return tools
-
-    def _mirror_headers(self, tools: list[Tool]) -> list[Tool]:
-        """Record each tool's ``x-mcp-header`` mirrors; drop tools whose are invalid
-        (the spec: a client on HTTP MUST exclude them, and SHOULD say why)."""
-        kept: list[Tool] = []
-        self._param_headers = {}
-        for tool in tools:
-            try:
-                mirrors = param_header_paths(tool.input_schema)
-            except ValueError as exc:
-                log.warning("%s: ignoring tool %r: %s", self.name, tool.name[:100], exc)
-                continue
-            if mirrors:
-                self._param_headers[tool.name] = mirrors
-            kept.append(tool)
-        return kept
 
     async def list_tools_page(self, cursor: str | None = None) -> ListToolsResult:
         return await self.request(
@@ -986,7 +585,7 @@ class ClientSession:
         name: str,
         arguments: Mapping[str, Any] | None = None,
         *,
-        timeout: float | None | EllipsisType = ...,
+        timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
@@ -998,7 +597,7 @@ class ClientSession:
 
         Raises:
             OutputValidationError: structured content missing or not matching the schema.
-            JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`send_request`.
+            JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`request`.
         """
         call_meta: dict[str, Any] | None = None
         token: str | None = None
@@ -1011,20 +610,11 @@ class ClientSession:
             self._progress[token] = progress
         params = m.call_tool_params(name, arguments, call_meta)
         try:
-            try:
-                if self._stamp is None and token is None:
-                    # The common call, inline (one coroutine frame less per call).
-                    limit = self.request_timeout if timeout is ... else timeout
-                    raw = await self._rpc.call(m.TOOLS_CALL, params, timeout=limit)
-                    result = structure(raw, CallToolResult)
-                else:
-                    result = await self._request_raw(m.TOOLS_CALL_SPEC, params, timeout=timeout)
-            except JSONRPCError as exc:
-                if exc.code != HEADER_MISMATCH or self._stamp is None:
-                    raise
-                # The spec: re-read the tool's inputSchema (its x-mcp-header) and retry once.
-                await self.list_tools(timeout=timeout)
-                result = await self._request_raw(m.TOOLS_CALL_SPEC, params, timeout=timeout)
+            # The common call, inline: on a legacy session the era's exchange is
+            # ``RPC.call`` itself (bench: client CPU/call).
+            limit = self.request_timeout if timeout is DEFAULT else timeout
+            raw = await self._era.exchange(m.TOOLS_CALL, params, timeout=limit)
+            result = structure(raw, CallToolResult)
             if token is not None:
                 # The response wakes us directly, while the progress the server sent
                 # before it may still be queued for the dispatcher: deliver those first.
@@ -1061,7 +651,7 @@ class ClientSession:
                 f" match its outputSchema at {path}: {error.message}"
             )
 
-    async def list_prompts(self, *, timeout: float | None | EllipsisType = ...) -> list[Prompt]:
+    async def list_prompts(self, *, timeout: Timeout = DEFAULT) -> list[Prompt]:
         return await self._all_pages(m.PROMPTS_LIST_SPEC, "prompts", timeout)
 
     async def get_prompt(
@@ -1069,7 +659,7 @@ class ClientSession:
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
-        timeout: float | None | EllipsisType = ...,
+        timeout: Timeout = DEFAULT,
     ) -> GetPromptResult:
         params = GetPromptRequestParams(
             name=name,
@@ -1077,17 +667,15 @@ class ClientSession:
         )
         return await self.request(m.PROMPTS_GET_SPEC, params, timeout=timeout)
 
-    async def list_resources(self, *, timeout: float | None | EllipsisType = ...) -> list[Resource]:
+    async def list_resources(self, *, timeout: Timeout = DEFAULT) -> list[Resource]:
         return await self._all_pages(m.RESOURCES_LIST_SPEC, "resources", timeout)
 
     async def list_resource_templates(
-        self, *, timeout: float | None | EllipsisType = ...
+        self, *, timeout: Timeout = DEFAULT
     ) -> list[ResourceTemplate]:
         return await self._all_pages(m.RESOURCES_TEMPLATES_LIST_SPEC, "resource_templates", timeout)
 
-    async def read_resource(
-        self, uri: str, *, timeout: float | None | EllipsisType = ...
-    ) -> ReadResourceResult:
+    async def read_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
         return await self.request(
             m.RESOURCES_READ_SPEC, ReadResourceRequestParams(uri=uri), timeout=timeout
         )
@@ -1098,21 +686,10 @@ class ClientSession:
         Listen with ``add_listener("notifications/resources/updated", ...)``. On 2026-07-28
         the URI joins the session's ``subscriptions/listen`` filter instead.
         """
-        if self._stamp is not None:
-            self._listen_uris.add(uri)
-            if self._listen_scope is not None:
-                self._listen_scope.cancel()  # re-listen with the new filter
-            self._ensure_listening()
-            return
-        await self.request(m.RESOURCES_SUBSCRIBE_SPEC, SubscribeRequestParams(uri=uri))
+        await self._era.subscribe(uri)
 
     async def unsubscribe_resource(self, uri: str) -> None:
-        if self._stamp is not None:
-            self._listen_uris.discard(uri)
-            if self._listen_scope is not None:
-                self._listen_scope.cancel()
-            return
-        await self.request(m.RESOURCES_UNSUBSCRIBE_SPEC, UnsubscribeRequestParams(uri=uri))
+        await self._era.unsubscribe(uri)
 
     async def complete(
         self,
@@ -1121,7 +698,7 @@ class ClientSession:
         value: str,
         *,
         context: Mapping[str, str] | None = None,
-        timeout: float | None | EllipsisType = ...,
+        timeout: Timeout = DEFAULT,
     ) -> CompleteResult:
         """``completion/complete`` for a prompt or resource-template argument.
 
@@ -1146,6 +723,24 @@ class ClientSession:
                 listeners.remove(listener)
 
         return remove
+
+    def listen_if_wanted(self) -> None:
+        """2026-07-28: keep a ``subscriptions/listen`` open when anyone listens to change
+        notifications (legacy servers send them unasked: nothing to do)."""
+        if any(
+            self.has_listener(method) for method in (*_STALE_BY, "notifications/resources/updated")
+        ):
+            self._era.listen()
+
+    def closed_by_client(self) -> None:
+        """The client is done with the session: requests still waiting fail with
+        :class:`~agenthost.errors.TransportClosed` rather than hang."""
+        self._close(TransportClosed("session closed by the client", server=self.name))
+
+    def has_listener(self, method: str) -> bool:
+        """Whether anyone listens to notification ``method`` (2026-07-28 asks the server
+        for only those)."""
+        return bool(self._listeners.get(method))
 
     async def _deliver(self, method: str, params: Mapping[str, Any]) -> None:
         for stale in _STALE_BY.get(method, ()):
@@ -1192,90 +787,10 @@ class ClientSession:
         (:mod:`agenthost.asks`: ``ping``, ask tasks, asks)."""
         method = request.method
         params = request.params or {}
-        if self._stamp is not None:
-            # 2026-07-28: a server MUST NOT send requests (asks come back as MRTR).
-            raise JSONRPCError(-32601, f"Method not found: {method} (this is a 2026-07-28 session)")
+        self._era.refuse_request(method)
         return await self._asks.handle_request(
             method, params, revision=self.revision or self._offer, request_id=request.id
         )
-
-
-class NotModern(ProtocolError):
-    """``auto`` found a legacy server (its answer to ``server/discover`` is no modern one)."""
-
-
-def _unsupported(
-    exc: JSONRPCError, stamp: Mapping[str, Any] | None, server: str
-) -> UnsupportedRevision:
-    """-32022 from a modern server: name both sides; ``.supported`` keeps the server's list
-    (for a caller deciding whether to fall back)."""
-    supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-    ours = stamp.get(META_PROTOCOL_VERSION) if stamp else None
-    theirs = ", ".join(map(str, supported[:8])) if isinstance(supported, list) else "(not said)"
-    error = UnsupportedRevision(
-        f"server does not support protocol version {ours} ({exc.message}); it supports {theirs}",
-        server=server,
-        code=exc.code,
-    )
-    error.supported = tuple(map(str, supported)) if isinstance(supported, list) else ()  # type: ignore[attr-defined]
-    return error
-
-
-def _declare(spec: m.RequestSpec[Any, Any]) -> dict[str, Any] | None:
-    """The per-request extension declaration of an extension's method (2026-07-28)."""
-    return {spec.extension: {}} if spec.extension is not None else None
-
-
-def _left(deadline: float) -> float | None:
-    """Seconds until ``deadline`` (None: no limit), never negative."""
-    return None if math.isinf(deadline) else max(0.0, deadline - trio.current_time())
-
-
-#: The official Python SDK's ``NoBackChannelError`` (``mcp.shared.exceptions``): a tool
-#: that sent its own request on a 2026-07-28 connection, which has no back-channel.
-_NO_BACK_CHANNEL: Final = re.compile(
-    r"Cannot send '(sampling/createMessage|elicitation/create|roots/list)': this transport"
-    r" context has no back-channel for server-initiated requests"
-)
-
-
-def _back_channel_error(
-    exc: JSONRPCError, method: str, params: Mapping[str, Any] | None, server: str
-) -> BackChannelRequired | None:
-    """``exc`` as a :class:`BackChannelRequired` when it is the SDK's "no back-channel"
-    refusal (-32600 and its exact wording: a generic -32600 is not enough), else None."""
-    if exc.code != jsonrpc.INVALID_REQUEST or isinstance(exc, BackChannelRequired):
-        return None
-    match = _NO_BACK_CHANNEL.match(exc.message)
-    if match is None:
-        return None
-    ask = match.group(1)
-    key = "uri" if method == m.RESOURCES_READ else "name"
-    target = (params or {}).get(key)
-    name = str(target)[:200] if target is not None else None
-    what = f"{method} {name!r}" if name is not None else method
-    return BackChannelRequired(
-        exc.code,
-        f"{what} failed: the server's code sent {ask} as its own request, which MCP"
-        " 2026-07-28 does not carry (it asks through MRTR instead); this server works in"
-        ' the initialize era: set protocol = "legacy" for it (the server said:'
-        f" {exc.message})",
-        exc.data,
-        server=server,
-        ask=ask,
-        request=method,
-        name=name,
-    )
-
-
-def _wants(session: ClientSession, caps: Any, kind: str) -> bool | None:
-    """Whether to ask for ``<kind>/list_changed`` on the listen stream: the server has
-    the capability with ``listChanged`` and someone listens."""
-    cap = getattr(caps, kind, None) if caps is not None else None
-    if cap is None or not getattr(cap, "list_changed", None):
-        return None
-    method = f"notifications/{kind}/list_changed"
-    return True if session._listeners.get(method) else None
 
 
 def _render_log_data(data: Any) -> str:
@@ -1285,63 +800,3 @@ def _render_log_data(data: Any) -> str:
         return orjson.dumps(data).decode()
     except TypeError:
         return repr(data)
-
-
-@asynccontextmanager
-async def open_session(
-    transport: Transport,
-    *,
-    name: str,
-    handlers: ClientHandlers | None = None,
-    request_timeout: float | None = 60.0,
-    initialize_timeout: float | None = 30.0,
-    protocol_version: str = LATEST_REVISION,
-    client_info: Mapping[str, Any] | None = None,
-    era: str = "legacy",
-    probe_timeout: float | None = 10.0,
-    fallback_in_place: bool = True,
-    max_input_rounds: int = DEFAULT_MAX_ROUNDS,
-    learned: str | None = None,
-) -> AsyncIterator[ClientSession]:
-    """Run a session over ``transport`` and settle its era (:meth:`ClientSession.negotiate`).
-
-    ``era``: ``"legacy"`` (``initialize``, the default here), ``"modern"``
-    (``server/discover``) or ``"auto"``. A modern session also keeps a
-    ``subscriptions/listen`` open for the change notifications its handlers listen to.
-
-    Resource handling: the session's tasks stop when the block exits; the transport is
-    closed too (it belongs to the caller's ``async with``, which still tears it down).
-
-    Raises:
-        UnsupportedRevision: no common revision.
-        AgentHostTimeout: the server did not answer ``initialize`` in time.
-    """
-    session = ClientSession(
-        transport,
-        name=name,
-        handlers=handlers,
-        request_timeout=request_timeout,
-        protocol_version=protocol_version,
-        client_info=client_info,
-        max_input_rounds=max_input_rounds,
-    )
-    session.learned = learned
-    with collapse_single_group():
-        async with trio.open_nursery() as nursery:
-            await nursery.start(session.run)
-            try:
-                await session.negotiate(
-                    era,
-                    timeout=initialize_timeout,
-                    probe_timeout=probe_timeout,
-                    fallback_in_place=fallback_in_place,
-                )
-                if session.era is Era.MODERN and any(
-                    method in session._listeners
-                    for method in (*_STALE_BY, "notifications/resources/updated")
-                ):
-                    session._ensure_listening()
-                yield session
-            finally:
-                nursery.cancel_scope.cancel()
-                session._close(TransportClosed("session closed by the client", server=name))

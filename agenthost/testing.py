@@ -66,6 +66,9 @@ class ScriptedServer:
     revisions: tuple[str, ...] = SUPPORTED_REVISIONS
     #: Force this protocolVersion in the initialize answer (to test the client's checks).
     answer_version: str | None = None
+    #: Refuse an offer outside ``revisions`` with this error code (``data.supported``
+    #: names them) instead of answering with its newest, as some servers do.
+    refuse_with: int | None = None
     capabilities: dict[str, Any] = attrs.field(factory=lambda: {"tools": {"listChanged": True}})
     #: Every message received, in order.
     received: list[jsonrpc.Message] = attrs.field(factory=list)
@@ -155,6 +158,12 @@ class ScriptedServer:
     async def _dispatch(self, rid: jsonrpc.RequestId, method: str, params: dict[str, Any]) -> Any:
         if method == "initialize":
             offered = params.get("protocolVersion")
+            if self.refuse_with is not None and offered not in self.revisions:
+                raise JSONRPCError(
+                    self.refuse_with,
+                    "Unsupported protocol version",
+                    {"supported": list(self.revisions), "requested": offered},
+                )
             version = self.answer_version or (
                 offered if offered in self.revisions else self.revisions[0]
             )

@@ -48,7 +48,6 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -221,7 +220,7 @@ async def task_result(
         latest = await session.request(
             m.TASKS_EXT_GET_SPEC,
             TaskRequestParams(task_id=task_id),
-            timeout=_per_request(timeout),
+            timeout=timeout,
         )
         # Its asks (if any) are answered here too, through this session's handlers. Only
         # the waiting stops when the caller does: the task is not ours to cancel here.
@@ -369,11 +368,6 @@ def _task_limit(task: Task, timeout: Timeout) -> float:
     return math.inf if timeout is None else timeout
 
 
-def _per_request(timeout: Timeout) -> float | None | EllipsisType:
-    """``timeout`` in the session's spelling for one request (``...``: its default)."""
-    return ... if timeout is DEFAULT else timeout
-
-
 class _Teller:
     """Tells the caller each status change of one task: ``on_status`` as is, and the
     progress callback as ``(n, None, "status: message")`` with a growing ``n`` (progress
@@ -450,9 +444,9 @@ async def call_tool_via_extension(
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
     started = trio.current_time()
     raw = await session.exchange(
-        m.TOOLS_CALL,
+        m.TOOLS_CALL_SPEC,
         params,
-        timeout=_per_request(timeout),
+        timeout=timeout,
         extensions=_DECLARE,
         final_kinds=_TASK_OR_COMPLETE,
     )

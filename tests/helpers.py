@@ -181,6 +181,13 @@ async def host_with_anthropic(
         await provider.aclose()
 
 
+async def wait_for_tool(host: Host, name: str, timeout: float = 5) -> None:
+    """Wait (at most ``timeout``) until ``name`` is in the host's catalog: a server's
+    tools arrive in the background; the catalog says when, no polling timer."""
+    with trio.fail_after(timeout):
+        await host.catalog.wait_for(lambda catalog: catalog.tool(name) is not None)
+
+
 def text_of(result: Any) -> str:
     return "".join(b.text for b in result.content if isinstance(b, TextContent))
 

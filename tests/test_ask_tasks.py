@@ -19,6 +19,7 @@ import trio
 
 from agenthost.ask_tasks import RELATED_TASK, AskTaskLimits
 from agenthost.asks import ClientHandlers, RequestContext
+from agenthost.connection import open_session
 from agenthost.protocol.types import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -26,7 +27,7 @@ from agenthost.protocol.types import (
     ElicitResult,
     TextContent,
 )
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.stdio import open_stdio_transport
 from policies import read_audit
 from tests.helpers import FakeAnthropic, RecordingTransport, host_with, sampling_policy, stdio

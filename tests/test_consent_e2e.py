@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host.sampling import SamplingEvent
@@ -31,6 +30,7 @@ from tests.helpers import (
     sampling_policy,
     stdio,
     text_of,
+    wait_for_tool,
 )
 
 Command = tuple[str, list[str]]
@@ -67,9 +67,7 @@ async def test_everything_sampling_allowed(
     async with host_with(
         [stdio("ev", everything_cmd())], sampling_policy(tmp_path), fake=fake
     ) as host:
-        with trio.fail_after(5):
-            while host.catalog.tool("ev__trigger-sampling-request") is None:
-                await trio.sleep(0.02)
+        await wait_for_tool(host, "ev__trigger-sampling-request")
         result = await host.call_tool("ev__trigger-sampling-request", {"prompt": "MCP"})
         assert "A haiku, as requested." in text_of(result)
     assert fake.bodies[0]["system"] == "You are a helpful test server."
@@ -93,9 +91,7 @@ async def test_sampling_denied_is_error_minus_one(
             await host.call_tool("sdk__sample", {"prompt": "x"})
         assert info.value.code == -1
         assert info.value.message == "User rejected sampling request"
-        with trio.fail_after(5):
-            while host.catalog.tool("ev__trigger-sampling-request") is None:
-                await trio.sleep(0.02)
+        await wait_for_tool(host, "ev__trigger-sampling-request")
         result = await host.call_tool("ev__trigger-sampling-request", {"prompt": "x"})
         assert result.is_error
         assert "-1" in text_of(result)
@@ -168,9 +164,7 @@ async def test_elicitation_form_and_url_end_to_end(
         assert json.loads(text_of(form))["content"]["name"] == "Ada"
         url = await host.call_tool("sdk__elicit_url", {})
         assert json.loads(text_of(url))["action"] == "accept"
-        with trio.fail_after(5):
-            while host.catalog.tool("ev__trigger-url-elicitation") is None:
-                await trio.sleep(0.02)
+        await wait_for_tool(host, "ev__trigger-url-elicitation")
         ev_form = await host.call_tool("ev__trigger-elicitation-request", {})
         assert "Ada" in text_of(ev_form)
         ev_url = await host.call_tool(
@@ -185,9 +179,7 @@ async def test_headless_declines_url_elicitation(
     tmp_path: Path, everything_cmd: Callable[..., Command]
 ) -> None:
     async with host_with([stdio("ev", everything_cmd())], sampling_policy(tmp_path)) as host:
-        with trio.fail_after(5):
-            while host.catalog.tool("ev__trigger-url-elicitation") is None:
-                await trio.sleep(0.02)
+        await wait_for_tool(host, "ev__trigger-url-elicitation")
         result = await host.call_tool(
             "ev__trigger-url-elicitation", {"url": "https://example.com/login"}
         )

@@ -11,10 +11,10 @@ from typing import Any
 import attrs
 import trio
 
+from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.revisions import Era
-from agenthost.session import open_session
 from agenthost.testing import ScriptedServer
 from agenthost.transports.memory import memory_transport_pair
 

@@ -25,7 +25,7 @@ import providers.base as llm
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config import load_config
 from agenthost.config.model import HostConfig, Workspace
-from agenthost.connection import connect
+from agenthost.connection import connect, open_session
 from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host.host import open_host
 from agenthost.host.roots import workspace_root
@@ -41,7 +41,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.stdio import open_stdio_transport
 from policies import (
     AuditConfig,

@@ -149,6 +149,7 @@ async def test_unrequired_failure_does_not_stop_others(
 async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Command]) -> None:
     config = HostConfig(policy=ALLOW_ALL, servers=[stdio(f"p{i}", crashy_cmd()) for i in range(3)])
     pids: list[int] = []
+    outside = trio.CancelScope()
 
     async def body() -> None:
         async with open_host(config) as host:
@@ -156,6 +157,7 @@ async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Comman
             if how == "exception":
                 raise KeyError("boom")
             if how == "cancel":
+                outside.cancel()  # from outside the host, once it is up (not a timer)
                 await trio.sleep_forever()
 
     if how == "normal":
@@ -164,8 +166,9 @@ async def test_no_process_left_behind(how: str, crashy_cmd: Callable[..., Comman
         with pytest.raises(KeyError):
             await body()
     else:
-        with trio.move_on_after(0.5):
+        with outside:
             await body()
+        assert outside.cancelled_caught
     assert len(pids) == 3
     assert not any(alive(pid) for pid in pids)
 

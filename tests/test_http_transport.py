@@ -24,7 +24,7 @@ import trio
 
 from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import open_remote_transport
+from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -34,7 +34,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from agenthost.protocol.types import TextContent
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
 from agenthost.transports.probing import open_http_transport

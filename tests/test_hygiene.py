@@ -21,19 +21,7 @@ OURS = ("agenthost", "providers", "policies", "tests")
 
 #: Private attributes still read by tests, each to be replaced by a public accessor or by
 #: observing behaviour (issue 23, item 6). Remove an entry once its file is clean.
-KNOWN_PRIVATE_STATE: frozenset[tuple[str, str]] = frozenset(
-    {
-        # Session internals: needs a public "requests in flight" view of ClientSession.
-        ("tests/test_session.py", "_rpc"),
-        ("tests/test_session.py", "_deadlines"),
-        ("tests/test_session.py", "_transport"),
-        # Stdio transport buffers: needs public buffered-bytes / stdin accessors.
-        ("tests/test_stdio.py", "_buf"),
-        ("tests/test_stdio.py", "_backlog"),
-        ("tests/test_stdio.py", "_offset"),
-        ("tests/test_stdio.py", "_stdin"),
-    }
-)
+KNOWN_PRIVATE_STATE: frozenset[tuple[str, str]] = frozenset()
 
 #: Private names of the standard library and peers' SDKs that are the documented way.
 _ALLOWED_ATTRIBUTES = frozenset({"_exit", "_lowlevel_server"})

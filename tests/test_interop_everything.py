@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from agenthost.asks import ClientHandlers, RequestContext
+from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.types import (
     BlobResourceContents,
@@ -31,7 +32,7 @@ from agenthost.protocol.types import (
     TextContent,
     TextResourceContents,
 )
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from tests.helpers import PEER_TRANSPORTS, RecordingTransport, open_everything_peer
 
 Command = tuple[str, list[str]]

@@ -15,13 +15,14 @@ import orjson
 import pytest
 import trio
 
+from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.revisions import SUPPORTED_REVISIONS, at_least
 from agenthost.protocol.types import (
     BlobResourceContents,
     TextResourceContents,
 )
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from tests.helpers import PEER_TRANSPORTS, Recorder, RecordingTransport, open_sdk_peer, text_of
 
 Command = tuple[str, list[str]]

@@ -15,11 +15,12 @@ import pytest
 import trio
 
 from agenthost._util import collapse_single_group
+from agenthost.connection import open_session
 from agenthost.errors import ProtocolError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
 from agenthost.protocol.types import ServerCapabilities, TaskRequestParams
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.testing import ScriptedServer, memory_transport_pair
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agenthost"

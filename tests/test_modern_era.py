@@ -16,15 +16,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import EraCache, connect
+from agenthost.connection import EraCache, connect, open_session
 from agenthost.errors import UnsupportedRevision
 from agenthost.protocol.revisions import Era
 from agenthost.protocol.types import TextResourceContents
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.http import StreamableHTTPTransport, open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
 from tests.conftest import PEERS_DIR, free_port
@@ -114,6 +115,7 @@ async def test_sdk_server_over_stdio_speaks_2026_07_28(
         assert session.initialize_result is None
         assert session.server_info is not None
         assert session.server_info["name"] == "agenthost-sdk-peer"
+        assert session.server_capabilities is not None
         assert session.server_capabilities.tools is not None
         await exercise(session, recorder)
         sent = recording.methods_sent()
@@ -336,6 +338,22 @@ async def test_a_stale_cached_era_is_dropped_and_probed_again(
     assert EraCache(tmp_path / "eras.json").get(config) == (Era.MODERN, "2026-07-28")
 
 
+async def test_a_cached_modern_era_is_dropped_when_the_server_exits_on_discover(
+    tmp_path: Path, crashy_cmd: Callable[..., Command], peer_log: Path
+) -> None:
+    """Issue 28 M6: the cache says 2026-07-28 but the server (downgraded, or another
+    server under the same name) exits on ``server/discover``: the entry is dropped and
+    the server probed again, instead of failing on every run until eras.json is deleted."""
+    env = {"AGENTHOST_PEER_LOG": str(peer_log)}
+    config = stdio_config("crashy", crashy_cmd("--exit-on-unknown"), env=env)
+    cache = EraCache(tmp_path / "eras.json")
+    cache.put(config, "2026-07-28")
+    async with connect(config, era_cache=cache) as session:
+        assert session.era is Era.LEGACY
+        assert text_of(await session.call_tool("echo", {"message": "hi"})) == "hi"
+    assert EraCache(tmp_path / "eras.json").get(config) == (Era.LEGACY, "2025-11-25")
+
+
 async def test_change_notifications_come_through_subscriptions_listen(
     sdk_server_cmd: Callable[..., Command],
 ) -> None:
@@ -366,3 +384,30 @@ async def test_change_notifications_come_through_subscriptions_listen(
         assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["text://readme"]
         assert "resources/subscribe" not in recording.methods_sent()
         recording.assert_valid("2026-07-28")
+
+
+def test_the_era_cache_tells_servers_apart_by_env() -> None:
+    """Issue 28 (Low): the same command with another env may be another server."""
+    legacy = stdio_config("a", modern_only_cmd(), env={"MODE": "legacy"})
+    modern = stdio_config("a", modern_only_cmd(), env={"MODE": "modern"})
+    assert EraCache.key(legacy) != EraCache.key(modern)
+    assert EraCache.key(legacy) == EraCache.key(
+        stdio_config("b", modern_only_cmd(), env={"MODE": "legacy"})
+    )
+
+
+@pytest.mark.parametrize("entries", [8_000, 200_000])
+def test_a_huge_era_cache_file_is_bounded(tmp_path: Path, entries: int) -> None:
+    """Issue 28 (Low): a 1M-entry eras.json hung ``servers`` (one pop per entry over the
+    bound, each a scan). The file is read up to 1 MiB and trimmed to the bound in one go."""
+    path = tmp_path / "eras.json"
+    path.write_bytes(
+        orjson.dumps({f"{i:032x}": {"revision": "2025-11-25", "at": i} for i in range(entries)})
+    )
+    cache = EraCache(path)
+    config = stdio_config("x", modern_only_cmd())
+    assert cache.get(config) is None
+    cache.put(config, "2026-07-28")
+    kept = orjson.loads(path.read_bytes())
+    assert len(kept) <= 256
+    assert EraCache(path).get(config) == (Era.MODERN, "2026-07-28")

@@ -17,11 +17,11 @@ import trio
 import trio.testing
 
 from agenthost.asks import ClientHandlers, RequestContext
-from agenthost.errors import AgentHostTimeout, ProtocolError
-from agenthost.mrtr import MRTRLimitExceeded
+from agenthost.connection import open_session
+from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.testing import memory_transport_pair
 from agenthost.transports.memory import MemoryTransport
 

@@ -22,9 +22,10 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig
+from agenthost.connection import open_session
 from agenthost.errors import AgentHostTimeout
 from agenthost.protocol.revisions import Era
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import PEER_LOG_ENV, free_port
 from tests.helpers import ContextRecorder, RecordingTransport, comparable_audit, text_of

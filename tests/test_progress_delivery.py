@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from agenthost.session import open_session
+from agenthost.connection import open_session
 from agenthost.transports.stdio import open_stdio_transport
 
 Command = tuple[str, list[str]]

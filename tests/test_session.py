@@ -17,6 +17,7 @@ import trio.testing
 
 from agenthost._util import collapse_single_group
 from agenthost.asks import ClientHandlers, RequestContext
+from agenthost.connection import open_session
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -25,7 +26,7 @@ from agenthost.errors import (
 )
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ListRootsResult, Root
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.testing import ScriptedServer, ServerContext, memory_transport_pair
 
 
@@ -73,12 +74,34 @@ async def connected(
             nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("code", [-32602, -32022])
+async def test_a_refused_offer_is_retried_at_a_shared_legacy_revision(code: int) -> None:
+    """Issue 28 (Low): a server that refuses our offer naming a revision we also speak is
+    offered that one, not told we cannot talk (a self-contradicting error before)."""
+    server = make_server()
+    server.revisions, server.refuse_with = ("2025-06-18",), code
+    async with connected(server) as (session, _):
+        assert session.revision == "2025-06-18"
+    offers = [
+        m.params["protocolVersion"] for m in server.received if isinstance(m, Request) and m.params
+    ]
+    assert offers == ["2025-11-25", "2025-06-18"]
+
+
+async def test_a_refused_offer_with_nothing_shared_names_both_sides() -> None:
+    server = make_server()
+    server.revisions, server.refuse_with = ("2099-01-01",), -32602
+    with pytest.raises(UnsupportedRevision, match="it supports 2099-01-01, agenthost speaks"):
+        async with connected(server):
+            pass
+
+
 async def test_initialize_negotiates_and_announces() -> None:
     server = make_server()
     server.revisions = ("2025-03-26",)
     async with connected(server) as (session, _):
         assert session.revision == "2025-03-26"
-        assert session._transport.protocol_version == "2025-03-26"  # type: ignore[attr-defined]
+        assert session.transport.protocol_version == "2025-03-26"  # type: ignore[attr-defined]
     init = server.received[0]
     assert isinstance(init, Request)
     assert init.method == "initialize"
@@ -162,7 +185,7 @@ async def test_each_timeout_fires_at_its_own_deadline(
             nursery.start_soon(hang, "short", 0.2, 0.1)
             nursery.start_soon(hang, "same", 1.0, 0.5)
         assert fired == pytest.approx({"long": 1.0, "short": 0.3, "same": 1.5}, abs=1e-6)
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_a_hung_request_times_out_while_others_finish(
@@ -185,7 +208,7 @@ async def test_a_hung_request_times_out_while_others_finish(
                 assert result.content[0].text == str(i)  # type: ignore[union-attr]
                 await trio.sleep(0.01)
         assert fired == [pytest.approx(0.5, abs=1e-6)]
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_finished_requests_leave_the_watchdog_at_once() -> None:
@@ -197,7 +220,7 @@ async def test_finished_requests_leave_the_watchdog_at_once() -> None:
                 nursery.start_soon(session.call_tool, "echo", {"text": i})
         for i in range(100):
             await session.call_tool("echo", {"text": i}, timeout=30 + i % 3)
-        assert session._rpc._deadlines == {}
+        assert session.requests_watched() == 0
 
 
 async def test_cancel_scope_sends_cancelled() -> None:

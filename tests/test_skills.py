@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
 from agenthost.errors import ConsentDenied, JSONRPCError, NotFound
 from agenthost.host.host import open_host
-from agenthost.session import open_session
 from agenthost.skills import (
     SkillVerificationError,
     get_skill,

@@ -13,9 +13,10 @@ import orjson
 import pytest
 import trio
 
+from agenthost.connection import open_session
 from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol.jsonrpc import Message, Notification, Request, Response
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.stdio import child_environment, open_stdio_transport
 from tests.helpers import alive
 
@@ -129,7 +130,7 @@ async def test_oversized_message_is_refused_without_unbounded_memory() -> None:
     ) as transport:
         with pytest.raises(MessageTooLarge, match="big: message larger than the maximum"):
             await transport.receive()
-        assert len(transport._buf) <= 100_000 + 256 * 1024
+        assert transport.bytes_unread <= 100_000 + 256 * 1024
 
 
 async def test_oversized_complete_line_is_refused() -> None:
@@ -320,12 +321,12 @@ async def test_senders_behind_a_stalled_pipe_wait_until_their_deadline() -> None
     ):
         with trio.fail_after(5), pytest.raises(AgentHostTimeout):
             await session.call_tool("x", {"blob": "y" * 2_000_000}, timeout=0.3)
-        stuck = len(t._backlog) - t._offset
+        stuck = t.bytes_unsent
         assert stuck > 1_000_000  # the server never read it
         async with trio.open_nursery() as nursery:
             for _ in range(20):
                 nursery.start_soon(partial(_expect_timeout, session, 0.3))
-        assert len(t._backlog) - t._offset == stuck
+        assert t.bytes_unsent == stuck
 
 
 async def _expect_timeout(session: ClientSession, timeout: float) -> None:
@@ -403,7 +404,7 @@ async def test_callers_woken_by_one_read_share_one_write(monkeypatch: pytest.Mon
     real_write = os.write
     with trio.fail_after(10):
         async with open_stdio_transport(PY, [*script(_BATCH_ANSWERS), str(n)], name="b") as t:
-            fd = t._stdin.fileno()
+            fd = t.stdin_fd
 
             def counting_write(target: int, data: bytes) -> int:
                 if target == fd:

@@ -18,10 +18,10 @@ import trio
 
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
 from agenthost.host.host import open_host
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import open_session
 from agenthost.tool_tasks import (
     call_tool_as_task,
     list_tasks,

@@ -33,11 +33,13 @@ import trio
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config import load_config
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
+from agenthost.connection import open_session
 from agenthost.errors import AgentHostTimeout, ConfigError, JSONRPCError, ProtocolError
 from agenthost.host.host import open_host
+from agenthost.protocol import methods as m
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.tool_tasks import (
     MAX_INPUT_ROUNDS,
     MIN_POLL_INTERVAL,
@@ -254,7 +256,7 @@ async def test_waiting_for_a_result_cancels_only_the_wait(
     giving up on the wait leaves the task running."""
     async with peer_session() as (session, wire):
         created = await session.exchange(
-            "tools/call",
+            m.TOOLS_CALL_SPEC,
             {"name": "research", "arguments": {"topic": "x", "steps": 40}},
             extensions={TASKS_EXTENSION: {}},
             final_kinds=frozenset({"task"}),
@@ -462,13 +464,13 @@ decision = "allow"
         ) as host:
             session = host.session("tk")
             raw = await session.exchange(
-                "tools/call",
+                m.TOOLS_CALL_SPEC,
                 {"name": "research", "arguments": {"topic": "tides", "steps": 2}},
                 extensions={TASKS_EXTENSION: {}},
                 final_kinds=frozenset({"task"}),
             )
             long = await session.exchange(
-                "tools/call",
+                m.TOOLS_CALL_SPEC,
                 {"name": "research", "arguments": {"topic": "tides", "steps": 100}},
                 extensions={TASKS_EXTENSION: {}},
                 final_kinds=frozenset({"task"}),

@@ -19,10 +19,11 @@ import pytest
 import trio
 
 from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
 from agenthost.host.host import open_host
 from agenthost.protocol.types import TextContent
 from agenthost.protocol.types.tasks import Task
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.tool_tasks import call_tool_as_task, list_tasks, wants_task
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import everything_http_cmd, free_port

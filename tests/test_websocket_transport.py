@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import open_remote_transport
+from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import (
     AgentHostTimeout,
     MessageTooLarge,
@@ -22,7 +22,6 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.protocol.types import TextContent
-from agenthost.session import open_session
 from agenthost.transports.websocket import open_websocket_transport
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 

@@ -83,11 +83,6 @@ class ServerStatus:
     transport: str | None = None
 
 
-#: What a transport class speaks, for the status of an ``http`` (probed) server whose
-#: session holds the chosen transport itself rather than the prober.
-_WIRE_KINDS = {"StreamableHTTPTransport": "streamable-http", "LegacySSETransport": "sse"}
-
-
 def backoff_delay(policy: RestartPolicy, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds to wait before restart number ``attempt`` (0-based)."""
     base = min(policy.max_backoff, policy.initial_backoff * policy.multiplier**attempt)
@@ -163,7 +158,8 @@ class Supervisor:
         wire = getattr(session, "_transport", None) if session else None
         pid = getattr(wire, "pid", None)
         transport: str = self.config.transport
-        chosen = getattr(wire, "kind", None) or _WIRE_KINDS.get(type(wire).__name__)
+        # The prober, or the transport it chose (each names itself: ``kind``).
+        chosen = getattr(wire, "kind", None)
         if transport == "http" and isinstance(chosen, str):
             transport = f"http: {chosen}"
         return ServerStatus(
@@ -249,7 +245,11 @@ class Supervisor:
             if self._no_fallback is not None:
                 raise self._unfixable(error)
             if self.session is session and session.era is Era.MODERN and self._switching is None:
-                self._switch(session, error)
+                # The cache learns "legacy" first (in a worker thread), so the restart
+                # below reads it; a call that failed meanwhile may have switched already.
+                await self._remember_legacy(error)
+                if self.session is session and self._switching is None:
+                    self._switch(session, error)
             current = await self.replacement(session)
             if current.era is not Era.MODERN:
                 return current
@@ -259,11 +259,17 @@ class Supervisor:
                 raise self._unfixable(error)
             session = current  # restarted for another reason, still modern: switch it
 
-    def _switch(self, session: ClientSession, error: BackChannelRequired) -> None:
+    @staticmethod
+    def _fallback_reason(error: BackChannelRequired) -> str:
         what = f"{error.request} {error.name!r}" if error.name else error.request
-        reason = f"{what} sent {error.ask} as a server request"
+        return f"{what} sent {error.ask} as a server request"
+
+    async def _remember_legacy(self, error: BackChannelRequired) -> None:
         cache = self._era_cache or default_era_cache()
-        cache.put(self.config, LATEST_REVISION, reason=reason)
+        await cache.remember(self.config, LATEST_REVISION, reason=self._fallback_reason(error))
+
+    def _switch(self, session: ClientSession, error: BackChannelRequired) -> None:
+        reason = self._fallback_reason(error)
         if not self._fallback_warned:
             self._fallback_warned = True
             log.warning(

@@ -426,6 +426,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         protocol_version: the revision the session negotiated, as told by the session.
     """
 
+    #: What this transport speaks (an ``http`` server's status names the one chosen).
+    kind: Final = "streamable-http"
+
     def __init__(
         self,
         url: str,

@@ -21,6 +21,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Final
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -63,6 +64,9 @@ class LegacySSETransport(HTTPTransportBase):
 
     Call :meth:`connect` before sending; ``endpoint`` is the POST URL it learned.
     """
+
+    #: What this transport speaks (an ``http`` server's status names the one chosen).
+    kind: Final = "sse"
 
     def __init__(
         self,

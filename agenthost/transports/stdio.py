@@ -35,7 +35,6 @@ A host holds LLM API keys; a third-party server must never see them by accident.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import logging
 import math
@@ -61,10 +60,20 @@ from agenthost.transports.base import (
     Transport,
     decode_frame,
 )
+from agenthost.transports.reaping import (
+    SERVER_TAG_ENV,
+    find_orphans,
+    find_strays,
+    reap_children,
+    reap_group,
+    reap_strays,
+    signal_group,
+    subreaper_acquire,
+    subreaper_release,
+)
 
 __all__ = [
     "INHERITED_ENV_VARS",
-    "SERVER_TAG_ENV",
     "StdioTransport",
     "child_environment",
     "open_stdio_transport",
@@ -108,9 +117,7 @@ INHERITED_ENV_VARS: Final = frozenset(
     }
 )
 
-#: The variable naming each server process (``<host pid>-<serial>``), inherited by its
-#: descendants: how the host tells which orphan belongs to which server (module doc).
-SERVER_TAG_ENV: Final = "AGENTHOST_SERVER_TAG"
+_tags = itertools.count(1)
 
 _READ_SIZE: Final = 256 * 1024
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
@@ -207,6 +214,22 @@ class StdioTransport(Transport):
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def bytes_unread(self) -> int:
+        """Bytes read from the server and not decoded yet (bounded: max message size
+        plus one read)."""
+        return len(self._buf)
+
+    @property
+    def bytes_unsent(self) -> int:
+        """Bytes queued for the server's stdin and not written yet (backpressure)."""
+        return len(self._backlog) - self._offset
+
+    @property
+    def stdin_fd(self) -> int:
+        """The file descriptor of the server's stdin (what each write goes to)."""
+        return int(self._stdin.fileno())
 
     @trio.lowlevel.enable_ki_protection  # see the module doc, "Ctrl-C"
     async def send(
@@ -595,259 +618,29 @@ class StdioTransport(Transport):
             strays: list[tuple[int, bytes]] = []
             if proc.returncode is None:
                 with trio.move_on_after(timeout):
-                    strays = await trio.to_thread.run_sync(_strays, proc.pid)
+                    strays = await trio.to_thread.run_sync(find_strays, proc.pid)
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self._stdin.aclose()
             with trio.move_on_after(timeout):
                 await proc.wait()
             if proc.returncode is None:
-                _signal_group(proc.pid, signal.SIGTERM)
+                signal_group(proc.pid, signal.SIGTERM)
                 with trio.move_on_after(timeout):
                     await proc.wait()
             if proc.returncode is None:
                 log.warning("%s: server ignored SIGTERM; killing it", self.name)
-                _signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)
                 await proc.wait()
-            await _reap_group(proc.pid, timeout)
+            await reap_group(proc.pid, timeout)
             if self._tag is not None:
                 # Orphaned by the server's exit (a crash, above all) and adopted by us.
-                adopted = await trio.to_thread.run_sync(_orphans, self._tag, proc.pid)
+                adopted = await trio.to_thread.run_sync(find_orphans, self._tag, proc.pid)
                 strays = list(dict.fromkeys([*strays, *adopted]))
             if strays:
-                await _reap_strays(self.name, strays, timeout)
-                await _reap_children(strays, timeout)
+                await reap_strays(self.name, strays, timeout)
+                await reap_children(strays, timeout)
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await self._stdout.aclose()
-
-
-_PR_SET_CHILD_SUBREAPER: Final = 36
-#: Open stdio transports: the host is a subreaper while there is at least one.
-_subreaper_users = 0
-_tags = itertools.count(1)
-#: At most this many orphans of one server are stopped (a fork bomb must not make the
-#: scan unbounded; the rest die with the host's cgroup, if any).
-_MAX_ORPHANS: Final = 1024
-
-
-def _prctl_subreaper(on: bool) -> bool:
-    """Set or clear the child-subreaper flag of this process; False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _subreaper_acquire() -> None:
-    global _subreaper_users
-    _subreaper_users += 1
-    if _subreaper_users == 1 and not _prctl_subreaper(True):
-        log.debug("cannot become a child subreaper: orphans of a crashed server go to init")
-
-
-def _subreaper_release() -> None:
-    """The last stdio transport closed: orphans go to init again, as before the host ran
-    (so a library user's process is a subreaper only while it runs servers)."""
-    global _subreaper_users
-    _subreaper_users -= 1
-    if _subreaper_users == 0:
-        _prctl_subreaper(False)
-
-
-def _children_of_self() -> list[int]:
-    """This process's children (every thread's: an orphan goes to any of them)."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/children", "rb") as f:
-                found.extend(int(pid) for pid in f.read().split())
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-    return found
-
-
-def _orphans(tag: str, server: int) -> list[tuple[int, bytes]]:
-    """Live children of ours (re-parented orphans) carrying ``tag``, and every descendant
-    of theirs, with their start times; at most :data:`_MAX_ORPHANS`."""
-    needle = f"\0{SERVER_TAG_ENV}={tag}\0".encode()  # a whole variable, not a suffix
-    marked: list[int] = []
-    for pid in _children_of_self():
-        if pid == server:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = b"\0" + f.read() + b"\0"
-        except OSError:
-            continue  # gone, or a zombie (its environment is gone with it)
-        if needle in environ:
-            marked.append(pid)
-    if not marked:
-        return []
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for child, (parent, *_) in table.items():
-        children.setdefault(parent, []).append(child)
-    found: list[tuple[int, bytes]] = []
-    stack = [pid for pid in marked if pid in table]
-    seen = set(stack)
-    while stack and len(found) < _MAX_ORPHANS:
-        pid = stack.pop()
-        found.append((pid, table[pid][2]))
-        for child in children.get(pid, ()):
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return found
-
-
-async def _reap_children(strays: list[tuple[int, bytes]], timeout: float) -> None:
-    """Collect the exit status of the strays that are our children (adopted orphans), so
-    none stays a zombie. Only those: their pid and start time say they are the processes
-    we stopped, so nobody else waits for them."""
-    pending = set(strays)
-    with trio.move_on_after(min(timeout, 2.0)):
-        # Not woken by anything (no pidfd for an adopted child): poll, briefly.
-        while pending := await trio.to_thread.run_sync(_collect, pending):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-
-
-def _collect(pending: set[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-    """Reap those of ``pending`` that are our exited children; the ones still running."""
-    me = os.getpid()
-    table = _proc_table(after=min(pid for pid, _ in pending) - 1)
-    left: set[tuple[int, bytes]] = set()
-    for pid, started in pending:
-        entry = table.get(pid)
-        if entry is None or entry[2] != started or entry[0] != me:
-            continue  # gone, or not ours to reap
-        if entry[3] == b"Z":
-            with suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        else:
-            left.add((pid, started))
-    return left
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Signal a whole process group; False when it is already gone."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _proc_table(after: int = 0) -> dict[int, tuple[int, int, bytes, bytes]]:
-    """pid -> (ppid, pgid, start time, state) of the processes with a pid above ``after``
-    (Linux ``/proc``; else {}).
-
-    A server's descendants were started after it, so (until pids wrap around) their pids
-    are above its own: reading only those keeps the scan to a few files.
-    """
-    table: dict[int, tuple[int, int, bytes, bytes]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return table
-    for entry in entries:
-        if not entry.isdigit() or int(entry) <= after:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        # The command name may hold spaces and parentheses: fields follow the last ")".
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 19:
-            table[int(entry)] = (int(fields[1]), int(fields[2]), fields[19], fields[0])
-    return table
-
-
-def _strays(pid: int) -> list[tuple[int, bytes]]:
-    """Live descendants of ``pid`` outside its process group, with their start times."""
-    table = _proc_table(after=pid)
-    children: dict[int, list[int]] = {}
-    for child, (parent, *_) in table.items():
-        children.setdefault(parent, []).append(child)
-    found: list[tuple[int, bytes]] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            stack.append(child)
-            if table[child][1] != pid:
-                found.append((child, table[child][2]))
-    return found
-
-
-def _signal_strays(strays: list[tuple[int, bytes]], sig: int) -> int:
-    """Signal each stray that is still the same live process (pid reuse guard); how many."""
-    table = _proc_table(after=min(pid for pid, _ in strays) - 1)
-    hit = 0
-    for pid, started in strays:
-        entry = table.get(pid)
-        if entry is not None and entry[2] == started and entry[3] != b"Z":
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-                hit += 1
-    return hit
-
-
-async def _reap_strays(name: str, strays: list[tuple[int, bytes]], timeout: float) -> None:
-    """SIGTERM the descendants that escaped the process group, then SIGKILL survivors."""
-    if not await trio.to_thread.run_sync(_signal_strays, strays, signal.SIGTERM):
-        return
-    log.info("%s: stopping %d server descendant(s) outside its process group", name, len(strays))
-    with trio.move_on_after(min(timeout, 2.0)):
-        while await trio.to_thread.run_sync(_signal_strays, strays, 0):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-        return
-    await trio.to_thread.run_sync(_signal_strays, strays, signal.SIGKILL)
-
-
-async def _reap_group(pgid: int, timeout: float) -> None:
-    """Make sure nothing of the server's process group outlives it.
-
-    The leader is gone by now; a wrapper's children may not be. They get SIGTERM and a
-    short grace period, then SIGKILL.
-    """
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
-    with trio.move_on_after(min(timeout, 2.0)):
-        # Not our children, so nothing to wait() on: poll the group until it is empty.
-        # Those that outlived the leader were adopted by us (subreaper): reap them, or
-        # their zombies would keep the group alive, and stay.
-        while _signal_group(pgid, 0):  # type: ignore[arg-type]
-            await trio.to_thread.run_sync(_reap_group_zombies, pgid)
-            await trio.sleep(0.02)
-        return
-    _signal_group(pgid, signal.SIGKILL)
-    with trio.move_on_after(min(timeout, 0.5)):  # only to reap the killed
-        while _signal_group(pgid, 0):  # type: ignore[arg-type]
-            await trio.to_thread.run_sync(_reap_group_zombies, pgid)
-            await trio.sleep(0.02)
-
-
-def _reap_group_zombies(pgid: int) -> None:
-    """Reap our exited children of process group ``pgid`` (a zombie keeps its group id:
-    the server's group is the server's pid, which no other process group can hold while
-    the group has members)."""
-    for pid in _children_of_self():
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[0] == b"Z" and int(fields[2]) == pgid:
-            with suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
 
 
 @asynccontextmanager
@@ -892,13 +685,13 @@ async def open_stdio_transport(
     if sys.platform.startswith("linux"):
         tag = child_env[SERVER_TAG_ENV] = f"{os.getpid()}-{next(_tags)}"
     argv = [command, *args]
-    _subreaper_acquire()
+    subreaper_acquire()
     try:
         async with _spawned(argv, child_env, cwd, name, max_message_size, shutdown_timeout) as t:
             t._tag = tag
             yield t
     finally:
-        _subreaper_release()
+        subreaper_release()
 
 
 @asynccontextmanager
@@ -963,6 +756,6 @@ async def _spawned(
     finally:
         if process.returncode is None:  # the nursery itself failed before shutdown ran
             with trio.CancelScope(shield=True):
-                _signal_group(process.pid, signal.SIGKILL)
+                signal_group(process.pid, signal.SIGKILL)
                 await process.wait()
         log.debug("%s: process %d exited with %s", name, process.pid, process.returncode)

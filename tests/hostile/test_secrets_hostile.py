@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
 from agenthost.redaction import REDACTED, add_secret, redact, redact_json
-from agenthost.session import open_session
 from agenthost.transports.http import open_streamable_http_transport
 from tests.peers.http_launch import PY, free_port, serve
 

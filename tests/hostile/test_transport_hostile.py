@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from agenthost.config.model import HostConfig, RestartPolicy, ServerConfig, Timeouts
-from agenthost.connection import connect, open_remote_transport
+from agenthost.connection import connect, open_remote_transport, open_session
 from agenthost.errors import (
     AgentHostTimeout,
     JSONRPCError,
@@ -36,7 +36,7 @@ from agenthost.errors import (
 from agenthost.host.host import open_host
 from agenthost.protocol.sse import SSEParser
 from agenthost.protocol.types import TextContent
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from tests.helpers import ALLOW_ALL
 from tests.hostile.conftest import hostile, rss_bytes
 from tests.peers.http_launch import PY, free_port, serve
