@@ -23,9 +23,10 @@ import trio
 
 from agenthost._version import __version__
 from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
 from agenthost.protocol.revisions import LEGACY_REVISIONS
 from agenthost.serve import Gateway, open_gateway
-from agenthost.session import ClientSession, open_session
+from agenthost.session import ClientSession
 from agenthost.transports.memory import memory_transport_pair
 from policies import read_audit
 from tests.helpers import AGENTHOST, REPO, stdio

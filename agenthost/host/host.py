@@ -246,23 +246,7 @@ class Host:
         async def sampling(
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
-            send = self._sampling_route(server.name) if self._sampling_route else None
-            if send is not None:
-                return await self.sampling.forward(
-                    server.name,
-                    params,
-                    send=send,
-                    reason="forwarded to the client agenthost serves",
-                    trusted=server.trusted,
-                    via=ctx.via(),
-                )
-            if not self.providers:
-                raise JSONRPCError(
-                    -32603, "No model available: no LLM provider is configured in agenthost"
-                )
-            return await self.sampling.create_message(
-                server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
-            )
+            return await self._sample(server, ctx, params)
 
         async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
             response = await self.policy.elicit(
@@ -301,6 +285,28 @@ class Host:
             elicitation=elicitation,
             ask_tasks=AskTaskLimits() if server.client_tasks else None,
             notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
+        )
+
+    async def _sample(
+        self, server: ServerConfig, ctx: RequestContext, params: CreateMessageRequestParams
+    ) -> CreateMessageResult:
+        """One sampling request: where the :data:`SamplingRoute` sends it, else the providers."""
+        send = self._sampling_route(server.name) if self._sampling_route else None
+        if send is not None:
+            return await self.sampling.forward(
+                server.name,
+                params,
+                send=send,
+                reason="forwarded to the client agenthost serves",
+                trusted=server.trusted,
+                via=ctx.via(),
+            )
+        if not self.providers:
+            raise JSONRPCError(
+                -32603, "No model available: no LLM provider is configured in agenthost"
+            )
+        return await self.sampling.create_message(
+            server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
         )
 
     def _on_state(self, supervisor: Supervisor) -> None:
