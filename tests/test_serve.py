@@ -393,3 +393,48 @@ def test_modern_requests_are_checked_on_their_own_fields() -> None:
         "complete",
     )
     assert "ttlMs" not in stamp_result({"content": []}, me, "2026-07-28", "tools/call")
+
+
+async def test_requests_read_with_initialize_wait_for_it(
+    sdk_server_cmd: Callable[..., Command],
+) -> None:
+    """Regression: a client that pipelines tools/list right behind initialize (one read
+    of stdin) got "before initialize": each request runs in a task of its own, and Trio
+    starts a batch of tasks in no set order (it reverses one at random): 16 tries."""
+    import os
+
+    from agenthost.serve import StdioServerTransport
+
+    config = _config([stdio("sdk", sdk_server_cmd())])
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    lines = (
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        + "\n"
+    ).encode()
+    with trio.fail_after(60):
+        async with open_gateway(config) as gateway:
+            for _ in range(16):
+                client_in, server_out = os.pipe()
+                server_in, client_out = os.pipe()
+                os.write(client_out, lines)  # both requests in one read
+                transport = StdioServerTransport(stdin=server_in, stdout=server_out)
+                for fd in (server_in, server_out):
+                    os.close(fd)  # the transport holds its own duplicates
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(gateway.serve, gateway.session(transport))
+                    reader = trio.lowlevel.FdStream(client_in)
+                    data = b""
+                    while data.count(b"\n") < 2:
+                        data += await reader.receive_some(1 << 16)
+                    replies = {r["id"]: r for r in map(json.loads, data.splitlines())}
+                    assert "result" in replies[2], replies[2]
+                    assert replies[2]["result"]["tools"][0]["name"] == "echo"
+                    os.close(client_out)
+                    await reader.aclose()
+                    nursery.cancel_scope.cancel()
