@@ -127,9 +127,13 @@ def test_era_bridging_to_a_legacy_upstream(
     assert seen["echo"]["content"][0]["text"] == "Echo: bridged"
 
 
-def test_consent_at_the_boundary(tmp_path: Path, sdk_server_cmd: Callable[..., Command]) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_consent_at_the_boundary(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
+) -> None:
     """ask -> a form in the client (answered "always": asked once); deny -> a tool error
-    with the reason; an upstream's elicitation is forwarded; all audited as in the CLI."""
+    with the reason; an upstream's elicitation is forwarded; all audited as in the CLI.
+    A 2026-07-28 client gets the forms as InputRequiredResult rounds (MRTR)."""
     audit = tmp_path / "audit.jsonl"
     config = tmp_path / "agenthost.toml"
     config.write_text(
@@ -141,7 +145,7 @@ def test_consent_at_the_boundary(tmp_path: Path, sdk_server_cmd: Callable[..., C
             '  {kind = "tool", decision = "allow", server = "*", name = "elicit_form"},\n]\n',
         )
     )
-    seen, _ = _drive(config, "consent", ANSWER="always")
+    seen, _ = _drive(config, "consent", mode=mode, ANSWER="always")
     assert seen["echo"]["content"] == [{"type": "text", "text": "hello"}]
     assert seen["echo_again"]["content"] == [{"type": "text", "text": "again"}]
     consent_forms = [f for f in seen["forms"] if "decision" in f["schema"].get("properties", {})]

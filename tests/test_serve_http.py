@@ -118,12 +118,13 @@ def test_both_eras_and_consent_over_http_then_sigterm(
         assert len([f for f in seen["forms"] if "decision" in str(f["schema"])]) == 2
         assert "denied by agenthost's policy" in seen["fail"]["content"][0]["text"]
         assert "Ada" in seen["elicit"]["content"][0]["text"]
-        # 2026-07-28, stateless: no session, and nobody to ask (no MRTR yet): headless.
-        modern = _drive(url, "echo", "2026-07-28")
+        # 2026-07-28, stateless: no session; the form comes as an InputRequiredResult and
+        # the answer in the retry (another POST).
+        modern = _drive(url, "echo", "2026-07-28", ANSWER="allow once")
         assert modern["protocol_version"] == "2026-07-28"
         assert "echo" in modern["tools"]
-        assert modern["echo"]["isError"] is True
-        assert "headless" in modern["echo"]["content"][0]["text"]
+        assert modern["echo"]["content"] == [{"type": "text", "text": "bridged"}]
+        assert len(modern["forms"]) == 1
         # The TypeScript SDK client over HTTP: progress and cancellation; it declares no
         # elicitation, so the "ask" for echo is answered headless.
         ts = subprocess.run(

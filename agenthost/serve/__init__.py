@@ -31,6 +31,7 @@ from agenthost.protocol.types import Root
 from agenthost.serve.consent import DownstreamPrompter
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway, SamplingSender
+from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.stdio import StdioServerTransport
 from policies import PolicyConfig, PolicyEngine, parse_policy
 
@@ -63,8 +64,8 @@ async def open_gateway(
     policy_config = _policy_config(config)
     holder: list[Gateway] = []
 
-    def pick() -> DownstreamSession | None:
-        return holder[0].last_active if holder else None
+    def pick() -> Asker | None:
+        return holder[0].asker() if holder else None
 
     def route(server: str) -> SamplingSender | None:
         return holder[0].sampling_route(server) if holder else None
@@ -81,6 +82,7 @@ async def open_gateway(
             holder.append(gateway)
             with collapse_single_group():
                 async with trio.open_nursery() as nursery:
+                    gateway.exchanges = ExchangeStore(nursery)
                     nursery.start_soon(gateway.watch_catalog)
                     try:
                         yield gateway

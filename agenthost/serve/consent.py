@@ -10,9 +10,9 @@ nobody to ask: the answer is then the headless one (deny, decline, reject), and 
 audit says so (``by: headless``). An upstream's own elicitation that the policy lets
 through is forwarded to the client as it came.
 
-Which client: the one whose request is being served (:data:`~agenthost.serve.downstream.
-CURRENT`); an upstream's ask that arrives outside any downstream request (a server's own
-request while one of our calls runs) goes to the client :func:`pick` names.
+Which client: :meth:`~agenthost.serve.gateway.Gateway.asker` says (the one whose request
+is being served, else the one that spoke last); a 2026-07-28 client is asked through its
+pending request (:mod:`agenthost.serve.mrtr`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agenthost.errors import AgentHostError, JSONRPCError
 from agenthost.protocol import methods as m
 from agenthost.protocol.revisions import at_least
 from agenthost.protocol.types import ElicitRequestParams
-from agenthost.serve.downstream import CURRENT, DownstreamSession
+from agenthost.serve.mrtr import Asker
 from policies import Answer, Elicitation, ElicitationResponse, Sampling
 from policies.decision import DecidedBy
 from policies.prompters import ConsentRequest, render_action
@@ -63,22 +63,21 @@ class DownstreamPrompter:
     """Answers the policy's "ask" through the downstream client's elicitation.
 
     Args:
-        pick: the client to ask when no downstream request is being served (None: none).
+        pick: the client to ask (:meth:`Gateway.asker`; None: nobody).
         timeout: seconds a person has to answer; then the answer is "no".
     """
 
     def __init__(
         self,
-        pick: Callable[[], DownstreamSession | None],
+        pick: Callable[[], Asker | None],
         *,
         timeout: float = ANSWER_TIMEOUT,
     ) -> None:
         self._pick = pick
         self._timeout = timeout
 
-    def _client(self) -> DownstreamSession | None:
-        info = CURRENT.get()
-        session = info.session if info is not None else self._pick()
+    def _client(self) -> Asker | None:
+        session = self._pick()
         if session is None or session.closed or not session.can("elicitation"):
             return None
         revision = session.revision

@@ -48,7 +48,14 @@ from agenthost.protocol.types import (
     ServerCapabilities,
 )
 from agenthost.rpc import RPC
-from agenthost.serve.modern import check_stamp, modern_stamp, stamp_result, without_upstream_meta
+from agenthost.serve.modern import (
+    META_CLIENT_CAPABILITIES,
+    check_stamp,
+    modern_stamp,
+    stamp_result,
+    without_upstream_meta,
+)
+from agenthost.serve.mrtr import Exchange, ExchangeStore
 from agenthost.transports.base import Transport
 
 __all__ = [
@@ -80,6 +87,8 @@ class RequestInfo:
     revision: str
     #: The request's ``_meta`` (its progress token, among others), as sent.
     meta: Mapping[str, Any] | None = None
+    #: A 2026-07-28 request whose work may need the client's input (MRTR).
+    exchange: Exchange | None = None
 
     @property
     def progress_token(self) -> str | int | None:
@@ -119,8 +128,10 @@ class DownstreamSession:
         on_notification: Callable[[DownstreamSession, str, Mapping[str, Any]], Awaitable[None]]
         | None = None,
         name: str = "downstream client",
+        exchanges: ExchangeStore | None = None,
     ) -> None:
         self.name = name
+        self._exchanges = exchanges
         self._handlers = dict(handlers)
         self._capabilities = capabilities
         self._server_info = server_info
@@ -193,16 +204,51 @@ class DownstreamSession:
         """A 2026-07-28 request: everything it needs is in its own ``_meta`` (no session)."""
         revision = check_stamp(stamp, meta)
         self.modern = True
-        if request.method == m.SERVER_DISCOVER:
+        spec = m.request_spec(request.method)
+        out: dict[str, Any]
+        if spec is not None and spec.mrtr and self._exchanges is not None:
+            out = await self._exchange(request, params, meta, revision)
+        elif request.method == m.SERVER_DISCOVER:
             result = DiscoverResult(
                 supported_versions=[*MODERN_REVISIONS, *LEGACY_REVISIONS],
                 capabilities=self._capabilities(),
                 instructions=self._instructions(),
             )
-            out: dict[str, Any] = unstructure(result, revision)
+            out = unstructure(result, revision)
         else:
             out = await self._dispatch(request, params, revision, meta)
         return stamp_result(without_upstream_meta(out), self._server_info, revision, request.method)
+
+    async def _exchange(
+        self, request: Request, params: Mapping[str, Any], meta: Mapping[str, Any], revision: str
+    ) -> dict[str, Any]:
+        """A modern request that may need the client's input (see :mod:`agenthost.serve.mrtr`):
+        the first time, its work starts; on a retry, the answers go to it. Either way the
+        answer is its next ask (``input_required``) or its result."""
+        assert self._exchanges is not None
+        state = params.get("requestState")
+        if isinstance(state, str):
+            exchange = self._exchanges.get(state)
+            responses = params.get("inputResponses")
+            exchange.answer(responses if isinstance(responses, dict) else {})
+        else:
+            caps = structure(dict(meta.get(META_CLIENT_CAPABILITIES) or {}), ClientCapabilities)
+            clean = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+
+            async def work(exchange: Exchange) -> dict[str, Any]:
+                return await self._dispatch(request, clean, revision, meta, exchange=exchange)
+
+            exchange = self._exchanges.start(work, caps, revision)
+        event = await exchange.next_event()
+        if event[0] == "ask":
+            _, key, asked = event
+            return {
+                "resultType": "input_required",
+                "inputRequests": {key: asked},
+                "requestState": exchange.token,
+            }
+        result: dict[str, Any] = event[1].unwrap()
+        return result
 
     async def _dispatch(
         self,
@@ -210,6 +256,8 @@ class DownstreamSession:
         params: Mapping[str, Any],
         revision: str,
         meta: Mapping[str, Any] | None,
+        *,
+        exchange: Exchange | None = None,
     ) -> dict[str, Any]:
         """Run the gateway's handler for one request at ``revision``; its result as JSON."""
         method = request.method
@@ -224,6 +272,7 @@ class DownstreamSession:
             request_id=request.id,
             revision=revision,
             meta=meta,
+            exchange=exchange,
         )
         token = CURRENT.set(info)
         try:

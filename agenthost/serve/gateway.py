@@ -70,7 +70,8 @@ from agenthost.protocol.types import (
     ToolsCapability,
     UnsubscribeRequestParams,
 )
-from agenthost.serve.downstream import DownstreamSession, Handler, RequestInfo
+from agenthost.serve.downstream import CURRENT, DownstreamSession, Handler, RequestInfo
+from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
 from agenthost.transports.base import Transport
@@ -125,6 +126,8 @@ class Gateway:
         #: goes to it (over stdio there is exactly one).
         self.last_active: DownstreamSession | None = None
         self.server_info = Implementation(name="agenthost", version=__version__)
+        #: 2026-07-28 requests waiting for the client's input (set by open_gateway).
+        self.exchanges: ExchangeStore | None = None
         #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
         self._client_roots: list[Root] | None = None
         #: Upstream sessions whose log lines and resource updates are relayed (a session
@@ -192,6 +195,7 @@ class Gateway:
             instructions=self.instructions,
             on_notification=self._on_notification,
             name=name,
+            exchanges=self.exchanges,
         )
 
     async def serve(
@@ -211,6 +215,17 @@ class Gateway:
                 self.last_active = next(iter(self.sessions), None)
             await session.aclose()
 
+    def asker(self) -> Asker | None:
+        """Who to put a request to now: the client whose request this task serves (a
+        2026-07-28 one through that request), else the newest 2026-07-28 request still
+        under way, else the client that spoke last."""
+        info = CURRENT.get()
+        if info is not None:
+            return ExchangeAsker(info.exchange) if info.exchange is not None else info.session
+        if self.exchanges is not None and self.exchanges.latest is not None:
+            return ExchangeAsker(self.exchanges.latest)
+        return self.last_active
+
     def sampling_route(self, server: str) -> SamplingSender | None:
         """Where ``server``'s sampling request goes (``[gateway] sampling``): to the client
         that spoke last when it declared sampling (``auto``, ``client``), else to
@@ -219,7 +234,7 @@ class Gateway:
         mode = self.host.config.gateway.get("sampling", "auto")
         if mode == "providers":
             return None
-        client = self.last_active
+        client = self.asker()
         if client is not None and not client.closed and client.can("sampling"):
 
             async def send(params: CreateMessageRequestParams) -> CreateMessageResult:
@@ -253,7 +268,7 @@ class Gateway:
         """``server``'s roots: the workspaces' (``offered``) within the client's roots
         (:func:`intersect_roots`), or the workspaces alone for a client without roots.
         A client that fails to list them leaves nothing (it is not known what it allows)."""
-        client = self.last_active
+        client = self.asker()
         if client is None or client.closed or not client.can("roots"):
             return offered
         if self._client_roots is None:
