@@ -99,10 +99,11 @@ def test_sdk_client_tours_one_upstream_transparently(
     assert seen["templates"] == ["greeting://{name}"]
     assert seen["readme"]["contents"][0]["text"].startswith("agenthost sdk peer readme")
     assert seen["completion"] == ["plain", "formal", "pirate"]
-    # The upstream added a tool and said so; the client sees the tool (and a legacy one
-    # heard the list_changed: a modern one would need subscriptions/listen, not served yet).
-    if mode == "legacy":
-        assert "notifications/tools/list_changed" in seen["notifications"]
+    # The upstream added a tool and said so; the client heard it (a 2026-07-28 one on its
+    # subscriptions/listen stream) and sees the tool.
+    assert "notifications/tools/list_changed" in seen["notifications"]
+    if mode != "legacy":
+        assert "listen: ToolsListChanged" in seen["notifications"]
     assert "extra" in seen["tools_after"] and "extra" not in seen["tools"]
     assert "sdk: ready" in stderr
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import trio
 
@@ -66,6 +66,7 @@ from agenthost.protocol.types import (
     ServerCapabilities,
     SetLevelRequestParams,
     SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
     TextContent,
     ToolsCapability,
     UnsubscribeRequestParams,
@@ -98,6 +99,8 @@ _LOG_LEVELS: Final = {
         ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
     )
 }
+#: ``subscriptions/listen`` streams open at once, all clients together.
+_MAX_LISTENERS: Final = 256
 #: Resource URIs subscribed to at once, all clients together.
 _MAX_SUBSCRIPTIONS: Final = 1024
 #: How long the client may take to list its roots, and how many of them are kept.
@@ -133,6 +136,9 @@ class Gateway:
         #: Upstream sessions whose log lines and resource updates are relayed (a session
         #: object per upstream start: a restarted upstream is a new one).
         self._relayed: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: 2026-07-28 ``subscriptions/listen`` streams open now: (client, subscription id,
+        #: the list kinds it asked for), bounded by :data:`_MAX_LISTENERS`.
+        self._listeners: list[tuple[DownstreamSession, Any, frozenset[str]]] = []
         #: Resource URI -> the clients subscribed to it (bounded by :data:`_MAX_SUBSCRIPTIONS`).
         self._subscribers: dict[str, set[DownstreamSession]] = {}
         #: The level each client asked for (``logging/setLevel``; default: info).
@@ -181,6 +187,7 @@ class Gateway:
             m.LOGGING_SET_LEVEL: self.set_level,
             m.RESOURCES_SUBSCRIBE: self.subscribe,
             m.RESOURCES_UNSUBSCRIBE: self.unsubscribe,
+            m.SUBSCRIPTIONS_LISTEN: self.listen,
         }
 
     def session(
@@ -306,6 +313,11 @@ class Gateway:
                     continue
                 for kind in changed:
                     await session.notify(_KINDS[kind])
+            for client, subscription, kinds in list(self._listeners):
+                for kind in changed:
+                    if kind in kinds and not client.closed:
+                        meta = {"io.modelcontextprotocol/subscriptionId": subscription}
+                        await client.notify(_KINDS[kind], {"_meta": meta})
 
     # ------------------------------------------------------------------ tools
 
@@ -407,6 +419,34 @@ class Gateway:
         client gets the lines at or above its level (one client's level is not another's)."""
         self._log_levels[info.session] = params.level
         return {}
+
+    async def listen(self, info: RequestInfo, params: SubscriptionsListenRequestParams) -> NoReturn:
+        """A 2026-07-28 client's change stream: acknowledged with what is honoured (the
+        three lists; resource updates are not served on it yet), then its list_changed
+        notifications until the client cancels the request or goes away."""
+        wanted = params.notifications
+        kinds = frozenset(
+            kind
+            for kind, asked in (
+                ("tools", wanted.tools_list_changed),
+                ("prompts", wanted.prompts_list_changed),
+                ("resources", wanted.resources_list_changed),
+            )
+            if asked
+        )
+        if len(self._listeners) >= _MAX_LISTENERS:
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many subscriptions/listen streams")
+        meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
+        honoured = {f"{kind}ListChanged": True for kind in sorted(kinds)}
+        await info.session.notify(
+            m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED, {"_meta": meta, "notifications": honoured}
+        )
+        entry = (info.session, info.request_id, kinds)
+        self._listeners.append(entry)
+        try:
+            await trio.sleep_forever()  # the stream ends by cancellation (or the client leaving)
+        finally:
+            self._listeners.remove(entry)
 
     # ------------------------------------------------------------------ upstream notifications
 

@@ -83,7 +83,16 @@ async def tour(client: Client, seen: dict[str, Any]) -> None:
         PromptReference(type="ref/prompt", name="greet"), {"name": "style", "value": ""}
     )
     seen["completion"] = completion.completion.values
-    await client.call_tool("toggle_extra_tool", {})
+    if client.protocol_version == "2026-07-28":
+        # A modern client hears of changes on a subscriptions/listen stream only.
+        async with client.listen(tools_list_changed=True) as sub:
+            await client.call_tool("toggle_extra_tool", {})
+            async with asyncio.timeout(10):
+                async for event in sub:
+                    seen["notifications"].append(f"listen: {type(event).__name__}")
+                    break
+    else:
+        await client.call_tool("toggle_extra_tool", {})
     for _ in range(100):
         if "notifications/tools/list_changed" in seen["notifications"]:
             break
