@@ -140,7 +140,8 @@ def project_digest(args: argparse.Namespace, project: Any) -> str:
             user once answered "never".
         ConfigError: the file cannot be read, or sets a user-only key.
     """
-    from agenthost.config.trust import TrustStore, check_user_only, describe, inspect_project
+    from agenthost.config.trust import TrustStore, describe, inspect_project
+    from agenthost.config.user_only import check_user_only
 
     found = inspect_project(project)
     check_user_only(found)

@@ -222,7 +222,12 @@ def _input(input_id: str, ctx: ExpandContext, key: str) -> str:
 
 
 def read_env_file(
-    path: Path, *, source: str | None, key: str, shown_as: str | None = None
+    path: Path,
+    *,
+    source: str | None,
+    key: str,
+    shown_as: str | None = None,
+    contents: Mapping[str, bytes] | None = None,
 ) -> dict[str, str]:
     """Read a dotenv file (``envFile`` in VS Code and Cursor configs).
 
@@ -233,6 +238,8 @@ def read_env_file(
 
     ``shown_as`` is how the file is named in errors (the config's unexpanded text, so a
     value that came from the environment is not echoed); default: ``path``.
+    ``contents``: read the file from these bytes (by resolved path), never the disk: a
+    trusted project's env file is what was digested (a file not among them is refused).
 
     Raises:
         ConfigError: the file cannot be read (naming ``source``, the config file, and
@@ -241,7 +248,12 @@ def read_env_file(
             may hold a secret).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        if contents is None:
+            text = path.read_text(encoding="utf-8")
+        elif str(path.resolve()) in contents:
+            text = contents[str(path.resolve())].decode("utf-8")
+        else:
+            raise FileNotFoundError(0, "not one of the files that were read and trusted")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(

@@ -42,6 +42,8 @@ log = logging.getLogger("agenthost.config")
 
 Dialect = Literal["toml", "mcpServers", "vscode"]
 
+#: A file nested deep enough to exhaust the parser's stack is no config (issue 22).
+_TOO_DEEP = "tables and arrays nested too deep; not a config file"
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 _TOP_KEYS = (
@@ -112,6 +114,9 @@ class _Ctx:
     expand: ExpandContext
     #: Policy rules the file implies (another host's ``autoApprove``, ``trust``), in order.
     rules: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The only bytes this load may read, by resolved path (a trusted project's: what was
+    #: digested), or None to read the files.
+    contents: Mapping[str, bytes] | None = None
 
     def error(self, problem: str, key: str | None) -> ConfigError:
         return ConfigError(problem, path=self.source, key=key)
@@ -335,7 +340,11 @@ def _server(
         env_path = Path(_path(table[env_file_key], ctx, sub))
         raw = table[env_file_key]
         shown = f"{raw!r} (as expanded)" if isinstance(raw, str) and "$" in raw else None
-        env.update(read_env_file(env_path, source=ctx.source, key=sub, shown_as=shown))
+        env.update(
+            read_env_file(
+                env_path, source=ctx.source, key=sub, shown_as=shown, contents=ctx.contents
+            )
+        )
     if "env" in table:
         env.update(_str_map(table["env"], ctx, join_key(key, "env"), numbers_ok=not toml))
     if env:
@@ -575,6 +584,7 @@ def _from_toml_data(
     env: Mapping[str, str],
     base_dir: Path,
     default_workspace: Path | None = None,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """The ``agenthost.toml`` shape (see ``docs/config.md``) into a HostConfig."""
     ctx = _Ctx(
@@ -582,6 +592,7 @@ def _from_toml_data(
         base_dir=base_dir,
         dialect="toml",
         expand=ExpandContext(env=env, source=source),
+        contents=contents,
     )
     _table(data, ctx, "")
     _check_keys(data, _TOP_KEYS, ctx, "")
@@ -711,7 +722,9 @@ def _imports(
         path = Path(_path(raw, ctx, key))
         implied: list[dict[str, Any]] = []
         try:
-            other = _load_file(path, env=ctx.expand.env, rules_out=implied, imported=True)
+            other = _load_file(
+                path, env=ctx.expand.env, rules_out=implied, imported=True, contents=ctx.contents
+            )
         except ConfigError as exc:
             if exc.path == str(path):
                 raise  # a problem inside that file: it names itself and its key
@@ -765,6 +778,7 @@ def _from_json_data(
     default_workspace: bool = False,
     rules_out: list[dict[str, Any]] | None = None,
     imported: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     source = str(path)
     folder = _editor_folder(path)
@@ -809,6 +823,7 @@ def _from_json_data(
         expand=ExpandContext.for_editor(
             env=env, source=source, workspace_folder=folder, inputs=inputs
         ),
+        contents=contents,
     )
     host_keys = [k for k in _HOST_KEYS if k in root]
     if imported and host_keys:
@@ -889,6 +904,8 @@ def strip_jsonc(text: str) -> str:
 def _parse_json(text: str, source: str) -> object:
     try:
         return json.loads(strip_jsonc(text))
+    except RecursionError:
+        raise ConfigError(_TOO_DEEP, path=source) from None
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
             problem = f"{exc.msg} (at line {exc.lineno}, column {exc.colno})"
@@ -904,6 +921,7 @@ def _load_file(
     default_workspace: bool = False,
     rules_out: list[dict[str, Any]] | None = None,
     imported: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """Read ``path`` and parse it in the format its name or content says.
 
@@ -913,10 +931,19 @@ def _load_file(
             is no workspace at all.
         rules_out: receives the policy rules the file's servers imply (``autoApprove``).
         imported: the file is read for its servers by another file's ``import``.
+        contents: read the file (and its imports) from these bytes, by resolved path,
+            never from the disk; a file not among them is refused.
     """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if contents is None:
+            text = path.read_text(encoding="utf-8")
+        elif str(path.resolve()) in contents:
+            text = contents[str(path.resolve())].decode("utf-8")
+        else:
+            raise ConfigError(
+                "is not one of the files that were read and trusted; not read", path=source
+            )
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}", path=source) from None
     except UnicodeDecodeError as exc:
@@ -935,9 +962,12 @@ def _load_file(
             default_workspace=default_workspace,
             rules_out=rules_out,
             imported=imported,
+            contents=contents,
         )
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(_TOO_DEEP, path=source) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", path=source) from None
     if imported:
@@ -952,6 +982,7 @@ def _load_file(
         env=env,
         base_dir=path.resolve().parent,
         default_workspace=Path.cwd() if default_workspace else None,
+        contents=contents,
     )
 
 
@@ -960,6 +991,7 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     default_workspace: bool = False,
+    contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """Load a config file in any supported format (see :mod:`agenthost.config.model`).
 
@@ -976,6 +1008,9 @@ def load_config(
             current directory as the CLI does, whichever file was loaded: never the
             folder of the file itself (Claude Desktop's folder holds every server's
             secrets). Off by default: a library caller decides what servers see.
+        contents: the bytes of the file and of every file it imports, by resolved path
+            (:attr:`agenthost.config.trust.ProjectFile.contents`): the load reads these
+            and nothing else, so it loads exactly what was digested and trusted.
 
     Raises:
         ConfigError: any problem, naming the file, the key path and the problem.
@@ -984,6 +1019,7 @@ def load_config(
         Path(path),
         env=os.environ if env is None else env,
         default_workspace=default_workspace,
+        contents=contents,
     )
 
 

@@ -20,7 +20,8 @@ import attrs
 
 from agenthost.config.loader import load_config
 from agenthost.config.model import HostConfig
-from agenthost.config.trust import ProjectFile, check_user_only, inspect_project
+from agenthost.config.trust import ProjectFile, inspect_project
+from agenthost.config.user_only import check_user_only
 from agenthost.errors import UntrustedConfig
 
 __all__ = ["combine", "load_scoped"]
@@ -70,18 +71,17 @@ def load_scoped(
         )
     # With no workspace of the user's, the project's default (its folder) applies.
     project_default = default_workspace and not (user_config and user_config.workspaces)
-    project_config = load_config(project, env=env, default_workspace=project_default)
-    after = inspect_project(project)
-    if after.digest != before.digest:  # changed while it was being read
-        raise UntrustedConfig(
-            "this project's config changed while it was read; nothing in it was used",
-            path=str(project),
-        )
-    return combine(user_config, project_config, after)
+    # From the bytes that were digested, never the disk again: a file swapped in between
+    # the check and the load (and back) cannot be what runs.
+    project_config = load_config(
+        project, env=env, default_workspace=project_default, contents=before.contents
+    )
+    return combine(user_config, project_config, before)
 
 
 def _absolute(value: Any, base: Path) -> Any:
-    """A policy path (or ``{path = ...}`` table) made absolute against the project's file."""
+    """A path (or ``{path = ...}`` table) made absolute against the project's file: the
+    combined config's relative paths are the user's file's."""
     if isinstance(value, str):
         raw = os.path.expanduser(value)
         return raw if os.path.isabs(raw) else str(base / raw)
@@ -102,13 +102,23 @@ def combine(user: HostConfig | None, project: HostConfig, file: ProjectFile) -> 
     for key in ("audit", "approvals"):
         if key in project_policy:
             project_policy[key] = _absolute(project_policy[key], file.path.parent)
+    providers = {
+        name: (
+            {**entry, "script": _absolute(entry["script"], file.path.parent)}
+            if isinstance(entry, Mapping) and isinstance(entry.get("script"), str)
+            else entry
+        )
+        for name, entry in project.providers.items()
+    }
     project_rules = project_policy.pop("rules", [])
     if project_rules:
         # Consulted after the user's rules and preset, and only where stricter
         # (policies.engine): a project adds caution, never removes any.
         project_policy["project"] = {"file": str(file.path), "rules": project_rules}
     if user is None:
-        return attrs.evolve(project, servers=project_servers, policy=project_policy)
+        return attrs.evolve(
+            project, servers=project_servers, policy=project_policy, providers=providers
+        )
     names = {s.name for s in user.servers}
     for s in project_servers:
         if s.name in names:
@@ -121,7 +131,7 @@ def combine(user: HostConfig | None, project: HostConfig, file: ProjectFile) -> 
     servers = [*user.servers, *(s for s in project_servers if s.name not in names)]
     paths = {w.path for w in user.workspaces}
     workspaces = [*user.workspaces, *(w for w in project.workspaces if w.path not in paths)]
-    providers = {**project.providers, **user.providers}
+    providers = {**providers, **user.providers}
     policy = dict(user.policy)
     for key, value in project_policy.items():
         policy.setdefault(key, value)

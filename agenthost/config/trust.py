@@ -8,8 +8,8 @@ trusted its exact bytes. This module is the part of that rule that needs no load
 * :func:`inspect_project` reads the file (and every file it imports) as bytes, digests
   them, and describes what the file would do from the *unexpanded* parsed data: nothing is
   expanded, started or contacted to describe it.
-* :func:`check_user_only` refuses the keys a project file may never set, trusted or not
-  (they would let the repository weaken the user's own security settings).
+* :func:`agenthost.config.user_only.check_user_only` (beside this module) refuses the keys
+  a project file may never set, trusted or not.
 * :class:`TrustStore` keeps the user's answers ("trust" bound to the digest, "never" bound
   to the path) in ``$XDG_STATE_HOME/agenthost/trusted-projects.json``: 0600 in a 0700
   directory, beside the approvals file, written under a file lock by atomic replace.
@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,11 +42,12 @@ from agenthost.redaction import redact_url
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "MAX_NESTING",
+    "MAX_PROJECT_BYTES",
     "ProjectFile",
     "TrustRecord",
     "TrustStore",
     "Verdict",
-    "check_user_only",
     "default_trust_path",
     "describe",
     "diff_summaries",
@@ -54,25 +56,45 @@ __all__ = [
 
 #: A config file larger than this is refused: it is read whole, before anything is trusted.
 MAX_CONFIG_BYTES = 1024 * 1024
+#: The same for a project file with everything it imports and the env files it reads:
+#: all of it is held (the load reads these bytes, not the disk), so all of it is bounded.
+MAX_PROJECT_BYTES = 8 * MAX_CONFIG_BYTES
+#: The digest recorded for an env file that did not exist (or was no regular file).
+_ABSENT = "absent"
+#: How deep a config file's tables and arrays may nest (a real one nests under ten).
+MAX_NESTING = 64
 #: The store is read whole too; a file this large is not ours.
 _MAX_STORE_BYTES = 16 * 1024 * 1024
 #: How long a command waits for another agenthost process holding the store's lock.
 _LOCK_WAIT = 10.0
 
-_VARIABLE = re.compile(r"\$\{(input:[^}]+|[^}:]+)")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ``${NAME}``, ``${env:NAME}`` (editors' files), ``${input:id}``, and the names inside a
+# default (``${A:-${B}}`` reads A, then B): every variable a value would read.
+_VARIABLE = re.compile(r"\$\{(?:env:)?(input:[^}]+|[A-Za-z_][A-Za-z0-9_]*)")
+#: Longest value the summary shows whole: a longer one is cut, saying how much is hidden
+#: (a 100,000-character argument would push the rest of the summary out of sight).
+MAX_SHOWN = 300
+#: The same for a whole table shown as JSON (a policy's rules, an OAuth table).
+_MAX_TABLE = 4000
 
 Decision = Literal["trust", "never"]
+#: OAuth keys whose literal value is a secret (shown as "a literal secret" in the summary).
+_OAUTH_SECRETS = ("client_secret", "private_key", "idp_client_secret", "id_token", "assertion")
 
 
-def _shown(text: object) -> str:
-    """A value from the file, safe on one terminal line: every control character escaped."""
-
-    def esc(m: re.Match[str]) -> str:
-        code = ord(m.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _CONTROL.sub(esc, str(text))
+def _shown(text: object, limit: int = MAX_SHOWN) -> str:
+    """A value from the file, safe on one terminal line: every character that is not
+    printable (controls, line breaks, bidi marks and isolates, zero-width marks) escaped,
+    and a long value cut, saying how much was left out."""
+    raw = str(text)
+    cut = len(raw) - limit if len(raw) > limit else 0
+    if cut:
+        raw = raw[:limit]
+    out = "".join(
+        c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        for c in raw
+    )
+    return f"{out}... ({cut} more characters: see the file)" if cut else out
 
 
 def _sha256(data: bytes) -> str:
@@ -80,11 +102,27 @@ def _sha256(data: bytes) -> str:
 
 
 def _read_bytes(path: Path, *, source: str) -> bytes:
+    """The bytes of a regular file, read once: what is digested is what is loaded.
+
+    Opened without blocking and checked on the open descriptor: a FIFO or a device in
+    the project (or a link to one) is refused, never waited on or read.
+    """
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror or exc}", path=source) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(
+                "cannot read config file: not a regular file (a FIFO, device or folder); not read",
+                path=source,
+            )
+        try:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read config file: {exc.strerror or exc}", path=source
+            ) from None
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(
             f"config file is larger than {MAX_CONFIG_BYTES} bytes; not read", path=source
@@ -92,8 +130,25 @@ def _read_bytes(path: Path, *, source: str) -> bytes:
     return data
 
 
+def _depth(value: object) -> int:
+    """How deep ``value``'s tables and arrays nest (iterative: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping | list):
+            deepest = max(deepest, level)
+            if level <= MAX_NESTING:
+                children = item.values() if isinstance(item, Mapping) else item
+                stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _parse(data: bytes, path: Path) -> tuple[str, Mapping[str, Any]]:
-    """``(dialect, data)`` of a config file, parsed but not expanded."""
+    """``(dialect, data)`` of a config file, parsed but not expanded.
+
+    A file nested deeper than :data:`MAX_NESTING` is refused: it is no config, and
+    everything that walks it (the parsers first) would run out of stack.
+    """
     from agenthost.config.loader import strip_jsonc
 
     source = str(path)
@@ -104,23 +159,29 @@ def _parse(data: bytes, path: Path) -> tuple[str, Mapping[str, Any]]:
             f"cannot read config file: not UTF-8 ({exc.reason} at byte {exc.start})", path=source
         ) from None
     suffix = path.suffix.lower()
-    if suffix in (".json", ".jsonc") or (
+    is_json = suffix in (".json", ".jsonc") or (
         suffix != ".toml" and text.lstrip("\ufeff \t\r\n").startswith("{")
-    ):
-        try:
-            parsed = json.loads(strip_jsonc(text.lstrip("\ufeff")))
-        except ValueError as exc:
-            raise ConfigError(f"invalid JSON: {exc}", path=source) from None
-        if not isinstance(parsed, dict):
-            raise ConfigError("the top level must be a JSON object", path=source)
-        root: Mapping[str, Any] = parsed
-        if "mcpServers" not in root and "servers" not in root and isinstance(root.get("mcp"), dict):
-            root = root["mcp"]
-        return ("vscode" if "servers" in root else "mcpServers"), root
+    )
+    parsed: object
     try:
-        return "toml", tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", path=source) from None
+        parsed = json.loads(strip_jsonc(text.lstrip("\ufeff"))) if is_json else tomllib.loads(text)
+    except RecursionError:
+        parsed = None
+    except ValueError as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"invalid {'JSON' if is_json else 'TOML'}: {exc}", path=source) from None
+    if parsed is None or _depth(parsed) > MAX_NESTING:
+        raise ConfigError(
+            f"tables and arrays nested more than {MAX_NESTING} deep; not a config file",
+            path=source,
+        )
+    if not isinstance(parsed, dict):
+        raise ConfigError("the top level must be a JSON object", path=source)
+    if not is_json:
+        return "toml", parsed
+    root: Mapping[str, Any] = parsed
+    if "mcpServers" not in root and "servers" not in root and isinstance(root.get("mcp"), dict):
+        root = root["mcp"]
+    return ("vscode" if "servers" in root else "mcpServers"), root
 
 
 def _project_root(path: Path) -> Path:
@@ -163,7 +224,15 @@ def _server_summary(table: object, dialect: str) -> dict[str, Any]:
     for key in ("trusted", "trust", "disabled", "enabled"):
         if key in table:
             out[key] = table[key]
-    variables = sorted(set(_variables({k: v for k, v in table.items() if k != "oauth"})))
+    oauth = table.get("oauth")
+    if isinstance(oauth, Mapping):
+        # Where a token is asked for and with what: URLs, files, grant. A literal secret
+        # is not shown (a variable is named below, like every other one).
+        out["oauth"] = {
+            str(k): "(a literal secret)" if k in _OAUTH_SECRETS and "$" not in str(v) else v
+            for k, v in oauth.items()
+        }
+    variables = sorted(set(_variables(table)))
     if variables:
         out["variables"] = variables
     return out
@@ -194,7 +263,8 @@ class ProjectFile:
     root: Path
     #: ``"toml"``, ``"mcpServers"`` or ``"vscode"``.
     dialect: str
-    #: sha256 of each file's bytes: the file itself, then each file it imports.
+    #: sha256 of each file's bytes: the file itself, each file it imports, and each env
+    #: file its servers read (``"absent"`` for one that did not exist).
     files: Mapping[str, str]
     #: sha256 over ``files``: one byte changed anywhere changes it.
     digest: str
@@ -205,226 +275,178 @@ class ProjectFile:
     data: Mapping[str, Any] = attrs.field(repr=False)
     #: The parsed data of each imported file, by resolved path.
     imported: Mapping[str, Mapping[str, Any]] = attrs.field(repr=False)
+    #: The bytes of each file, by resolved path: the loader reads these, never the disk
+    #: again, so what runs is exactly what was digested (no window to swap a file in).
+    contents: Mapping[str, bytes] = attrs.field(factory=dict, repr=False)
+
+
+def _loader_base(path: Path, dialect: str) -> Path:
+    """Where the loader resolves this file's relative paths: an agenthost.toml's folder;
+    for an editor's file the project folder (``${workspaceFolder}``), as the editors do."""
+    parent = path.parent
+    if dialect != "toml" and parent.name in (".vscode", ".cursor"):
+        return parent.parent
+    return parent
+
+
+def _literal(raw: str, dialect: str, folder: Path) -> str | None:
+    """``raw`` with the editors' path variables put in; None if it reads any other one."""
+    if dialect != "toml":
+        for name, value in (
+            ("${workspaceFolder}", str(folder)),
+            ("${userHome}", os.path.expanduser("~")),
+            ("${pathSeparator}", os.sep),
+            ("${/}", os.sep),
+        ):
+            raw = raw.replace(name, value)
+    return None if "$" in raw else raw
+
+
+def _within(root: Path, target: Path) -> bool:
+    return target == root or root in target.parents
+
+
+def _read_import(
+    raw: object, i: int, resolved: Path, root: Path, source: str
+) -> tuple[Path, bytes] | None:
+    """``import[i]``'s resolved path and bytes; None when the check refuses it unread."""
+    if not isinstance(raw, str):
+        return None  # the loader reports the type, naming the key
+    if "$" in raw:
+        raise ConfigError(
+            "a project file's import path must be literal (no ${VAR}): it is read"
+            " before anything in the file is trusted",
+            path=source,
+            key=f"import[{i}]",
+        )
+    target = Path(os.path.expanduser(raw))
+    target = (target if target.is_absolute() else resolved.parent / target).resolve()
+    if not _within(root, target):
+        return None  # check_user_only refuses it, naming the key: never read
+    try:
+        return target, _read_bytes(target, source=str(target))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{_shown(target)}: {exc.problem}", path=source, key=f"import[{i}]"
+        ) from None
+
+
+def _read_env_files(
+    resolved: Path,
+    data: Mapping[str, Any],
+    dialect: str,
+    imported: Mapping[str, Mapping[str, Any]],
+    root: Path,
+    contents: dict[str, bytes],
+) -> set[str]:
+    """Add the env files the servers read to ``contents``; the paths of those that are not
+    there (or not regular files) come back, so that creating one later is a change.
+
+    An env file's values go into a server's environment, where ``NODE_OPTIONS`` or
+    ``LD_PRELOAD`` make even a well-known command run the repository's code: it is part
+    of what the user trusts, like an import. Paths the user-only check refuses (outside
+    the project, with a variable) are not read.
+    """
+    absent: set[str] = set()
+    sources = [
+        (resolved, data, dialect),
+        *((Path(p), d, "mcpServers") for p, d in imported.items()),
+    ]
+    for path, file_data, file_dialect in sources:
+        servers = file_data.get("mcpServers", file_data.get("servers", {}))
+        base = _loader_base(path, file_dialect)
+        for table in servers.values() if isinstance(servers, Mapping) else ():
+            for key in ("env_file", "envFile"):
+                raw = table.get(key) if isinstance(table, Mapping) else None
+                literal = _literal(raw, file_dialect, base) if isinstance(raw, str) else None
+                if literal is None:
+                    continue
+                target = (base / os.path.expanduser(literal)).resolve()
+                if not _within(root, target) or str(target) in contents:
+                    continue
+                try:
+                    contents[str(target)] = _read_bytes(target, source=str(target))
+                except ConfigError:
+                    absent.add(str(target))  # the loader refuses it: it is not in contents
+                if sum(map(len, contents.values())) > MAX_PROJECT_BYTES:
+                    raise ConfigError(
+                        f"the file, its imports and env files are larger than"
+                        f" {MAX_PROJECT_BYTES} bytes in all; not read further",
+                        path=str(path),
+                    )
+    return absent
 
 
 def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
     """Read a project config and the files it imports as bytes; describe, never expand.
 
+    The project is the folder the file was found in (its parent for ``.vscode/`` and
+    ``.cursor/``); a config that is a link to a file outside it is refused: trust is bound
+    to the resolved path, and another folder's trusted file must not run here, in this
+    repository's folder, with its relative paths meaning this repository's files.
+
     Raises:
-        ConfigError: a file cannot be read or parsed, or an import path uses a variable
-            (a project file's imports are digested before anything is expanded).
+        ConfigError: a file cannot be read or parsed, is not a regular file, the config
+            links out of its project, or an import path uses a variable (a project
+            file's imports are digested before anything is expanded).
     """
-    resolved = Path(path).resolve()
+    given = Path(os.path.abspath(path))
+    root = _project_root(given).resolve()
+    resolved = given.resolve()
     source = str(path)
+    if not _within(root, resolved):
+        raise ConfigError(
+            f"this project config is a link to {_shown(resolved)}, outside the project"
+            f" ({_shown(root)}); not read: a link may not bring another folder's config"
+            " (or its trust) here",
+            path=source,
+        )
     data_bytes = _read_bytes(resolved, source=source)
     dialect, data = _parse(data_bytes, resolved)
-    files = {str(resolved): _sha256(data_bytes)}
+    contents = {str(resolved): data_bytes}
     summary = _file_summary(data, dialect)
     summary["file"] = str(resolved)
     imported: dict[str, Mapping[str, Any]] = {}
     raw_imports = data.get("import", []) if dialect == "toml" else []
-    if isinstance(raw_imports, list):
-        for i, raw in enumerate(raw_imports):
-            if not isinstance(raw, str):
-                continue  # the loader reports the type, naming the key
-            if "$" in raw:
-                raise ConfigError(
-                    "a project file's import path must be literal (no ${VAR}): it is read"
-                    " before anything in the file is trusted",
-                    path=source,
-                    key=f"import[{i}]",
-                )
-            target = Path(os.path.expanduser(raw))
-            target = (target if target.is_absolute() else resolved.parent / target).resolve()
-            if not target.is_file():
-                continue  # the loader reports it when the file is used
-            raw_bytes = _read_bytes(target, source=str(target))
-            files[str(target)] = _sha256(raw_bytes)
-            sub_dialect, sub = _parse(raw_bytes, target)
-            imported[str(target)] = sub
-            for name, entry in _file_summary(sub, sub_dialect)["servers"].items():
-                summary["servers"].setdefault(name, {**entry, "from": str(target)})
+    for i, raw in enumerate(raw_imports if isinstance(raw_imports, list) else []):
+        found = _read_import(raw, i, resolved, root, source)
+        if found is None or str(found[0]) in contents:
+            continue
+        target, raw_bytes = found
+        contents[str(target)] = raw_bytes
+        if sum(map(len, contents.values())) > MAX_PROJECT_BYTES:
+            raise ConfigError(
+                f"the file and its imports are larger than {MAX_PROJECT_BYTES} bytes in all;"
+                " not read further",
+                path=source,
+                key=f"import[{i}]",
+            )
+        sub_dialect, sub = _parse(raw_bytes, target)
+        imported[str(target)] = sub
+        servers = summary["servers"]
+        for name, entry in _file_summary(sub, sub_dialect)["servers"].items():
+            # A table of the same name in this file adds host settings to the imported
+            # server: the summary shows both (the command line is the imported one).
+            merged = {**entry, **servers.get(name, {}), "from": str(target)}
+            variables = {*entry.get("variables", ()), *servers.get(name, {}).get("variables", ())}
+            if variables:
+                merged["variables"] = sorted(variables)
+            servers[name] = merged
+    absent = _read_env_files(resolved, data, dialect, imported, root, contents)
+    files = {p: _sha256(b) for p, b in contents.items()}
+    files.update(dict.fromkeys(absent, _ABSENT))
     digest = _sha256(json.dumps(sorted(files.items())).encode())
     return ProjectFile(
         path=resolved,
-        root=_project_root(resolved),
+        root=root,
         dialect=dialect,
         files=files,
         digest=digest,
         summary=summary,
         data=data,
         imported=imported,
+        contents=contents,
     )
-
-
-# -- what a project file may not set, even trusted ----------------------------------------
-
-
-def _inside(root: Path, raw: str, base: Path) -> bool:
-    target = Path(os.path.expanduser(raw))
-    target = (target if target.is_absolute() else base / target).resolve()
-    return target == root or root in target.parents
-
-
-def _not_ours(path: Path, kind: Literal["audit", "approvals"]) -> bool:
-    """True when ``path`` exists and is not an audit log / approvals file (nor empty)."""
-    try:
-        if not path.exists():
-            return False
-        if not path.is_file():
-            return True
-        with path.open("rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return True
-    if not head.strip():
-        return False
-    if kind == "approvals":
-        return not head.lstrip().startswith(b"{")
-    first = head.splitlines()[0]
-    try:
-        record = json.loads(first)
-    except ValueError:
-        return True
-    return not isinstance(record, dict) or "event" not in record
-
-
-def _policy_violations(
-    policy: Mapping[str, Any], project: ProjectFile, key: str
-) -> Iterator[tuple[str, str]]:
-    base = project.path.parent
-    for k in ("mode", "preset"):
-        if k in policy:
-            yield (
-                f"{key}.{k}",
-                f"a project file may not set the policy {k} (only the user's own config may:"
-                " it decides what runs without asking)",
-            )
-    if "file" in policy:
-        yield (f"{key}.file", "a project file may not replace the policy with another file")
-    rules = policy.get("rules", [])
-    for i, rule in enumerate(rules if isinstance(rules, list) else []):
-        if isinstance(rule, Mapping) and rule.get("decision") not in ("deny", "ask"):
-            yield (
-                f"{key}.rules[{i}].decision",
-                "a project file may add rules that deny or ask, never one that allows",
-            )
-    kinds: tuple[Literal["audit", "approvals"], ...] = ("audit", "approvals")
-    for k in kinds:
-        value = policy.get(k)
-        if isinstance(value, Mapping):
-            value = value.get("path")
-        if not isinstance(value, str):
-            continue
-        where = f"{key}.{k}"
-        if "$" in value:
-            yield (where, f"a project file's {k} path must be literal (no ${{VAR}})")
-        elif not _inside(project.root, value, base):
-            yield (where, f"a project file may not put the {k} file outside the project")
-        else:
-            target = Path(os.path.expanduser(value))
-            target = target if target.is_absolute() else base / target
-            if _not_ours(target.resolve(), k):
-                yield (where, f"{value!r} exists and is not an {k} file; not overwritten")
-
-
-def _server_violations(
-    table: object, key: str, project: ProjectFile, base: Path
-) -> Iterator[tuple[str, str]]:
-    if not isinstance(table, Mapping):
-        return
-    for k in ("env_file", "envFile"):
-        raw = table.get(k)
-        if not isinstance(raw, str):
-            continue
-        # An env file is read by the host and its values handed to the server: outside
-        # the project it could be any secret file of the user's (~/.aws/credentials).
-        if "$" in raw:
-            yield (f"{key}.{k}", "a project file's env file path must be literal (no ${VAR})")
-        elif not _inside(project.root, raw, base):
-            yield (
-                f"{key}.{k}",
-                f"a project file may not read an env file outside the project ({project.root}):"
-                " its values would go to the server",
-            )
-    if table.get("trusted") is True or table.get("trust") is True:
-        k = "trusted" if "trusted" in table else "trust"
-        yield (
-            f"{key}.{k}",
-            "a project file may not mark a server trusted (its tool annotations would decide"
-            " what runs without asking); set it in your own config",
-        )
-    for k in ("autoApprove", "alwaysAllow"):
-        if table.get(k):
-            yield (
-                f"{key}.{k}",
-                "a project file may not approve tools in advance; approve them when asked,"
-                " or add an allow rule to your own config",
-            )
-
-
-def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
-    """``(file, key, problem)`` for every user-only key in the project file or its imports."""
-    data, source = project.data, str(project.path)
-    files = [(source, data), *project.imported.items()]
-    for path, file_data in files:
-        skey = "mcpServers" if "mcpServers" in file_data else "servers"
-        servers = file_data.get(skey, {})
-        for name, entry in servers.items() if isinstance(servers, Mapping) else ():
-            violations = _server_violations(entry, f"{skey}.{name}", project, Path(path).parent)
-            for key, problem in violations:
-                yield path, key, problem
-    policy = data.get("policy")
-    if isinstance(policy, Mapping):
-        for key, problem in _policy_violations(policy, project, "policy"):
-            yield source, key, problem
-    providers = data.get("providers")
-    if isinstance(providers, Mapping):
-        for name, entry in providers.items():
-            if not isinstance(entry, Mapping):
-                continue
-            for k in ("base_url", "api_key_env"):
-                if k in entry:
-                    yield (
-                        source,
-                        f"providers.{name}.{k}",
-                        f"a project file may not set a provider's {k} (it decides where your"
-                        " API key is sent)",
-                    )
-    workspaces = data.get("workspaces")
-    for i, entry in enumerate(workspaces if isinstance(workspaces, list) else []):
-        raw = entry.get("path") if isinstance(entry, Mapping) else entry
-        if not isinstance(raw, str):
-            continue
-        if "$" in raw:
-            yield source, f"workspaces[{i}]", "a project file's workspace path must be literal"
-        elif not _inside(project.root, raw, project.path.parent):
-            yield (
-                source,
-                f"workspaces[{i}]",
-                f"a project file may not expose a workspace outside the project ({project.root})",
-            )
-    imports = data.get("import")
-    for i, raw in enumerate(imports if isinstance(imports, list) else []):
-        if isinstance(raw, str) and not _inside(project.root, raw, project.path.parent):
-            yield (
-                source,
-                f"import[{i}]",
-                f"a project file may not import a file outside the project ({project.root})",
-            )
-
-
-def check_user_only(project: ProjectFile) -> None:
-    """Refuse a project file that sets a key only the user's own config may set.
-
-    Checked on the unexpanded data, at ``agenthost trust`` and at every use, trusted or
-    not: trust says "run these servers", never "let this repository change my security".
-
-    Raises:
-        ConfigError: the first such key (file, key path, and why).
-    """
-    for path, key, problem in _violations(project):
-        raise ConfigError(f"{problem} (a user-only setting)", path=path, key=key)
 
 
 # -- describing ----------------------------------------------------------------------------
@@ -440,11 +462,19 @@ def _shown_url(url: object) -> object:
         return url
 
 
+def _shown_arg(part: object) -> str:
+    """One word of a command line: quoted when it holds spaces (or is empty or not a
+    string), so ``sh -c "a b"`` cannot read as ``sh -c a b``."""
+    if isinstance(part, str) and part and not any(c.isspace() or c in "\"'" for c in part):
+        return _shown(part)
+    return _shown(json.dumps(part, ensure_ascii=False))
+
+
 def _server_lines(name: str, s: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     origin = f" (from {_shown(s['from'])})" if "from" in s else ""
     if "command" in s:
-        cmd = " ".join(_shown(json.dumps(p) if not isinstance(p, str) else p) for p in s["command"])
+        cmd = _shown(" ".join(map(_shown_arg, s["command"])), limit=_MAX_TABLE)
         lines.append(f"  run     {_shown(name)}: {cmd}{origin}")
         lines.append(f"          cwd: {_shown(s.get('cwd', '(the project folder)'))}")
         if "env" in s:
@@ -462,9 +492,9 @@ def _server_lines(name: str, s: Mapping[str, Any]) -> list[str]:
         lines.append(f"          inherits your env: {_shown(json.dumps(s['inherit_env']))}")
     if "variables" in s:
         lines.append(f"          expands your variables: {', '.join(map(_shown, s['variables']))}")
-    for k in ("trusted", "trust", "autoApprove", "alwaysAllow", "workspaces"):
+    for k in ("trusted", "trust", "autoApprove", "alwaysAllow", "workspaces", "oauth"):
         if k in s:
-            lines.append(f"          {k}: {_shown(json.dumps(s[k]))}")
+            lines.append(f"          {k}: {_shown(json.dumps(s[k]), limit=_MAX_TABLE)}")
     return lines
 
 
@@ -485,7 +515,8 @@ def describe(summary: Mapping[str, Any]) -> list[str]:
         ("inputs", "inputs"),
     ):
         if key in summary:
-            lines.append(f"  {label}: {_shown(json.dumps(summary[key], default=str))}")
+            shown = _shown(json.dumps(summary[key], default=str), limit=_MAX_TABLE)
+            lines.append(f"  {label}: {shown}")
     policy = summary.get("policy")
     if isinstance(policy, Mapping) and "audit" in policy:
         lines.append(f"  audit log: {_shown(json.dumps(policy['audit']))}")
@@ -547,14 +578,41 @@ class TrustRecord:
         }
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> TrustRecord:
+    def from_json(cls, raw: object) -> TrustRecord:
+        """A record read back from the store, checked: the file is the user's, but a
+        damaged or hand-edited one must be a clear error, never a traceback later.
+
+        Raises:
+            ValueError: a field of the wrong type or shape.
+        """
+        if not isinstance(raw, Mapping):
+            raise ValueError("a record is not a table")
+        path, decision = raw.get("path"), raw.get("decision")
+        digest, at = raw.get("digest", ""), raw.get("at", "")
+        files, summary = raw.get("files", {}), raw.get("summary", {})
+        if not (
+            isinstance(path, str)
+            and isinstance(digest, str)
+            and isinstance(at, str)
+            and decision in ("trust", "never")
+        ):
+            raise ValueError("a record's path, decision, digest or time is not valid")
+        if not isinstance(files, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        ):
+            raise ValueError("a record's files are not a table of digests")
+        servers = summary.get("servers", {}) if isinstance(summary, Mapping) else None
+        if not isinstance(servers, Mapping) or not all(
+            isinstance(v, Mapping) for v in servers.values()
+        ):
+            raise ValueError("a record's summary is not a table of servers")
         return cls(
-            path=str(raw["path"]),
-            decision="never" if raw.get("decision") == "never" else "trust",
-            digest=str(raw.get("digest", "")),
-            files=dict(raw.get("files", {})),
-            summary=dict(raw.get("summary", {})),
-            at=str(raw.get("at", "")),
+            path=path,
+            decision="never" if decision == "never" else "trust",
+            digest=digest,
+            files=dict(files),
+            summary=dict(summary),
+            at=at,
         )
 
 
@@ -596,7 +654,7 @@ class TrustStore:
         try:
             data = json.loads(raw) if len(raw) <= _MAX_STORE_BYTES else None
             records = [TrustRecord.from_json(r) for r in data["projects"]]  # type: ignore[index]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             raise ConfigError(
                 "the trust store is not valid; fix it or delete it (every project is then"
                 " untrusted again)",
@@ -658,11 +716,13 @@ class TrustStore:
         if record.digest == project.digest:
             return Verdict(state="trusted", record=record)
         changed = [
-            f"{p} changed" if p in record.files else f"{p} is new"
+            f"{_shown(p)} changed" if p in record.files else f"{_shown(p)} is new"
             for p, d in project.files.items()
             if record.files.get(p) != d
         ]
-        changed += [f"{p} no longer imported" for p in record.files if p not in project.files]
+        changed += [
+            f"{_shown(p)} no longer imported" for p in record.files if p not in project.files
+        ]
         changed += diff_summaries(record.summary, project.summary)
         return Verdict(state="changed", record=record, changes=changed)
 

@@ -44,7 +44,8 @@ def _trust_target(path: str | None) -> Any:
 
 async def run(args: argparse.Namespace, console: Console) -> int:
     """``trust [PATH]``: the command is the consent; ``--list``; ``--revoke [PATH]``."""
-    from agenthost.config.trust import TrustStore, check_user_only, describe, inspect_project
+    from agenthost.config.trust import TrustStore, describe, inspect_project
+    from agenthost.config.user_only import check_user_only
 
     store = TrustStore()
     if args.list:
