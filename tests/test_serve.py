@@ -443,3 +443,16 @@ async def test_requests_read_with_initialize_wait_for_it(
                     os.close(client_out)
                     await reader.aclose()
                     nursery.cancel_scope.cancel()
+
+
+def test_a_project_file_may_not_set_the_gateway(tmp_path: Path) -> None:
+    """[gateway] decides whose model answers servers' sampling (the user's providers are
+    paid for): user-only, like a provider's base_url."""
+    from agenthost.config.trust import inspect_project
+    from agenthost.config.user_only import check_user_only
+    from agenthost.errors import ConfigError
+
+    project = tmp_path / "agenthost.toml"
+    project.write_text('[gateway]\nsampling = "providers"\n')
+    with pytest.raises(ConfigError, match="gateway"):
+        check_user_only(inspect_project(project))
