@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agenthost.serve.http import MAX_SESSIONS
 from tests.helpers import AGENTHOST, REPO, alive
 
 Command = tuple[str, list[str]]
@@ -176,6 +177,17 @@ def test_host_origin_and_token_are_checked(
         assert '"protocolVersion":"2025-06-18"' in good.text
         stale = httpx.post(url, json=INIT | {"id": 2}, headers={**ok, "mcp-session-id": "nope"})
         assert stale.status_code == 404
+        # Sessions are bounded: clients that never DELETE make the oldest give way.
+        first = good.headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        assert (
+            httpx.post(url, json=ping, headers={**ok, "mcp-session-id": first}).status_code == 200
+        )
+        with httpx.Client(headers=ok) as client:
+            for _ in range(MAX_SESSIONS):
+                assert client.post(url, json=INIT).status_code == 200
+            gone = client.post(url, json=ping, headers={"mcp-session-id": first})
+            assert gone.status_code == 404
         assert httpx.get(url.removesuffix("/mcp") + "/other", headers=ok).status_code == 404
 
 

@@ -11,8 +11,9 @@ session's messages back into HTTP (``basic/transports/streamable-http``):
 * Legacy revisions have sessions: ``initialize`` creates one (``Mcp-Session-Id`` in the
   answer), later POSTs name it (404 for one we do not know: the client starts again),
   ``GET /mcp`` opens its stream for messages tied to no request (``list_changed``),
-  ``DELETE /mcp`` ends it. At most :data:`MAX_SESSIONS` at once (503 beyond), each with
-  a bounded inbox and a bounded backlog for its GET stream.
+  ``DELETE /mcp`` ends it. At most :data:`MAX_SESSIONS` at once (a new one ends the
+  least recently used), each with a bounded inbox and a bounded backlog for its GET
+  stream.
 * 2026-07-28 requests have no session: each POST gets a session of its own for the
   exchange, which ends with it. A client that goes away mid-request (the stream
   closes) cancels it, upstream too.
@@ -47,7 +48,7 @@ __all__ = ["MAX_SESSIONS", "McpHttpApp", "check_bind", "serve_http"]
 
 log = logging.getLogger("agenthost.serve.http")
 
-#: Legacy sessions open at once; the next initialize gets 503.
+#: Legacy sessions open at once; a new one ends the least recently used.
 MAX_SESSIONS: Final = 64
 #: Messages a session holds for its GET stream while none is open (oldest dropped).
 _BACKLOG: Final = 256
@@ -256,8 +257,11 @@ class McpHttpApp:
         is_init = any(r.method == "initialize" for r in requests)
         if sid is None and is_init:
             if len(self._sessions) >= MAX_SESSIONS:
-                await _plain(send, 503, "too many sessions")
-                return
+                # Clients often leave without DELETE: the least recently used session
+                # makes room (its client, if it comes back, gets 404 and starts again).
+                oldest = min(self._sessions, key=lambda k: self._sessions[k].transport.last_used)
+                self._sessions.pop(oldest).scope.cancel()
+                log.info("session %s... ended to make room (at most %d)", oldest[:6], MAX_SESSIONS)
             sid, entry = await self._new_session()
         else:
             found = self._sessions.get(sid or "")
