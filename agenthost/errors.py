@@ -32,12 +32,17 @@ never leaked::
 
 Errors are raised, never passed around as values; each carries the server name where it
 has one, because a host talks to many servers and "connection closed" alone is useless.
+
+One server's data is processed inside :func:`server_data`: whatever our code (or a library
+under it: YAML, cattrs, regular expressions) raises while handling it leaves as that
+server's :class:`ProtocolError`, never as a RecursionError or a KeyError with a traceback.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "UnsupportedContent",
     "UnsupportedRevision",
     "UntrustedConfig",
+    "server_data",
 ]
 
 
@@ -154,6 +160,30 @@ class ProtocolError(AgentHostError):
         #: receiver can answer that request with an error instead of leaving it unanswered.
         self.request_id = request_id
         super().__init__(f"{server}: {message}" if server else message)
+
+
+@contextmanager
+def server_data(server: str | None, what: str) -> Iterator[None]:
+    """Make any failure while processing a server's data that server's error.
+
+    Why: a server we do not trust controls the input, so it controls which exception our
+    code (or a parser under it) raises: a YAML document nested 2,000 deep raises
+    RecursionError, a crafted value a TypeError. None of them may take down the host, a
+    CLI command or an agent run: each becomes a :class:`ProtocolError` naming the server
+    and ``what`` was being processed (``skill deep``), which every caller already handles
+    as that server's failure. Our own errors pass unchanged; cancellation and interrupts
+    (not :class:`Exception`) pass too. The original stays chained as ``__cause__`` for a
+    developer; the message holds only its type, never the server's (unbounded) text.
+    """
+    try:
+        yield
+    except AgentHostError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(
+            f"{what}: the server's data could not be processed ({type(exc).__name__})",
+            server=server,
+        ) from exc
 
 
 class UnsupportedRevision(ProtocolError):

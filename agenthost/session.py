@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any, Final, TypeVar
 
-import orjson
 import trio
 
 from agenthost._util import DEFAULT, Timeout
@@ -91,6 +90,7 @@ from agenthost.protocol.types import (
     Tool,
 )
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
+from agenthost.server_log import log_server_message
 from agenthost.transports.base import Transport
 
 __all__ = [
@@ -103,26 +103,12 @@ log = logging.getLogger("agenthost.session")
 P = TypeVar("P")
 R = TypeVar("R")
 
-#: The longest server logger name kept in a log record.
-_LOGGER_NAME_MAX: Final = 200
 
 #: The list each change notification makes stale.
 _STALE_BY: Final = {
     "notifications/tools/list_changed": ("tools/list",),
     "notifications/prompts/list_changed": ("prompts/list",),
     "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
-}
-
-#: ``notifications/message`` levels (RFC 5424 names) -> Python logging levels.
-_LOG_LEVELS: Final = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
 }
 
 
@@ -754,20 +740,7 @@ class ClientSession:
                     float(params.get("progress", 0)), params.get("total"), params.get("message")
                 )
         elif method == "notifications/message":
-            level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
-            logger = params.get("logger")
-            if self._server_log.isEnabledFor(level):
-                # The server's own logger name goes in the record (``mcp_logger``) and the
-                # text, never into the logger hierarchy (issue 14: 200k names = 200k
-                # loggers, 153 MiB).
-                name = str(logger)[:_LOGGER_NAME_MAX] if logger is not None else None
-                self._server_log.log(
-                    level,
-                    "%s%s",
-                    f"[{name}] " if name else "",
-                    _render_log_data(params.get("data")),
-                    extra={"mcp_logger": name},
-                )
+            log_server_message(self._server_log, params)
         listeners = self._listeners.get(method)
         if not listeners:
             return
@@ -791,12 +764,3 @@ class ClientSession:
         return await self._asks.handle_request(
             method, params, revision=self.revision or self._offer, request_id=request.id
         )
-
-
-def _render_log_data(data: Any) -> str:
-    if isinstance(data, str):
-        return data
-    try:
-        return orjson.dumps(data).decode()
-    except TypeError:
-        return repr(data)

@@ -15,7 +15,11 @@ field. Any mismatch refuses the skill (:class:`SkillVerificationError`) and noth
 unverified content is returned; the skill's other files are never read after a failure.
 
 Bounds: at most :data:`MAX_SKILL_FILES` files per skill and :data:`MAX_SKILL_BYTES` in all
-(the SEP's limits), at most ``max_pages`` pages of listing.
+(the SEP's limits), at most ``max_pages`` pages of listing. A ``SKILL.md``'s frontmatter is
+at most :data:`MAX_FRONTMATTER_BYTES` and is parsed in a worker thread: YAML parsing is
+slow pure Python, and on the event loop a server's long frontmatter froze the host.
+Whatever the parser raises (RecursionError for YAML nested thousands deep) is that
+server's error (:func:`~agenthost.errors.server_data`).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+import trio
 
-from agenthost.errors import ProtocolError
+from agenthost.errors import ProtocolError, server_data
 from agenthost.protocol import methods as m
 from agenthost.protocol.types import (
     BlobResourceContents,
@@ -44,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTENSION_ID",
+    "MAX_FRONTMATTER_BYTES",
+    "MAX_SKILLS",
     "MAX_SKILL_BYTES",
     "MAX_SKILL_FILES",
     "LoadedSkill",
@@ -63,11 +70,21 @@ log = logging.getLogger("agenthost.skills")
 EXTENSION_ID: Final = m.SKILLS_EXTENSION
 #: The SEP's limits: a server SHOULD NOT serve more, a host need not take more.
 MAX_SKILL_FILES: Final = 512
+#: Skills kept from one server's listing: each is a line of the agent's skill tool, and
+#: a listing is per-server data like any other, so it is bounded (the rest is said, not
+#: kept).
+MAX_SKILLS: Final = 1_000
 MAX_SKILL_BYTES: Final = 16 * 1024 * 1024
+#: A frontmatter holds a name, a description and a few short fields (Agent Skills caps
+#: the description at 1,024 characters): 64 KiB is ample, and bounds the parse.
+MAX_FRONTMATTER_BYTES: Final = 64 * 1024
 _SKILL_MD: Final = "SKILL.md"
 _DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 #: Agent Skills naming rules: 1-64 lowercase letters, digits and single inner hyphens.
 _NAME: Final = re.compile(r"^(?=.{1,64}$)[a-z0-9]+(?:-[a-z0-9]+)*$")
+#: What no skill URI needs and a path-climbing one does: controls (NUL, a line break),
+#: blanks, a backslash, and the percent-encoded dot, slash, backslash and NUL.
+_BAD_URI: Final = re.compile(r"[\x00-\x20\x7f\\]|%(?:2e|2f|5c|00)", re.IGNORECASE)
 _FRONTMATTER: Final = re.compile(r"^---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 
 
@@ -119,9 +136,26 @@ def offers_skills(capabilities: ServerCapabilities | None) -> bool:
     return EXTENSION_ID in m.declared_extensions(capabilities)
 
 
+def _split(text: str) -> re.Match[str] | None:
+    """The frontmatter block of ``text``, looked for within the bound only (a search of a
+    16 MiB body for a closing ``---`` that never comes is work for nothing)."""
+    head = text.removeprefix("\ufeff")[: MAX_FRONTMATTER_BYTES + 16]
+    match = _FRONTMATTER.match(head)
+    if match is None or len(match.group(1).encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        return None
+    return match
+
+
 def parse_frontmatter(text: str) -> dict[str, Any] | None:
-    """The YAML frontmatter of a ``SKILL.md`` (None when it has none, or not a mapping)."""
-    match = _FRONTMATTER.match(text.removeprefix("\ufeff"))
+    """The YAML frontmatter of a ``SKILL.md`` (None when it has none, when it is longer
+    than :data:`MAX_FRONTMATTER_BYTES`, or not a mapping).
+
+    Blocking (CPU-bound): call it in a thread from async code, as :func:`load_skill` does.
+
+    Raises:
+        RecursionError: YAML nested deeper than the interpreter's recursion limit.
+    """
+    match = _split(text)
     if match is None:
         return None
     import yaml  # deferred: only a host that loads a skill pays for the parser
@@ -133,6 +167,18 @@ def parse_frontmatter(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot name a skill's file, or None. A skill's files live under its
+    URI: a ``..``, ``.`` or empty segment (``//``), or an encoded one, would let a listed
+    file name something outside it once a server or a host maps the URI to a path."""
+    if _BAD_URI.search(uri):
+        return "a control character, blank, backslash or percent-encoded '.', '/' or NUL"
+    _, sep, rest = uri.partition("://")
+    if not sep or any(segment in ("", ".", "..") for segment in rest.split("/")):
+        return "an empty, '.' or '..' path segment"
+    return None
+
+
 def _entry(raw: Any, server: str) -> SkillEntry:
     """Validate one listed entry (shape, URI, name, file list) into a :class:`SkillEntry`."""
     if not isinstance(raw, Mapping):
@@ -141,14 +187,16 @@ def _entry(raw: Any, server: str) -> SkillEntry:
     frontmatter = raw.get("frontmatter")
     if not isinstance(uri, str) or not uri.endswith("/" + _SKILL_MD):
         raise ProtocolError(f"skills/list: entry uri {uri!r:.120} is not a SKILL.md", server=server)
+    if (problem := _uri_problem(uri)) is not None:
+        raise ProtocolError(f"skills/list: entry uri {uri!r:.120} has {problem}", server=server)
     if not isinstance(frontmatter, Mapping):
         raise ProtocolError(f"skills/list: {uri}: no frontmatter object", server=server)
-    segments = [s for s in uri.split("://", 1)[-1].split("/") if s]
+    segments = uri.split("://", 1)[-1].split("/")
     name = segments[-2] if len(segments) >= 2 else ""
-    if not _NAME.match(name) or frontmatter.get("name") != name:
+    if not _NAME.fullmatch(name) or frontmatter.get("name") != name:
         raise ProtocolError(
             f"skills/list: {uri}: the skill name {name!r} is not a valid name equal to the"
-            f" frontmatter name {frontmatter.get('name')!r}",
+            f" frontmatter name {frontmatter.get('name')!r:.80}",
             server=server,
         )
     resources = raw.get("resources")
@@ -174,6 +222,10 @@ def _entry(raw: Any, server: str) -> SkillEntry:
                     f"skills/list: {uri}: file {file_uri!r:.120} is outside the skill",
                     server=server,
                 )
+            if (problem := _uri_problem(file_uri)) is not None:
+                raise ProtocolError(
+                    f"skills/list: {uri}: file {file_uri!r:.120} has {problem}", server=server
+                )
             if not isinstance(digest, str) or not _DIGEST.match(digest):
                 raise ProtocolError(
                     f"skills/list: {file_uri}: bad digest {digest!r:.80}", server=server
@@ -198,7 +250,9 @@ def _entry(raw: Any, server: str) -> SkillEntry:
 
 
 async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[SkillEntry]:
-    """Every skill the server lists (``skills/list``, all pages, at most ``max_pages``).
+    """Every skill the server lists (``skills/list``, all pages, at most ``max_pages``
+    pages and :data:`MAX_SKILLS` skills; past either bound the rest is left out, with a
+    warning that says so).
 
     An entry that breaks the SEP's rules is left out, so one bad entry does not hide the
     good ones; when no entry is valid the problems are raised as :class:`ProtocolError`.
@@ -207,19 +261,38 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
     problems: list[str] = []
     cursor: str | None = None
     seen: set[str] = set()
-    for _ in range(max_pages):
+    for page in range(max_pages + 1):
+        if page == max_pages:
+            log.warning(
+                "%s: skills/list has more than %d pages: the rest are left out",
+                session.name,
+                max_pages,
+            )
+            break
         raw = await session.request(m.SKILLS_LIST_SPEC, PaginatedRequestParams(cursor=cursor))
-        for item in raw.get("skills") or []:
+        items = raw.get("skills")
+        items = items if isinstance(items, list) else []
+        room = MAX_SKILLS - len(entries)
+        for item in items[:room]:
             try:
-                entries.append(_entry(item, session.name))
+                with server_data(session.name, "skills/list: an entry"):
+                    entries.append(_entry(item, session.name))
             except ProtocolError as exc:
                 # Left out, and said: a skill the user cannot see must not vanish silently.
                 log.warning("skill refused: %s", exc)
                 problems.append(str(exc))
         cursor = raw.get("nextCursor")
-        if not isinstance(cursor, str) or not cursor or cursor in seen:
+        more = isinstance(cursor, str) and bool(cursor) and cursor not in seen
+        if len(items) > room or (more and len(entries) >= MAX_SKILLS):
+            log.warning(
+                "%s: skills/list lists more than %d skills: the rest are left out",
+                session.name,
+                MAX_SKILLS,
+            )
             break
-        seen.add(cursor)
+        if not more:
+            break
+        seen.add(str(cursor))
     if problems and not entries:
         raise ProtocolError("; ".join(problems[:3]), server=session.name)
     return entries
@@ -228,7 +301,8 @@ async def list_skills(session: ClientSession, *, max_pages: int = 50) -> list[Sk
 async def get_skill(session: ClientSession, uri: str) -> SkillEntry:
     """``skills/get``: one entry by its ``SKILL.md`` URI."""
     raw = await session.request(m.SKILLS_GET_SPEC, ReadResourceRequestParams(uri=uri))
-    return _entry(raw.get("skill"), session.name)
+    with server_data(session.name, "skills/get"):
+        return _entry(raw.get("skill"), session.name)
 
 
 async def _read_bytes(session: ClientSession, uri: str) -> tuple[bytes, str | None]:
@@ -287,10 +361,14 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
         raise SkillVerificationError(
             f"skill {entry.uri}: SKILL.md is not text", server=session.name
         )
-    frontmatter = parse_frontmatter(text)
+    with server_data(session.name, f"skill {entry.uri}: frontmatter"):
+        # Cancellable: the caller moves on at once; the bounded parse ends by itself.
+        frontmatter = await trio.to_thread.run_sync(parse_frontmatter, text, abandon_on_cancel=True)
     if frontmatter is None:
         raise SkillVerificationError(
-            f"skill {entry.uri}: SKILL.md has no YAML frontmatter", server=session.name
+            f"skill {entry.uri}: SKILL.md has no YAML frontmatter of at most"
+            f" {MAX_FRONTMATTER_BYTES} bytes",
+            server=session.name,
         )
     differ = sorted(
         key
@@ -303,8 +381,8 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
             f" {', '.join(differ)}: refused",
             server=session.name,
         )
-    match = _FRONTMATTER.match(text.removeprefix("\ufeff"))
-    body = text[match.end() :] if match else text
+    match = _split(text)
+    body = text.removeprefix("\ufeff")[match.end() :] if match else text
     return LoadedSkill(entry=entry, text=text, body=body)
 
 
@@ -320,9 +398,9 @@ async def load_skill_file(session: ClientSession, entry: SkillEntry, uri: str) -
             raise SkillVerificationError(
                 f"skill {entry.uri}: {uri} is not one of its listed files", server=session.name
             )
-        if not uri.startswith(entry.uri[: -len(_SKILL_MD)]):
+        if not uri.startswith(entry.uri[: -len(_SKILL_MD)]) or _uri_problem(uri):
             raise SkillVerificationError(
-                f"skill {entry.uri}: {uri} is outside the skill", server=session.name
+                f"skill {entry.uri}: {uri!r:.200} is outside the skill", server=session.name
             )
     elif listed.size > MAX_SKILL_BYTES:
         raise SkillVerificationError(

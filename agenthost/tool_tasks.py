@@ -22,7 +22,16 @@ Rules kept here, from the spec (``basic/utilities/tasks``):
 
 Error handling: a task that ends ``failed`` or ``cancelled`` yields whatever
 ``tasks/result`` says (usually a JSON-RPC error, raised as :class:`JSONRPCError`). The
-whole exchange is bounded by ``timeout`` (default: the task's ``ttl``, else one hour).
+whole exchange is bounded by the caller: ``timeout``, by default the session's request
+timeout (the host passes its ``timeouts.task``, else ``timeouts.request``). The task's
+``ttl`` is the server's word, and a server could keep a task ``working`` for the hour it
+names: it bounds nothing of ours. At the limit the task is cancelled (``tasks/cancel``)
+and the call fails with :class:`AgentHostTimeout`.
+
+Bounds: polls are at least :data:`MIN_POLL_INTERVAL` apart, however many status
+notifications arrive; ``tasks/list`` keeps at most :data:`MAX_LISTED_TASKS` tasks from
+at most ``max_pages`` pages, and says when it cut; a task id is echoed into an error
+message cut to :data:`MAX_SHOWN_ID` characters.
 
 The 2026-07-28 form (the ``io.modelcontextprotocol/tasks`` extension, SEP-2663) differs
 on the wire, not in what a caller sees (:func:`call_tool_via_extension`):
@@ -85,10 +94,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_INPUT_ROUNDS",
+    "MAX_LISTED_TASKS",
+    "MAX_SHOWN_ID",
+    "MIN_POLL_INTERVAL",
     "MODEL_IMMEDIATE_RESPONSE",
     "TASKS_EXTENSION",
     "TERMINAL_STATUSES",
     "TaskCreatedCallback",
+    "TaskList",
     "TaskStatusCallback",
     "call_tool_as_task",
     "call_tool_via_extension",
@@ -129,8 +142,10 @@ MODEL_IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-respo
 DEFAULT_POLL_INTERVAL: Final = 1.0
 MIN_POLL_INTERVAL: Final = 0.05
 MAX_POLL_INTERVAL: Final = 30.0
-#: How long a task may run when neither the caller nor the task's ttl says.
-DEFAULT_TASK_TIMEOUT: Final = 3600.0
+#: ``tasks/list``: tasks kept from one listing (the rest is said, not kept).
+MAX_LISTED_TASKS: Final = 10_000
+#: Characters of a server's task id shown in a message (ids are server text).
+MAX_SHOWN_ID: Final = 80
 #: ``tasks/cancel`` after the caller was cancelled: best effort, never a hang.
 _CANCEL_TIMEOUT: Final = 2.0
 
@@ -209,8 +224,7 @@ async def task_result(
     which blocks), or ``tasks/get`` polled to a terminal state (the extension).
 
     ``timeout``: seconds; ``None`` waits as long as the task runs; :data:`DEFAULT` is the
-    task's ttl (the extension) or :data:`DEFAULT_TASK_TIMEOUT` (``tasks/result``, which
-    does not tell the ttl before it answers).
+    session's request timeout (never the task's ttl: that is the server's word).
 
     Raises:
         JSONRPCError: the task failed (or was cancelled) with an error.
@@ -225,9 +239,8 @@ async def task_result(
         # Its asks (if any) are answered here too, through this session's handlers. Only
         # the waiting stops when the caller does: the task is not ours to cancel here.
         return await _follow(session, latest, m.TOOLS_CALL, None, timeout, own=False)
-    limit = DEFAULT_TASK_TIMEOUT if timeout is DEFAULT else timeout
     return await session.request(
-        m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=task_id), timeout=limit
+        m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=task_id), timeout=timeout
     )
 
 
@@ -240,9 +253,17 @@ async def cancel_task(session: ClientSession, task_id: str) -> GetTaskResult:
     return await session.request(m.TASKS_CANCEL_SPEC, TaskRequestParams(task_id=task_id))
 
 
-async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Task]:
-    """``tasks/list``, every page (at most ``max_pages``: a server that pages forever must
-    not keep us).
+class TaskList(list[Task]):
+    """What ``tasks/list`` gave: the tasks, and whether the listing was cut short."""
+
+    #: Why the rest was left out (``"more than 100 pages"``); None: the whole listing.
+    cut: str | None = None
+
+
+async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> TaskList:
+    """``tasks/list``, every page: at most ``max_pages`` pages and
+    :data:`MAX_LISTED_TASKS` tasks (a server that pages forever, or lists millions, must
+    not keep us or fill our memory); past either the rest is left out and ``cut`` says so.
 
     Raises:
         ProtocolError: the server uses the 2026-07-28 extension, which has no list (a
@@ -254,14 +275,21 @@ async def list_tasks(session: ClientSession, *, max_pages: int = 100) -> list[Ta
             " (tasks get|result|cancel SERVER ID)",
             server=session.name,
         )
-    tasks: list[Task] = []
+    tasks = TaskList()
     cursor: str | None = None
-    for _ in range(max_pages):
+    for page_no in range(max_pages + 1):
+        if page_no == max_pages:
+            tasks.cut = f"more than {max_pages} pages"
+            break
         page = await session.request(
             m.TASKS_LIST_SPEC, PaginatedRequestParams(cursor=cursor) if cursor else None
         )
-        tasks.extend(page.tasks)
+        room = MAX_LISTED_TASKS - len(tasks)
+        tasks.extend(page.tasks[:room])
         cursor = page.next_cursor
+        if len(page.tasks) > room or (cursor and len(tasks) >= MAX_LISTED_TASKS):
+            tasks.cut = f"more than {MAX_LISTED_TASKS} tasks"
+            break
         if not cursor:
             break
     return tasks
@@ -283,7 +311,7 @@ async def call_tool_as_task(
     Args:
         ttl_ms: the task lifetime to ask for (the server may choose another).
         timeout: seconds for the whole exchange; ``None``: no limit; :data:`DEFAULT`: the
-            task's ttl, else one hour.
+            session's request timeout (the task's ttl never lengthens it).
         on_status: told every status change (``working`` -> ``input_required`` -> ...).
         progress: also told every status change, as ``(n, None, "status: message")``,
             so a progress bar shows what the task is doing.
@@ -301,7 +329,9 @@ async def call_tool_as_task(
     params = CallToolRequestParams(
         name=name, arguments=dict(arguments or {}), task=TaskMetadata(ttl=ttl_ms)
     )
-    raw = await session.request(m.TOOLS_CALL_TASK_SPEC, params)
+    limit = _task_limit(session, timeout)
+    deadline = trio.current_time() + limit
+    raw = await session.request(m.TOOLS_CALL_TASK_SPEC, params, timeout=_finite(limit))
     if "task" not in raw:
         # The server ran it as a plain call after all (allowed for "optional" tools).
         return structure(raw, CallToolResult)
@@ -316,8 +346,6 @@ async def call_tool_as_task(
         except BaseException:
             await _cancel_quietly(session, task.task_id)
             raise
-    limit = _task_limit(task, timeout)
-    deadline = trio.current_time() + limit
     tell = _Teller(on_status, progress)
 
     wake = trio.Event()
@@ -330,11 +358,16 @@ async def call_tool_as_task(
     try:
         with trio.fail_at(deadline):
             await tell(task)
+            looked = trio.current_time()
             while task.status not in TERMINAL_STATUSES and task.status != "input_required":
-                with trio.move_on_after(_poll_interval(task)):
+                with trio.move_on_at(looked + _poll_interval(task)):
                     await wake.wait()
                 wake = trio.Event()
+                # A notification wakes us early, never before the floor: a server that
+                # floods them must not make us poll faster than MIN_POLL_INTERVAL.
+                await trio.sleep_until(looked + MIN_POLL_INTERVAL)
                 latest = await get_task(session, task.task_id)
+                looked = trio.current_time()
                 if (latest.status, latest.status_message) != (task.status, task.status_message):
                     await tell(latest)
                 task = latest
@@ -345,7 +378,7 @@ async def call_tool_as_task(
     except trio.TooSlowError:
         await _cancel_quietly(session, task.task_id)
         raise AgentHostTimeout(
-            f"task {task.task_id} of {name} did not finish within {limit:g}s (cancelled)",
+            f"task {_shown(task.task_id)} of {name} did not finish within {limit:g}s (cancelled)",
             server=session.name,
             timeout=limit,
         ) from None
@@ -359,13 +392,24 @@ async def call_tool_as_task(
         remove()
 
 
-def _task_limit(task: Task, timeout: Timeout) -> float:
-    """How long to follow ``task``: the caller's seconds; ``None``, no limit (infinity,
-    for ``trio.fail_at``); :data:`DEFAULT`, the task's ttl, else
-    :data:`DEFAULT_TASK_TIMEOUT` (a task nobody bounded is not polled forever)."""
+def _task_limit(session: ClientSession, timeout: Timeout) -> float:
+    """How long to follow a task: the caller's seconds; ``None``, no limit (infinity, for
+    ``trio.fail_at``); :data:`DEFAULT`, the session's request timeout. Never the task's
+    ttl: a server naming an hour (or a negative ttl) must not set the caller's limit."""
     if timeout is DEFAULT:
-        return task.ttl / 1000 if task.ttl else DEFAULT_TASK_TIMEOUT
+        timeout = session.request_timeout
     return math.inf if timeout is None else timeout
+
+
+def _finite(limit: float) -> float | None:
+    """``limit`` as one request's timeout (``None``: no limit)."""
+    return limit if math.isfinite(limit) else None
+
+
+def _shown(task_id: str) -> str:
+    """A server's task id as echoed in a message: cut, so a megabyte id is not a
+    megabyte error line (the full id stays in the exception's data where one is kept)."""
+    return task_id if len(task_id) <= MAX_SHOWN_ID else task_id[:MAX_SHOWN_ID] + "…"
 
 
 class _Teller:
@@ -425,7 +469,7 @@ async def call_tool_via_extension(
 
     Args:
         timeout: seconds for the whole exchange; ``None``: no limit; :data:`DEFAULT`: the
-            task's ``ttlMs``, else one hour.
+            session's request timeout (the task's ``ttlMs`` never lengthens it).
         on_status, progress: told every status change, as for :func:`call_tool_as_task`
             (the extension's ``statusMessage`` carries the tool's progress text).
         on_created: told once the server has created the task, as for
@@ -443,10 +487,11 @@ async def call_tool_via_extension(
     """
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
     started = trio.current_time()
+    limit = _task_limit(session, timeout)
     raw = await session.exchange(
         m.TOOLS_CALL_SPEC,
         params,
-        timeout=timeout,
+        timeout=_finite(limit),
         extensions=_DECLARE,
         final_kinds=_TASK_OR_COMPLETE,
     )
@@ -464,12 +509,10 @@ async def call_tool_via_extension(
         except BaseException:
             await _cancel_quietly(session, created.task.task_id, extension=True)
             raise
-    left = timeout
-    if left is not None and left is not DEFAULT:
-        # One limit for the whole exchange: the creating call spent part of it.
-        left = max(0.001, left - (trio.current_time() - started))
+    # One limit for the whole exchange: the creating call spent part of it.
+    left = max(0.001, limit - (trio.current_time() - started))
     return await _follow(
-        session, raw, m.TOOLS_CALL, name, left, on_status, progress, stated=timeout
+        session, raw, m.TOOLS_CALL, name, _finite(left), on_status, progress, stated=limit
     )
 
 
@@ -494,7 +537,7 @@ async def _follow(
         task = _extension_task(raw)
     except AgentHostError as exc:
         raise ProtocolError(f"{origin} {name}: not a task: {exc}", server=session.name) from None
-    limit = _task_limit(task, timeout)
+    limit = _task_limit(session, timeout)
     deadline = trio.current_time() + limit
     tell = _Teller(on_status, progress)
     answered: set[str] = set()
@@ -509,7 +552,7 @@ async def _follow(
                     result = latest.get("result")
                     if not isinstance(result, Mapping):
                         raise ProtocolError(
-                            f"task {task.task_id} completed without a result",
+                            f"task {_shown(task.task_id)} completed without a result",
                             server=session.name,
                         )
                     return structure(result, CallToolResult)
@@ -517,7 +560,8 @@ async def _follow(
                     error = latest.get("error")
                     if not isinstance(error, Mapping) or type(error.get("code")) is not int:
                         raise ProtocolError(
-                            f"task {task.task_id} failed: {task.status_message or 'no error'}",
+                            f"task {_shown(task.task_id)} failed:"
+                            f" {(task.status_message or 'no error')[:2000]}",
                             server=session.name,
                         )
                     raise JSONRPCError(
@@ -528,8 +572,8 @@ async def _follow(
                     )
                 if task.status == "cancelled":
                     raise TaskCancelled(
-                        f"task {task.task_id} was cancelled"
-                        + (f": {task.status_message}" if task.status_message else ""),
+                        f"task {_shown(task.task_id)} was cancelled"
+                        + (f": {task.status_message[:2000]}" if task.status_message else ""),
                         server=session.name,
                     )
                 if task.status == "input_required":
@@ -543,7 +587,7 @@ async def _follow(
                         rounds += 1
                         if rounds > MAX_INPUT_ROUNDS:
                             raise ProtocolError(
-                                f"task {task.task_id} asked for input more than"
+                                f"task {_shown(task.task_id)} asked for input more than"
                                 f" {MAX_INPUT_ROUNDS} times",
                                 server=session.name,
                             )
@@ -566,11 +610,11 @@ async def _follow(
                     current = _extension_task(latest)
                 except AgentHostError as exc:
                     raise ProtocolError(
-                        f"tasks/get {task.task_id}: {exc}", server=session.name
+                        f"tasks/get {_shown(task.task_id)}: {exc}", server=session.name
                     ) from None
                 if current.task_id != task.task_id:
                     raise ProtocolError(
-                        f"tasks/get {task.task_id} answered for another task",
+                        f"tasks/get {_shown(task.task_id)} answered for another task",
                         server=session.name,
                     )
                 if (current.status, current.status_message) != (task.status, task.status_message):
@@ -581,7 +625,7 @@ async def _follow(
             await _cancel_quietly(session, task.task_id, extension=True)
         said = stated if stated is not None and stated is not DEFAULT else limit
         raise AgentHostTimeout(
-            f"task {task.task_id} of {name or 'a tool'} did not finish within {said:g}s"
+            f"task {_shown(task.task_id)} of {name or 'a tool'} did not finish within {said:g}s"
             + (" (cancelled)" if own else ""),
             server=session.name,
             timeout=said,

@@ -19,10 +19,10 @@ __all__ = ["pretty_json", "printable"]
 
 # C0 controls except tab and newline, DEL, C1 controls, and the Unicode bidi overrides
 # and isolates that can reorder what the reader sees ("Trojan Source").
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # The same, plus newline, tab and the Unicode line and paragraph separators.
 _UNSAFE_ONE_LINE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 )
 _NAMED = {"\n": "\\n", "\t": "\\t"}
 

@@ -230,6 +230,12 @@ class Timeouts:
     #: as one once a call of it has taken this long; ``0`` from the first call, ``inf``
     #: (the default) never. Tools that require a task always run as one.
     task_after: float = attrs.field(default=math.inf, validator=_seconds_or_zero)
+    #: How long a tool call run as a task is followed (creation, polls, input, result)
+    #: when the call names no limit; unset (``None``): ``request``. The task's ttl is the
+    #: server's word and never lengthens this; at the limit the task is cancelled.
+    task: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_seconds(allow_inf=True))
+    )
 
 
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:

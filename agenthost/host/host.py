@@ -35,6 +35,7 @@ from agenthost.errors import (
     NotFound,
     ServerUnavailable,
     TransportClosed,
+    server_data,
 )
 from agenthost.host.catalog import (
     SEPARATOR,
@@ -417,7 +418,8 @@ class Host:
         reaches ``progress``.
 
         ``timeout``: seconds; ``None`` for no limit; :data:`~agenthost._util.DEFAULT` for
-        the server's ``timeouts.request`` (a task: its ttl, else one hour).
+        the server's ``timeouts.request`` (a task: ``timeouts.task``, else
+        ``timeouts.request``; never the server's ttl). A task at its limit is cancelled.
 
         Raises:
             NotFound: no such tool. ServerUnavailable: its server is not ready.
@@ -455,6 +457,7 @@ class Host:
             result = await self._with_era_fallback(
                 entry.server,
                 session,
+                f"tool {tool.name}",
                 lambda on: self._route_call(
                     entry,
                     on,
@@ -474,6 +477,7 @@ class Host:
         self,
         server: str,
         session: ClientSession,
+        what: str,
         call: Callable[[ClientSession], Awaitable[R]],
         *,
         repeatable: bool,
@@ -493,13 +497,17 @@ class Host:
         that was still running on the old session when another call's failure switched
         it is cut off with that session, and follows the same rule.
 
+        Whatever handling the server's answer raises is that server's error, about
+        ``what`` (:func:`~agenthost.errors.server_data`).
+
         Raises:
             BackChannelRequired: no fallback applies, or the call must not be repeated.
             ServerUnavailable: the server did not come back, or a cut-off call must not
                 be repeated.
         """
         try:
-            return await call(session)
+            with server_data(server, what):
+                return await call(session)
         except BackChannelRequired as exc:
             error: BackChannelRequired | None = exc
             sup = self.supervisor(server)
@@ -511,7 +519,8 @@ class Host:
             error = None
             new = await sup.replacement(session)
         if repeatable:
-            return await call(new)
+            with server_data(server, what):
+                return await call(new)
         if error is None:
             raise ServerUnavailable(
                 "the call was cut off: the server was reconnected in the initialize era"
@@ -550,19 +559,28 @@ class Host:
         name = entry.tool.name
         key = (entry.server, name)
         task_after = config.timeouts.task_after
+        # The caller's limit wins; else timeouts.task; else (session default) request.
+        task_limit: Timeout = timeout
+        if timeout is DEFAULT and config.timeouts.task is not None:
+            task_limit = None if math.isinf(config.timeouts.task) else config.timeouts.task
         chosen = task is True or (task is None and (task_after <= 0 or key in self._task_tools))
         if task is not False and offers_tasks_extension(session):
             # 2026-07-28: the server decides; declaring the extension lets it.
             if chosen:
                 return await call_tool_via_extension(
-                    session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                    session,
+                    name,
+                    arguments,
+                    progress=progress,
+                    timeout=task_limit,
+                    on_created=on_task,
                 )
         elif task is not False and wants_task(
             entry.tool, session.server_capabilities, optional=chosen
         ):
             # 2025-11-25: a tool whose taskSupport is "required", or "optional" by choice.
             return await call_tool_as_task(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         started = trio.current_time()
         try:
@@ -578,7 +596,7 @@ class Host:
             # before running it: declare the extension, now and for its later calls.
             self._remember_task_tool(key)
             return await call_tool_via_extension(
-                session, name, arguments, progress=progress, timeout=timeout, on_created=on_task
+                session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
         finally:
             if task is None and trio.current_time() - started >= task_after:
@@ -621,7 +639,11 @@ class Host:
         )
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                server, session, lambda on: on.get_prompt(name, arguments), repeatable=True
+                server,
+                session,
+                f"prompt {name}",
+                lambda on: on.get_prompt(name, arguments),
+                repeatable=True,
             )
             outcome.result = {"messages": len(result.messages)}
         return result
@@ -661,7 +683,7 @@ class Host:
         action = ResourceRead(server=owner, uri=uri, trusted=self._servers[owner].trusted)
         async with self.policy.guard(action) as outcome:
             result = await self._with_era_fallback(
-                owner, session, lambda on: on.read_resource(uri), repeatable=True
+                owner, session, "resources/read", lambda on: on.read_resource(uri), repeatable=True
             )
             outcome.result = {"contents": len(result.contents)}
         return result
@@ -687,7 +709,8 @@ class Host:
                     raise NotFound(f"server {name!r} does not offer skills")
                 continue
             try:
-                found.extend((name, entry) for entry in await list_skills(session))
+                with server_data(name, "skills/list"):
+                    found.extend((name, entry) for entry in await list_skills(session))
             except AgentHostError as exc:
                 if server is not None:
                     raise
@@ -714,7 +737,8 @@ class Host:
             trusted=self._servers[server].trusted,
         )
         async with self.policy.guard(action) as outcome:
-            loaded = await load_skill(session, entry)
+            with server_data(server, f"skill {entry.name}"):
+                loaded = await load_skill(session, entry)
             outcome.result = {"bytes": len(loaded.text)}
         return loaded
 

@@ -8,6 +8,7 @@ from typing import Any
 from agenthost.cli.common import add_command, interruptible, load_config, open_host, require_ready
 from agenthost.cli.exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, content_text, print_json, say
+from agenthost.errors import server_data
 
 __all__ = ["add_parser", "run"]
 
@@ -47,6 +48,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         session = host.session(args.server)
         revision = session.revision or "2025-11-25"
         output: Any
+        # The server's answers are processed below: whatever they make us raise is its error.
+        guard = server_data(args.server, f"tasks {args.action}")
         if args.action == "list" and offers_tasks_extension(session):
             raise CLIError(
                 f"{args.server} uses the 2026-07-28 tasks extension, which has no tasks/list:"
@@ -54,20 +57,29 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 EXIT_USAGE,
             )
         if args.action == "list":
-            tasks = await list_tasks(session)
+            with guard:
+                tasks = await list_tasks(session)
+            if tasks.cut:
+                console.line(
+                    f"{args.server}: tasks/list has {tasks.cut}: only the first"
+                    f" {len(tasks)} tasks are shown"
+                )
             output = [unstructure(task, revision) for task in tasks]
             lines = [f"{t.task_id}  {t.status}  {t.status_message or ''}".rstrip() for t in tasks]
         elif args.action == "get":
-            task = await get_task(session, args.task_id)
+            with guard:
+                task = await get_task(session, args.task_id)
             output = unstructure(task, revision)
             lines = [f"{task.task_id}  {task.status}  {task.status_message or ''}".rstrip()]
         elif args.action == "cancel":
-            task = await cancel_task(session, args.task_id)
+            with guard:
+                task = await cancel_task(session, args.task_id)
             output = unstructure(task, revision)
             lines = [f"{task.task_id}  {task.status}"]
         else:
             async with interruptible() as scope:
-                result = await task_result(session, args.task_id, timeout=None)
+                with guard:
+                    result = await task_result(session, args.task_id, timeout=None)
             if scope.cancelled_caught:
                 raise CLIError("interrupted", EXIT_INTERRUPTED)
             output = unstructure(result, revision)
