@@ -112,7 +112,7 @@ def _arguments(action: Action) -> Any:
     if isinstance(action, RootsExposure):
         return {"roots": list(action.roots)}
     if isinstance(action, Sampling):
-        return {
+        summary = {
             "messages": len(action.messages),
             "max_tokens": action.max_tokens,
             "include_context": action.include_context,
@@ -120,6 +120,10 @@ def _arguments(action: Action) -> Any:
             "model": action.model,
             "tools": list(action.tools),
         }
+        if action.model_reason is not None:
+            # Why this model (or this destination): the line explains the choice.
+            summary["model_reason"] = action.model_reason
+        return summary
     return {"mode": action.mode, "message": action.message, "url": action.url}
 
 

@@ -211,10 +211,14 @@ def test_config_error_names_file_and_key(tmp_path: Path) -> None:
     assert "servers.x.comand" in data["error"]
 
 
-def test_serve_until_interrupted(config: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_cleanly_on_a_signal(config: Path, sig: signal.Signals) -> None:
+    """``agenthost serve`` with its client still connected: Ctrl-C or SIGTERM ends it (exit
+    0) and its upstream with it; nothing but protocol reaches stdout."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
         [*AGENTHOST, "--config", str(config), "serve"],
+        stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -224,11 +228,13 @@ def test_serve_until_interrupted(config: Path) -> None:
         assert proc.stderr is not None
         deadline = time.monotonic() + 30
         seen = ""
-        while "serving sampling" not in seen and time.monotonic() < deadline:
+        while "serving MCP on stdio" not in seen and time.monotonic() < deadline:
             seen += proc.stderr.readline()
         assert "sdk: ready" in seen
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         assert proc.wait(timeout=15) == 0
+        assert proc.stdout is not None
+        assert proc.stdout.read() == ""
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -90,6 +90,8 @@ def test_example_loads(
         script.write_text(text, encoding="utf-8")
         replay = ScriptedProvider.from_file(script)
         assert replay.remaining == text.count("[[turns]]")
+    if text.startswith("# ~/.codex/config.toml"):
+        _check_codex(text)
         return
     if kind == "toml":
         config_file = project / "agenthost.toml"
@@ -102,3 +104,28 @@ def test_example_loads(
     config = load_config(config_file, env=env, default_workspace=True)
     parse_policy(config.policy, source=where, base_dir=project)
     parse_providers(dict(config.providers), source=where, base_dir=str(project))
+
+    for server in config.servers:
+        if server.command == "agenthost":
+            _check_agenthost_args(list(server.args))
+
+
+def _check_agenthost_args(args: list[str]) -> None:
+    """A snippet that runs agenthost (another host's config) names a real command line."""
+    from agenthost.cli.app import build_parser
+
+    parser, _ = build_parser()
+    parsed = parser.parse_args(args)
+    assert parsed.command == "serve", args
+
+
+def _check_codex(text: str) -> None:
+    """Codex's own config format (``[mcp_servers.NAME]``): not agenthost's, so it is read
+    as Codex reads it and only the command line it runs is checked."""
+    import tomllib
+
+    servers = tomllib.loads(text)["mcp_servers"]
+    assert servers, text
+    for server in servers.values():
+        assert server["command"] == "agenthost"
+        _check_agenthost_args(list(server.get("args", [])))

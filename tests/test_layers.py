@@ -121,8 +121,20 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
     ),
     (
         "agenthost.host",
-        ("agenthost.cli",),
-        "the library never imports its own command line",
+        ("agenthost.cli", "agenthost.serve"),
+        "the library never imports its own command line, nor the gateway built on it",
+    ),
+    (
+        "agenthost.serve",
+        (
+            "agenthost.cli",
+            "agenthost.session",
+            "agenthost.connection",
+            "agenthost.mrtr",
+            "agenthost.auth",
+        ),
+        "the gateway reaches upstreams through the host's public API only, so the client"
+        " side can change underneath it",
     ),
 ]
 

@@ -64,8 +64,11 @@ log = logging.getLogger("agenthost.config")
 
 _TOP_KEYS = (
     "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
-    "inherit_env", "agent",
+    "inherit_env", "agent", "gateway",
 )  # fmt: skip
+#: ``[gateway]`` keys (``agenthost serve``) and the values ``sampling`` takes.
+_GATEWAY_KEYS = ("sampling",)
+_GATEWAY_SAMPLING = ("auto", "providers", "client")
 #: agenthost's host-level sections, also read from an editor's JSON file when present
 #: there (a person who put ``policy`` in one means it; it is never silently dropped).
 _HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env", "agent")
@@ -417,6 +420,7 @@ class _HostSections:
     providers: Mapping[str, Any]
     policy: Mapping[str, Any]
     agent: AgentSettings
+    gateway: Mapping[str, Any] = attrs.field(factory=dict)
 
     def config(self, servers: list[ServerConfig], ctx: _Ctx) -> HostConfig:
         """The HostConfig of the file: one place for both file shapes."""
@@ -428,6 +432,7 @@ class _HostSections:
             agent=self.agent,
             providers=self.providers,
             policy=_with_rules(self.policy, ctx),
+            gateway=self.gateway,
             source=ctx.source,
         )
 
@@ -452,6 +457,7 @@ def _host_sections(
     providers = _table(data.get("providers", {}), ctx, "providers")
     policy = _table(data.get("policy", {}), ctx, "policy")
     agent = _agent(data.get("agent", {}), ctx)
+    gateway = _gateway(data.get("gateway", {}), ctx)
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -460,6 +466,7 @@ def _host_sections(
         providers=providers,
         policy=policy,
         agent=agent,
+        gateway=gateway,
     )
 
 
@@ -469,6 +476,19 @@ def _agent(value: object, ctx: _Ctx) -> AgentSettings:
     _check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
     with _validating(ctx, "agent"):
         return AgentSettings(**table)
+
+
+def _gateway(value: object, ctx: _Ctx) -> Mapping[str, Any]:
+    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
+    table = _table(value, ctx, "gateway")
+    _check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
+    sampling = table.get("sampling", "auto")
+    if sampling not in _GATEWAY_SAMPLING:
+        raise ctx.error(
+            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
+            "gateway.sampling",
+        )
+    return {"sampling": sampling}
 
 
 def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:

@@ -574,6 +574,11 @@ class HostConfig:
     policy: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_map, repr=_plain_repr, hash=False
     )
+    #: ``[gateway]`` (``agenthost serve``), validated: ``{"sampling": "auto" | "providers"
+    #: | "client"}``; empty when the file has none (then ``auto``).
+    gateway: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_frozen_map, repr=_plain_repr, hash=False
+    )
     #: The file this came from, for messages; ``None`` when built in code.
     source: str | None = None
 

@@ -18,7 +18,7 @@ and why (never silently ignored). The rules, with docs/config.md's table:
 * nothing the host writes outside the project (``policy.audit``), nor over a file that
   is not an audit log;
 * nothing that decides where the user's API key goes (a provider's ``base_url``,
-  ``api_key_env``).
+  ``api_key_env``), nor who answers servers' sampling requests (``[gateway]``).
 """
 
 from __future__ import annotations
@@ -207,6 +207,13 @@ def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
             yield source, key, problem
     for key, problem in _provider_violations(data.get("providers"), project):
         yield source, key, problem
+    if "gateway" in data:
+        yield (
+            source,
+            "gateway",
+            "a project file may not decide where servers' sampling requests go (your"
+            " providers, or the model of the host agenthost serves)",
+        )
     for key, problem in _top_path_violations(data, project):
         yield source, key, problem
 

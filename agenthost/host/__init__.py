@@ -3,11 +3,15 @@
 from agenthost.host.host import (
     EventSink,
     Host,
+    RootsFilter,
+    SamplingRoute,
     open_host,
 )
 
 __all__ = [
     "EventSink",
     "Host",
+    "RootsFilter",
+    "SamplingRoute",
     "open_host",
 ]

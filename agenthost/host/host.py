@@ -102,7 +102,7 @@ if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingEvent, SamplingService
     from providers.base import Message
 
-__all__ = ["EventSink", "Host", "open_host"]
+__all__ = ["EventSink", "Host", "RootsFilter", "SamplingRoute", "open_host"]
 
 R = TypeVar("R")
 
@@ -117,6 +117,18 @@ _LIST_CHANGED = {
     "notifications/resources/list_changed": "resources",
 }
 
+
+#: Where an upstream's sampling request goes instead of the providers: given the server's
+#: name, an ``async (params) -> result`` that hands it on (``agenthost serve`` forwards to
+#: its downstream client), or None to answer it with the providers.
+SamplingRoute = Callable[
+    [str],
+    Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]] | None,
+]
+
+#: Narrows the roots a server is offered: ``async (server, the workspaces' roots) ->
+#: roots`` (``agenthost serve`` keeps what its downstream client's roots also cover).
+RootsFilter = Callable[[str, list[Root]], Awaitable[list[Root]]]
 
 #: Where the host's own events go (for a UI): today only sampling's, one
 #: :class:`~agenthost.host.sampling.SamplingEvent` per stage of a ``sampling/createMessage``.
@@ -140,8 +152,12 @@ class Host:
         providers_config: ProvidersConfig,
         env: Mapping[str, str],
         on_event: EventSink | None = None,
+        sampling_route: SamplingRoute | None = None,
+        roots_filter: RootsFilter | None = None,
     ) -> None:
         self.config = config
+        self._sampling_route = sampling_route
+        self._roots_filter = roots_filter
         self.catalog = Catalog()
         self.policy = policy
         self.providers = providers
@@ -205,6 +221,8 @@ class Host:
             # Re-resolved at every listing: a workspace whose path changed since it was
             # configured (replaced by a symlink to /etc, say) is withheld and audited.
             offered = self.roots.roots_for(server.name)
+            if self._roots_filter is not None:
+                offered = await self._roots_filter(server.name, offered)
             withheld = [
                 {"workspace": w.name, "problem": problem}
                 for w, problem in self.roots.withheld_for(server.name)
@@ -232,9 +250,7 @@ class Host:
         async def sampling(
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
-            return await self.sampling.create_message(
-                server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
-            )
+            return await self._sample(server, ctx, params)
 
         async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
             response = await self.policy.elicit(
@@ -268,11 +284,33 @@ class Host:
 
         return ClientHandlers(
             roots=roots,
-            sampling=sampling if self.providers else None,
+            sampling=sampling if self.providers or self._sampling_route else None,
             sampling_tools=bool(self.providers),
             elicitation=elicitation,
             ask_tasks=AskTaskLimits() if server.client_tasks else None,
             notifications=dict.fromkeys(_LIST_CHANGED, list_changed),
+        )
+
+    async def _sample(
+        self, server: ServerConfig, ctx: RequestContext, params: CreateMessageRequestParams
+    ) -> CreateMessageResult:
+        """One sampling request: where the :data:`SamplingRoute` sends it, else the providers."""
+        send = self._sampling_route(server.name) if self._sampling_route else None
+        if send is not None:
+            return await self.sampling.forward(
+                server.name,
+                params,
+                send=send,
+                reason="forwarded to the client agenthost serves",
+                trusted=server.trusted,
+                via=ctx.via(),
+            )
+        if not self.providers:
+            raise JSONRPCError(
+                -32603, "No model available: no LLM provider is configured in agenthost"
+            )
+        return await self.sampling.create_message(
+            server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
         )
 
     def _on_state(self, supervisor: Supervisor) -> None:
@@ -862,6 +900,11 @@ class Host:
             raise NotFound(f"no workspace named {name!r}") from None
         await self._announce_roots(changed)
 
+    async def roots_changed(self) -> None:
+        """Tell every running server its roots may have changed (a :data:`RootsFilter`'s
+        answer did): each lists them again."""
+        await self._announce_roots(self._supervisors)
+
     async def _announce_roots(self, servers: Iterable[str]) -> None:
         for server in sorted(servers):
             sup = self._supervisors.get(server)
@@ -976,6 +1019,8 @@ async def open_host(
     on_event: EventSink | None = None,
     token_store: TokenStore | None = None,
     url_opener: UrlOpener | None = None,
+    sampling_route: SamplingRoute | None = None,
+    roots_filter: RootsFilter | None = None,
 ) -> AsyncIterator[Host]:
     """Start every enabled server of ``config`` concurrently; yield the running host.
 
@@ -994,6 +1039,9 @@ async def open_host(
             else files); see :func:`agenthost.connect`.
         url_opener: ``async (server, url)`` showing a person a login URL; default: the
             context's :data:`agenthost.auth.URL_OPENER` (unset: headless).
+        sampling_route: where sampling requests go instead of the providers (see
+            :data:`SamplingRoute`); with one, sampling is declared to every server.
+        roots_filter: narrows every server's roots (see :data:`RootsFilter`).
 
     Raises:
         ConfigError: the ``[policy]`` or ``[providers]`` section is invalid.
@@ -1027,6 +1075,8 @@ async def open_host(
                         providers_config=providers_config,
                         env=environ,
                         on_event=on_event,
+                        sampling_route=sampling_route,
+                        roots_filter=roots_filter,
                     )
                     try:
                         await host._start()

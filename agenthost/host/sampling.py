@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -169,6 +169,58 @@ class SamplingService:
             )
         )
         return _to_mcp(result, revision)
+
+    async def forward(
+        self,
+        server: str,
+        params: CreateMessageRequestParams,
+        *,
+        send: Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]],
+        reason: str,
+        trusted: bool = False,
+        via: Mapping[str, Any] | None = None,
+    ) -> CreateMessageResult:
+        """Answer one sampling request by handing it to another client (``agenthost
+        serve``'s downstream client), after the same policy check as :meth:`create_message`.
+
+        The model is the other client's choice: the decision line names the destination
+        and ``reason``, the outcome line the model that answered. No provider is called
+        and the answer is not reviewed here (the other client's own person does that);
+        a token budget counts the whole grant, since the client's usage is not known.
+        """
+        action = attrs.evolve(
+            _action(server, params, None, trusted=trusted, via=via),
+            provider="client",
+            model_reason=reason,
+        )
+        self._emit(SamplingEvent(server=server, stage="selected", message=f"client: {reason}"))
+        decision = await self._admit(server, action)
+        started = time.monotonic()
+        try:
+            result = await send(params)
+        except BaseException as exc:
+            self._engine.settle_sampling(decision, None)
+            with trio.CancelScope(shield=True):
+                await self._engine.record_outcome(
+                    decision.id, error=exc, duration=time.monotonic() - started
+                )
+            raise
+        self._engine.settle_sampling(decision, None)
+        await self._engine.record_outcome(
+            decision.id,
+            result={"model": result.model, "stop_reason": result.stop_reason, "via": "client"},
+            duration=time.monotonic() - started,
+        )
+        self._emit(
+            SamplingEvent(
+                server=server,
+                stage="answered",
+                message=f"the client's {result.model} answered",
+                provider="client",
+                model=result.model,
+            )
+        )
+        return result
 
     async def _admit(self, server: str, action: Sampling) -> Decision:
         """The policy's decision, or the JSON-RPC error a refusal is (limit or rejection)."""

@@ -1,0 +1,557 @@
+"""The gateway: what each MCP method does when a downstream client asks agenthost.
+
+Every answer comes from the :class:`~agenthost.host.Host` through its public API, so the
+gateway is one more user of the host, exactly as the CLI is: ``tools/call`` is
+``host.call_tool`` (the policy decides and the audit records, the era fallback and tasks
+apply), ``prompts/get`` is ``host.get_prompt``, ``resources/read`` is
+``host.read_resource``. The catalog is the host's, under the names of
+:mod:`agenthost.serve.names`.
+
+Error mapping (the downstream client never sees a traceback):
+
+* a denied tool call is a tool result with ``isError`` and the policy's reason (the model
+  reads it and can adapt); a denied prompt or read is the JSON-RPC error -1 with the
+  reason (as a denied sampling request is);
+* an upstream's JSON-RPC error is passed on as it came (code, message, data);
+* an upstream that is down, slow or gone: a tool error (``tools/call``) or -32603 naming
+  the server and the reason;
+* an unknown tool or prompt: -32602; an unknown resource: -32002 (``server/resources``).
+
+``list_changed``: one task watches the host's catalog (:meth:`Catalog.wait_for`) and
+tells every client whose list changed; the host itself re-lists an upstream on its own
+``list_changed``, so a change upstream reaches the client in one hop.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, NoReturn, TypeVar
+
+import trio
+
+from agenthost._version import __version__
+from agenthost.errors import (
+    AgentHostError,
+    AmbiguousResource,
+    ConsentDenied,
+    JSONRPCError,
+    NotFound,
+)
+from agenthost.host import Host
+from agenthost.protocol import jsonrpc
+from agenthost.protocol import methods as m
+from agenthost.protocol.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    Implementation,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    PromptReference,
+    PromptsCapability,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    ResourcesCapability,
+    Root,
+    ServerCapabilities,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    TextContent,
+    ToolsCapability,
+    UnsubscribeRequestParams,
+)
+from agenthost.serve.downstream import CURRENT, DownstreamSession, Handler, RequestInfo
+from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
+from agenthost.serve.names import CatalogView, page
+from agenthost.serve.roots import intersect_roots
+from agenthost.transports.base import Transport
+
+__all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway", "SamplingSender"]
+
+log = logging.getLogger("agenthost.serve")
+
+T = TypeVar("T")
+
+#: The JSON-RPC code of a denied prompt or read (the code the spec gives a rejected
+#: sampling request: "the user rejected").
+CONSENT_DENIED: Final = -1
+#: ``server/resources.mdx``: "Resource not found".
+RESOURCE_NOT_FOUND: Final = -32002
+
+#: Hands one upstream sampling request to the downstream client.
+SamplingSender = Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]]
+
+#: RFC 5424 severities, least severe first (``server/utilities/logging``).
+_LOG_LEVELS: Final = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+#: ``subscriptions/listen`` streams open at once, all clients together.
+_MAX_LISTENERS: Final = 256
+#: Resource URIs subscribed to at once, all clients together.
+_MAX_SUBSCRIPTIONS: Final = 1024
+#: How long the client may take to list its roots, and how many of them are kept.
+_ROOTS_TIMEOUT: Final = 10.0
+_MAX_ROOTS: Final = 256
+
+_KINDS: Final = {
+    "tools": m.NOTIFICATION_TOOLS_LIST_CHANGED,
+    "prompts": m.NOTIFICATION_PROMPTS_LIST_CHANGED,
+    "resources": m.NOTIFICATION_RESOURCES_LIST_CHANGED,
+}
+
+
+class Gateway:
+    """agenthost as an MCP server in front of a running :class:`Host`.
+
+    One gateway serves any number of downstream sessions (:meth:`serve`); run
+    :meth:`watch_catalog` alongside them for ``list_changed``.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.view = CatalogView(host)
+        self.sessions: set[DownstreamSession] = set()
+        #: The client that spoke last: an upstream's ask outside any downstream request
+        #: goes to it (over stdio there is exactly one).
+        self.last_active: DownstreamSession | None = None
+        self.server_info = Implementation(name="agenthost", version=__version__)
+        #: 2026-07-28 requests waiting for the client's input (set by open_gateway).
+        self.exchanges: ExchangeStore | None = None
+        #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
+        self._client_roots: list[Root] | None = None
+        #: Upstream sessions whose log lines and resource updates are relayed (a session
+        #: object per upstream start: a restarted upstream is a new one).
+        self._relayed: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: 2026-07-28 ``subscriptions/listen`` streams open now: (client, subscription id,
+        #: the list kinds it asked for), bounded by :data:`_MAX_LISTENERS`.
+        self._listeners: list[tuple[DownstreamSession, Any, frozenset[str]]] = []
+        #: Resource URI -> the clients subscribed to it (bounded by :data:`_MAX_SUBSCRIPTIONS`).
+        self._subscribers: dict[str, set[DownstreamSession]] = {}
+        #: The level each client asked for (``logging/setLevel``; default: info).
+        self._log_levels: weakref.WeakKeyDictionary[DownstreamSession, str] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # ------------------------------------------------------------------ sessions
+
+    def capabilities(self) -> ServerCapabilities:
+        """What the gateway serves: the lists (with ``listChanged``) and completion."""
+        return ServerCapabilities(
+            tools=ToolsCapability(list_changed=True),
+            prompts=PromptsCapability(list_changed=True),
+            resources=ResourcesCapability(subscribe=True, list_changed=True),
+            completions={},
+            logging={},
+        )
+
+    def instructions(self) -> str | None:
+        """The upstreams' instructions, each under its server's name (one: as it is)."""
+        found: list[tuple[str, str]] = []
+        for status in self.host.status():
+            try:
+                text = self.host.session(status.name).instructions
+            except AgentHostError:
+                continue
+            if text:
+                found.append((status.name, text))
+        if not found:
+            return None
+        if self.view.transparent:
+            return found[0][1]
+        return "\n\n".join(f"[{name}]\n{text}" for name, text in found)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            m.TOOLS_LIST: self.list_tools,
+            m.TOOLS_CALL: self.call_tool,
+            m.PROMPTS_LIST: self.list_prompts,
+            m.PROMPTS_GET: self.get_prompt,
+            m.RESOURCES_LIST: self.list_resources,
+            m.RESOURCES_TEMPLATES_LIST: self.list_templates,
+            m.RESOURCES_READ: self.read_resource,
+            m.COMPLETION_COMPLETE: self.complete,
+            m.LOGGING_SET_LEVEL: self.set_level,
+            m.RESOURCES_SUBSCRIBE: self.subscribe,
+            m.RESOURCES_UNSUBSCRIBE: self.unsubscribe,
+            m.SUBSCRIPTIONS_LISTEN: self.listen,
+        }
+
+    def session(
+        self, transport: Transport, *, name: str = "downstream client"
+    ) -> DownstreamSession:
+        """A downstream session over ``transport``, answered by this gateway."""
+        return DownstreamSession(
+            transport,
+            handlers=self.handlers(),
+            capabilities=self.capabilities,
+            server_info=self.server_info,
+            instructions=self.instructions,
+            on_notification=self._on_notification,
+            name=name,
+            exchanges=self.exchanges,
+        )
+
+    async def serve(
+        self,
+        session: DownstreamSession,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve one downstream session until its client goes away."""
+        self.sessions.add(session)
+        self.last_active = session
+        try:
+            await session.run(task_status=task_status)
+        finally:
+            self.sessions.discard(session)
+            if self.last_active is session:
+                self.last_active = next(iter(self.sessions), None)
+            await session.aclose()
+
+    def asker(self) -> Asker | None:
+        """Who to put a request to now: the client whose request this task serves (a
+        2026-07-28 one through that request), else the newest 2026-07-28 request still
+        under way, else the client that spoke last."""
+        info = CURRENT.get()
+        if info is not None:
+            return ExchangeAsker(info.exchange) if info.exchange is not None else info.session
+        if self.exchanges is not None and self.exchanges.latest is not None:
+            return ExchangeAsker(self.exchanges.latest)
+        return self.last_active
+
+    def sampling_route(self, server: str) -> SamplingSender | None:
+        """Where ``server``'s sampling request goes (``[gateway] sampling``): to the client
+        that spoke last when it declared sampling (``auto``, ``client``), else to
+        agenthost's providers (None); ``client`` with a client that cannot sample is an
+        error for the upstream rather than a silent spend on the providers."""
+        mode = self.host.config.gateway.get("sampling", "auto")
+        if mode == "providers":
+            return None
+        client = self.asker()
+        if client is not None and not client.closed and client.can("sampling"):
+
+            async def send(params: CreateMessageRequestParams) -> CreateMessageResult:
+                return await client.ask(m.SAMPLING_CREATE_MESSAGE_SPEC, params, timeout=None)
+
+            return send
+        if mode == "client":
+
+            async def refuse(params: CreateMessageRequestParams) -> CreateMessageResult:
+                raise JSONRPCError(
+                    jsonrpc.INTERNAL_ERROR,
+                    'No model available: [gateway] sampling = "client" and the client'
+                    " agenthost serves did not declare sampling",
+                )
+
+            return refuse
+        return None
+
+    async def _on_notification(
+        self, session: DownstreamSession, method: str, params: Mapping[str, Any]
+    ) -> None:
+        self.last_active = session
+        ready_with_roots = method == m.NOTIFICATION_INITIALIZED and session.can("roots")
+        if method == m.NOTIFICATION_ROOTS_LIST_CHANGED or ready_with_roots:
+            # The upstreams listed the workspaces alone before this client came: they
+            # list again, now through its roots.
+            self._client_roots = None
+            await self.host.roots_changed()
+
+    async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
+        """``server``'s roots: the workspaces' (``offered``) within the client's roots
+        (:func:`intersect_roots`), or the workspaces alone for a client without roots.
+        A client that fails to list them leaves nothing (it is not known what it allows)."""
+        client = self.asker()
+        if client is None or client.closed or not client.can("roots"):
+            return offered
+        if self._client_roots is None:
+            try:
+                listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
+            except AgentHostError as exc:
+                log.warning("%s: cannot list the client's roots: %s", client.name, exc)
+                return []
+            self._client_roots = list(listed.roots[:_MAX_ROOTS])
+        return intersect_roots(offered, self._client_roots)
+
+    # ------------------------------------------------------------------ list_changed
+
+    def _snapshot(self) -> dict[str, Any]:
+        catalog = self.host.catalog
+        return {
+            "tools": self.view.listed_tools(),
+            "prompts": self.view.listed_prompts(),
+            "resources": (catalog.resources(), catalog.templates()),
+        }
+
+    def _differs(self, before: dict[str, Any]) -> Callable[[Any], bool]:
+        return lambda _: self._snapshot() != before
+
+    async def watch_catalog(self) -> None:
+        """Tell every ready client which lists changed, for as long as the gateway runs."""
+        before = self._snapshot()
+        while True:
+            await self.host.catalog.wait_for(self._differs(before))
+            now = self._snapshot()
+            changed = [kind for kind in _KINDS if now[kind] != before[kind]]
+            before = now
+            for session in list(self.sessions):
+                if session.revision is None or session.closed:
+                    continue
+                for kind in changed:
+                    await session.notify(_KINDS[kind])
+            for client, subscription, kinds in list(self._listeners):
+                for kind in changed:
+                    if kind in kinds and not client.closed:
+                        meta = {"io.modelcontextprotocol/subscriptionId": subscription}
+                        await client.notify(_KINDS[kind], {"_meta": meta})
+
+    # ------------------------------------------------------------------ tools
+
+    async def list_tools(
+        self, info: RequestInfo, params: PaginatedRequestParams
+    ) -> ListToolsResult:
+        self.last_active = info.session
+        tools, following = page(self.view.listed_tools(), params.cursor)
+        return ListToolsResult(tools=tools, next_cursor=following)
+
+    async def call_tool(self, info: RequestInfo, params: CallToolRequestParams) -> CallToolResult:
+        self.last_active = info.session
+        entry = self.view.tool(params.name)
+        if entry is None:
+            raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown tool: {params.name[:200]}")
+        await self._relay(entry.server)
+        try:
+            return await self.host.call_tool(entry.name, params.arguments, progress=_progress(info))
+        except ConsentDenied as exc:
+            return _tool_error(f"denied by agenthost's policy: {exc}")
+        except JSONRPCError:
+            raise
+        except AgentHostError as exc:
+            return _tool_error(f"{entry.server}: {_reason(exc)}")
+
+    # ------------------------------------------------------------------ prompts
+
+    async def list_prompts(
+        self, info: RequestInfo, params: PaginatedRequestParams
+    ) -> ListPromptsResult:
+        prompts, following = page(self.view.listed_prompts(), params.cursor)
+        return ListPromptsResult(prompts=prompts, next_cursor=following)
+
+    async def get_prompt(
+        self, info: RequestInfo, params: GetPromptRequestParams
+    ) -> GetPromptResult:
+        self.last_active = info.session
+        found = self.view.prompt(params.name)
+        if found is None:
+            raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown prompt: {params.name[:200]}")
+        server, prompt = found
+        return await _upstream(
+            server, lambda: self.host.get_prompt(server, prompt.name, params.arguments)
+        )
+
+    # ------------------------------------------------------------------ resources
+
+    async def list_resources(
+        self, info: RequestInfo, params: PaginatedRequestParams
+    ) -> ListResourcesResult:
+        resources, following = page([r for _, r in self.host.catalog.resources()], params.cursor)
+        return ListResourcesResult(resources=resources, next_cursor=following)
+
+    async def list_templates(
+        self, info: RequestInfo, params: PaginatedRequestParams
+    ) -> ListResourceTemplatesResult:
+        templates, following = page([t for _, t in self.host.catalog.templates()], params.cursor)
+        return ListResourceTemplatesResult(resource_templates=templates, next_cursor=following)
+
+    async def read_resource(
+        self, info: RequestInfo, params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        self.last_active = info.session
+        try:
+            return await _upstream(None, lambda: self.host.read_resource(params.uri))
+        except (NotFound, AmbiguousResource) as exc:
+            raise JSONRPCError(
+                RESOURCE_NOT_FOUND, f"resource not found: {exc}", {"uri": params.uri}
+            ) from None
+
+    # ------------------------------------------------------------------ completion, logging
+
+    async def complete(self, info: RequestInfo, params: CompleteRequestParams) -> CompleteResult:
+        ref = params.ref
+        if isinstance(ref, PromptReference):
+            found = self.view.prompt(ref.name)
+            if found is None:
+                raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown prompt: {ref.name[:200]}")
+            server, prompt = found
+            wire: dict[str, Any] = {"type": "ref/prompt", "name": prompt.name}
+        else:
+            owners = [
+                s for s, t in self.host.catalog.templates() if t.uri_template == ref.uri
+            ] or list(self.host.catalog.resource_owners(ref.uri))
+            if not owners:
+                raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown resource: {ref.uri[:200]}")
+            server = owners[0]
+            wire = {"type": "ref/resource", "uri": ref.uri}
+        context = params.context.arguments if params.context is not None else None
+        return await _upstream(
+            server,
+            lambda: self.host.session(server).complete(
+                wire, params.argument.name, params.argument.value, context=context
+            ),
+        )
+
+    async def set_level(self, info: RequestInfo, params: SetLevelRequestParams) -> dict[str, Any]:
+        """The client's own level: the upstreams log everything to the gateway, and each
+        client gets the lines at or above its level (one client's level is not another's)."""
+        self._log_levels[info.session] = params.level
+        return {}
+
+    async def listen(self, info: RequestInfo, params: SubscriptionsListenRequestParams) -> NoReturn:
+        """A 2026-07-28 client's change stream: acknowledged with what is honoured (the
+        three lists; resource updates are not served on it yet), then its list_changed
+        notifications until the client cancels the request or goes away."""
+        wanted = params.notifications
+        kinds = frozenset(
+            kind
+            for kind, asked in (
+                ("tools", wanted.tools_list_changed),
+                ("prompts", wanted.prompts_list_changed),
+                ("resources", wanted.resources_list_changed),
+            )
+            if asked
+        )
+        if len(self._listeners) >= _MAX_LISTENERS:
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many subscriptions/listen streams")
+        meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
+        honoured = {f"{kind}ListChanged": True for kind in sorted(kinds)}
+        await info.session.notify(
+            m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED, {"_meta": meta, "notifications": honoured}
+        )
+        entry = (info.session, info.request_id, kinds)
+        self._listeners.append(entry)
+        try:
+            await trio.sleep_forever()  # the stream ends by cancellation (or the client leaving)
+        finally:
+            self._listeners.remove(entry)
+
+    # ------------------------------------------------------------------ upstream notifications
+
+    async def _relay(self, server: str) -> None:
+        """Relay ``server``'s log lines and resource updates to the clients (once per
+        upstream session)."""
+        try:
+            session = self.host.session(server)
+        except AgentHostError:
+            return
+        if session in self._relayed:
+            return
+        self._relayed.add(session)
+        session.add_listener(m.NOTIFICATION_MESSAGE, self._on_log)
+        session.add_listener(m.NOTIFICATION_RESOURCES_UPDATED, self._on_updated)
+        try:
+            await session.set_logging_level("debug")  # filtered per client (_on_log)
+        except AgentHostError as exc:
+            log.debug("%s: logging level not set: %s", server, exc)
+
+    async def _on_log(self, ctx: Any, params: Mapping[str, Any]) -> None:
+        client = self.last_active
+        if client is None or client.closed:
+            return
+        wanted = _LOG_LEVELS.get(self._log_levels.get(client, "info"), 1)
+        if _LOG_LEVELS.get(str(params.get("level")), 7) >= wanted:
+            relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+            await client.notify(m.NOTIFICATION_MESSAGE, relayed)
+
+    async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
+        uri = params.get("uri")
+        for client in list(self._subscribers.get(str(uri), ())):
+            if not client.closed:
+                await client.notify(m.NOTIFICATION_RESOURCES_UPDATED, {"uri": uri})
+
+    async def subscribe(self, info: RequestInfo, params: SubscribeRequestParams) -> dict[str, Any]:
+        owners = self.host.catalog.resource_owners(params.uri)
+        if len(owners) != 1:
+            raise JSONRPCError(
+                RESOURCE_NOT_FOUND, f"resource not found: {params.uri[:200]}", {"uri": params.uri}
+            )
+        clients = self._subscribers.get(params.uri)
+        if clients is None:
+            if len(self._subscribers) >= _MAX_SUBSCRIPTIONS:
+                raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
+            await self._relay(owners[0])
+            await _upstream(
+                owners[0], lambda: self.host.session(owners[0]).subscribe_resource(params.uri)
+            )
+            clients = self._subscribers[params.uri] = set()
+        clients.add(info.session)
+        return {}
+
+    async def unsubscribe(
+        self, info: RequestInfo, params: UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        clients = self._subscribers.get(params.uri)
+        if clients is not None:
+            clients.discard(info.session)
+            if not clients:
+                del self._subscribers[params.uri]
+                owners = self.host.catalog.resource_owners(params.uri)
+                if len(owners) == 1:
+                    await _upstream(
+                        owners[0],
+                        lambda: self.host.session(owners[0]).unsubscribe_resource(params.uri),
+                    )
+        return {}
+
+
+def _progress(info: RequestInfo) -> Any:
+    """The host's progress callback relaying to the client's token (None: it asked none)."""
+    token = info.progress_token
+    if token is None:
+        return None
+    session = info.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None and info.revision != "2024-11-05":
+            params["message"] = message
+        await session.notify(m.NOTIFICATION_PROGRESS, params)
+
+    return relay
+
+
+async def _upstream(server: str | None, call: Callable[[], Awaitable[T]]) -> T:
+    """``await call()`` with the gateway's error mapping for everything but tools."""
+    try:
+        return await call()
+    except ConsentDenied as exc:
+        raise JSONRPCError(CONSENT_DENIED, f"denied by agenthost's policy: {exc}") from None
+    except (JSONRPCError, NotFound, AmbiguousResource):
+        raise
+    except AgentHostError as exc:
+        where = f"{server}: " if server else ""
+        raise JSONRPCError(jsonrpc.INTERNAL_ERROR, f"{where}{_reason(exc)}") from None
+
+
+def _reason(exc: AgentHostError) -> str:
+    text = str(exc)
+    return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def _tool_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)

@@ -1,0 +1,462 @@
+"""``agenthost serve --http``: Streamable HTTP at ``/mcp``, served by hypercorn on Trio.
+
+The transport side only: an ASGI app that turns HTTP exchanges into messages for
+:class:`~agenthost.serve.downstream.DownstreamSession` (which knows MCP), and the
+session's messages back into HTTP (``basic/transports/streamable-http``):
+
+* ``POST /mcp`` with requests: the answer is an SSE stream carrying, in order, whatever
+  the session sends while they run (progress, our requests to the client: a consent
+  form, a forwarded sampling request) and then their responses; the stream ends when the
+  last of them is answered. A POST of only notifications or responses gets 202.
+* Legacy revisions have sessions: ``initialize`` creates one (``Mcp-Session-Id`` in the
+  answer), later POSTs name it (404 for one we do not know: the client starts again),
+  ``GET /mcp`` opens its stream for messages tied to no request (``list_changed``),
+  ``DELETE /mcp`` ends it. At most :data:`MAX_SESSIONS` at once (a new one ends the
+  least recently used), each with a bounded inbox and a bounded backlog for its GET
+  stream.
+* 2026-07-28 requests have no session: each POST gets a session of its own for the
+  exchange, which ends with it. A client that goes away mid-request (the stream
+  closes) cancels it, upstream too.
+
+Security (the same rules the spec gives servers): the ``Host`` header must name the
+address we listen on (DNS rebinding), an ``Origin``, when sent, must be one of ours too;
+bound to a non-loopback address, every request needs ``Authorization: Bearer <token>``
+(compared in constant time), and :func:`check_bind` refuses to start without a token.
+Bodies over :data:`~agenthost.transports.base.DEFAULT_MAX_MESSAGE_SIZE` get 413.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import math
+import secrets
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+import trio
+
+from agenthost.errors import ConfigError, ProtocolError, TransportClosed
+from agenthost.protocol import jsonrpc
+from agenthost.serve.downstream import DownstreamSession
+from agenthost.serve.gateway import Gateway
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
+
+__all__ = ["MAX_SESSIONS", "McpHttpApp", "check_bind", "serve_http"]
+
+log = logging.getLogger("agenthost.serve.http")
+
+#: Legacy sessions open at once; a new one ends the least recently used.
+MAX_SESSIONS: Final = 64
+#: Messages a session holds for its GET stream while none is open (oldest dropped).
+_BACKLOG: Final = 256
+#: Messages waiting for the session's reader, per session.
+_INBOX: Final = 64
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a bearer token.
+
+    Raises:
+        ConfigError: naming where the token comes from.
+    """
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"serving on {host} (not loopback) needs a bearer token: set"
+            " AGENTHOST_SERVE_TOKEN; clients then send Authorization: Bearer <token>",
+            key="serve.http",
+        )
+
+
+class _HttpTransport(Transport):
+    """The messages of one downstream session, carried by HTTP exchanges."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._in_send, self._in_receive = trio.open_memory_channel[jsonrpc.Message](_INBOX)
+        #: Request id -> the stream of the POST that carried it.
+        self._streams: dict[jsonrpc.RequestId, trio.MemorySendChannel[jsonrpc.Message]] = {}
+        #: The streams open now, newest last: where messages tied to no response go.
+        self._open: list[trio.MemorySendChannel[jsonrpc.Message]] = []
+        self.get_stream: trio.MemorySendChannel[jsonrpc.Message] | None = None
+        self._backlog: deque[jsonrpc.Message] = deque(maxlen=_BACKLOG)
+        self._closed = False
+        self.last_used = trio.current_time()
+
+    async def deliver(self, message: jsonrpc.Message) -> None:
+        self.last_used = trio.current_time()
+        try:
+            await self._in_send.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise TransportClosed("session closed", server=self.name) from None
+
+    def expect(
+        self, request_id: jsonrpc.RequestId, stream: trio.MemorySendChannel[jsonrpc.Message]
+    ) -> None:
+        self._streams[request_id] = stream
+
+    def opened(self, stream: trio.MemorySendChannel[jsonrpc.Message]) -> None:
+        self._open.append(stream)
+
+    def closed_stream(self, stream: trio.MemorySendChannel[jsonrpc.Message]) -> None:
+        if stream in self._open:
+            self._open.remove(stream)
+        for key in [k for k, s in self._streams.items() if s is stream]:
+            del self._streams[key]
+
+    def attach_get(self, stream: trio.MemorySendChannel[jsonrpc.Message]) -> None:
+        self.get_stream = stream
+        while self._backlog:
+            stream.send_nowait(self._backlog.popleft())
+
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
+        if self._closed:
+            raise TransportClosed("session closed", server=self.name)
+        if isinstance(message, jsonrpc.Response | jsonrpc.ErrorResponse):
+            stream = self._streams.pop(message.id, None) if message.id is not None else None
+            if stream is not None:
+                await _put(stream, message)
+            return
+        target = self._open[-1] if self._open else self.get_stream
+        if target is None or not await _put(target, message):
+            self._backlog.append(message)
+
+    async def receive(self) -> jsonrpc.Message:
+        try:
+            return await self._in_receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise TransportClosed("session ended", server=self.name) from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._in_send.aclose()
+
+
+async def _put(stream: trio.MemorySendChannel[jsonrpc.Message], message: jsonrpc.Message) -> bool:
+    try:
+        await stream.send(message)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True
+
+
+class _Session:
+    def __init__(self, session: DownstreamSession, transport: _HttpTransport) -> None:
+        self.session = session
+        self.transport = transport
+        self.scope = trio.CancelScope()
+
+
+class McpHttpApp:
+    """The ASGI app (``/mcp``) for one gateway; run it with :func:`serve_http`.
+
+    Args:
+        gateway: answers every session.
+        nursery: where sessions run (they outlive the exchange that started them).
+        allowed_hosts: ``host[:port]`` values the Host and Origin headers may name.
+        token: the bearer token every request must carry (None: none needed).
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        nursery: trio.Nursery,
+        *,
+        allowed_hosts: set[str],
+        token: str | None,
+    ) -> None:
+        self._gateway = gateway
+        self._nursery = nursery
+        #: Kept by reference: the port is known only once the server listens.
+        self._allowed = allowed_hosts
+        self._token = token
+        self._sessions: dict[str, _Session] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._refuse(scope, headers)
+        if problem is not None:
+            await _plain(send, *problem)
+            return
+        method = scope["method"]
+        if method == "POST":
+            await self._post(headers, receive, send)
+        elif method == "GET":
+            await self._get(headers, receive, send)
+        elif method == "DELETE":
+            found = self._sessions.pop(headers.get("mcp-session-id", ""), None)
+            if found is not None:
+                found.scope.cancel()
+            await _plain(send, 200 if found else 404, "")
+        else:
+            await _plain(send, 405, "method not allowed")
+
+    def _refuse(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        if scope["path"].rstrip("/") != "/mcp":
+            return 404, "not found: the MCP endpoint is /mcp"
+        host = headers.get("host", "").lower()
+        if host not in self._allowed:
+            return 421, "misdirected request: unexpected Host header"
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().split("://", 1)[-1] not in self._allowed:
+            return 403, "forbidden: unexpected Origin"
+        if self._token is not None:
+            given = headers.get("authorization", "")
+            expected = f"Bearer {self._token}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return 401, "unauthorized: a bearer token is required"
+        return None
+
+    async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        body = await _body(receive)
+        if body is None:
+            await _plain(send, 413, "request body too large")
+            return
+        try:
+            messages = jsonrpc.decode(body)
+        except ProtocolError as exc:
+            reply = jsonrpc.ErrorResponse(exc.request_id, jsonrpc.ErrorObject(exc.code, str(exc)))
+            await _json(send, 400, jsonrpc.encode(reply))
+            return
+        requests = [m for m in messages if isinstance(m, jsonrpc.Request)]
+        modern = _is_modern(headers, requests)
+        if modern:
+            await self._stateless(requests, send)
+            return
+        sid = headers.get("mcp-session-id")
+        is_init = any(r.method == "initialize" for r in requests)
+        if sid is None and is_init:
+            if len(self._sessions) >= MAX_SESSIONS:
+                # Clients often leave without DELETE: the least recently used session
+                # makes room (its client, if it comes back, gets 404 and starts again).
+                oldest = min(self._sessions, key=lambda k: self._sessions[k].transport.last_used)
+                self._sessions.pop(oldest).scope.cancel()
+                log.info("session %s... ended to make room (at most %d)", oldest[:6], MAX_SESSIONS)
+            sid, entry = await self._new_session()
+        else:
+            found = self._sessions.get(sid or "")
+            if found is None:
+                await _plain(send, 404 if sid else 400, "unknown or missing Mcp-Session-Id")
+                return
+            entry = found
+        await self._exchange(entry, messages, requests, send, sid)
+
+    async def _new_session(self) -> tuple[str, _Session]:
+        sid = secrets.token_urlsafe(24)
+        transport = _HttpTransport(f"http client {sid[:6]}")
+        entry = _Session(self._gateway.session(transport, name=transport.name), transport)
+        self._sessions[sid] = entry
+
+        async def run() -> None:
+            with entry.scope:
+                await self._gateway.serve(entry.session)
+            self._sessions.pop(sid, None)
+
+        self._nursery.start_soon(run)
+        return sid, entry
+
+    async def _exchange(
+        self,
+        entry: _Session,
+        messages: list[jsonrpc.Message],
+        requests: list[jsonrpc.Request],
+        send: Send,
+        sid: str | None,
+    ) -> None:
+        if not requests:
+            for message in messages:
+                await entry.transport.deliver(message)
+            await _plain(send, 202, "")
+            return
+        out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_INBOX)
+        waiting = {r.id for r in requests}
+        for request in requests:
+            entry.transport.expect(request.id, out_send)
+        entry.transport.opened(out_send)
+        extra = [(b"mcp-session-id", sid.encode())] if sid else []
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS + extra})
+        try:
+            for message in messages:
+                await entry.transport.deliver(message)
+            async with out_receive:
+                async for message in out_receive:
+                    await _event(send, message)
+                    if isinstance(message, jsonrpc.Response | jsonrpc.ErrorResponse):
+                        waiting.discard(message.id)
+                        if not waiting:
+                            break
+        finally:
+            entry.transport.closed_stream(out_send)
+            with trio.CancelScope(shield=True):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _stateless(self, requests: list[jsonrpc.Request], send: Send) -> None:
+        """A 2026-07-28 POST: a session for this exchange alone (see the module doc)."""
+        transport = _HttpTransport("http client (2026-07-28)")
+        entry = _Session(self._gateway.session(transport, name=transport.name), transport)
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                with entry.scope:
+                    await self._gateway.serve(entry.session)
+
+            nursery.start_soon(run)
+            try:
+                await self._exchange(entry, list(requests), requests, send, None)
+            finally:
+                entry.scope.cancel()
+
+    async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        entry = self._sessions.get(headers.get("mcp-session-id", ""))
+        if entry is None:
+            await _plain(send, 405, "no session: GET needs an Mcp-Session-Id")
+            return
+        out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_BACKLOG)
+        entry.transport.attach_get(out_send)
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def until_gone() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(until_gone)
+                async with out_receive:
+                    async for message in out_receive:
+                        await _event(send, message)
+        finally:
+            if entry.transport.get_stream is out_send:
+                entry.transport.get_stream = None
+
+
+def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool:
+    version = headers.get("mcp-protocol-version", "")
+    if version >= "2026" and "mcp-session-id" not in headers:
+        return True
+    return any(
+        isinstance((r.params or {}).get("_meta"), dict)
+        and "io.modelcontextprotocol/protocolVersion" in (r.params or {})["_meta"]
+        for r in requests
+    )
+
+
+async def _body(receive: Receive) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size > DEFAULT_MAX_MESSAGE_SIZE:
+            return None
+        chunks.append(chunk)
+        if not event.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _event(send: Send, message: jsonrpc.Message) -> None:
+    data = b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+        }
+    )
+    await send({"type": "http.response.body", "body": text.encode()})
+
+
+async def _json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve_http(
+    gateway: Gateway,
+    host: str,
+    port: int,
+    *,
+    token: str | None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``gateway`` at ``http://host:port/mcp`` until cancelled; reports the port.
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without ``token``.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    check_bind(host, token)
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("agenthost.serve.http.hypercorn")
+    config.graceful_timeout = 2.0
+    async with trio.open_nursery() as sessions:
+        allowed: set[str] = set()
+        app = McpHttpApp(gateway, sessions, allowed_hosts=allowed, token=token)
+        binds: list[str] = await sessions.start(_hypercorn, serve, app, config)
+        bound = int(binds[0].rsplit(":", 1)[1])
+        names = {host, "localhost", "127.0.0.1", "[::1]"} if is_loopback(host) else {host}
+        allowed.update(f"{name}:{bound}".lower() for name in names)
+        log.info("serving MCP at http://%s:%d/mcp", host, bound)
+        task_status.started(bound)
+
+
+async def _hypercorn(
+    serve: Any, app: McpHttpApp, config: Any, *, task_status: trio.TaskStatus[list[str]]
+) -> None:
+    await serve(app, config, task_status=task_status)

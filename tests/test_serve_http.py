@@ -1,0 +1,211 @@
+"""``agenthost serve --http``: Streamable HTTP at /mcp, driven by the official SDK client.
+
+``agenthost serve --http 127.0.0.1:0`` runs as a subprocess (the port it got is read from
+its stderr); the SDK client (tests/peers/sdk_client.py) connects over HTTP in both eras;
+raw HTTP requests check the DNS-rebinding and bearer-token rules; SIGTERM ends it all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agenthost.serve.http import MAX_SESSIONS
+from tests.helpers import AGENTHOST, REPO, alive
+
+Command = tuple[str, list[str]]
+SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def _config(tmp_path: Path, server: Command, policy: str) -> Path:
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        f"[servers.sdk]\ncommand = {json.dumps(server[0])}\nargs = {json.dumps(server[1])}\n\n"
+        + policy
+    )
+    return config
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def _serving(config: Path, bind: str = "127.0.0.1:0", **env: str) -> Iterator[tuple[str, Any]]:
+    proc = subprocess.Popen(
+        [*AGENTHOST, "--config", str(config), "serve", "--http", bind],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        seen = ""
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            seen += line
+            found = re.search(r"serving MCP at (http://\S+/mcp)", line)
+            if found:
+                yield found.group(1), proc
+                break
+            if not line and proc.poll() is not None:
+                raise AssertionError(f"serve exited: {seen}")
+        else:
+            raise AssertionError(f"serve did not start: {seen}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _drive(url: str, scenario: str, mode: str, **env: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(SDK_CLIENT), scenario, mode, "--", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(**env),
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def test_both_eras_and_consent_over_http_then_sigterm(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], node_bin: Callable[[], str]
+) -> None:
+    config = _config(
+        tmp_path,
+        sdk_server_cmd(),
+        "[policy]\n"
+        'rules = [\n  {kind = "tool", decision = "ask", server = "*", name = "echo"},\n'
+        '  {kind = "tool", decision = "deny", server = "*", name = "fail"},\n'
+        '  {kind = "tool", decision = "allow", server = "*", name = "*"},\n]\n',
+    )
+    with _serving(config) as (url, proc):
+        # Legacy, in a session: the consent form reaches the client on the POST's stream.
+        seen = _drive(url, "consent", "legacy", ANSWER="allow once")
+        assert seen["protocol_version"] == "2025-11-25"
+        assert seen["echo"]["content"] == [{"type": "text", "text": "hello"}]
+        assert len([f for f in seen["forms"] if "decision" in str(f["schema"])]) == 2
+        assert "denied by agenthost's policy" in seen["fail"]["content"][0]["text"]
+        assert "Ada" in seen["elicit"]["content"][0]["text"]
+        # 2026-07-28, stateless: no session; the form comes as an InputRequiredResult and
+        # the answer in the retry (another POST).
+        modern = _drive(url, "echo", "2026-07-28", ANSWER="allow once")
+        assert modern["protocol_version"] == "2026-07-28"
+        assert "echo" in modern["tools"]
+        assert modern["echo"]["content"] == [{"type": "text", "text": "bridged"}]
+        assert len(modern["forms"]) == 1
+        # The TypeScript SDK client over HTTP: progress and cancellation; it declares no
+        # elicitation, so the "ask" for echo is answered headless.
+        ts = subprocess.run(
+            [node_bin(), str(REPO / "tests" / "peers" / "ts_client.mjs"), url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+            cwd=REPO,
+        )
+        assert ts.returncode == 0, ts.stderr[-3000:]
+        ts_seen = json.loads(ts.stdout)
+        assert ts_seen["progress"] == [1, 2, 3]
+        assert ts_seen["cancelled"] is True
+        assert "headless" in ts_seen["echo"]["content"][0]["text"]
+        upstream = [
+            int(pid)
+            for pid in subprocess.run(
+                ["pgrep", "-f", "sdk_server.py", "-P", str(proc.pid)],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+        ]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert upstream and not any(alive(pid) for pid in upstream)
+
+
+def test_host_origin_and_token_are_checked(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = _config(
+        tmp_path, sdk_server_cmd(), '[policy]\nmode = "headless"\npreset = "headless-readonly"\n'
+    )
+    with _serving(config, AGENTHOST_SERVE_TOKEN="s3cret") as (url, _):
+        ok = {**ACCEPT, "authorization": "Bearer s3cret"}
+        assert httpx.post(url, json=INIT, headers=ACCEPT).status_code == 401
+        assert (
+            httpx.post(url, json=INIT, headers={**ok, "authorization": "Bearer x"}).status_code
+            == 401
+        )
+        rebound = httpx.post(url, json=INIT, headers={**ok, "host": "evil.example:80"})
+        assert rebound.status_code == 421
+        cross = httpx.post(url, json=INIT, headers={**ok, "origin": "http://evil.example"})
+        assert cross.status_code == 403
+        good = httpx.post(url, json=INIT, headers=ok)
+        assert good.status_code == 200
+        assert good.headers["mcp-session-id"]
+        assert '"protocolVersion":"2025-06-18"' in good.text
+        stale = httpx.post(url, json=INIT | {"id": 2}, headers={**ok, "mcp-session-id": "nope"})
+        assert stale.status_code == 404
+        # Sessions are bounded: clients that never DELETE make the oldest give way.
+        first = good.headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        assert (
+            httpx.post(url, json=ping, headers={**ok, "mcp-session-id": first}).status_code == 200
+        )
+        with httpx.Client(headers=ok) as client:
+            for _ in range(MAX_SESSIONS):
+                assert client.post(url, json=INIT).status_code == 200
+            gone = client.post(url, json=ping, headers={"mcp-session-id": first})
+            assert gone.status_code == 404
+        assert httpx.get(url.removesuffix("/mcp") + "/other", headers=ok).status_code == 404
+
+
+def test_a_non_loopback_bind_needs_a_token(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    config = _config(tmp_path, sdk_server_cmd(), "")
+    proc = subprocess.run(
+        [*AGENTHOST, "--config", str(config), "serve", "--http", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert "AGENTHOST_SERVE_TOKEN" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+pytestmark = pytest.mark.timeout(240)
