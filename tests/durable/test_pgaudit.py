@@ -5,9 +5,15 @@ whoever appends and however often."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,3 +167,76 @@ def test_the_database_password_is_a_secret(tmp_path: Path) -> None:
         sink.append([_line("r", 1)])
     assert password not in str(caught.value)
     assert "the audit database postgresql://fleet:***@127.0.0.1:1/audit failed" in str(caught.value)
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+
+
+def test_the_worker_cli_audits_to_postgresql_and_never_shows_the_password(
+    tmp_path: Path, dsn: str
+) -> None:
+    """`agenthost worker` with `[policy] audit_database`, a run through `run --temporal`."""
+    _drop(dsn)
+    password = "pw-of-the-fleet-9931"
+    with_password = dsn.replace("postgres:@", f"postgres:{password}@", 1)
+    assert password in with_password  # the local server trusts its socket: ignored
+    config_path = write_config(
+        tmp_path,
+        record_turns(["x"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+        extra=f"audit_database = {json.dumps(with_password)}",
+    )
+    base = [sys.executable, "-m", "agenthost", "--config", str(config_path)]
+    log = tmp_path / "worker.log"
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        env = await WorkflowEnvironment.start_time_skipping(
+            test_server_existing_path=str(TEST_SERVER)
+        )
+        async with env:
+            address = env.client.service_client.config.target_host
+            worker = await asyncio.to_thread(
+                _start,
+                [*base, "worker", "--temporal", address, "--task-queue", "q"],
+                log,
+                {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+            )
+            try:
+                deadline = time.monotonic() + 60
+                while "worker ready" not in log.read_text(errors="replace"):
+                    assert worker.poll() is None, log.read_text(errors="replace")
+                    assert time.monotonic() < deadline, log.read_text(errors="replace")
+                    await asyncio.sleep(0.1)
+                return await asyncio.to_thread(
+                    subprocess.run,
+                    [*base, "run", "--temporal", address, "--task-queue", "q", "record x"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    stdin=subprocess.DEVNULL,
+                )
+            finally:
+                worker.send_signal(signal.SIGTERM)
+                try:
+                    worker.wait(30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait(10)
+
+    run = asyncio.run(main())
+    assert run.returncode == 0, run.stderr
+    shown = log.read_text(errors="replace")
+    assert "audit postgresql://postgres:***@/postgres" in shown
+    assert password not in shown + run.stdout + run.stderr
+    sink = PostgresAuditSink(dsn)
+    lines = sink.lines()
+    sink.close()
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    decisions = [line for line in lines if line["type"] == "decision"]
+    assert [(line["server"], line["name"], line["decision"]) for line in decisions] == [
+        ("ledger", "record", "allow")
+    ]
