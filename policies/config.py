@@ -53,6 +53,7 @@ _KEYS = frozenset(
         "preset",
         "rules",
         "audit",
+        "audit_database",
         "prompt_timeout",
         "ask_timeout",
         "file",
@@ -92,6 +93,10 @@ class PolicyConfig:
     #: rules and preset decide, never otherwise, and never its sampling limits.
     project_rules: tuple[Rule, ...] = ()
     audit: AuditConfig | None = None
+    #: A PostgreSQL URI (``postgresql://...``) that durable workers append the audit to,
+    #: once per ``(run_id, seq)`` across a fleet; ``None``: the JSONL file. Holds a
+    #: password, maybe: whoever shows it redacts it.
+    audit_database: str | None = None
     #: Seconds the terminal prompter waits for each answer.
     prompt_timeout: float = 300.0
     #: Seconds a durable run (``agenthost run --temporal``) stays parked on an "ask"
@@ -246,6 +251,7 @@ def parse_policy(
         preset_rules=preset_rules,
         project_rules=_project_rules(raw.get("project"), source),
         audit=_parse_audit(raw.get("audit"), source=source, base=base),
+        audit_database=_parse_audit_database(raw.get("audit_database"), source=source),
         prompt_timeout=float(timeout),
         ask_timeout=float(ask_timeout),
         approvals=_parse_approvals(raw.get("approvals"), mode=mode, source=source, base=base),
@@ -287,6 +293,19 @@ def _parse_approvals(raw: Any, *, mode: Mode, source: str, base: Path) -> Path |
     if isinstance(raw, str) and raw:
         return base / Path(raw).expanduser()
     raise ConfigError("must be true, false or a file path", path=source, key="policy.approvals")
+
+
+def _parse_audit_database(raw: Any, *, source: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.startswith(("postgresql://", "postgres://")):
+        # Never echo the value: it may hold a password.
+        raise ConfigError(
+            "must be a PostgreSQL URI, postgresql://USER:PASSWORD@HOST/DB",
+            path=source,
+            key="policy.audit_database",
+        )
+    return raw
 
 
 def _parse_audit(raw: Any, *, source: str, base: Path) -> AuditConfig | None:

@@ -54,6 +54,7 @@ from agenthost.config.values import (
     join_key,
 )
 from agenthost.errors import ConfigError
+from agenthost.redaction import add_secrets_of_url
 
 __all__ = ["config_from_mapping", "load_config"]
 
@@ -456,6 +457,9 @@ def _host_sections(
         workspaces = []
     providers = _table(data.get("providers", {}), ctx, "providers")
     policy = _table(data.get("policy", {}), ctx, "policy")
+    if isinstance(policy.get("audit_database"), str):
+        # Its password is a secret from the moment it is read, before anything shows it.
+        add_secrets_of_url(policy["audit_database"])
     agent = _agent(data.get("agent", {}), ctx)
     gateway = _gateway(data.get("gateway", {}), ctx)
     return _HostSections(

@@ -15,8 +15,8 @@ and why (never silently ignored). The rules, with docs/config.md's table:
   ``import``, ``workspaces``), literally (no ``${VAR}``, but the editors'
   ``${workspaceFolder}``), resolved against the folder *the loader* resolves it against
   (an editor's file: the project folder, not ``.vscode/``);
-* nothing the host writes outside the project (``policy.audit``), nor over a file that
-  is not an audit log;
+* nothing the host writes outside the project (``policy.audit``, and never
+  ``policy.audit_database``), nor over a file that is not an audit log;
 * nothing that decides where the user's API key goes (a provider's ``base_url``,
   ``api_key_env``), nor who answers servers' sampling requests (``[gateway]``).
 """
@@ -123,6 +123,12 @@ def _policy_violations(
             f"{key}.approvals",
             "a project file may not choose where remembered answers come from (they decide"
             " what runs without asking); only false (remember nothing) is allowed",
+        )
+    if "audit_database" in policy:
+        yield (
+            f"{key}.audit_database",
+            "a project file may not send the audit to a database (it would read every"
+            " call you make); set it in your own config",
         )
     audit = policy.get("audit")
     raw = audit.get("path") if isinstance(audit, Mapping) else audit

@@ -13,7 +13,8 @@ idempotency key ``RUN_ID/CALL_ID`` in its ``_meta``
 (:data:`~agenthost.durable.workflow.IDEMPOTENCY_KEY`): the same key means the same call,
 and a server with effects that must happen once keeps the keys it has acted on and
 answers a repeated key with its first result. Audit lines are written once per
-``(run_id, seq)`` whatever the retries (:class:`JsonlAuditSink`).
+``(run_id, seq)`` whatever the retries (:class:`JsonlAuditSink` on one machine,
+:class:`~agenthost.durable.pgaudit.PostgresAuditSink` for a fleet).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 from temporalio import activity
@@ -53,7 +54,7 @@ from providers.scripted import ScriptedProvider
 if TYPE_CHECKING:
     from agenthost.host import Host
 
-__all__ = ["Activities", "HostBridge", "JsonlAuditSink"]
+__all__ = ["Activities", "AuditSink", "HostBridge", "JsonlAuditSink"]
 
 T = TypeVar("T")
 
@@ -106,6 +107,15 @@ class HostBridge:
             with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(scope.cancel, trio_token=self.token)
             raise
+
+
+class AuditSink(Protocol):
+    """Where a worker's audit lines go: the JSONL file, or a fleet's database
+    (:class:`~agenthost.durable.pgaudit.PostgresAuditSink`)."""
+
+    def append(self, lines: Sequence[Mapping[str, Any]]) -> int:
+        """Write each line whose ``(run_id, seq)`` was not written yet; how many were."""
+        ...
 
 
 class JsonlAuditSink:
@@ -162,7 +172,7 @@ def _provider_failure(exc: ProviderError) -> ApplicationError:
 class Activities:
     """The activities one worker serves, over its Host (see the module docstring)."""
 
-    def __init__(self, bridge: HostBridge, *, audit: JsonlAuditSink, results: Path) -> None:
+    def __init__(self, bridge: HostBridge, *, audit: AuditSink, results: Path) -> None:
         self.bridge = bridge
         self.audit = audit
         self.results = results

@@ -22,7 +22,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from agenthost.config.model import HostConfig
-from agenthost.durable.activities import Activities, HostBridge, JsonlAuditSink
+from agenthost.durable.activities import Activities, AuditSink, HostBridge, JsonlAuditSink
+from agenthost.durable.pgaudit import PostgresAuditSink, is_dsn
 from agenthost.durable.workflow import AgentRun
 from agenthost.errors import AgentHostError
 from providers.base import Provider
@@ -112,14 +113,19 @@ async def run_worker(
     bridge: HostBridge,
     *,
     task_queue: str,
-    audit: Path,
+    audit: Path | str,
     results: Path,
     stop: asyncio.Event,
     drain: float = 30.0,
     on_ready: Any = None,
 ) -> None:
     """Serve runs on ``task_queue`` until ``stop`` is set, then drain (see module doc)."""
-    activities = Activities(bridge, audit=JsonlAuditSink(audit), results=results)
+    sink: AuditSink
+    if isinstance(audit, str) and is_dsn(audit):
+        sink = PostgresAuditSink(audit)
+    else:
+        sink = JsonlAuditSink(Path(audit))
+    activities = Activities(bridge, audit=sink, results=results)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -128,7 +134,11 @@ async def run_worker(
         graceful_shutdown_timeout=timedelta(seconds=drain),
         max_concurrent_activities=200,
     )
-    async with worker:
-        if on_ready is not None:
-            on_ready()
-        await stop.wait()
+    try:
+        async with worker:
+            if on_ready is not None:
+                on_ready()
+            await stop.wait()
+    finally:
+        if isinstance(sink, PostgresAuditSink):
+            sink.close()

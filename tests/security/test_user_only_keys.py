@@ -71,6 +71,12 @@ CASES: list[tuple[str, str, str]] = [
     ("agenthost.toml", '[policy]\napprovals = "approvals.json"\n', "policy.approvals"),
     ("agenthost.toml", "[policy]\napprovals = true\n", "policy.approvals"),
     ("agenthost.toml", "[policy.project]\nrules = []\n", "policy.project"),
+    # The audit would go to a database the project chose.
+    (
+        "agenthost.toml",
+        '[policy]\naudit_database = "postgresql://them@db.example/audit"\n',
+        "policy.audit_database",
+    ),
     # The gaps of the last review: a server's cwd, OAuth key files, a replay script.
     ("agenthost.toml", _SERVER + 'cwd = ".."\n', "servers.ok.cwd"),
     ("agenthost.toml", _SERVER + 'cwd = "/"\n', "servers.ok.cwd"),

@@ -31,6 +31,7 @@ from agenthost.cli.exit import (
 )
 from agenthost.cli.render import Console, agent_printer, print_json, say, table
 from agenthost.errors import AgentHostError
+from agenthost.redaction import add_secrets_of_url, redact_url
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -105,7 +106,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     add_temporal_options(worker, required=True)
     worker.add_argument(
-        "--audit", help="the audit JSONL (default: the config's [policy] audit, else state dir)"
+        "--audit",
+        help="the audit JSONL, or a postgresql:// URI for a fleet (default: the config's"
+        " [policy] audit_database, else its audit, else state dir)",
     )
     worker.add_argument("--results", help="where cut tool results are kept (default: state dir)")
     worker.add_argument(
@@ -141,15 +144,24 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------------------- worker
 
 
-def _audit_path(args: argparse.Namespace, config: HostConfig) -> Path:
+def _audit_path(args: argparse.Namespace, config: HostConfig) -> Path | str:
+    """The JSONL file, or a PostgreSQL URI (registered as a secret: it may hold a
+    password)."""
+    from agenthost.durable.pgaudit import is_dsn
     from agenthost.durable.worker import state_dir
     from policies.config import parse_policy
 
     if args.audit:
+        if is_dsn(args.audit):
+            add_secrets_of_url(args.audit)
+            return str(args.audit)
         return Path(args.audit)
     source = config.source or "<config>"
     base = os.path.dirname(os.path.abspath(config.source)) if config.source else None
     policy = parse_policy(config.policy, source=source, base_dir=base)
+    if policy.audit_database is not None:
+        add_secrets_of_url(policy.audit_database)
+        return policy.audit_database
     if policy.audit is not None:
         return policy.audit.path
     return state_dir() / "durable-audit.jsonl"
@@ -174,7 +186,8 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
         def ready() -> None:
             console.line(
                 f"worker ready: task queue {args.task_queue} on {address}"
-                f" (namespace {args.namespace}); audit {audit}"
+                f" (namespace {args.namespace});"
+                f" audit {redact_url(audit) if isinstance(audit, str) else audit}"
             )
 
         async def serve() -> None:
