@@ -243,7 +243,7 @@ class HTTPTransportBase(Transport):
 
     async def _deliver_failure(self, request_id: RequestId, error: AgentHostError) -> None:
         """Fail ``request_id`` alone with ``error``, raised to its caller as is."""
-        log.warning("%s: request %r failed: %s", self.name, request_id, error)
+        log.info("%s: request %r failed: %s", self.name, request_id, error)  # the caller says it
         await self._in.send(jsonrpc.InvalidResponse(request_id, str(error), error))
 
     # -- failure and background tasks
