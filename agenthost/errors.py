@@ -19,6 +19,7 @@ never leaked::
     │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
     │   ├── MessageTooLarge         a frame over the configured maximum
     │   └── AuthorizationError      OAuth failed or is needed (names the server and the fix)
+    │       └── RequestUnauthorized one request refused after re-authorization
     ├── AgentHostTimeout            a request or operation exceeded its timeout
     ├── ServerUnavailable           the server is gone/restarting; the request never ran
     ├── JSONRPCError                the peer answered with an error (code, message, data)
@@ -63,6 +64,7 @@ __all__ = [
     "OutputValidationError",
     "ProtocolError",
     "ProviderError",
+    "RequestUnauthorized",
     "ServerUnavailable",
     "SessionExpired",
     "TaskCancelled",
@@ -250,6 +252,23 @@ class AuthorizationError(TransportError):
     A transport error because the server cannot be used without it (the CLI exits 5). The
     message names the server and what to do; it never holds a token, code or secret.
     """
+
+
+class RequestUnauthorized(AuthorizationError):
+    """One request refused even after re-authorization: the session stays usable.
+
+    A step-up that gave up (the server still answers ``insufficient_scope`` for the
+    scopes just granted), or a fresh token answered with 401 again. Only this request
+    fails (other tools may need no more than we hold), so the HTTP transport hands it to
+    the waiting caller instead of ending the connection. ``scopes`` are the scopes last
+    asked for (empty when none was named).
+    """
+
+    def __init__(
+        self, message: str, *, server: str | None = None, scopes: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, server=server)
+        self.scopes = scopes
 
 
 class AgentHostTimeout(AgentHostError):

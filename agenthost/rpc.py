@@ -308,9 +308,12 @@ class RPC:
                 message.problem,
             )
             return
-        error = outcome.Error(
-            ProtocolError(f"invalid response from the server: {message.problem}", server=self.name)
+        # A transport's typed failure of this one request (an AuthorizationError), or
+        # a malformed response.
+        cause = message.error or ProtocolError(
+            f"invalid response from the server: {message.problem}", server=self.name
         )
+        error = outcome.Error(cause)
         if waiter.task is not None:
             trio.lowlevel.reschedule(waiter.task, error)
             waiter.task = None

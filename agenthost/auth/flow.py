@@ -71,7 +71,7 @@ from agenthost.auth.state import (
     parse_state,
 )
 from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
-from agenthost.errors import AuthorizationError
+from agenthost.errors import AuthorizationError, RequestUnauthorized
 from agenthost.redaction import redact_url
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
@@ -216,18 +216,28 @@ class OAuth(Exchange, httpx.Auth):
         if sent is not None:
             request.headers["Authorization"] = f"Bearer {sent}"
         response = yield request
+        renewed = False  # this request got a fresh token: a 401 to it is final
         for _ in range(2 + MAX_STEP_UPS):
             status = response.status_code
             if status not in (401, 403):
                 return
             challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
             if status == 401:
+                if renewed:
+                    # At most one fresh token per request: a server that refuses every
+                    # one must not cost a token request per retry (it was 5 per request).
+                    raise RequestUnauthorized(
+                        "the server refused the access token its authorization server"
+                        f" just issued (HTTP 401): log in again ({self._login_hint()}),"
+                        " or ask the server's operator about its authorization setup",
+                        server=self.server,
+                    )
                 await self._unauthorized(challenge, sent)
             elif challenge is not None and challenge.error == "insufficient_scope":
-                if not await self._step_up(challenge, sent):
-                    return
+                await self._step_up(challenge, sent)
             else:
                 return
+            renewed = True
             sent = self._access_token()
             if sent is None:
                 return
@@ -267,28 +277,50 @@ class OAuth(Exchange, httpx.Auth):
                 return
             await self._authorize(challenge, None)
 
-    async def _step_up(self, challenge: Challenge, sent: str | None) -> bool:
+    async def _step_up(self, challenge: Challenge, sent: str | None) -> None:
+        """Re-authorize for the scopes ``challenge`` asks more; once per scope set.
+
+        Raises:
+            RequestUnauthorized: giving up (the scopes were asked for already, the bound
+                is reached, or the re-authorization failed): this request fails alone.
+        """
         async with self._lock:
             current = self._access_token()
             if current is not None and current != sent:
-                return True
+                return
             state = self._state
             wanted = set(challenge.scopes or ())
             if state is not None and state.scopes:
                 wanted.update(state.scopes)
             key = frozenset(wanted)
+            scopes = tuple(sorted(wanted))
+            shown = " ".join(scopes) or "(no scope named)"
             if self._step_ups >= MAX_STEP_UPS or key in self._tried_scopes:
                 log.warning(
                     "%s: the server still answers insufficient_scope (%s); not asking again",
                     self.server,
-                    " ".join(sorted(wanted)) or "no scope named",
+                    shown,
                 )
-                return False
+                raise RequestUnauthorized(
+                    f"the server refuses this request without scope {shown} even after"
+                    f" re-authorization (insufficient_scope); {self._login_hint()}"
+                    " with an account allowed that scope",
+                    server=self.server,
+                    scopes=scopes,
+                )
             self._step_ups += 1
-            shown = " ".join(sorted(wanted))
             log.info("%s: step-up authorization for scopes %s", self.server, shown)
-            await self._authorize(challenge, tuple(sorted(wanted)))
-            return True
+            try:
+                await self._authorize(challenge, scopes)
+            except RequestUnauthorized:
+                raise
+            except AuthorizationError as exc:
+                reason = str(exc).removeprefix(f"{self.server}: ")
+                raise RequestUnauthorized(
+                    f"step-up to scope {shown} failed: {reason}",
+                    server=self.server,
+                    scopes=scopes,
+                ) from None
 
     # -- the flows
 

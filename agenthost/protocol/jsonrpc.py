@@ -33,7 +33,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 import orjson
 
-from agenthost.errors import ProtocolError
+from agenthost.errors import AgentHostError, ProtocolError
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -116,10 +116,16 @@ class InvalidResponse:
     """A response to request ``id`` that is not valid JSON-RPC; received, never sent.
 
     ``problem`` says what was wrong, for the error the waiting request fails with.
+
+    A transport also uses it to fail one request locally with a typed ``error`` (an
+    :class:`~agenthost.errors.RequestUnauthorized` from the OAuth flow), raised to that
+    caller as is: the connection goes on. Why this class and not a new message kind: the
+    session's reader already takes this rare branch, so normal responses pay nothing.
     """
 
     id: RequestId
     problem: str
+    error: AgentHostError | None = None
 
 
 Message: TypeAlias = Request | Notification | Response | ErrorResponse | InvalidResponse

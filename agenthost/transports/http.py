@@ -65,6 +65,7 @@ from agenthost._version import __version__
 from agenthost.errors import (
     AuthorizationError,
     MessageTooLarge,
+    RequestUnauthorized,
     SessionExpired,
     TransportClosed,
     TransportError,
@@ -475,6 +476,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
                         await self._handle_response(response, request_id, had_session)
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None)
+            except RequestUnauthorized as exc:
+                # Only this request was refused: its caller gets it, the session goes on.
+                if not started:
+                    if probe:
+                        raise
+                    task_status.started(None)
+                    started = True
+                await self._deliver_failure(request_id, exc)
             except AuthorizationError as exc:
                 # From the client's OAuth flow (auth hook): the server is unusable until
                 # someone logs in, so the transport ends with the reason.

@@ -21,7 +21,7 @@ import httpx
 import orjson
 import trio
 
-from agenthost.errors import MessageTooLarge, TransportClosed, TransportError
+from agenthost.errors import AgentHostError, MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, RequestId, Response
 from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
@@ -256,6 +256,11 @@ class HTTPTransportBase(Transport):
         data = {"httpStatus": status} if status is not None else None
         log.warning("%s: request %r failed: %s", self.name, request_id, message)
         await self._in.send(ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data)))
+
+    async def _deliver_failure(self, request_id: RequestId, error: AgentHostError) -> None:
+        """Fail ``request_id`` alone with ``error``, raised to its caller as is."""
+        log.info("%s: request %r failed: %s", self.name, request_id, error)  # the caller says it
+        await self._in.send(jsonrpc.InvalidResponse(request_id, str(error), error))
 
     # -- failure and background tasks
 

@@ -21,7 +21,10 @@ at the origin. Faults (for the bad-input tests) change one thing each:
 * ``bad-issuer``: the AS metadata names another issuer;
 * ``bad-state``: the consent redirect carries a different ``state``;
 * ``html-token``: the token endpoint answers with an HTML page;
-* ``no-refresh``: every refresh token is refused (``invalid_grant``).
+* ``no-refresh``: every refresh token is refused (``invalid_grant``);
+* ``insufficient-scope``: a tool ``admin`` whose every call is answered 403
+  ``insufficient_scope`` asking for ``mcp admin``, even with a token that holds both
+  (a step-up that cannot help); clients may be granted ``admin``.
 
 Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>``,
 ``refresh-rotated``, ``consent``.
@@ -30,6 +33,7 @@ Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>`
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import time
@@ -54,6 +58,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 SCOPE = "mcp"
+ADMIN = "admin"
 
 
 def secret(value: str) -> str:
@@ -213,6 +218,9 @@ class Faults:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if self.fault == "insufficient-scope" and path == "/mcp" and scope.get("method") == "POST":
+            await self.insufficient_scope(scope, receive, send)
+            return
         if scope["type"] == "http" and self.fault == "html-token" and path == "/token":
             page = HTMLResponse("<html><body><h1>Sign in</h1></body></html>", status_code=200)
             await page(scope, receive, send)
@@ -238,6 +246,46 @@ class Faults:
             return
         await self.app(scope, receive, send)
 
+    async def insufficient_scope(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """403 to every ``tools/call`` of ``admin``; anything else goes on to the SDK."""
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        if (
+            isinstance(request, dict)
+            and request.get("method") == "tools/call"
+            and (request.get("params") or {}).get("name") == ADMIN
+        ):
+            note("insufficient_scope")
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}",'
+                f' resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
+            )
+            refused = JSONResponse(
+                {"error": "insufficient_scope"},
+                status_code=403,
+                headers={"WWW-Authenticate": challenge},
+            )
+            await refused(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
 
 def build(
     port: int, lifetime: int, fault: str | None, transport: str = "streamable-http"
@@ -258,7 +306,10 @@ def build(
                 "validate_token_resource": True,
                 "required_scopes": [SCOPE],
                 "client_registration_options": ClientRegistrationOptions(
-                    enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+                    enabled=True,
+                    # The step-up may ask for ADMIN: registration must not be what refuses.
+                    valid_scopes=[SCOPE, ADMIN] if fault == "insufficient-scope" else [SCOPE],
+                    default_scopes=[SCOPE],
                 ),
                 "revocation_options": RevocationOptions(enabled=True),
             }
@@ -281,6 +332,13 @@ def build(
         if form.get("decision") != "allow" or ticket not in provider.pending:
             return HTMLResponse("denied", status_code=400)
         return RedirectResponse(provider.approve(ticket), status_code=302)
+
+    if fault == "insufficient-scope":
+
+        @server.tool()
+        def admin() -> str:
+            """Never reached: the fault refuses every call for want of a scope."""
+            return "admin"
 
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
     app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()

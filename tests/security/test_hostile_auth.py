@@ -444,3 +444,20 @@ async def test_low_token_lifetimes(expires_in: int, refreshes: int) -> None:
                     assert (await client.post(auth.url)).status_code == 200
         grants = [s.body for s in auth.to("/legit/token")]
         assert sum(b"grant_type=refresh_token" in body for body in grants) == refreshes
+
+
+# --- Then: a server that refuses every fresh token costs one token request ------------
+
+
+async def test_a_server_refusing_fresh_tokens_gets_one_token_request_per_mcp_request() -> None:
+    async with hostile_auth("legit") as auth:
+        # Client credentials are renewable without a person: every 401 could buy another
+        # token. The request fails after the first fresh one, with the login command.
+        for attempt in (1, 2):
+            with pytest.raises(AuthorizationError) as caught:
+                async with agenthost.connect(pinned(auth)):
+                    pass
+            assert len(auth.to("/legit/token")) == attempt
+            message = str(caught.value)
+            assert "\n" not in message and "HTTP 401" in message
+            assert "agenthost auth login victim" in message
