@@ -239,20 +239,14 @@ class ModernEra:
         except JSONRPCError as exc:
             if exc.code != UNSUPPORTED_PROTOCOL_VERSION:
                 raise
-            mutual = retry_revision(exc.data)
-            if not retry or mutual is None:
-                raise self._unsupported(exc) from None
-            log.info("%s: %s refused our version; retrying at %s", session.name, method, mutual)
-            self.enter(mutual)
-            if session.revision is not None:
-                session.revision = mutual
-            return await self.call(
+            return await self._refused(
+                exc,
                 method,
                 params,
                 timeout=timeout,
                 cancellable=cancellable,
                 final=final,
-                retry=False,
+                retry=retry,
                 extensions=extensions,
             )
         info = server_info(raw)
@@ -264,6 +258,38 @@ class ModernEra:
                 server=session.name,
             )
         return raw
+
+    async def _refused(
+        self,
+        exc: JSONRPCError,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        timeout: float | None,
+        cancellable: bool,
+        final: bool,
+        retry: bool,
+        extensions: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """A -32022 answer to :meth:`call`: the request again at the revision the server
+        names, once (shared by the short path of :meth:`exchange`)."""
+        session = self._session
+        mutual = retry_revision(exc.data)
+        if not retry or mutual is None:
+            raise self._unsupported(exc) from None
+        log.info("%s: %s refused our version; retrying at %s", session.name, method, mutual)
+        self.enter(mutual)
+        if session.revision is not None:
+            session.revision = mutual
+        return await self.call(
+            method,
+            params,
+            timeout=timeout,
+            cancellable=cancellable,
+            final=final,
+            retry=False,
+            extensions=extensions,
+        )
 
     def _unsupported(self, exc: JSONRPCError) -> UnsupportedRevision:
         """-32022: name both sides; ``supported`` keeps the server's list (for a caller
@@ -316,9 +342,42 @@ class ModernEra:
         """A table request that may need input (MRTR); a pre-2026 back-channel refusal is
         :class:`~agenthost.errors.BackChannelRequired`; a ``tools/call`` refused for its
         headers (-32020) re-reads the tools (their ``x-mcp-header``) and is retried once.
-        ``extensions``: declared for this request only (an extension's method)."""
+        ``extensions``: declared for this request only (an extension's method).
+
+        The short path (stdio, no per-request extensions: the common ``tools/call``) is
+        :meth:`_exchange` and :meth:`call` inlined: two coroutine frames fewer to resume,
+        no :class:`SendOptions` to compute (bench: the 2026-07-28 call path).
+        ``tests/test_hot_path_modern.py`` checks it sends what the general path sends.
+        """
         try:
-            return await self._exchange(method, params, timeout, extensions=extensions)
+            rpc = self._session._rpc
+            if extensions is not None or rpc.transport.exchanges_per_request:
+                return await self._exchange(method, params, timeout, extensions=extensions)
+            started = trio.current_time()
+            try:
+                first = await rpc.call(method, self.stamp.params(params), timeout=timeout)
+            except JSONRPCError as refused:
+                if refused.code != UNSUPPORTED_PROTOCOL_VERSION:
+                    raise
+                first = await self._refused(
+                    refused,
+                    method,
+                    params,
+                    timeout=timeout,
+                    cancellable=True,
+                    final=False,
+                    retry=True,
+                    extensions=None,
+                )
+            else:
+                meta = first.get("_meta")
+                if meta is not None:
+                    info = server_info(first)
+                    if info is not None:
+                        self._session._server_info = info
+            if first.get("resultType", "complete") == "complete":
+                return first
+            return await self._rounds(method, params, timeout, started, first)
         except JSONRPCError as exc:
             if exc.code == HEADER_MISMATCH and method == m.TOOLS_CALL and retry:
                 await self._session.list_tools(timeout=timeout)
@@ -346,11 +405,27 @@ class ModernEra:
         ``resultType`` values that end the exchange (``"task"`` too, for a caller that
         declared the tasks extension in ``extensions``).
         """
-        session = self._session
         started = trio.current_time()
         first = await self.call(method, params, timeout=timeout, final=False, extensions=extensions)
         if first.get("resultType", "complete") in final_kinds:
             return first
+        return await self._rounds(
+            method, params, timeout, started, first, extensions=extensions, final_kinds=final_kinds
+        )
+
+    async def _rounds(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        started: float,
+        first: dict[str, Any],
+        *,
+        extensions: Mapping[str, Any] | None = None,
+        final_kinds: frozenset[str] = _COMPLETE_ONLY,
+    ) -> dict[str, Any]:
+        """Rounds 2 and on of the MRTR loop: ``first`` asked for input."""
+        session = self._session
         if timeout is not None:
             timeout = max(0.0, timeout - (trio.current_time() - started))
         base = params or {}
