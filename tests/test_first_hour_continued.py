@@ -594,7 +594,11 @@ def config_examples() -> list[tuple[str, str]]:
     for doc in ("README.md", "docs/config.md"):
         text = (REPO / doc).read_text(encoding="utf-8")
         for match in re.finditer(r"^```toml\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
-            if not re.search(r"^\[\[turns\]\]", match.group(1), re.MULTILINE):
+            block = match.group(1)
+            # A replay script, or another host's own file (Codex's config.toml), is not one.
+            if block.startswith("# ~/.codex/"):
+                continue
+            if not re.search(r"^\[\[turns\]\]", block, re.MULTILINE):
                 found.append((f"{doc}:{text.count(chr(10), 0, match.start()) + 1}", match.group(1)))
     return found
 
