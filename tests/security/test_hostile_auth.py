@@ -179,7 +179,7 @@ async def test_c1_a_registered_client_is_bound_to_its_token_endpoint() -> None:
 
 
 async def test_h1_a_token_of_many_words_does_not_evict_a_configured_secret() -> None:
-    api_key = "sk-other-server-api-key-0042"
+    api_key = "test-key-of-the-other-server"
     other = ServerConfig(
         name="other", transport="streamable-http", url="http://127.0.0.1:1/mcp",
         headers={"X-Api-Key": api_key},
