@@ -538,3 +538,26 @@ class MessagesServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def cli_with_anthropic_key(
+    tmp_path: Path, config: Path, *args: str, stdin: str | None = None
+) -> Any:
+    """The CLI as a subprocess with a fake Anthropic key and ``tmp_path`` as its home and
+    XDG dirs (the runs talk to a local Messages API: :class:`MessagesServer`)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        ANTHROPIC_API_KEY="test-key",
+        HOME=str(tmp_path),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    return subprocess.run(
+        [*AGENTHOST, "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=env,
+        cwd=REPO,
+        input=stdin,
+    )

@@ -8,8 +8,6 @@ CLI, the SDK, the catalog's prices and the agent all run as a user runs them.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 import pytest
 
 from providers.catalog import load_catalog
-from tests.helpers import AGENTHOST, REPO, MessagesServer
+from tests.helpers import MessagesServer, cli_with_anthropic_key
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 MODEL = "claude-sonnet-5-5"
@@ -54,25 +52,6 @@ preset = "unsafe-allow-everything"
     return path
 
 
-def cli(tmp_path: Path, config: Path, *args: str, stdin: str | None = None) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(
-        ANTHROPIC_API_KEY="test-key",
-        HOME=str(tmp_path),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-    )
-    return subprocess.run(
-        [*AGENTHOST, "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=env,
-        cwd=REPO,
-        input=stdin,
-    )
-
-
 def tool_use(call_id: str, name: str, **args: Any) -> list[dict[str, Any]]:
     return [{"type": "tool_use", "id": call_id, "name": name, "input": args}]
 
@@ -89,7 +68,9 @@ def prices() -> tuple[float, float]:
 def test_run_json_has_cost_per_turn_and_for_the_run(tmp_path: Path) -> None:
     answers = [tool_use("t1", "db__list_table"), text("Two tables.")]
     with MessagesServer(answers, usage={"input_tokens": 1200, "output_tokens": 300}) as api:
-        proc = cli(tmp_path, write_config(tmp_path, api.base_url), "run", "tables?", "--json")
+        proc = cli_with_anthropic_key(
+            tmp_path, write_config(tmp_path, api.base_url), "run", "tables?", "--json"
+        )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     price_in, price_out = prices()
@@ -104,7 +85,7 @@ def test_run_json_has_cost_per_turn_and_for_the_run(tmp_path: Path) -> None:
     assert data["cost_usd"] == round(2 * turn, 6)
     # The human summary line says it too.
     with MessagesServer([text("Hi.")], usage={"input_tokens": 1000, "output_tokens": 0}) as api:
-        proc = cli(tmp_path, write_config(tmp_path, api.base_url), "run", "hi")
+        proc = cli_with_anthropic_key(tmp_path, write_config(tmp_path, api.base_url), "run", "hi")
     assert proc.returncode == 0, proc.stderr
     assert f"1,000 tokens (1,000 in, 0 out), ~${1000 * price_in / 1e6:.4f}" in proc.stderr
 
@@ -116,7 +97,7 @@ def test_a_big_result_is_cut_for_the_model_and_kept_whole_in_the_transcript(
     answers = [tool_use("t1", "db__create_query", description=big), text("Done.")]
     with MessagesServer(answers) as api:
         config = write_config(tmp_path, api.base_url, agent="[agent]\nmax_result_tokens = 500")
-        proc = cli(tmp_path, config, "run", "query", "--json")
+        proc = cli_with_anthropic_key(tmp_path, config, "run", "query", "--json")
         bodies = api.bodies
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -138,7 +119,7 @@ def test_media_the_model_cannot_take_is_described_not_sent(tmp_path: Path) -> No
     answers = [tool_use("t1", "db__get_recording"), text("A snapshot and a sound.")]
     with MessagesServer(answers) as api:
         config = write_config(tmp_path, api.base_url, media=True)
-        proc = cli(tmp_path, config, "run", "what is recorded?", "--json")
+        proc = cli_with_anthropic_key(tmp_path, config, "run", "what is recorded?", "--json")
         bodies = api.bodies
     assert proc.returncode == 0, proc.stderr
     result = bodies[1]["messages"][-1]["content"][0]
@@ -154,14 +135,14 @@ def test_media_the_model_cannot_take_is_described_not_sent(tmp_path: Path) -> No
 
 def test_tools_shows_each_servers_definition_tokens(tmp_path: Path) -> None:
     config = write_config(tmp_path, "http://127.0.0.1:9", themes="db weather")
-    proc = cli(tmp_path, config, "tools", "--json")
+    proc = cli_with_anthropic_key(tmp_path, config, "tools", "--json")
     assert proc.returncode == 0, proc.stderr
     tools = json.loads(proc.stdout)
     per_server: dict[str, int] = {}
     for tool in tools:
         assert tool["definition_tokens"] > 50
         per_server[tool["server"]] = per_server.get(tool["server"], 0) + tool["definition_tokens"]
-    proc = cli(tmp_path, config, "tools")
+    proc = cli_with_anthropic_key(tmp_path, config, "tools")
     assert proc.returncode == 0, proc.stderr
     assert "tool definitions per model request (estimated tokens):" in proc.stdout
     assert f"  db: {per_server['db']:,} (30 tools)" in proc.stdout
@@ -173,7 +154,9 @@ def test_chat_shows_each_turns_tokens_and_cost(tmp_path: Path) -> None:
     answers = [text("Hello."), tool_use("t1", "db__list_table"), text("Listed.")]
     with MessagesServer(answers, usage={"input_tokens": 2000, "output_tokens": 100}) as api:
         config = write_config(tmp_path, api.base_url)
-        proc = cli(tmp_path, config, "chat", stdin="hi\nlist the tables\n/quit\n")
+        proc = cli_with_anthropic_key(
+            tmp_path, config, "chat", stdin="hi\nlist the tables\n/quit\n"
+        )
     assert proc.returncode == 0, proc.stderr
     price_in, price_out = prices()
     turn = (2000 * price_in + 100 * price_out) / 1e6
@@ -197,7 +180,7 @@ def test_bad_agent_settings_are_one_line_config_errors(
     tmp_path: Path, agent: str, error: str
 ) -> None:
     config = write_config(tmp_path, "http://127.0.0.1:9", agent=f"[agent]\n{agent}")
-    proc = cli(tmp_path, config, "tools")
+    proc = cli_with_anthropic_key(tmp_path, config, "tools")
     assert proc.returncode != 0
     assert error in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -7,9 +7,7 @@ Anthropic's Messages API served on a local port (tests.helpers.MessagesServer).
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from providers.base import (
     ToolResultContent,
     ToolUseContent,
 )
-from tests.helpers import AGENTHOST, REPO, MessagesServer
+from tests.helpers import MessagesServer, cli_with_anthropic_key
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 
@@ -55,25 +53,6 @@ preset = "unsafe-allow-everything"
     return path
 
 
-def cli(tmp_path: Path, config: Path, *args: str, stdin: str | None = None) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(
-        ANTHROPIC_API_KEY="test-key",
-        HOME=str(tmp_path),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-    )
-    return subprocess.run(
-        [*AGENTHOST, "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=env,
-        cwd=REPO,
-        input=stdin,
-    )
-
-
 def text(value: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": value}]
 
@@ -96,8 +75,12 @@ def test_run_session_saves_privately_and_the_next_run_goes_on(tmp_path: Path) ->
     ]
     with MessagesServer(answers) as api:
         config = write_config(tmp_path, api.base_url)
-        first = cli(tmp_path, config, "run", "list the tables", "--session", "db-work", "--json")
-        second = cli(tmp_path, config, "run", "which is first?", "--session", "db-work", "--json")
+        first = cli_with_anthropic_key(
+            tmp_path, config, "run", "list the tables", "--session", "db-work", "--json"
+        )
+        second = cli_with_anthropic_key(
+            tmp_path, config, "run", "which is first?", "--session", "db-work", "--json"
+        )
         bodies = api.bodies
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
@@ -122,13 +105,17 @@ def test_chat_is_saved_and_resumed_by_name_or_as_the_latest(tmp_path: Path) -> N
     answers = [text("Hello, Ada."), text("You are Ada."), text("Still Ada.")]
     with MessagesServer(answers) as api:
         config = write_config(tmp_path, api.base_url, server=False)  # the model is enough
-        first = cli(tmp_path, config, "chat", stdin="my name is Ada\n/quit\n")
+        first = cli_with_anthropic_key(tmp_path, config, "chat", stdin="my name is Ada\n/quit\n")
         assert first.returncode == 0, first.stderr
         hint = next(line for line in first.stderr.splitlines() if "--resume" in line)
         name = hint.rsplit(" ", 1)[1].rstrip(")")
         assert name.startswith("chat-")
-        latest = cli(tmp_path, config, "chat", "--resume", stdin="who am I?\n/quit\n")
-        named = cli(tmp_path, config, "chat", "--resume", name, stdin="and now?\n")
+        latest = cli_with_anthropic_key(
+            tmp_path, config, "chat", "--resume", stdin="who am I?\n/quit\n"
+        )
+        named = cli_with_anthropic_key(
+            tmp_path, config, "chat", "--resume", name, stdin="and now?\n"
+        )
         bodies = api.bodies
     assert latest.returncode == 0, latest.stderr
     assert named.returncode == 0, named.stderr
@@ -160,7 +147,7 @@ def test_session_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], erro
     if "broken" in args:
         (sessions / "broken.json").write_text('{"version": 1, "messages": 7}')
     config = write_config(tmp_path, "http://127.0.0.1:9", server=False)
-    proc = cli(tmp_path, config, *args, stdin="")
+    proc = cli_with_anthropic_key(tmp_path, config, *args, stdin="")
     assert proc.returncode == 2, proc.stderr
     assert error in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
