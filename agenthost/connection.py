@@ -637,7 +637,7 @@ async def negotiate(
     try:
         await session.discover(timeout=probe)
     except JSONRPCError as exc:
-        reason = probe_refusal(exc.code, exc.data)
+        reason = probe_refusal(exc.code, exc.raw_data)
         if reason is None:
             raise  # a modern server refusing us, or authentication: never legacy
     except AgentHostTimeout:

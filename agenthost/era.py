@@ -274,7 +274,7 @@ class ModernEra:
         """A -32022 answer to :meth:`call`: the request again at the revision the server
         names, once (shared by the short path of :meth:`exchange`)."""
         session = self._session
-        mutual = retry_revision(exc.data)
+        mutual = retry_revision(exc.raw_data)
         if not retry or mutual is None:
             raise self._unsupported(exc) from None
         log.info("%s: %s refused our version; retrying at %s", session.name, method, mutual)
@@ -294,7 +294,7 @@ class ModernEra:
     def _unsupported(self, exc: JSONRPCError) -> UnsupportedRevision:
         """-32022: name both sides; ``supported`` keeps the server's list (for a caller
         deciding whether to fall back)."""
-        supported = supported_revisions(exc.data)
+        supported = supported_revisions(exc.raw_data)
         theirs = ", ".join(supported[:8]) if supported else "(not said)"
         return UnsupportedRevision(
             f"server does not support protocol version {self.stamp.revision} ({exc.message});"

@@ -281,14 +281,28 @@ class AgentHostTimeout(AgentHostError):
 
 
 class JSONRPCError(AgentHostError):
-    """A JSON-RPC error object, received from a peer or raised by a handler to send one."""
+    """A JSON-RPC error object, received from a peer or raised by a handler to send one.
+
+    ``message`` and ``data`` are safe to show (a received error has our secrets scrubbed
+    out of them, :mod:`agenthost.redaction`); ``raw_data`` is ``data`` as the peer sent
+    it, for code that *decides* from it (the revisions a server supports, the capability
+    a call lacked): a registered value that happens to appear in it must not change what
+    the host does.
+    """
 
     def __init__(
-        self, code: int, message: str, data: Any = None, *, server: str | None = None
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        server: str | None = None,
+        raw_data: Any = None,
     ) -> None:
         self.code = code
         self.message = message
         self.data = data
+        self.raw_data = data if raw_data is None else raw_data
         self.server = server
         prefix = f"{server}: " if server else ""
         super().__init__(f"{prefix}{message} (code {code})")

@@ -19,11 +19,19 @@ Rules: a value shorter than :data:`MIN_LENGTH` characters is not registered (hid
 by :data:`REDACTED`, longest first, so a value containing another is hidden whole.
 
 Two kinds of values, kept apart so one cannot push out the other: configured secrets
-(:func:`add_secret`: header and env values, URL passwords; the config bounds them) are
-never forgotten; run-time secrets (:func:`add_runtime_secret`: tokens, codes, session ids
-a server hands us) are registered whole, never split into words (a server chooses their
-text: 5,000 "words" in one token must not become 5,000 entries), and kept to their own
-bound (:data:`MAX_SECRETS`, oldest forgotten first): tokens rotate.
+(:func:`add_secret`, :func:`add_named_secret`: header and env values, URL passwords and
+query values; the config bounds them) are never forgotten; run-time secrets
+(:func:`add_runtime_secret`: tokens, codes, session ids a server hands us) are registered
+whole, never split into words (a server chooses their text: 5,000 "words" in one token
+must not become 5,000 entries), and kept to their own bound (:data:`MAX_SECRETS`, oldest
+forgotten first): tokens rotate.
+
+Registration errs toward hiding, but not blindly: a registered value becomes ``***``
+wherever it appears, so a plain word registered by mistake (``MODE=require``) would
+garble unrelated text, and a short word a server chose as its session id would hide
+words in consent prompts. Hence :func:`add_named_secret`'s rule and
+:data:`RUNTIME_MIN_LENGTH`. Code that *decides* from what a server sent (an error's
+``data``) reads it unredacted; redaction is for text that leaves the process.
 
 Thread-safety: registration swaps in a new tuple; readers (log records may be created in
 worker threads) take one snapshot and never see a half-updated registry.
@@ -32,6 +40,7 @@ worker threads) take one snapshot and never see a half-updated registry.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any, Final
@@ -41,6 +50,8 @@ __all__ = [
     "MAX_SECRETS",
     "MIN_LENGTH",
     "REDACTED",
+    "RUNTIME_MIN_LENGTH",
+    "add_named_secret",
     "add_runtime_secret",
     "add_secret",
     "add_secrets_of_url",
@@ -59,6 +70,20 @@ MIN_LENGTH: Final = 6
 _MIN_PART: Final = 8
 #: At most this many run-time values are kept; registering more forgets the oldest.
 MAX_SECRETS: Final = 4096
+#: Run-time values shorter than this are not registered. A server chooses them (a session
+#: id): a short common word such as ``delete`` or ``require`` would turn into ``***``
+#: wherever it appears, in consent prompts and in other servers' text. Real tokens and
+#: session ids are longer.
+RUNTIME_MIN_LENGTH: Final = 16
+#: A setting's name that says its value is a secret (``API_KEY``, ``token``, ``sig``...).
+_SECRET_NAME = re.compile(
+    r"key|token|secret|pass|pwd|auth|cred|cookie|session|sig|private|bearer|jwt|dsn|code",
+    re.IGNORECASE,
+)
+#: A value that is plainly not a secret: lowercase words, paths, MIME types, host names
+#: (letters and separators only), or a short number. ``MODE=require`` or
+#: ``Accept: application/json`` registered as secrets would garble every text holding them.
+_PLAIN_VALUE = re.compile(r"[a-z./~][a-z ./:_@+~-]*|[0-9]{1,10}")
 
 _lock = threading.Lock()
 #: Configured values (never forgotten) and run-time values (insertion-ordered for the
@@ -86,18 +111,35 @@ def add_secret(value: str | None) -> None:
         _add(candidates, _values)
 
 
+def add_named_secret(name: str, value: str | None) -> None:
+    """Register a configured setting's ``value`` unless it is plainly not a secret.
+
+    For env variables, headers and URL query parameters: most are tokens, but not all
+    (``MODE=require``, ``Accept: application/json``, ``?sslmode=require``). A value is
+    registered when ``name`` says it is a secret, or when it has what a secret has and a
+    plain word or path lacks: a capital, a digit, or another symbol.
+    """
+    if not value or not isinstance(value, str):
+        return
+    if not _SECRET_NAME.search(name) and _PLAIN_VALUE.fullmatch(value):
+        return
+    add_secret(value)
+
+
 def add_runtime_secret(value: str | None) -> None:
     """Treat ``value``, obtained at run time (a token, a code), as a secret from now on.
 
     Registered whole (a token is one value, not its words), among the bounded run-time
-    values; register it before it is first used.
+    values; register it before it is first used. Values shorter than
+    :data:`RUNTIME_MIN_LENGTH` are not registered (see there).
     """
-    if value and isinstance(value, str) and len(value) >= MIN_LENGTH:
+    if value and isinstance(value, str) and len(value) >= RUNTIME_MIN_LENGTH:
         _add([value], _runtime)
 
 
 def add_secrets_of_url(url: str | None) -> None:
-    """Register the password and every query value of ``url`` (tokens travel in both)."""
+    """Register the password and the query values of ``url`` (tokens travel in both);
+    query values under :func:`add_named_secret`'s rule, the password always."""
     if not url:
         return
     try:
@@ -105,15 +147,14 @@ def add_secrets_of_url(url: str | None) -> None:
         password = parts.password
     except ValueError:
         return
-    values: list[str] = []
     if password:
-        values += [password, unquote(password)]
+        add_secret(password)
+        add_secret(unquote(password))
     for pair in parts.query.split("&"):
-        _, _, value = pair.partition("=")
+        name, _, value = pair.partition("=")
         if value:
-            values += [value, unquote(value.replace("+", " "))]
-    for value in values:
-        add_secret(value)
+            add_named_secret(unquote(name), value)
+            add_named_secret(unquote(name), unquote(value.replace("+", " ")))
 
 
 def discard_secret(value: str) -> None:

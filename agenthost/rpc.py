@@ -481,9 +481,14 @@ class RPC:
             return message.result
         assert isinstance(message, ErrorResponse)
         error = message.error
-        # Server text: it may quote our secrets back (a header it rejected).
+        # Server text: it may quote our secrets back (a header it rejected). Decisions
+        # read raw_data (errors.JSONRPCError).
         raise JSONRPCError(
-            error.code, redact(error.message), redact_json(error.data), server=self.name
+            error.code,
+            redact(error.message),
+            redact_json(error.data),
+            server=self.name,
+            raw_data=error.data,
         )
 
     def _watch(self, waiter: _Waiter, limit: float) -> None:

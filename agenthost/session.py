@@ -469,7 +469,7 @@ class ClientSession:
                 )
                 break
             except JSONRPCError as exc:
-                supported = supported_revisions(exc.data)
+                supported = supported_revisions(exc.raw_data)
                 if not supported:
                     raise
                 mutual = [v for v in SUPPORTED_REVISIONS if v in supported]

@@ -205,9 +205,9 @@ def offers_tasks_extension(session: ClientSession) -> bool:
 def needs_tasks_extension(exc: JSONRPCError) -> bool:
     """Whether ``exc`` is a server's -32021 naming the tasks extension as the capability
     a plain call lacked: the tool runs only as a task (and did not run at all)."""
-    if exc.code != _MISSING_CAPABILITY or not isinstance(exc.data, Mapping):
+    if exc.code != _MISSING_CAPABILITY or not isinstance(exc.raw_data, Mapping):
         return False
-    required = exc.data.get("requiredCapabilities")
+    required = exc.raw_data.get("requiredCapabilities")
     extensions = required.get("extensions") if isinstance(required, Mapping) else None
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
 

@@ -282,3 +282,15 @@ def _private_home(
     _point_home_at(home, monkeypatch)
     monkeypatch.setattr(importlib.import_module("agenthost.connection"), "_default_cache", None)
     return home
+
+
+@pytest.fixture(autouse=True)
+def _own_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with the process-wide secret registry (agenthost.redaction) as
+    it was before the test, and leaves it so: what one test's config or server registered
+    must not scrub another test's text (a value "require" once turned a server's "requires"
+    into "***s" in a later test of the same worker)."""
+    redaction = importlib.import_module("agenthost.redaction")
+    monkeypatch.setattr(redaction, "_values", dict(redaction._values))
+    monkeypatch.setattr(redaction, "_runtime", dict(redaction._runtime))
+    monkeypatch.setattr(redaction, "_snapshot", redaction._snapshot)

@@ -39,6 +39,7 @@ from agenthost.host.host import open_host
 from agenthost.protocol import methods as m
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, TextContent
 from agenthost.protocol.types.tasks import Task
+from agenthost.redaction import add_secret, discard_secret
 from agenthost.session import ClientSession
 from agenthost.tool_tasks import (
     MAX_INPUT_ROUNDS,
@@ -368,6 +369,21 @@ async def test_task_false_makes_a_plain_call_that_the_server_refuses() -> None:
             await host.call_tool("tk__research", {"topic": "x"}, task=False)
     assert refused.value.code == -32021
     assert "requires the tasks extension" in refused.value.message
+
+
+async def test_a_registered_secret_in_the_servers_error_data_does_not_change_the_decision() -> None:
+    """Regression (CI of stop 30): a registered secret that happened to appear in the
+    server's -32021 ``data`` was scrubbed out of it before the host read it, so the host
+    no longer saw the tasks extension named there and did not retry the call as a task.
+    Decisions read ``raw_data``; only what is shown is scrubbed."""
+    add_secret("requiredCapabilities")
+    try:
+        async with open_host(HostConfig(servers=[stdio_server()], policy=ALLOW_ALL)) as host:
+            with trio.fail_after(60):
+                result = await host.call_tool("tk__research", {"topic": "moons"})
+        assert text_of(result) == "Report on moons: 3 sources read."
+    finally:
+        discard_secret("requiredCapabilities")
 
 
 async def _runs_as_task(host: Any, seconds: float) -> bool:

@@ -86,7 +86,7 @@ import attrs
 
 from agenthost.auth.settings import OAuthSettings
 from agenthost.errors import ConfigError
-from agenthost.redaction import add_secret, add_secrets_of_url, redact_url
+from agenthost.redaction import add_named_secret, add_secrets_of_url, redact_url
 
 __all__ = [
     "PROJECT_CONFIGS",
@@ -439,8 +439,8 @@ class ServerConfig:
             self._check_remote()
         # Header and env values, and the URL's password and query values, are secrets
         # wherever text leaves the process (logs, errors, CLI output): register them.
-        for value in (*self.headers.values(), *self.env.values()):
-            add_secret(value)
+        for name, value in (*self.headers.items(), *self.env.items()):
+            add_named_secret(name, value)
         add_secrets_of_url(self.url)
 
     def _check_stdio(self) -> None:

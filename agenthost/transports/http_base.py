@@ -24,7 +24,7 @@ import trio
 from agenthost.errors import AgentHostError, MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, RequestId, Response
-from agenthost.redaction import add_secret, add_secrets_of_url, redact, redact_url
+from agenthost.redaction import add_named_secret, add_secrets_of_url, redact, redact_url
 from agenthost.transports._httpx import map_httpx_errors
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, Transport, decode_frame
 
@@ -189,8 +189,8 @@ class HTTPTransportBase(Transport):
         self._headers = dict(headers or {})
         # Configured header values are secrets wherever text leaves the process (logs,
         # errors); the URL's password and query values too (agenthost.redaction).
-        for value in self._headers.values():
-            add_secret(value)
+        for name, value in self._headers.items():
+            add_named_secret(name, value)
         add_secrets_of_url(url)
         self._redact = redact
         self._max = max_message_size

@@ -52,7 +52,7 @@ import trio
 from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
-from agenthost.redaction import add_secret
+from agenthost.redaction import add_named_secret
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
@@ -697,8 +697,8 @@ async def open_stdio_transport(
     Resource handling: the process (and its process group) is gone when the block exits,
     however it exits; see the module docstring.
     """
-    for value in (env or {}).values():  # the server's own settings: often its tokens
-        add_secret(value)
+    for name, value in (env or {}).items():  # the server's own settings: often its tokens
+        add_named_secret(name, value)
     child_env = child_environment(env, host_env, inherit)
     tag: str | None = None
     if sys.platform.startswith("linux"):

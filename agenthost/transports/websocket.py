@@ -23,7 +23,7 @@ import trio_websocket
 from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
-from agenthost.redaction import add_secret, add_secrets_of_url, redact_url
+from agenthost.redaction import add_named_secret, add_secrets_of_url, redact_url
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
@@ -140,8 +140,8 @@ async def open_websocket_transport(
 
     Resource handling: the connection is closed when the block exits, however it exits.
     """
-    for value in (headers or {}).values():
-        add_secret(value)
+    for name, value in (headers or {}).items():
+        add_named_secret(name, value)
     add_secrets_of_url(url)
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     safe = redact_url(url)

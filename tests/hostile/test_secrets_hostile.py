@@ -21,7 +21,15 @@ import trio
 
 from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
-from agenthost.redaction import REDACTED, add_secret, redact, redact_json
+from agenthost.redaction import (
+    REDACTED,
+    add_named_secret,
+    add_runtime_secret,
+    add_secret,
+    add_secrets_of_url,
+    redact,
+    redact_json,
+)
 from agenthost.transports.http import open_streamable_http_transport
 from tests.peers.http_launch import PY, free_port, serve
 
@@ -147,3 +155,27 @@ def test_a_value_registered_at_run_time_is_scrubbed_from_any_logger(
     add_secret("Bearer abcdefgh12345678")
     assert redact("token abcdefgh12345678 refused") == f"token {REDACTED} refused"
     assert redact_json({"k": ["abcdefgh12345678", 1, None]}) == {"k": [REDACTED, 1, None]}
+
+
+def test_plain_settings_are_not_secrets_and_named_ones_are() -> None:
+    """Regression (CI of stop 30): every env, header and URL query value was registered,
+    so ``?sslmode=require`` or ``MODE=require`` scrubbed "require" out of every text."""
+    add_secrets_of_url("postgresql://u:pw-1x9z@db.example/app?sslmode=require&api_key=plainword")
+    add_named_secret("MODE", "require")
+    add_named_secret("Accept", "application/json")
+    add_named_secret("DATA_DIR", "/srv/data/files")
+    add_named_secret("PORT", "8080")
+    add_named_secret("DB_PASSWORD", "swordfish")
+    add_named_secret("OTHER", "Zx81-kept-secret")
+    text = "requires application/json in /srv/data/files on 8080"
+    assert redact(text) == text
+    assert redact("pw-1x9z plainword swordfish Zx81-kept-secret") == " ".join([REDACTED] * 4)
+
+
+def test_a_short_value_a_server_chose_is_not_registered() -> None:
+    """A server picks its session id: a common word registered as a secret would hide
+    that word in every consent prompt and in other servers' text."""
+    add_runtime_secret("delete")
+    add_runtime_secret("delete_repository")
+    assert redact("delete files") == "delete files"
+    assert redact("delete_repository now") == f"{REDACTED} now"
