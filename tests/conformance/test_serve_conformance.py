@@ -5,7 +5,8 @@ official Python SDK, written from the scenarios' expectations); ``agenthost serv
 --http`` fronts it (one upstream: names pass through) and the suite tests the gateway.
 Sampling and elicitation go to the suite's client (``[gateway] sampling = "client"``,
 elicitation forwarded by the policy); tool calls, prompts and reads are allowed by rule.
-The gateway is as conformant as the server behind it: every scenario must pass.
+The gateway is as conformant as the server behind it: every scenario must pass (0.1.16:
+``--suite all``, its pending scenarios included).
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ rules = [
 ]
 """
 
+#: Scenarios whose WARNING checks are expected (a FAILURE still fails), and why. The
+#: suite itself counts a warning as a pass (its summary said 32/32 for 0.1.16).
+WARNED = {
+    # SEP-1699: a priming event (an SSE id and empty data) and a retry field are SHOULDs
+    # for resumable streams; the gateway does not replay a stream from Last-Event-ID, so
+    # an event id would promise a resumption it cannot give.
+    "server-sse-polling": "no SSE resumability",
+}
+
 
 @pytest.mark.timeout(600)
 def test_server_scenarios_pass_through_the_gateway(tmp_path: Path) -> None:
@@ -69,8 +79,10 @@ def test_server_scenarios_pass_through_the_gateway(tmp_path: Path) -> None:
         for version in VERSIONS:
             out = tmp_path / version
             entry = package_dir(version) / "dist" / "index.js"
+            # 0.1.16's pending scenarios too (json-schema-2020-12 among them): 32 in all.
+            suite = ["--suite", "all"] if version == "0.1.16" else []
             run = subprocess.run(
-                [node_for(version), str(entry), "server", "--url", url, "-o", str(out)],
+                [node_for(version), str(entry), "server", "--url", url, "-o", str(out), *suite],
                 capture_output=True,
                 text=True,
                 timeout=400,
@@ -80,13 +92,11 @@ def test_server_scenarios_pass_through_the_gateway(tmp_path: Path) -> None:
             failed = {}
             passed = 0
             for checks in sorted(out.rglob("checks.json")):
-                bad = [
-                    c
-                    for c in json.loads(checks.read_text())
-                    if c["status"] in ("FAILURE", "WARNING")
-                ]
+                scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks.parent.name)
+                statuses = ("FAILURE",) if scenario in WARNED else ("FAILURE", "WARNING")
+                bad = [c for c in json.loads(checks.read_text()) if c["status"] in statuses]
                 if bad:
-                    failed[checks.parent.name] = [c.get("errorMessage") for c in bad]
+                    failed[scenario] = [c.get("errorMessage") for c in bad]
                 else:
                     passed += 1
             scores[version] = (passed, passed + len(failed))

@@ -25,6 +25,7 @@ from mcp.server.mcpserver import (
     UserMessage,
 )
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import (
     AudioContent,
     Completion,
@@ -133,8 +134,39 @@ def _outcome(label: str, result: ElicitationResult[Any]) -> str:
     return f"{label}: action={result.action}, content={content}"
 
 
+#: ``json-schema-2020-12`` (SEP-1613): the listing must keep ``$schema``, ``$defs`` (with
+#: ``address``) and ``additionalProperties: false`` exactly as the server wrote them. The
+#: SDK derives a schema from the function's signature, which has none of the three, so the
+#: tool is registered with this one (as the TypeScript SDK's conformance server writes it).
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
+
+
+def json_schema_2020_12_tool(name: str = "", address: dict[str, Any] | None = None) -> str:
+    return json.dumps({"name": name, "address": address})
+
+
+def _json_schema_tool() -> Tool:
+    """The tool, listed with :data:`JSON_SCHEMA_2020_12` (the SDK still validates a call's
+    arguments against the signature, which accepts what the schema does)."""
+    tool = Tool.from_function(json_schema_2020_12_tool, description="JSON Schema 2020-12 input")
+    return tool.model_copy(update={"parameters": JSON_SCHEMA_2020_12})
+
+
 def build() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer(name="agenthost-conformance-upstream", version="1.0.0")
+    server: MCPServer[Any] = MCPServer(
+        name="agenthost-conformance-upstream", version="1.0.0", tools=[_json_schema_tool()]
+    )
     watched = {"test://watched-resource"}
 
     @server.tool(description="Simple text content")
@@ -215,10 +247,6 @@ def build() -> MCPServer[Any]:
         outcome: Annotated[ElicitationResult[Enums], Resolve(_ask_enums)],
     ) -> str:
         return _outcome("Elicitation completed", outcome)
-
-    @server.tool(description="JSON Schema 2020-12 input")
-    def json_schema_2020_12_tool(name: str = "", address: dict[str, Any] | None = None) -> str:
-        return json.dumps({"name": name, "address": address})
 
     @server.resource("test://static-text", mime_type="text/plain")
     def static_text() -> str:
