@@ -9,6 +9,7 @@ that), and the host never imports it.
 * :mod:`~agenthost.serve.gateway`: what each method does, through the host;
 * :mod:`~agenthost.serve.names`: the one catalog and its names, pagination;
 * :mod:`~agenthost.serve.consent`: a rule's "ask" answered through the client;
+* :mod:`~agenthost.serve.tasks`: a client's tool call as a task, in either task form;
 * :mod:`~agenthost.serve.stdio`: our own stdin/stdout as a transport.
 
 Two API levels (STYLE.md 3): :func:`open_gateway` (an async context manager: the host
@@ -33,6 +34,7 @@ from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway, SamplingSender
 from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.stdio import StdioServerTransport
+from agenthost.serve.tasks import GatewayTasks
 from policies import PolicyConfig, PolicyEngine, parse_policy
 
 __all__ = [
@@ -83,6 +85,7 @@ async def open_gateway(
             with collapse_single_group():
                 async with trio.open_nursery() as nursery:
                     gateway.exchanges = ExchangeStore(nursery)
+                    gateway.tasks = GatewayTasks(nursery)
                     nursery.start_soon(gateway.watch_catalog)
                     try:
                         yield gateway

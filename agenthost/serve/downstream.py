@@ -62,6 +62,7 @@ __all__ = [
     "CURRENT",
     "DownstreamSession",
     "Handler",
+    "RawHandler",
     "RequestInfo",
 ]
 
@@ -98,6 +99,9 @@ class RequestInfo:
 
 #: ``async (info, typed params) -> typed result`` for one client method.
 Handler = Callable[[RequestInfo, Any], Awaitable[Any]]
+#: ``async (info, raw params) -> JSON result``: a method whose params or result the method
+#: table cannot type on its own (``tasks/*``: two forms share the names).
+RawHandler = Callable[[RequestInfo, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 #: The downstream request the current task serves (for consent asked on its behalf).
 CURRENT: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar(
@@ -129,8 +133,15 @@ class DownstreamSession:
         | None = None,
         name: str = "downstream client",
         exchanges: ExchangeStore | None = None,
+        raw_handlers: Mapping[str, RawHandler] | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
+        self._raw_handlers = dict(raw_handlers or {})
+        self._extensions = dict(extensions or {})
+        #: Whose tasks this client reaches (:mod:`agenthost.serve.tasks`): its own; the
+        #: HTTP app gives sessionless 2026-07-28 requests a shared one.
+        self.task_owner: object = self
         self._exchanges = exchanges
         self._handlers = dict(handlers)
         self._capabilities = capabilities
@@ -215,6 +226,8 @@ class DownstreamSession:
                 instructions=self._instructions(),
             )
             out = unstructure(result, revision)
+            if self._extensions:
+                out["capabilities"]["extensions"] = dict(self._extensions)
         else:
             out = await self._dispatch(request, params, revision, meta)
         return stamp_result(without_upstream_meta(out), self._server_info, revision, request.method)
@@ -263,9 +276,9 @@ class DownstreamSession:
         method = request.method
         spec = m.request_spec(method)
         handler = self._handlers.get(method)
-        if spec is None or handler is None or not m.available(spec, revision):
+        raw = self._raw_handlers.get(method)
+        if raw is None and (spec is None or handler is None or not m.available(spec, revision)):
             raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method[:64]}")
-        typed = _params(spec, params)
         info = RequestInfo(
             session=self,
             method=method,
@@ -276,7 +289,10 @@ class DownstreamSession:
         )
         token = CURRENT.set(info)
         try:
-            result = await handler(info, typed)
+            if raw is not None:
+                return await raw(info, params)
+            assert spec is not None and handler is not None
+            result = await handler(info, _params(spec, params))
         finally:
             CURRENT.reset(token)
         out: dict[str, Any] = result if isinstance(result, dict) else unstructure(result, revision)

@@ -5,7 +5,8 @@ gateway is one more user of the host, exactly as the CLI is: ``tools/call`` is
 ``host.call_tool`` (the policy decides and the audit records, the era fallback and tasks
 apply), ``prompts/get`` is ``host.get_prompt``, ``resources/read`` is
 ``host.read_resource``. The catalog is the host's, under the names of
-:mod:`agenthost.serve.names`.
+:mod:`agenthost.serve.names`. A client that asks for a task (either form) gets the
+gateway's task over the host's call (:mod:`agenthost.serve.tasks`).
 
 Error mapping (the downstream client never sees a traceback):
 
@@ -29,6 +30,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, NoReturn, TypeVar
 
+import attrs
 import trio
 
 from agenthost._version import __version__
@@ -38,10 +40,12 @@ from agenthost.errors import (
     ConsentDenied,
     JSONRPCError,
     NotFound,
+    TaskCancelled,
 )
 from agenthost.host import Host
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
+from agenthost.protocol.revisions import MODERN_REVISIONS, at_least
 from agenthost.protocol.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -68,13 +72,24 @@ from agenthost.protocol.types import (
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     TextContent,
+    Tool,
+    ToolExecution,
     ToolsCapability,
     UnsubscribeRequestParams,
 )
-from agenthost.serve.downstream import CURRENT, DownstreamSession, Handler, RequestInfo
+from agenthost.serve.downstream import (
+    CURRENT,
+    DownstreamSession,
+    Handler,
+    RawHandler,
+    RequestInfo,
+)
+from agenthost.serve.modern import META_CLIENT_CAPABILITIES
 from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
+from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
+from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension
 from agenthost.transports.base import Transport
 
 __all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway", "SamplingSender"]
@@ -131,6 +146,8 @@ class Gateway:
         self.server_info = Implementation(name="agenthost", version=__version__)
         #: 2026-07-28 requests waiting for the client's input (set by open_gateway).
         self.exchanges: ExchangeStore | None = None
+        #: The clients' tasks (set by open_gateway; None: tasks are not offered).
+        self.tasks: GatewayTasks | None = None
         #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
         self._client_roots: list[Root] | None = None
         #: Upstream sessions whose log lines and resource updates are relayed (a session
@@ -156,6 +173,11 @@ class Gateway:
             resources=ResourcesCapability(subscribe=True, list_changed=True),
             completions={},
             logging={},
+            tasks=(
+                {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+                if self.tasks is not None
+                else None
+            ),
         )
 
     def instructions(self) -> str | None:
@@ -203,6 +225,8 @@ class Gateway:
             on_notification=self._on_notification,
             name=name,
             exchanges=self.exchanges,
+            raw_handlers=self._task_handlers() if self.tasks is not None else None,
+            extensions={EXTENSION: {}} if self.tasks is not None else None,
         )
 
     async def serve(
@@ -218,6 +242,8 @@ class Gateway:
             await session.run(task_status=task_status)
         finally:
             self.sessions.discard(session)
+            if self.tasks is not None:
+                self.tasks.forget(session)
             if self.last_active is session:
                 self.last_active = next(iter(self.sessions), None)
             await session.aclose()
@@ -325,23 +351,128 @@ class Gateway:
         self, info: RequestInfo, params: PaginatedRequestParams
     ) -> ListToolsResult:
         self.last_active = info.session
-        tools, following = page(self.view.listed_tools(), params.cursor)
+        tools, following = page(self._listed_tools(info), params.cursor)
         return ListToolsResult(tools=tools, next_cursor=following)
 
-    async def call_tool(self, info: RequestInfo, params: CallToolRequestParams) -> CallToolResult:
+    def _listed_tools(self, info: RequestInfo) -> list[Tool]:
+        """The tools; for a 2025-11-25 client, those of an upstream with the 2026-07-28
+        tasks extension say ``taskSupport: optional`` (they declare nothing themselves:
+        the server decides per call, and the gateway translates)."""
+        if self.tasks is None or info.revision in MODERN_REVISIONS:
+            return self.view.listed_tools()
+        if not at_least(info.revision, LEGACY):
+            return self.view.listed_tools()
+        extended: dict[str, bool] = {}
+        out = []
+        for name, entry in self.view.tools():
+            tool = attrs.evolve(entry.tool, name=name)
+            if entry.server not in extended:
+                try:
+                    extended[entry.server] = offers_tasks_extension(self.host.session(entry.server))
+                except AgentHostError:
+                    extended[entry.server] = False
+            if extended[entry.server] and tool.execution is None:
+                tool = attrs.evolve(tool, execution=ToolExecution(task_support="optional"))
+            out.append(tool)
+        return out
+
+    async def call_tool(
+        self, info: RequestInfo, params: CallToolRequestParams
+    ) -> CallToolResult | dict[str, Any]:
+        """The call through the host; a client asking for a task gets the gateway's task
+        (as JSON: its form's ``CreateTaskResult``) once the upstream created one."""
         self.last_active = info.session
         entry = self.view.tool(params.name)
         if entry is None:
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown tool: {params.name[:200]}")
         await self._relay(entry.server)
+        form = self._task_form(info, params)
+        if form is not None and self.tasks is not None:
+            ttl = params.task.ttl if params.task is not None else None
+
+            def run(on_task: TaskCreatedCallback, progress: Any) -> Awaitable[CallToolResult]:
+                return self._call(entry.name, entry.server, params, progress, on_task)
+
+            task_run: TaskRun = run
+            return await self.tasks.call(info, form, entry.name, ttl, task_run)
+        return await self._call(entry.name, entry.server, params, _progress(info), None)
+
+    async def _call(
+        self,
+        name: str,
+        server: str,
+        params: CallToolRequestParams,
+        progress: Any,
+        on_task: TaskCreatedCallback | None,
+    ) -> CallToolResult:
+        """``host.call_tool`` with the gateway's error mapping (``on_task``: as a task
+        whenever the upstream allows, telling it when the upstream created one)."""
         try:
-            return await self.host.call_tool(entry.name, params.arguments, progress=_progress(info))
+            if on_task is None:
+                return await self.host.call_tool(name, params.arguments, progress=progress)
+            return await self.host.call_tool(
+                name, params.arguments, progress=progress, on_task=on_task, task=True
+            )
         except ConsentDenied as exc:
             return _tool_error(f"denied by agenthost's policy: {exc}")
-        except JSONRPCError:
+        except (JSONRPCError, TaskCancelled):
             raise
         except AgentHostError as exc:
-            return _tool_error(f"{entry.server}: {_reason(exc)}")
+            return _tool_error(f"{server}: {_reason(exc)}")
+
+    def _task_form(self, info: RequestInfo, params: CallToolRequestParams) -> str | None:
+        """The task form the client asked for in this call, if any: the extension declared
+        in a 2026-07-28 request's capabilities, or 2025-11-25's ``params.task``."""
+        if info.revision in MODERN_REVISIONS:
+            caps = (info.meta or {}).get(META_CLIENT_CAPABILITIES)
+            extensions = caps.get("extensions") if isinstance(caps, Mapping) else None
+            declared = isinstance(extensions, Mapping) and EXTENSION in extensions
+            return EXTENSION if declared else None
+        if params.task is not None and at_least(info.revision, LEGACY):
+            return LEGACY
+        return None
+
+    # ------------------------------------------------------------------ tasks
+
+    def _task_handlers(self) -> dict[str, RawHandler]:
+        return {
+            m.TASKS_GET: self.get_task,
+            m.TASKS_RESULT: self.task_result,
+            m.TASKS_LIST: self.list_tasks,
+            m.TASKS_CANCEL: self.cancel_task,
+            m.TASKS_UPDATE: self.update_task,
+        }
+
+    def _task_store(self, info: RequestInfo, *, modern: bool | None) -> GatewayTasks:
+        """The store, for a method of the client's form (``modern``: only 2026-07-28's;
+        False: only 2025-11-25's; None: both)."""
+        is_modern = info.revision in MODERN_REVISIONS
+        legacy_ok = not is_modern and at_least(info.revision, LEGACY)
+        allowed = is_modern if modern is True else legacy_ok if modern is False else True
+        if self.tasks is None or not allowed or not (is_modern or legacy_ok):
+            raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {info.method}")
+        return self.tasks
+
+    async def get_task(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+        task = self._task_store(info, modern=None).find(info, params)
+        return task.wire(info.revision)
+
+    async def task_result(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._task_store(info, modern=False).result(info, params)
+
+    async def list_tasks(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+        tasks = self._task_store(info, modern=False).listed(info)
+        return {"tasks": [task.wire(info.revision) for task in tasks]}
+
+    async def cancel_task(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+        task = await self._task_store(info, modern=None).cancel(info, params)
+        return {} if info.revision in MODERN_REVISIONS else task.wire(info.revision)
+
+    async def update_task(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``tasks/update``: the gateway's tasks never wait for input (their asks go to
+        the client as the host's do), so any answer is for no outstanding key: ignored."""
+        self._task_store(info, modern=True).find(info, params)
+        return {}
 
     # ------------------------------------------------------------------ prompts
 

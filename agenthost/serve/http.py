@@ -42,6 +42,7 @@ from agenthost.errors import ConfigError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
+from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["MAX_SESSIONS", "McpHttpApp", "check_bind", "serve_http"]
@@ -324,6 +325,7 @@ class McpHttpApp:
         """A 2026-07-28 POST: a session for this exchange alone (see the module doc)."""
         transport = _HttpTransport("http client (2026-07-28)")
         entry = _Session(self._gateway.session(transport, name=transport.name), transport)
+        entry.session.task_owner = STATELESS  # no session: the task id is the only key
         async with trio.open_nursery() as nursery:
 
             async def run() -> None:
