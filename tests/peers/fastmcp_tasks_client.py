@@ -1,0 +1,61 @@
+"""A 2026-07-28 task client for ``agenthost serve --http``: FastMCP's ``Client`` with the
+tasks extension (``fastmcp-tasks``: it declares ``io.modelcontextprotocol/tasks`` on each
+request and drives ``tasks/get``/``tasks/cancel``), on asyncio in its own process.
+
+Usage: python tests/peers/fastmcp_tasks_client.py URL
+
+Runs ``tk__research`` (an upstream with the extension) and ``ev__simulate-research-query``
+(server-everything, 2025-11-25 tasks) as tasks, cancels a long one, and calls
+``tk__research`` transparently (the client drives the task itself). Prints what it saw as
+one JSON object: the test decides, this records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from fastmcp import Client
+from fastmcp_tasks.client import call_tool_task
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def main(url: str) -> None:
+    seen: dict[str, Any] = {}
+    async with Client(url, mode="auto") as client:
+        seen["protocol"] = client.protocol_version
+        extensions = getattr(client.server_capabilities, "extensions", None) or {}
+        seen["extensions"] = sorted(extensions)
+        for key, name, args in (
+            ("research", "tk__research", {"topic": "waves", "steps": 2, "delay": 0.2}),
+            ("everything", "ev__simulate-research-query", {"topic": "waves"}),
+        ):
+            task = await call_tool_task(client, name, args)
+            first = await task.status()
+            result = await task.result()
+            final = await task.status()
+            seen[key] = {
+                "id": task.task_id,
+                "created": task.create_result.status,
+                "first": first.status,
+                "final": final.status,
+                "text": _text(result),
+            }
+        long = await call_tool_task(
+            client, "tk__research", {"topic": "long", "steps": 100, "delay": 0.2}
+        )
+        seen["long"] = (await long.status()).status
+        await long.cancel()
+        seen["cancelled"] = (await long.wait(timeout=20)).status
+        plain = await client.call_tool("tk__research", {"topic": "plain", "steps": 1, "delay": 0.1})
+        seen["plain"] = _text(plain)
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,192 @@
+"""Tasks through ``agenthost serve --http``, in both task forms, with real clients.
+
+The gateway fronts two upstreams: server-everything (``ev``: 2025-11-25 tasks, its
+``simulate-research-query`` requires one) and tests/peers/tasks_server.py (``tk``: the
+2026-07-28 tasks extension). The official TypeScript SDK client drives the 2025-11-25
+form (tests/peers/ts_tasks_client.mjs), FastMCP's client the extension
+(tests/peers/fastmcp_tasks_client.py), each against both upstreams, so every pair of
+forms is translated. What the clients saw, the audit (one decision per task-run call) and
+the upstream's own log (a cancelled task stops) are asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies import read_audit
+from tests.helpers import AGENTHOST, REPO
+
+Command = tuple[str, list[str]]
+
+PEERS = REPO / "tests" / "peers"
+
+
+def _config(tmp_path: Path, everything: Command) -> str:
+    command, args = everything
+    return f"""
+[servers.ev]
+command = {json.dumps(command)}
+args = {json.dumps(args)}
+
+[servers.tk]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(PEERS / "tasks_server.py"))}, "stdio"]
+env = {{ AGENTHOST_PEER_LOG = {json.dumps(str(tmp_path / "peer.jsonl"))} }}
+
+[policy]
+audit = {json.dumps(str(tmp_path / "audit.jsonl"))}
+rules = [ {{ kind = "tool", decision = "allow", server = "*", name = "*" }} ]
+"""
+
+
+@contextmanager
+def _serving(tmp_path: Path, everything: Command) -> Iterator[str]:
+    """``agenthost serve --http`` on a free port; yields its URL, stops it at the end."""
+    config = tmp_path / "agenthost.toml"
+    config.write_text(_config(tmp_path, everything))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.Popen(
+        [*AGENTHOST, "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        ready: set[str] = set()
+        deadline = time.monotonic() + 60
+        while (url is None or len(ready) < 2) and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "serve exited"
+            found = re.search(r"serving MCP at (http://\S+/mcp)", line)
+            url = found.group(1) if found else url
+            ready |= {name for name in ("ev", "tk") if line.startswith(f"{name}: ready")}
+        assert url is not None and ready == {"ev", "tk"}
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _run(argv: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def _decisions(tmp_path: Path) -> list[tuple[str, str]]:
+    return [
+        (r["server"], r["name"])
+        for r in read_audit(tmp_path / "audit.jsonl")
+        if r["event"] == "decision" and r.get("kind", "tool") == "tool" and r["name"]
+    ]
+
+
+def _peer_log(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "peer.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _long_steps(tmp_path: Path) -> int:
+    """Steps the upstream ran of the task the clients cancel (topic "long")."""
+    return sum(e["event"] == "research-step" and e["topic"] == "long" for e in _peer_log(tmp_path))
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    return "".join(block.get("text", "") for block in result["content"])
+
+
+@pytest.mark.timeout(180)
+def test_a_2025_11_25_client_runs_tasks_through_the_gateway(
+    tmp_path: Path, everything_cmd: Callable[[], Command]
+) -> None:
+    with _serving(tmp_path, everything_cmd()) as url:
+        seen = _run(["node", str(PEERS / "ts_tasks_client.mjs"), url])
+        steps = _long_steps(tmp_path)
+        time.sleep(1.0)  # five more steps, had the cancelled task kept running upstream
+        assert _long_steps(tmp_path) == steps
+    assert seen["capabilities"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    # As the upstream declared; an extension upstream's tools: "optional" (it decides).
+    assert seen["tools"]["ev__simulate-research-query"] == "required"
+    assert seen["tools"]["ev__echo"] == "forbidden"
+    assert seen["tools"]["tk__research"] == "optional"
+
+    for key, expected in (("research", "Report on tides: 2 sources read."), ("everything", "")):
+        messages = seen[key]
+        assert messages[0]["type"] == "taskCreated" and messages[0]["status"] == "working"
+        assert {m["taskId"] for m in messages if "taskId" in m} == {messages[0]["taskId"]}
+        assert messages[-2] == {**messages[0], "type": "taskStatus", "status": "completed"}
+        assert messages[-1]["type"] == "result"
+        text = _result_text(messages[-1]["result"])
+        assert expected in text and ("Research Report: tides" in text or key == "research")
+    assert seen["listed"] == ["completed", "completed"]
+
+    # A task of session a: session b cannot see it, cancel it or read it.
+    assert seen["long"] == "working" and seen["idIsOurs"]
+    for what in ("otherGet", "otherCancel", "otherResult"):
+        assert seen[what]["code"] == -32602 and "unknown task" in seen[what]["message"]
+    assert seen["otherList"] == 0
+    assert seen["stillRunning"] == "working"
+    assert seen["cancelled"] == seen["afterCancel"] == "cancelled"
+    assert seen["cancelAgain"]["code"] == -32602
+    assert "already cancelled" in seen["cancelAgain"]["message"]
+    assert seen["cancelledResult"]["code"] == -32603
+    # No task asked for: the gateway ran the upstream's task to its end itself.
+    assert _result_text(seen["plain"]) == "Report on plain: 1 sources read."
+
+    # One policy decision per call, task or not.
+    assert sorted(_decisions(tmp_path)) == sorted(
+        [("tk", "research")] * 3 + [("ev", "simulate-research-query")]
+    )
+    # The cancelled task stopped upstream (tasks/cancel reached it: no step after the
+    # client was done, above): it never finished.
+    log = _peer_log(tmp_path)
+    assert [e["topic"] for e in log if e["event"] == "research"] == ["tides", "long", "plain"]
+    assert [e["topic"] for e in log if e["event"] == "research-done"] == ["tides", "plain"]
+
+
+@pytest.mark.timeout(180)
+def test_a_2026_07_28_client_runs_tasks_through_the_gateway(
+    tmp_path: Path, everything_cmd: Callable[[], Command]
+) -> None:
+    with _serving(tmp_path, everything_cmd()) as url:
+        seen = _run([sys.executable, str(PEERS / "fastmcp_tasks_client.py"), url])
+        steps = _long_steps(tmp_path)
+        time.sleep(1.0)
+        assert _long_steps(tmp_path) == steps
+    assert seen["protocol"] == "2026-07-28"
+    assert seen["extensions"] == ["io.modelcontextprotocol/tasks"]
+    for key in ("research", "everything"):
+        assert seen[key]["created"] == "working"
+        assert seen[key]["final"] == "completed"
+        assert len(seen[key]["id"]) >= 20
+    assert seen["research"]["text"] == "Report on waves: 2 sources read."
+    assert "Research Report: waves" in seen["everything"]["text"]
+    assert seen["research"]["id"] != seen["everything"]["id"]
+    assert seen["long"] == "working"
+    assert seen["cancelled"] == "cancelled"
+    assert seen["plain"] == "Report on plain: 1 sources read."
+    assert sorted(_decisions(tmp_path)) == sorted(
+        [("tk", "research")] * 3 + [("ev", "simulate-research-query")]
+    )
+    log = _peer_log(tmp_path)
+    assert [e["topic"] for e in log if e["event"] == "research-done"] == ["waves", "plain"]
