@@ -32,7 +32,7 @@ Command = tuple[str, list[str]]
 PEERS = REPO / "tests" / "peers"
 
 
-def _config(tmp_path: Path, everything: Command) -> str:
+def _config(tmp_path: Path, everything: Command, decision: str = "allow") -> str:
     command, args = everything
     return f"""
 [servers.ev]
@@ -46,18 +46,21 @@ env = {{ AGENTHOST_PEER_LOG = {json.dumps(str(tmp_path / "peer.jsonl"))} }}
 
 [policy]
 audit = {json.dumps(str(tmp_path / "audit.jsonl"))}
-rules = [ {{ kind = "tool", decision = "allow", server = "*", name = "*" }} ]
+rules = [ {{ kind = "tool", decision = "{decision}", server = "*", name = "*" }} ]
 """
 
 
 @contextmanager
-def _serving(tmp_path: Path, everything: Command) -> Iterator[str]:
-    """``agenthost serve --http`` on a free port; yields its URL, stops it at the end."""
+def _serving(
+    tmp_path: Path, everything: Command, decision: str = "allow", log: list[str] | None = None
+) -> Iterator[str]:
+    """``agenthost serve --http`` on a free port; yields its URL, stops it at the end
+    (and then puts the rest of its stderr in ``log``)."""
     config = tmp_path / "agenthost.toml"
-    config.write_text(_config(tmp_path, everything))
+    config.write_text(_config(tmp_path, everything, decision))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
-        [*AGENTHOST, "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        [*AGENTHOST, "--config", str(config), "serve", "-v", "--http", "127.0.0.1:0"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -80,10 +83,12 @@ def _serving(tmp_path: Path, everything: Command) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            _, rest = proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            _, rest = proc.communicate()
+        if log is not None:
+            log.append(rest)
 
 
 def _run(argv: list[str]) -> dict[str, Any]:
@@ -190,3 +195,25 @@ def test_a_2026_07_28_client_runs_tasks_through_the_gateway(
     )
     log = _peer_log(tmp_path)
     assert [e["topic"] for e in log if e["event"] == "research-done"] == ["waves", "plain"]
+
+
+@pytest.mark.timeout(120)
+def test_a_task_run_call_is_consented_once_through_the_client(
+    tmp_path: Path, everything_cmd: Callable[[], Command]
+) -> None:
+    """The rule says "ask": the gateway asks through the client's open tools/call (an MRTR
+    round), before any task exists; the answer lets the upstream create the task."""
+    stderr: list[str] = []
+    with _serving(tmp_path, everything_cmd(), decision="ask", log=stderr) as url:
+        seen = _run([sys.executable, str(PEERS / "fastmcp_tasks_client.py"), url, "ask"])
+    assert len(seen["forms"]) == 1 and "research" in seen["forms"][0]
+    assert seen["text"] == "Report on asked: 1 sources read."
+    # The client got the gateway's task (the SDK followed it to the result above).
+    assert re.search(r"task \S+… runs tk__research upstream", stderr[0])
+    decisions = [
+        r
+        for r in read_audit(tmp_path / "audit.jsonl")
+        if r["event"] == "decision" and r["name"] == "research"
+    ]
+    assert len(decisions) == 1
+    assert decisions[0]["decision"] == "allow" and decisions[0]["by"] != "headless"

@@ -2,12 +2,15 @@
 tasks extension (``fastmcp-tasks``: it declares ``io.modelcontextprotocol/tasks`` on each
 request and drives ``tasks/get``/``tasks/cancel``), on asyncio in its own process.
 
-Usage: python tests/peers/fastmcp_tasks_client.py URL
+Usage: python tests/peers/fastmcp_tasks_client.py URL [tour|ask]
 
-Runs ``tk__research`` (an upstream with the extension) and ``ev__simulate-research-query``
-(server-everything, 2025-11-25 tasks) as tasks, cancels a long one, and calls
-``tk__research`` transparently (the client drives the task itself). Prints what it saw as
-one JSON object: the test decides, this records.
+``tour`` (the default) runs ``tk__research`` (an upstream with the extension) and
+``ev__simulate-research-query`` (server-everything, 2025-11-25 tasks) as tasks, cancels a
+long one, and calls ``tk__research`` transparently (the client drives the task itself).
+``ask`` calls ``tk__research`` (the client answers the gateway's MRTR consent form "allow
+once" with its elicitation handler, then drives the task the gateway answers with) and
+records the forms it was shown. Prints what it saw as one JSON object: the test decides,
+this records.
 """
 
 from __future__ import annotations
@@ -23,6 +26,18 @@ from fastmcp_tasks.client import call_tool_task
 
 def _text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def ask(url: str) -> None:
+    forms: list[str] = []
+
+    async def on_elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        forms.append(message)
+        return {"decision": "allow once"}
+
+    async with Client(url, mode="auto", elicitation_handler=on_elicit) as client:
+        result = await client.call_tool("tk__research", {"topic": "asked", "steps": 1})
+    print(json.dumps({"forms": forms, "text": _text(result)}))
 
 
 async def main(url: str) -> None:
@@ -58,4 +73,5 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    scenario = sys.argv[2] if len(sys.argv) > 2 else "tour"
+    asyncio.run(ask(sys.argv[1]) if scenario == "ask" else main(sys.argv[1]))
