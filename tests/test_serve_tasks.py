@@ -23,9 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
+from agenthost.config.model import HostConfig
+from agenthost.connection import open_session
+from agenthost.errors import JSONRPCError
+from agenthost.protocol import methods as m
+from agenthost.protocol.types import CallToolRequestParams
+from agenthost.protocol.types.tasks import TaskMetadata
+from agenthost.serve import open_gateway
+from agenthost.tool_tasks import cancel_task, list_tasks
+from agenthost.transports.memory import memory_transport_pair
 from policies import read_audit
-from tests.helpers import AGENTHOST, REPO
+from tests.helpers import AGENTHOST, REPO, stdio
 
 Command = tuple[str, list[str]]
 
@@ -217,3 +227,68 @@ def test_a_task_run_call_is_consented_once_through_the_client(
     ]
     assert len(decisions) == 1
     assert decisions[0]["decision"] == "allow" and decisions[0]["by"] != "headless"
+
+
+def _research(topic: str, ttl: int | None = None) -> CallToolRequestParams:
+    arguments = {"topic": topic, "steps": 100, "delay": 0.1}
+    return CallToolRequestParams(name="research", arguments=arguments, task=TaskMetadata(ttl=ttl))
+
+
+async def _steps(log: Path, topic: str) -> int:
+    """The upstream's steps of ``topic``, once they stop growing for 0.5 s (10 steps)."""
+    while True:
+        before = _count(log, topic)
+        await trio.sleep(0.5)
+        if _count(log, topic) == before:
+            return before
+
+
+def _count(log: Path, topic: str) -> int:
+    return sum(e["event"] == "research-step" and e["topic"] == topic for e in _peer(log))
+
+
+def _peer(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.timeout(90)
+async def test_a_sessions_tasks_are_bounded_and_end_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the bound a new task is refused until one ends (then the oldest ended one makes
+    room); a client that leaves takes its running tasks with it, upstream too."""
+    monkeypatch.setattr("agenthost.serve.tasks.MAX_TASKS_PER_OWNER", 2)
+    log = tmp_path / "peer.jsonl"
+    server = stdio(
+        "tk",
+        (sys.executable, [str(PEERS / "tasks_server.py"), "stdio"]),
+        env={"AGENTHOST_PEER_LOG": str(log)},
+    )
+    config = HostConfig(
+        servers=[server], policy={"mode": "headless", "preset": "unsafe-allow-everything"}
+    )
+    with trio.fail_after(60):
+        async with open_gateway(config) as gateway:
+            ours, theirs = memory_transport_pair(name="gateway")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(gateway.serve, gateway.session(theirs))
+                async with open_session(
+                    ours, name="gateway", protocol_version="2025-11-25"
+                ) as client:
+                    ids = []
+                    for topic in ("one", "two"):
+                        created = await client.request(m.TOOLS_CALL_TASK_SPEC, _research(topic))
+                        ids.append(created["task"]["taskId"])
+                    with pytest.raises(JSONRPCError, match="too many tasks"):
+                        await client.request(m.TOOLS_CALL_TASK_SPEC, _research("three"))
+                    cancelled = await cancel_task(client, ids[0])
+                    assert cancelled.status == "cancelled"
+                    created = await client.request(m.TOOLS_CALL_TASK_SPEC, _research("three"))
+                    listed = {t.task_id: t.status for t in await list_tasks(client)}
+                    assert listed == {ids[1]: "working", created["task"]["taskId"]: "working"}
+                    assert await _steps(log, "one") < 100
+                nursery.cancel_scope.cancel()  # the client leaves: its session ends
+            # The client left: its two running tasks are cancelled, upstream too.
+            two, three = await _steps(log, "two"), await _steps(log, "three")
+            assert two < 100 and three < 100
+            assert not [e for e in _peer(log) if e["event"] == "research-done"]
