@@ -140,8 +140,9 @@ def test_a_2025_11_25_client_runs_tasks_through_the_gateway(
         time.sleep(1.0)  # five more steps, had the cancelled task kept running upstream
         assert _long_steps(tmp_path) == steps
     assert seen["capabilities"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
-    # As the upstream declared; an extension upstream's tools: "optional" (it decides).
-    assert seen["tools"]["ev__simulate-research-query"] == "required"
+    # "optional" wherever the upstream runs tasks (the gateway runs a plain call's task
+    # itself, so never "required"); an extension upstream's tools too (it decides).
+    assert seen["tools"]["ev__simulate-research-query"] == "optional"
     assert seen["tools"]["ev__echo"] == "forbidden"
     assert seen["tools"]["tk__research"] == "optional"
 
@@ -165,6 +166,8 @@ def test_a_2025_11_25_client_runs_tasks_through_the_gateway(
     assert seen["cancelAgain"]["code"] == -32602
     assert "already cancelled" in seen["cancelAgain"]["message"]
     assert seen["cancelledResult"]["code"] == -32603
+    # A task asked of a tool listed without task support: -32601 (Tool-Level Negotiation).
+    assert seen["forbidden"]["code"] == -32601
     # No task asked for: the gateway ran the upstream's task to its end itself.
     assert _result_text(seen["plain"]) == "Report on plain: 1 sources read."
 

@@ -43,6 +43,7 @@ from agenthost.errors import (
     TaskCancelled,
 )
 from agenthost.host import Host
+from agenthost.host.catalog import CatalogTool
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
 from agenthost.protocol.revisions import MODERN_REVISIONS, at_least
@@ -89,7 +90,7 @@ from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
-from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension
+from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
 from agenthost.transports.base import Transport
 
 __all__ = ["CONSENT_DENIED", "RESOURCE_NOT_FOUND", "Gateway", "SamplingSender"]
@@ -355,26 +356,37 @@ class Gateway:
         return ListToolsResult(tools=tools, next_cursor=following)
 
     def _listed_tools(self, info: RequestInfo) -> list[Tool]:
-        """The tools; for a 2025-11-25 client, those of an upstream with the 2026-07-28
-        tasks extension say ``taskSupport: optional`` (they declare nothing themselves:
-        the server decides per call, and the gateway translates)."""
+        """The tools; a 2025-11-25 client sees ``taskSupport: optional`` on every tool the
+        gateway can run as a task (:meth:`_task_support`), and no "required": a plain call
+        of such a tool is run to its end by the gateway, so the client need not use tasks."""
         if self.tasks is None or info.revision in MODERN_REVISIONS:
             return self.view.listed_tools()
         if not at_least(info.revision, LEGACY):
             return self.view.listed_tools()
-        extended: dict[str, bool] = {}
         out = []
         for name, entry in self.view.tools():
             tool = attrs.evolve(entry.tool, name=name)
-            if entry.server not in extended:
-                try:
-                    extended[entry.server] = offers_tasks_extension(self.host.session(entry.server))
-                except AgentHostError:
-                    extended[entry.server] = False
-            if extended[entry.server] and tool.execution is None:
+            if self._task_support(entry) is not None:
                 tool = attrs.evolve(tool, execution=ToolExecution(task_support="optional"))
+            elif tool.execution is not None and tool.execution.task_support is not None:
+                tool = attrs.evolve(tool, execution=ToolExecution(task_support="forbidden"))
             out.append(tool)
         return out
+
+    def _task_support(self, entry: CatalogTool) -> str | None:
+        """ "optional" when the upstream can run ``entry`` as a task (it offers the
+        2026-07-28 extension, or its tool takes a 2025-11-25 task), else None."""
+        try:
+            session = self.host.session(entry.server)
+        except AgentHostError:
+            return None
+        if offers_tasks_extension(session):
+            return "optional"
+        return (
+            "optional"
+            if wants_task(entry.tool, session.server_capabilities, optional=True)
+            else None
+        )
 
     async def call_tool(
         self, info: RequestInfo, params: CallToolRequestParams
@@ -387,6 +399,11 @@ class Gateway:
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown tool: {params.name[:200]}")
         await self._relay(entry.server)
         form = self._task_form(info, params)
+        if form == LEGACY and self._task_support(entry) is None:
+            # 2025-11-25, "Tool-Level Negotiation": a tool listed without task support.
+            raise JSONRPCError(
+                jsonrpc.METHOD_NOT_FOUND, f"{params.name[:200]} does not run as a task"
+            )
         if form is not None and self.tasks is not None:
             ttl = params.task.ttl if params.task is not None else None
 

@@ -25,9 +25,11 @@ ends without an upstream task (the upstream or the tool does not do tasks: the s
 decides, as both forms allow) answers with its plain result. A client that asks for no
 task gets what it got before: the host runs a task-required tool to completion itself.
 
-The listing follows: a 2025-11-25 client sees each tool's ``execution.taskSupport`` as the
-upstream declared it, and ``optional`` for the tools of an upstream that offers the
-2026-07-28 extension (whose tools declare nothing: the server decides per call).
+The listing follows: a 2025-11-25 client sees ``taskSupport: optional`` on every tool the
+upstream can run as a task (its tool takes a 2025-11-25 task, or the upstream offers the
+2026-07-28 extension, whose tools declare nothing), never ``required`` (the gateway runs a
+plain call of such a tool to its end, so a client need not use tasks), and a task asked
+for a tool without support is refused with -32601, as "Tool-Level Negotiation" says.
 
 Isolation: a task id handed downstream is the gateway's own (``secrets.token_urlsafe``),
 never the upstream's, and it is looked up only among the tasks of the asking client's
@@ -91,8 +93,6 @@ DEFAULT_TTL_MS: Final = 300_000
 MAX_TTL_MS: Final = 3_600_000
 #: What the gateway tells its clients to poll at (the host polls upstream on its own).
 POLL_INTERVAL_MS: Final = 200
-#: ``tasks/cancel`` waits this long for the task to stop before answering.
-_CANCEL_WAIT: Final = 5.0
 #: ``_meta`` key that ties a ``tasks/result`` to its task (2025-11-25).
 _RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 
@@ -301,8 +301,8 @@ class GatewayTasks:
         return out
 
     async def cancel(self, info: RequestInfo, params: Mapping[str, Any]) -> GatewayTask:
-        """Cancel a task still under way (the host cancels the upstream task) and wait,
-        bounded, for it to stop.
+        """Cancel a task still under way: ``cancelled`` at once (the spec wants it so
+        before the answer), while the host's call unwinds and cancels the upstream task.
 
         Raises:
             JSONRPCError: -32602 for a task already terminal (2025-11-25's rule).
@@ -312,9 +312,8 @@ class GatewayTasks:
             raise JSONRPCError(
                 jsonrpc.INVALID_PARAMS, f"task {task.task_id[:80]} is already {task.status}"
             )
-        task.scope.cancel()
-        with trio.move_on_after(_CANCEL_WAIT):
-            await task.done.wait()
+        task.scope.cancel()  # the host sends tasks/cancel upstream as its call unwinds
+        task.finish("cancelled", message="cancelled by the client")
         return task
 
     def forget(self, owner: object) -> None:

@@ -6,8 +6,9 @@
 // Two sessions (a, b). Session a lists the tools, runs `tk__research` (an upstream with the
 // 2026-07-28 tasks extension) and `ev__simulate-research-query` (server-everything,
 // 2025-11-25 tasks) as tasks with callToolStream, lists its tasks, starts a long task and
-// cancels it, and calls `tk__research` plainly; session b tries a's task id. Prints what it
-// saw as one JSON object: the test decides, this records.
+// cancels it, asks a task of `ev__echo` (no task support), and calls `tk__research`
+// plainly; session b tries a's task id. Prints what it saw as one JSON object: the test
+// decides, this records.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -75,6 +76,14 @@ try {
   seen.cancelledResult = await a.experimental.tasks.getTaskResult(id, CallToolResultSchema);
 } catch (e) {
   seen.cancelledResult = failure(e);
+}
+try {
+  seen.forbidden = await a.request(
+    { method: "tools/call", params: { name: "ev__echo", arguments: { message: "x" }, task: { ttl: 60000 } } },
+    CreateTaskResultSchema,
+  );
+} catch (e) {
+  seen.forbidden = failure(e);
 }
 seen.plain = await a.callTool({ name: "tk__research", arguments: { topic: "plain", steps: 1, delay: 0.1 } });
 await a.close();
