@@ -39,7 +39,9 @@ from agenthost.config.values import (
     check_workspace_refs,
     ignore_extra,
     join_key,
+    read_agent,
     read_bool,
+    read_gateway,
     read_int,
     read_path,
     read_restart,
@@ -50,7 +52,6 @@ from agenthost.config.values import (
     read_timeouts,
     read_workspaces,
     type_name,
-    validating,
     wrong_type,
 )
 from agenthost.errors import ConfigError
@@ -68,8 +69,6 @@ _TOP_KEYS = (
     "inherit_env", "agent", "gateway",
 )  # fmt: skip
 #: ``[gateway]`` keys (``agenthost serve``) and the values ``sampling`` takes.
-_GATEWAY_KEYS = ("sampling",)
-_GATEWAY_SAMPLING = ("auto", "providers", "client")
 #: agenthost's host-level sections, also read from an editor's JSON file when present
 #: there (a person who put ``policy`` in one means it; it is never silently dropped).
 _HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env", "agent")
@@ -467,8 +466,8 @@ def _host_sections(
     if isinstance(policy.get("audit_database"), str):
         # Its password is a secret from the moment it is read, before anything shows it.
         add_secrets_of_url(policy["audit_database"])
-    agent = _agent(data.get("agent", {}), ctx)
-    gateway = _gateway(data.get("gateway", {}), ctx)
+    agent = read_agent(data.get("agent", {}), ctx)
+    gateway = read_gateway(data.get("gateway", {}), ctx)
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -479,27 +478,6 @@ def _host_sections(
         agent=agent,
         gateway=gateway,
     )
-
-
-def _agent(value: object, ctx: LoadContext) -> AgentSettings:
-    """``[agent]``: tool search and the result limit (``AgentSettings`` checks values)."""
-    table = read_table(value, ctx, "agent")
-    check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
-    with validating(ctx, "agent"):
-        return AgentSettings(**table)
-
-
-def _gateway(value: object, ctx: LoadContext) -> Mapping[str, Any]:
-    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
-    table = read_table(value, ctx, "gateway")
-    check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
-    sampling = table.get("sampling", "auto")
-    if sampling not in _GATEWAY_SAMPLING:
-        raise ctx.error(
-            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
-            "gateway.sampling",
-        )
-    return {"sampling": sampling}
 
 
 def _with_rules(policy: Mapping[str, Any], ctx: LoadContext) -> Mapping[str, Any]:

@@ -2,7 +2,8 @@
 
 The loader (:mod:`agenthost.config.loader`) walks a file's tables; everything here reads
 one value (a table, a string with ``${VAR}`` expansion, a bool, a number, a list, a map,
-a path, the timeouts and restart tables) and says precisely which key is wrong and why.
+a path, the timeouts, restart, agent and gateway tables) and says precisely which key is
+wrong and why.
 Kept apart from the loader so each file shape's walk reads as the shape it is.
 """
 
@@ -21,13 +22,15 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.config.expand import ExpandContext, expand
-from agenthost.config.model import RestartPolicy, ServerConfig, Timeouts, Workspace
+from agenthost.config.model import AgentSettings, RestartPolicy, ServerConfig, Timeouts, Workspace
 from agenthost.errors import ConfigError
 
 Dialect = Literal["toml", "mcpServers", "vscode"]
 
 log = logging.getLogger("agenthost.config")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_GATEWAY_KEYS = ("sampling",)
+_GATEWAY_SAMPLING = ("auto", "providers", "client")
 
 __all__ = [
     "Dialect",
@@ -36,7 +39,9 @@ __all__ = [
     "check_workspace_refs",
     "ignore_extra",
     "join_key",
+    "read_agent",
     "read_bool",
+    "read_gateway",
     "read_int",
     "read_path",
     "read_restart",
@@ -280,3 +285,24 @@ def check_workspace_refs(
                     f"unknown workspace {ref!r}{hint}; configured: {', '.join(names) or 'none'}",
                     join_key(join_key(join_key("servers", s.name), "workspaces"), j),
                 )
+
+
+def read_agent(value: object, ctx: LoadContext) -> AgentSettings:
+    """``[agent]``: tool search and the result limit (``AgentSettings`` checks values)."""
+    table = read_table(value, ctx, "agent")
+    check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
+    with validating(ctx, "agent"):
+        return AgentSettings(**table)
+
+
+def read_gateway(value: object, ctx: LoadContext) -> Mapping[str, Any]:
+    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
+    table = read_table(value, ctx, "gateway")
+    check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
+    sampling = table.get("sampling", "auto")
+    if sampling not in _GATEWAY_SAMPLING:
+        raise ctx.error(
+            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
+            "gateway.sampling",
+        )
+    return {"sampling": sampling}
