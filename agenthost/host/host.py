@@ -10,7 +10,7 @@ ask of the host), :mod:`~agenthost.host.refresh` (the catalog kept in step),
 :mod:`~agenthost.host.tool_calls` (consent's view of a call, and its route to the
 server), :mod:`~agenthost.host.era_fallback`, :mod:`~agenthost.host.reads` (prompts,
 resources, skills), :mod:`~agenthost.host.models` (the agent's LLM) and
-:mod:`~agenthost.host.setup` (the config sections read before servers start).
+:mod:`~agenthost.host.startup` (the config sections read before servers start).
 
 Resource handling: every server process and remote session is closed when the block
 exits, normally, by exception or by cancellation (the stdio shutdown is shielded).
@@ -37,7 +37,7 @@ from agenthost.host.era_fallback import with_era_fallback
 from agenthost.host.handlers import RootsFilter, SamplingRoute, ServerAsks
 from agenthost.host.refresh import CatalogRefresher
 from agenthost.host.roots import RootsRegistry
-from agenthost.host.setup import read_sections
+from agenthost.host.startup import read_sections
 from agenthost.host.supervisor import ServerState, ServerStatus, Supervisor
 from agenthost.host.tool_calls import ToolRouter, repeatable, tool_call_action
 from agenthost.protocol.types import (
