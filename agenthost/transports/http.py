@@ -112,6 +112,8 @@ _MAX_RETRY: Final = 30.0
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
 #: How long a response stream may run on after its response before it is dropped.
 _DRAIN_SECONDS: Final = 1.0
+#: How long a request waits, once, for the GET stream's answer (see :meth:`_await_listener`).
+_LISTEN_WAIT: Final = 3.0
 _USER_AGENT: Final = f"agenthost/{__version__}"
 
 
@@ -178,6 +180,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._resume_attempts = resume_attempts
         self._open_get = open_get_stream
         self._get_started = False
+        #: Set once the GET stream was answered (or given up on): see _await_listener.
+        self._listening = trio.Event()
         self._initialized = False
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
@@ -447,6 +451,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
+                if not probe:
+                    await self._await_listener()
                 with self._map_errors():
                     async with self._exchange(
                         "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
@@ -655,8 +661,29 @@ class StreamableHTTPTransport(HTTPTransportBase):
             None,
         )
 
+    async def _await_listener(self) -> None:
+        """Wait (once, bounded) for the GET stream's answer before a request goes out.
+
+        A server may send its own request (an elicitation, sampling) on the GET stream
+        rather than on the stream of the request that caused it, and the official SDKs'
+        servers drop it when no GET stream is open yet: a ``tools/call`` that overtakes
+        the GET loses the server's question and waits out its timeout (seen in the
+        conformance suite under CPU load). A server that holds its GET answer back is
+        waited for :data:`_LISTEN_WAIT` seconds, once per session.
+        """
+        if self._get_started and not self._listening.is_set():
+            with trio.move_on_after(_LISTEN_WAIT):
+                await self._listening.wait()
+            self._listening.set()
+
     async def _run_get_stream(self) -> None:
         """The stream of server-initiated messages, re-opened whenever it ends."""
+        try:
+            await self._get_stream_until_done()
+        finally:
+            self._listening.set()  # gave up or closing: no request waits for it
+
+    async def _get_stream_until_done(self) -> None:
         parser = SSEParser(max_size=self._max)
         failures = 0
         with self._tracked():
@@ -669,6 +696,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             "GET", _SSE, extra, None, self._stream_timeout
                         ) as response:
                             status = response.status_code
+                            self._listening.set()
                             log.debug("%s: GET stream -> HTTP %d", self.name, status)
                             if status == 405:
                                 return  # no server-initiated stream at this endpoint
