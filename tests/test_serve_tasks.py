@@ -183,14 +183,23 @@ def test_a_2025_11_25_client_runs_tasks_through_the_gateway(
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", ["http", "stdio"])
 def test_a_2026_07_28_client_runs_tasks_through_the_gateway(
-    tmp_path: Path, everything_cmd: Callable[[], Command]
+    tmp_path: Path, everything_cmd: Callable[[], Command], transport: str
 ) -> None:
-    with _serving(tmp_path, everything_cmd()) as url:
-        seen = _run([sys.executable, str(PEERS / "fastmcp_tasks_client.py"), url])
-        steps = _long_steps(tmp_path)
-        time.sleep(1.0)
-        assert _long_steps(tmp_path) == steps
+    """Over HTTP its requests have no session (the task id is the key); over stdio the
+    tasks are the one session's."""
+    client = [sys.executable, str(PEERS / "fastmcp_tasks_client.py")]
+    if transport == "stdio":
+        config = tmp_path / "agenthost.toml"
+        config.write_text(_config(tmp_path, everything_cmd()))
+        seen = _run([*client, "tour", "--", *AGENTHOST, "--config", str(config), "serve"])
+    else:
+        with _serving(tmp_path, everything_cmd()) as url:
+            seen = _run([*client, url])
+            steps = _long_steps(tmp_path)
+            time.sleep(1.0)
+            assert _long_steps(tmp_path) == steps
     assert seen["protocol"] == "2026-07-28"
     assert seen["extensions"] == ["io.modelcontextprotocol/tasks"]
     for key in ("research", "everything"):

@@ -3,6 +3,7 @@ tasks extension (``fastmcp-tasks``: it declares ``io.modelcontextprotocol/tasks`
 request and drives ``tasks/get``/``tasks/cancel``), on asyncio in its own process.
 
 Usage: python tests/peers/fastmcp_tasks_client.py URL [tour|ask]
+       python tests/peers/fastmcp_tasks_client.py tour -- COMMAND ARGS...   (stdio)
 
 ``tour`` (the default) runs ``tk__research`` (an upstream with the extension) and
 ``ev__simulate-research-query`` (server-everything, 2025-11-25 tasks) as tasks, cancels a
@@ -21,6 +22,7 @@ import sys
 from typing import Any
 
 from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 from fastmcp_tasks.client import call_tool_task
 
 
@@ -40,9 +42,9 @@ async def ask(url: str) -> None:
     print(json.dumps({"forms": forms, "text": _text(result)}))
 
 
-async def main(url: str) -> None:
+async def main(target: str | StdioTransport) -> None:
     seen: dict[str, Any] = {}
-    async with Client(url, mode="auto") as client:
+    async with Client(target, mode="auto") as client:
         seen["protocol"] = client.protocol_version
         extensions = getattr(client.server_capabilities, "extensions", None) or {}
         seen["extensions"] = sorted(extensions)
@@ -73,5 +75,9 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    scenario = sys.argv[2] if len(sys.argv) > 2 else "tour"
-    asyncio.run(ask(sys.argv[1]) if scenario == "ask" else main(sys.argv[1]))
+    if sys.argv[2:3] == ["--"]:
+        asyncio.run(main(StdioTransport(sys.argv[3], sys.argv[4:])))
+    elif sys.argv[2:3] == ["ask"]:
+        asyncio.run(ask(sys.argv[1]))
+    else:
+        asyncio.run(main(sys.argv[1]))
