@@ -39,9 +39,10 @@ only key, and it is unguessable. Another session's id is "unknown task" (-32602)
 as a made-up one. A legacy session's tasks are cancelled when it ends (nobody can reach
 them any more).
 
-Bounds: at most :data:`MAX_TASKS_PER_OWNER` tasks per owner, terminal ones included (the
-oldest terminal task makes room; with none, the call is refused with -32603); a terminal
-task is kept for its ttl (the client's, within :data:`MAX_TTL_MS`) and then forgotten.
+Bounds: at most :data:`MAX_TASKS_PER_OWNER` tasks per owner (:data:`MAX_STATELESS_TASKS`
+for the sessionless one), terminal ones included (the oldest terminal task makes room;
+with none, the call is refused with -32603); a terminal task is kept for its ttl (the
+client's, within :data:`MAX_TTL_MS`) and then forgotten.
 
 Not done: an upstream task's own asks after it was created (an elicitation while the task
 runs) reach a 2026-07-28 client only through its request, which has ended by then: they
@@ -71,6 +72,7 @@ from agenthost.tool_tasks import TERMINAL_STATUSES
 __all__ = [
     "EXTENSION",
     "LEGACY",
+    "MAX_STATELESS_TASKS",
     "MAX_TASKS_PER_OWNER",
     "MAX_TTL_MS",
     "STATELESS",
@@ -86,8 +88,10 @@ LEGACY: Final = "2025-11-25"
 EXTENSION: Final = "io.modelcontextprotocol/tasks"
 #: The owner of the tasks of 2026-07-28 HTTP requests (they have no session).
 STATELESS: Final = object()
-#: Tasks one owner holds at once, terminal ones included.
+#: Tasks one owner holds at once, terminal ones included (:data:`STATELESS`, shared by
+#: every sessionless client: :data:`MAX_STATELESS_TASKS`).
 MAX_TASKS_PER_OWNER: Final = 64
+MAX_STATELESS_TASKS: Final = 256
 #: How long a terminal task is kept for its client to read: the client's ttl within these.
 DEFAULT_TTL_MS: Final = 300_000
 MAX_TTL_MS: Final = 3_600_000
@@ -237,12 +241,13 @@ class GatewayTasks:
         now = trio.current_time()
         for task_id in [k for k, t in held.items() if t.expires <= now]:
             del held[task_id]
-        if len(held) >= MAX_TASKS_PER_OWNER:
+        bound = MAX_STATELESS_TASKS if owner is STATELESS else MAX_TASKS_PER_OWNER
+        if len(held) >= bound:
             finished = sorted((t for t in held.values() if t.terminal), key=lambda t: t.expires)
             if not finished:
                 raise JSONRPCError(
                     jsonrpc.INTERNAL_ERROR,
-                    f"too many tasks under way (at most {MAX_TASKS_PER_OWNER}): wait for one",
+                    f"too many tasks under way (at most {bound}): wait for one",
                 )
             del held[finished[0].task_id]
         return held
