@@ -288,7 +288,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         token = None if bearer is None else await bearer()  # None: not logged in (yet)
         head = self._lean_head(accept, token, body is not None, tuple(extra))
         lines = encode_headers(extra) if extra else b""
-        if head is None or lines is None:
+        if head is None or lines is None or token == "":  # "": DPoP, a proof per request
             return None
         response = await lean.request(method, head + lines, body, read_timeout=timeout.read)
         status = response.status_code
