@@ -45,13 +45,17 @@ async def auth_server(
     lifetime: int = 3600,
     fault: str | None = None,
     transport: str = "streamable-http",
+    dpop: str | None = None,
 ) -> AsyncIterator[str]:
-    """Run the SDK peer; yields its MCP URL. Observations land in ``tmp_path/peer.log``."""
+    """Run the SDK peer (``dpop``: its ``--dpop`` mode); yields its MCP URL. Observations
+    land in ``tmp_path/peer.log``."""
     port = free_port()
     argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
     argv += ["--transport", transport]
     if fault:
         argv += ["--fault", fault]
+    if dpop:
+        argv += ["--dpop", dpop]
     env = {
         "AGENTHOST_PEER_LOG": str(tmp_path / "peer.log"),
         "AGENTHOST_PEER_SECRETS": str(tmp_path / "peer.secrets"),
