@@ -25,8 +25,9 @@ from joserfc import jws
 from joserfc.jwk import ECKey
 
 import agenthost
-from agenthost.auth import URL_OPENER
-from agenthost.errors import AuthorizationError
+from agenthost.auth import URL_OPENER, parse_oauth_table
+from agenthost.auth.dpop import MAX_NONCE, MAX_NONCES, DPoPKey, Nonces, proof
+from agenthost.errors import AuthorizationError, ConfigError
 from tests.auth.test_oauth_sdk import auth_server, browser, config, peer_log, saved, tokens_of
 
 pytestmark = pytest.mark.timeout(90)
@@ -110,9 +111,9 @@ async def test_a_dpop_login_binds_the_tokens_and_every_request_proves_the_key(
     assert token_proofs[0].claims["htm"] == "POST"
     assert token_proofs[0].claims["htu"] == f"{origin}/token"
     assert "ath" not in token_proofs[0].claims and "nonce" not in token_proofs[0].claims
-    for proof in mcp_proofs:
-        assert proof.claims["htu"] == url and proof.claims["htm"] in ("POST", "GET")
-        assert proof.claims["ath"] == ath(tokens["access_token"])
+    for seen_proof in mcp_proofs:
+        assert seen_proof.claims["htu"] == url and seen_proof.claims["htm"] in ("POST", "GET")
+        assert seen_proof.claims["ath"] == ath(tokens["access_token"])
     # The private key is in no log record.
     for record in caplog.records:
         assert key["d"] not in record.getMessage() and key["d"] not in str(record.args)
@@ -181,3 +182,52 @@ async def test_dpop_false_asks_for_bearer_tokens(tmp_path: Path) -> None:
     assert state is not None and state["issuers"][state["current"]]["dpop_key"] is None
     tokens = tokens_of(state)
     assert tokens is not None and tokens["token_type"] == "Bearer"
+
+
+async def test_the_lean_path_leaves_dpop_requests_to_httpx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The opt-in lean HTTP path attaches cached Bearer header lines; a DPoP-bound token
+    needs a proof per request, so those requests go through httpx and the auth flow."""
+    monkeypatch.setenv("AGENTHOST_LEAN_HTTP", "1")
+    async with auth_server(tmp_path, dpop="on") as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url)) as session:
+            for n in range(3):
+                assert not (await session.call_tool("echo", {"message": f"{n}"})).is_error
+    assert refusals(tmp_path) == []
+    assert len([p for p in proofs(tmp_path) if p.path == "/mcp"]) >= 4
+    assert "bearer /mcp" not in peer_log(tmp_path), "no request with the token as Bearer"
+
+
+def test_nonces_are_bounded_per_server() -> None:
+    nonces = Nonces()
+    for n in range(100):
+        assert nonces.update(f"https://as.example/{n}?q=1", f"nonce-{n}")
+    assert len(nonces) == MAX_NONCES
+    assert nonces.get("https://as.example/99") == "nonce-99"
+    assert nonces.get("https://as.example/0") is None
+    assert not nonces.update("https://as.example/99", "nonce-99"), "not new: no retry"
+    assert not nonces.update("https://as.example/1", "x" * (MAX_NONCE + 1))
+
+
+def test_a_proof_signs_our_url_without_query_or_fragment() -> None:
+    key = DPoPKey.generate()
+    claims, thumbprint = verified(proof(key, "post", "https://mcp.example/a/mcp?t=1#f"))
+    assert claims["htu"] == "https://mcp.example/a/mcp" and claims["htm"] == "POST"
+    assert thumbprint == key.thumbprint
+    assert key.secret not in repr(key) and DPoPKey.from_saved(key.saved()).matches(key.saved())
+    with pytest.raises(ValueError, match="not a private P-256 key"):
+        DPoPKey.from_saved({"kty": "EC", "crv": "P-256", "x": "a", "y": "b"})
+
+
+@pytest.mark.parametrize("value", [True, False, "auto"])
+def test_the_dpop_key_loads(value: object) -> None:
+    assert parse_oauth_table({"dpop": value}).dpop == value
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_a_bad_dpop_value_names_the_key(value: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_oauth_table({"dpop": value})
+    assert caught.value.key == "dpop"

@@ -418,6 +418,8 @@ class DPoPLayer:
         values = [v.decode() for k, v in scope["headers"] if k == b"authorization"]
         scheme, _, token = (values[0] if values else "").partition(" ")
         if token not in self.bound:
+            if scheme.lower() == "bearer":
+                note(f"bearer {scope['path']}")
             if scheme.lower() == "dpop":
                 await self.refuse(scope, receive, send, 401, "invalid_token")
             else:
