@@ -501,7 +501,10 @@ def dpop_server(auth: HostileAuth, nonce: Any = None) -> None:
 
 def proof_claims(seen: Seen) -> dict[str, Any]:
     payload = seen.headers["dpop"].split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims: dict[str, Any] = json.loads(
+        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    )
+    return claims
 
 
 async def test_dpop_a_resource_asking_for_ever_new_nonces_gets_one_retry_per_token() -> None:
