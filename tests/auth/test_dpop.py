@@ -184,6 +184,20 @@ async def test_dpop_false_asks_for_bearer_tokens(tmp_path: Path) -> None:
     assert tokens is not None and tokens["token_type"] == "Bearer"
 
 
+async def test_legacy_sse_proves_its_get_stream_and_its_posts(tmp_path: Path) -> None:
+    async with auth_server(tmp_path, transport="sse", dpop="on") as url:
+        URL_OPENER.set(browser)
+        async with agenthost.connect(config(url, "sse")) as session:
+            assert not (await session.call_tool("echo", {"message": "x"})).is_error
+    assert refusals(tmp_path) == []
+    seen = proofs(tmp_path)
+    origin = url.removesuffix("/sse")
+    stream = [p for p in seen if p.path == "/sse"]
+    posts = [p for p in seen if p.path == "/messages/"]
+    assert stream and {p.claims["htm"] for p in stream} == {"GET"}
+    assert posts and {p.claims["htu"] for p in posts} == {f"{origin}/messages/"}, "no query"
+
+
 async def test_the_lean_path_leaves_dpop_requests_to_httpx(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -332,10 +332,9 @@ def check_proof(proof: str, method: str, url: str, token: str | None) -> tuple[d
 class DPoPLayer:
     """RFC 9449 in front of the SDK's Bearer-only endpoints (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, base: str, endpoint: str, mode: str) -> None:
+    def __init__(self, app: ASGIApp, base: str, mode: str) -> None:
         self.app = app
         self.base = base
-        self.endpoint = endpoint
         self.mode = mode
         #: Access and refresh tokens -> the thumbprint of the key they are bound to.
         self.bound: dict[str, str] = {}
@@ -349,7 +348,7 @@ class DPoPLayer:
             await self.downstream(scope, receive, send, self.advertise)
         elif path == "/token":
             await self.token(scope, receive, send)
-        elif f"{self.base}{path}" == self.endpoint:
+        elif path in ("/mcp", "/sse", "/messages/"):  # the MCP endpoints, legacy SSE's too
             await self.resource(scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -432,7 +431,8 @@ class DPoPLayer:
         try:
             if proof is None:
                 raise ValueError("no single DPoP header")
-            claims, jkt = check_proof(proof, scope["method"], self.endpoint, token)
+            url = f"{self.base}{scope['path']}"
+            claims, jkt = check_proof(proof, scope["method"], url, token)
             if jkt != self.bound[token] or not self.fresh(claims):
                 raise ValueError("another key, or a replayed proof")
         except ValueError as exc:
@@ -552,7 +552,7 @@ def build(
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
     app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
     faults = Faults(app, base, fault)
-    return DPoPLayer(faults, base, endpoint, dpop) if dpop else faults
+    return DPoPLayer(faults, base, dpop) if dpop else faults
 
 
 def main() -> None:
