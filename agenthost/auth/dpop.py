@@ -35,6 +35,8 @@ import orjson
 from joserfc import jws
 from joserfc.jwk import ECKey
 
+from agenthost.auth.discovery import parse_www_authenticate
+
 __all__ = [
     "ALG",
     "MAX_NONCE",
@@ -44,6 +46,7 @@ __all__ = [
     "Nonces",
     "asks_for_nonce",
     "htu",
+    "nonce_of",
     "proof",
     "uses_dpop",
     "valid_nonce",
@@ -149,6 +152,18 @@ def proof(
     return key.sign(claims)
 
 
+def nonce_of(our_proof: str) -> str | None:
+    """The nonce a proof of ours carries (read back from the request it is on: requests
+    run concurrently, so the remembered nonce may be newer than the one it was sent with)."""
+    try:
+        payload = our_proof.split(".")[1]
+        claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return None
+    nonce = claims.get("nonce") if isinstance(claims, dict) else None
+    return nonce if isinstance(nonce, str) else None
+
+
 def valid_nonce(value: str | None) -> str | None:
     """``value`` if it is a nonce we may put in a proof, else None."""
     if value is None or len(value) > MAX_NONCE or not _NQCHARS.fullmatch(value):
@@ -195,7 +210,5 @@ def uses_dpop(mode: DPoPMode, algs: Iterable[str] | None) -> bool:
 def asks_for_nonce(challenges: Iterable[str]) -> bool:
     """Whether ``WWW-Authenticate`` values hold a DPoP challenge with
     ``error="use_dpop_nonce"`` (RFC 9449 section 9)."""
-    from agenthost.auth.discovery import parse_www_authenticate
-
     challenge = parse_www_authenticate(challenges, scheme="dpop")
     return challenge is not None and challenge.error == "use_dpop_nonce"

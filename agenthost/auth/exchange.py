@@ -24,7 +24,15 @@ import trio
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from agenthost.auth.discovery import MAX_DOCUMENT, AuthServerMetadata, canonical_resource
-from agenthost.auth.dpop import DPoPKey, Nonces, asks_for_nonce, proof, uses_dpop
+from agenthost.auth.dpop import (
+    DPoPKey,
+    Nonces,
+    asks_for_nonce,
+    nonce_of,
+    proof,
+    uses_dpop,
+    valid_nonce,
+)
 from agenthost.auth.grants import client_auth, default_alg, token_form
 from agenthost.auth.loopback import UrlOpener
 from agenthost.auth.settings import OAuthSettings
@@ -402,10 +410,12 @@ class Exchange:
         re-signed with it) when the server refused the request for want of it: a 401
         ``DPoP error="use_dpop_nonce"`` with a nonce other than the one sent (RFC 9449
         section 9). Once per request: the caller never asks twice."""
-        if "DPoP" not in request.headers:
+        sent = request.headers.get("DPoP")
+        if sent is None:
             return False
-        fresh = self._nonces.update(request.url, response.headers.get("dpop-nonce"))
-        if not fresh or response.status_code != 401:
+        given = response.headers.get("dpop-nonce")
+        self._nonces.update(request.url, given)
+        if response.status_code != 401 or valid_nonce(given) is None or given == nonce_of(sent):
             return False
         if not asks_for_nonce(response.headers.get_list("www-authenticate")):
             return False

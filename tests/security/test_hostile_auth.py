@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -570,3 +571,55 @@ async def test_dpop_true_refuses_a_bearer_token() -> None:
         assert "dpop" in auth.to("/legit/token")[0].headers
         assert not any(s.headers.get("authorization") == "Bearer plain-1" for s in auth.seen)
     assert "issued a Bearer token, not a DPoP-bound one" in message
+
+
+async def test_dpop_concurrent_requests_each_take_the_nonce_they_were_refused_for() -> None:
+    """Five requests sent without a nonce are refused at once with the same one: each
+    retries with it (the first answer stored it; the other four must not take "already
+    known" for "already tried"), and no token is fetched again."""
+    import httpx
+
+    from agenthost.auth import OAuth
+
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth)
+        config = pinned(auth)
+        gate = trio.Event()
+
+        async def resource(seen: Seen) -> Answer | None:
+            if "dpop" not in seen.headers:
+                return None
+            if proof_claims(seen).get("nonce") == "n1":
+                return Answer(status=200)
+            if seen.path == "/mcp2":
+                await gate.wait()  # hold the five refusals until all five are here
+            challenge = 'DPoP error="use_dpop_nonce"'
+            return Answer(
+                status=401, headers=(("www-authenticate", challenge), ("dpop-nonce", "n1"))
+            )
+
+        def count_in(seen: Seen) -> Awaitable[Answer | None]:
+            if (
+                seen.path == "/mcp2"
+                and len([s for s in auth.to("/mcp2") if "dpop" in s.headers]) >= 5
+            ):
+                gate.set()
+            return resource(seen)
+
+        auth.route("/mcp", count_in)
+        auth.route("/mcp2", count_in)
+        async with httpx.AsyncClient() as http:
+            flow = OAuth(server="victim", url=auth.url, settings=config.oauth, http=http)
+            async with httpx.AsyncClient(auth=flow) as client:
+                assert (await client.post(auth.url)).status_code == 200
+                statuses: list[int] = []
+
+                async def one() -> None:
+                    statuses.append((await client.post(auth.url + "2")).status_code)
+
+                with trio.fail_after(20):
+                    async with trio.open_nursery() as nursery:
+                        for _ in range(5):
+                            nursery.start_soon(one)
+        assert statuses == [200] * 5
+        assert len(auth.to("/legit/token")) == 1
