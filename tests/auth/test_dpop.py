@@ -131,11 +131,13 @@ async def test_the_refresh_and_the_next_run_prove_the_same_saved_key(tmp_path: P
             await trio.sleep(1.1)
             assert not (await session.call_tool("echo", {"message": "two"})).is_error
         log = peer_log(tmp_path)
-    assert log.count("consent") == 1
-    assert log.count("token refresh_token") == 2
+    # At least one refresh per run (more on a loaded machine, where a run outlives the
+    # 2 s tokens more than once); every one proven with the key of the first login.
+    refreshes = log.count("token refresh_token")
+    assert log.count("consent") == 1 and refreshes >= 2
     assert refusals(tmp_path) == []
     seen = proofs(tmp_path)
-    assert len([p for p in seen if p.path == "/token"]) == 3
+    assert len([p for p in seen if p.path == "/token"]) == 1 + refreshes
     assert len({p.thumbprint for p in seen}) == 1
 
 
