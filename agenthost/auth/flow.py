@@ -14,6 +14,10 @@ What happens, per the MCP authorization spec (2025-11-25; 2026-07-28 unchanged h
   challenge's; never twice for the same scope set, and at most :data:`MAX_STEP_UPS` times.
 * ``resource`` (RFC 8707) on every authorization and token request; ``iss`` (RFC 9207)
   checked against the issuer recorded before the browser was opened.
+* DPoP (RFC 9449, SEP-1932; ``dpop`` in the settings): tokens bound to a key saved with
+  them, sent as ``Authorization: DPoP`` with a fresh proof per request; a
+  ``use_dpop_nonce`` refusal is retried once with the server's nonce
+  (:mod:`agenthost.auth.dpop`; the sending side in :mod:`agenthost.auth.exchange`).
 
 Protocol pieces come from Authlib (PKCE challenge, grant URI and token request encoding,
 client authentication including ``private_key_jwt`` signed by joserfc); the HTTP goes
