@@ -39,10 +39,11 @@ worker threads) take one snapshot and never see a half-updated registry.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -56,6 +57,7 @@ __all__ = [
     "add_secret",
     "add_secrets_of_url",
     "discard_secret",
+    "isolated",
     "redact",
     "redact_json",
     "redact_url",
@@ -163,6 +165,29 @@ def discard_secret(value: str) -> None:
     with _lock:
         if _values.pop(value, 0) is None or _runtime.pop(value, 0) is None:
             _snapshot = _sorted()
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Forget, on leaving the block, every value registered inside it.
+
+    For a process that opens many hosts one after another with different configs (a
+    test suite): what one config registered must not scrub another's text. The
+    registry is process-wide, so this is not for concurrent use by threads that
+    register while another block is open.
+    """
+    global _snapshot
+    with _lock:
+        saved = dict(_values), dict(_runtime), _snapshot
+    try:
+        yield
+    finally:
+        with _lock:
+            _values.clear()
+            _values.update(saved[0])
+            _runtime.clear()
+            _runtime.update(saved[1])
+            _snapshot = saved[2]
 
 
 def secret_count() -> int:

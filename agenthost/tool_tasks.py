@@ -567,75 +567,15 @@ async def _follow(
         with trio.fail_at(deadline):
             await tell(task)
             while True:
-                if task.status == "completed":
-                    result = latest.get("result")
-                    if not isinstance(result, Mapping):
-                        raise ProtocolError(
-                            f"task {_shown(task.task_id)} completed without a result",
-                            server=session.name,
-                        )
-                    return structure(result, CallToolResult)
-                if task.status == "failed":
-                    error = latest.get("error")
-                    if not isinstance(error, Mapping) or type(error.get("code")) is not int:
-                        raise ProtocolError(
-                            f"task {_shown(task.task_id)} failed:"
-                            f" {(task.status_message or 'no error')[:2000]}",
-                            server=session.name,
-                        )
-                    raise JSONRPCError(
-                        error["code"],
-                        str(error.get("message", ""))[:2000],
-                        error.get("data"),
-                        server=session.name,
-                    )
-                if task.status == "cancelled":
-                    raise TaskCancelled(
-                        f"task {_shown(task.task_id)} was cancelled"
-                        + (f": {task.status_message[:2000]}" if task.status_message else ""),
-                        server=session.name,
-                    )
+                result = _outcome(session, task, latest)
+                if result is not None:
+                    return result
                 if task.status == "input_required":
-                    asks = latest.get("inputRequests")
-                    fresh = (
-                        {k: v for k, v in asks.items() if k not in answered}
-                        if isinstance(asks, Mapping)
-                        else {}
+                    rounds = await _answer_input(
+                        session, task, latest, answered, rounds, origin=origin, name=name
                     )
-                    if fresh:
-                        rounds += 1
-                        if rounds > MAX_INPUT_ROUNDS:
-                            raise ProtocolError(
-                                f"task {_shown(task.task_id)} asked for input more than"
-                                f" {MAX_INPUT_ROUNDS} times",
-                                server=session.name,
-                            )
-                        responses = await session.answer_input_requests(
-                            fresh, origin=origin, origin_name=name, round_no=rounds
-                        )
-                        answered.update(fresh)
-                        await session.request(
-                            m.TASKS_EXT_UPDATE_SPEC,
-                            UpdateTaskRequestParams(
-                                task_id=task.task_id, input_responses=responses
-                            ),
-                        )
                 await trio.sleep(_poll_interval(task))
-                polled: dict[str, Any] = await session.request(
-                    m.TASKS_EXT_GET_SPEC, TaskRequestParams(task_id=task.task_id)
-                )
-                latest = polled
-                try:
-                    current = _extension_task(latest)
-                except AgentHostError as exc:
-                    raise ProtocolError(
-                        f"tasks/get {_shown(task.task_id)}: {exc}", server=session.name
-                    ) from None
-                if current.task_id != task.task_id:
-                    raise ProtocolError(
-                        f"tasks/get {_shown(task.task_id)} answered for another task",
-                        server=session.name,
-                    )
+                latest, current = await _poll(session, task)
                 if (current.status, current.status_message) != (task.status, task.status_message):
                     await tell(current)
                 task = current
@@ -653,3 +593,104 @@ async def _follow(
         if own and task.status not in TERMINAL_STATUSES:
             await _cancel_quietly(session, task.task_id, extension=True)
         raise
+
+
+def _outcome(
+    session: ClientSession, task: Task, latest: Mapping[str, Any]
+) -> CallToolResult | None:
+    """The call's result once ``task`` is terminal (``latest``: its last state); None while
+    it runs.
+
+    Raises:
+        JSONRPCError: the task failed (its error). TaskCancelled: it was cancelled.
+        ProtocolError: it completed without a result, or failed without an error.
+    """
+    if task.status == "completed":
+        result = latest.get("result")
+        if not isinstance(result, Mapping):
+            raise ProtocolError(
+                f"task {_shown(task.task_id)} completed without a result", server=session.name
+            )
+        return structure(result, CallToolResult)
+    if task.status == "failed":
+        error = latest.get("error")
+        if not isinstance(error, Mapping) or type(error.get("code")) is not int:
+            raise ProtocolError(
+                f"task {_shown(task.task_id)} failed: {(task.status_message or 'no error')[:2000]}",
+                server=session.name,
+            )
+        raise JSONRPCError(
+            error["code"],
+            str(error.get("message", ""))[:2000],
+            error.get("data"),
+            server=session.name,
+        )
+    if task.status == "cancelled":
+        raise TaskCancelled(
+            f"task {_shown(task.task_id)} was cancelled"
+            + (f": {task.status_message[:2000]}" if task.status_message else ""),
+            server=session.name,
+        )
+    return None
+
+
+async def _answer_input(
+    session: ClientSession,
+    task: Task,
+    latest: Mapping[str, Any],
+    answered: set[str],
+    rounds: int,
+    *,
+    origin: str,
+    name: str | None,
+) -> int:
+    """Answer the ``inputRequests`` of ``latest`` not answered yet (``answered`` grows)
+    with ``tasks/update``; returns the rounds asked so far.
+
+    Raises:
+        ProtocolError: more than :data:`MAX_INPUT_ROUNDS` rounds (a server that never stops
+            asking would hold the call forever).
+    """
+    asks = latest.get("inputRequests")
+    fresh = (
+        {k: v for k, v in asks.items() if k not in answered} if isinstance(asks, Mapping) else {}
+    )
+    if not fresh:
+        return rounds
+    rounds += 1
+    if rounds > MAX_INPUT_ROUNDS:
+        raise ProtocolError(
+            f"task {_shown(task.task_id)} asked for input more than {MAX_INPUT_ROUNDS} times",
+            server=session.name,
+        )
+    responses = await session.answer_input_requests(
+        fresh, origin=origin, origin_name=name, round_no=rounds
+    )
+    answered.update(fresh)
+    await session.request(
+        m.TASKS_EXT_UPDATE_SPEC,
+        UpdateTaskRequestParams(task_id=task.task_id, input_responses=responses),
+    )
+    return rounds
+
+
+async def _poll(session: ClientSession, task: Task) -> tuple[Mapping[str, Any], Task]:
+    """One ``tasks/get`` of ``task``: the raw answer and the task it describes.
+
+    Raises:
+        ProtocolError: the answer is not a task, or describes another task.
+    """
+    latest: dict[str, Any] = await session.request(
+        m.TASKS_EXT_GET_SPEC, TaskRequestParams(task_id=task.task_id)
+    )
+    try:
+        current = _extension_task(latest)
+    except AgentHostError as exc:
+        raise ProtocolError(
+            f"tasks/get {_shown(task.task_id)}: {exc}", server=session.name
+        ) from None
+    if current.task_id != task.task_id:
+        raise ProtocolError(
+            f"tasks/get {_shown(task.task_id)} answered for another task", server=session.name
+        )
+    return latest, current

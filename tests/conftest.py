@@ -285,12 +285,10 @@ def _private_home(
 
 
 @pytest.fixture(autouse=True)
-def _own_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts with the process-wide secret registry (agenthost.redaction) as
-    it was before the test, and leaves it so: what one test's config or server registered
-    must not scrub another test's text (a value "require" once turned a server's "requires"
-    into "***s" in a later test of the same worker)."""
-    redaction = importlib.import_module("agenthost.redaction")
-    monkeypatch.setattr(redaction, "_values", dict(redaction._values))
-    monkeypatch.setattr(redaction, "_runtime", dict(redaction._runtime))
-    monkeypatch.setattr(redaction, "_snapshot", redaction._snapshot)
+def _own_secrets() -> Iterator[None]:
+    """Each test leaves the process-wide secret registry (agenthost.redaction) as it
+    found it: what one test's config or server registered must not scrub another test's
+    text (a value "require" once turned a server's "requires" into "***s" in a later test
+    of the same worker)."""
+    with importlib.import_module("agenthost.redaction").isolated():
+        yield

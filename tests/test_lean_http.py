@@ -75,8 +75,9 @@ class Forwarder:
 
 @pytest.fixture(autouse=True)
 def _lean_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lean path is opt-in for now (agenthost.transports._httpx.LEAN_ENV)."""
-    monkeypatch.setenv("AGENTHOST_LEAN_HTTP", "1")
+    """The lean path is the default; a developer's ``AGENTHOST_LEAN_HTTP=0`` must not
+    turn these tests into httpx tests."""
+    monkeypatch.delenv("AGENTHOST_LEAN_HTTP", raising=False)
 
 
 @asynccontextmanager

@@ -34,24 +34,25 @@ from agenthost.config.model import (
 )
 from agenthost.config.values import (
     Dialect,
-    _bool,
-    _check_keys,
-    _check_workspace_refs,
-    _Ctx,
-    _ignore_extra,
-    _int,
-    _path,
-    _restart,
-    _str,
-    _str_list,
-    _str_map,
-    _table,
-    _timeouts,
-    _type_name,
-    _validating,
-    _workspaces,
-    _wrong,
+    LoadContext,
+    check_keys,
+    check_workspace_refs,
+    ignore_extra,
     join_key,
+    read_agent,
+    read_bool,
+    read_gateway,
+    read_int,
+    read_path,
+    read_restart,
+    read_str,
+    read_str_list,
+    read_str_map,
+    read_table,
+    read_timeouts,
+    read_workspaces,
+    type_name,
+    wrong_type,
 )
 from agenthost.errors import ConfigError
 from agenthost.redaction import add_secrets_of_url
@@ -68,8 +69,6 @@ _TOP_KEYS = (
     "inherit_env", "agent", "gateway",
 )  # fmt: skip
 #: ``[gateway]`` keys (``agenthost serve``) and the values ``sampling`` takes.
-_GATEWAY_KEYS = ("sampling",)
-_GATEWAY_SAMPLING = ("auto", "providers", "client")
 #: agenthost's host-level sections, also read from an editor's JSON file when present
 #: there (a person who put ``policy`` in one means it; it is never silently dropped).
 _HOST_KEYS = ("workspaces", "timeouts", "restart", "providers", "policy", "inherit_env", "agent")
@@ -124,7 +123,9 @@ _JSON_TYPES: dict[str, TransportKind] = {
 _TOML_TYPES: dict[str, TransportKind] = {t: t for t in TRANSPORTS}  # type: ignore[misc]
 
 
-def _transport(table: Mapping[str, Any], url: str | None, ctx: _Ctx, key: str) -> TransportKind:
+def _transport(
+    table: Mapping[str, Any], url: str | None, ctx: LoadContext, key: str
+) -> TransportKind:
     """The explicit transport, or the one the keys imply (``url`` is already expanded)."""
     tkey = "type"
     if ctx.dialect == "toml":
@@ -140,7 +141,7 @@ def _transport(table: Mapping[str, Any], url: str | None, ctx: _Ctx, key: str) -
             key,
         )
     if tkey in table:
-        raw = _str(table[tkey], ctx, join_key(key, tkey), expand_vars=False)
+        raw = read_str(table[tkey], ctx, join_key(key, tkey), expand_vars=False)
         valid = _TOML_TYPES if ctx.dialect == "toml" else _JSON_TYPES
         if raw not in valid:
             raise ctx.error(
@@ -154,28 +155,28 @@ def _transport(table: Mapping[str, Any], url: str | None, ctx: _Ctx, key: str) -
     raise ctx.error("needs 'command' (a local stdio server) or 'url' (a remote server)", key)
 
 
-_GETTERS: dict[str, Callable[[object, _Ctx, str], Any]] = {
-    "command": _str,
-    "args": _str_list,
-    "cwd": _path,
-    "url": _str,
-    "headers": _str_map,
+_GETTERS: dict[str, Callable[[object, LoadContext, str], Any]] = {
+    "command": read_str,
+    "args": read_str_list,
+    "cwd": read_path,
+    "url": read_str,
+    "headers": read_str_map,
 }
 
 
 def _server(
     name: str,
     value: object,
-    ctx: _Ctx,
+    ctx: LoadContext,
     key: str,
     timeouts: Timeouts,
     restart: RestartPolicy,
     inherit_env: list[str] | None = None,
 ) -> ServerConfig:
-    table = _table(value, ctx, key)
+    table = read_table(value, ctx, key)
     toml = ctx.dialect == "toml"
     if toml:
-        _check_keys(table, _TOML_SERVER_KEYS, ctx, key)
+        check_keys(table, _TOML_SERVER_KEYS, ctx, key)
     else:
         _foreign_server_keys(table, ctx, key)
     fields: dict[str, Any] = {"name": name}
@@ -187,7 +188,7 @@ def _server(
     env_file_key = "env_file" if toml else "envFile"
     if env_file_key in table:
         sub = join_key(key, env_file_key)
-        env_path = Path(_path(table[env_file_key], ctx, sub))
+        env_path = Path(read_path(table[env_file_key], ctx, sub))
         raw = table[env_file_key]
         shown = f"{raw!r} (as expanded)" if isinstance(raw, str) and "$" in raw else None
         env.update(
@@ -196,7 +197,7 @@ def _server(
             )
         )
     if "env" in table:
-        env.update(_str_map(table["env"], ctx, join_key(key, "env"), numbers_ok=not toml))
+        env.update(read_str_map(table["env"], ctx, join_key(key, "env"), numbers_ok=not toml))
     if env:
         fields["env"] = env
     fields["timeouts"], fields["restart"] = timeouts, restart
@@ -208,7 +209,7 @@ def _server(
     return _build_server(fields, ctx, key)
 
 
-def _build_server(fields: Mapping[str, Any], ctx: _Ctx, key: str) -> ServerConfig:
+def _build_server(fields: Mapping[str, Any], ctx: LoadContext, key: str) -> ServerConfig:
     try:
         return ServerConfig(**fields)
     except ConfigError as exc:
@@ -217,12 +218,13 @@ def _build_server(fields: Mapping[str, Any], ctx: _Ctx, key: str) -> ServerConfi
         raise ctx.error(exc.problem, sub) from None
 
 
-def _oauth(value: object, ctx: _Ctx, key: str) -> OAuthSettings:
+def _oauth(value: object, ctx: LoadContext, key: str) -> OAuthSettings:
     """``[servers.NAME.oauth]``: ``${VAR}`` expanded in strings (secrets come from there)."""
     if isinstance(value, Mapping):
-        _check_keys(value, OAUTH_KEYS, ctx, key)
+        check_keys(value, OAUTH_KEYS, ctx, key)
         value = {
-            k: _str(v, ctx, join_key(key, k)) if isinstance(v, str) else v for k, v in value.items()
+            k: read_str(v, ctx, join_key(key, k)) if isinstance(v, str) else v
+            for k, v in value.items()
         }
     try:
         return parse_oauth_table(value, base_dir=ctx.base_dir)
@@ -231,35 +233,37 @@ def _oauth(value: object, ctx: _Ctx, key: str) -> OAuthSettings:
 
 
 def _host_server_settings(
-    table: Mapping[str, Any], ctx: _Ctx, key: str, timeouts: Timeouts, restart: RestartPolicy
+    table: Mapping[str, Any], ctx: LoadContext, key: str, timeouts: Timeouts, restart: RestartPolicy
 ) -> dict[str, Any]:
     """The agenthost-only server keys present in ``table`` (only TOML tables have them)."""
     if ctx.dialect != "toml":
         return {}
     fields: dict[str, Any] = {}
     if "timeouts" in table:
-        fields["timeouts"] = _timeouts(table["timeouts"], timeouts, ctx, join_key(key, "timeouts"))
+        fields["timeouts"] = read_timeouts(
+            table["timeouts"], timeouts, ctx, join_key(key, "timeouts")
+        )
     if "restart" in table:
-        fields["restart"] = _restart(table["restart"], restart, ctx, join_key(key, "restart"))
+        fields["restart"] = read_restart(table["restart"], restart, ctx, join_key(key, "restart"))
     for flag in ("required", "trusted", "enabled", "client_tasks"):
         if flag in table:
-            fields[flag] = _bool(table[flag], ctx, join_key(key, flag))
+            fields[flag] = read_bool(table[flag], ctx, join_key(key, flag))
     for number in ("max_message_size", "max_input_rounds"):
         if number in table:
-            fields[number] = _int(table[number], ctx, join_key(key, number))
+            fields[number] = read_int(table[number], ctx, join_key(key, number))
     if "protocol" in table:
-        fields["protocol"] = _str(
+        fields["protocol"] = read_str(
             table["protocol"], ctx, join_key(key, "protocol"), expand_vars=False
         )
     for lst in ("workspaces", "include_tools", "exclude_tools", "inherit_env"):
         if lst in table:
-            fields[lst] = _str_list(table[lst], ctx, join_key(key, lst), expand_vars=False)
+            fields[lst] = read_str_list(table[lst], ctx, join_key(key, lst), expand_vars=False)
     if "oauth" in table:
         fields["oauth"] = _oauth(table["oauth"], ctx, join_key(key, "oauth"))
     return fields
 
 
-def _foreign_server_keys(table: Mapping[str, Any], ctx: _Ctx, key: str) -> None:
+def _foreign_server_keys(table: Mapping[str, Any], ctx: LoadContext, key: str) -> None:
     """Warn about another host's server keys that agenthost cannot honour."""
     for k in table:
         if k in _JSON_SERVER_KEYS:
@@ -289,7 +293,7 @@ def _glob_literal(text: str) -> str:
 
 
 def _mapped_foreign_keys(
-    name: str, table: Mapping[str, Any], ctx: _Ctx, key: str
+    name: str, table: Mapping[str, Any], ctx: LoadContext, key: str
 ) -> dict[str, Any]:
     """Other hosts' per-server settings, turned into ours.
 
@@ -300,11 +304,11 @@ def _mapped_foreign_keys(
     """
     fields: dict[str, Any] = {}
     if "disabled" in table:
-        fields["enabled"] = not _bool(table["disabled"], ctx, join_key(key, "disabled"))
+        fields["enabled"] = not read_bool(table["disabled"], ctx, join_key(key, "disabled"))
     server = _glob_literal(name)
     for k in ("autoApprove", "alwaysAllow"):
         if k in table:
-            tools = _str_list(table[k], ctx, join_key(key, k), expand_vars=False)
+            tools = read_str_list(table[k], ctx, join_key(key, k), expand_vars=False)
             if tools:
                 ctx.rules.append(
                     {
@@ -315,7 +319,7 @@ def _mapped_foreign_keys(
                         "reason": f"{k} in {ctx.source}",
                     }
                 )
-    if "trust" in table and _bool(table["trust"], ctx, join_key(key, "trust")):
+    if "trust" in table and read_bool(table["trust"], ctx, join_key(key, "trust")):
         fields["trusted"] = True
         ctx.rules.append(
             {
@@ -327,13 +331,15 @@ def _mapped_foreign_keys(
         )
     for theirs, ours in (("includeTools", "include_tools"), ("excludeTools", "exclude_tools")):
         if theirs in table:
-            fields[ours] = _str_list(table[theirs], ctx, join_key(key, theirs), expand_vars=False)
+            fields[ours] = read_str_list(
+                table[theirs], ctx, join_key(key, theirs), expand_vars=False
+            )
     return fields
 
 
 def _servers(
     value: object,
-    ctx: _Ctx,
+    ctx: LoadContext,
     key: str,
     timeouts: Timeouts,
     restart: RestartPolicy,
@@ -341,7 +347,7 @@ def _servers(
     imported: Mapping[str, ServerConfig] | None = None,
 ) -> list[ServerConfig]:
     """The servers of ``value``; a table naming an ``imported`` server adds to it."""
-    table = _table(value, ctx, key)
+    table = read_table(value, ctx, key)
     result: list[ServerConfig] = []
     for name, v in table.items():
         sub = join_key(key, name)
@@ -355,7 +361,7 @@ def _servers(
 def _overlay(
     base: ServerConfig,
     value: object,
-    ctx: _Ctx,
+    ctx: LoadContext,
     key: str,
     timeouts: Timeouts,
     restart: RestartPolicy,
@@ -364,8 +370,8 @@ def _overlay(
 
     How to start the server stays in the file it came from (one place to edit it).
     """
-    table = _table(value, ctx, key)
-    _check_keys(table, _HOST_SERVER_KEYS, ctx, key)
+    table = read_table(value, ctx, key)
+    check_keys(table, _HOST_SERVER_KEYS, ctx, key)
     changes = _host_server_settings(table, ctx, key, base.timeouts, base.restart)
     fields = {f.name: getattr(base, f.name) for f in attrs.fields(ServerConfig)}
     fields.update(changes)
@@ -382,15 +388,15 @@ def _from_toml_data(
     contents: Mapping[str, bytes] | None = None,
 ) -> HostConfig:
     """The ``agenthost.toml`` shape (see ``docs/config.md``) into a HostConfig."""
-    ctx = _Ctx(
+    ctx = LoadContext(
         source=source,
         base_dir=base_dir,
         dialect="toml",
         expand=ExpandContext(env=env, source=source),
         contents=contents,
     )
-    _table(data, ctx, "")
-    _check_keys(data, _TOP_KEYS, ctx, "")
+    read_table(data, ctx, "")
+    check_keys(data, _TOP_KEYS, ctx, "")
     host = _host_sections(data, ctx, default_workspace)
     imported: dict[str, ServerConfig] = {}
     if "import" in data:
@@ -406,7 +412,7 @@ def _from_toml_data(
     )
     mine = {s.name: s for s in own}
     servers = [mine.pop(s.name, s) for s in imported.values()] + list(mine.values())
-    _check_workspace_refs(servers, host.workspaces, ctx)
+    check_workspace_refs(servers, host.workspaces, ctx)
     return host.config(servers, ctx)
 
 
@@ -423,7 +429,7 @@ class _HostSections:
     agent: AgentSettings
     gateway: Mapping[str, Any] = attrs.field(factory=dict)
 
-    def config(self, servers: list[ServerConfig], ctx: _Ctx) -> HostConfig:
+    def config(self, servers: list[ServerConfig], ctx: LoadContext) -> HostConfig:
         """The HostConfig of the file: one place for both file shapes."""
         return HostConfig(
             servers=servers,
@@ -439,29 +445,29 @@ class _HostSections:
 
 
 def _host_sections(
-    data: Mapping[str, Any], ctx: _Ctx, default_workspace: Path | None
+    data: Mapping[str, Any], ctx: LoadContext, default_workspace: Path | None
 ) -> _HostSections:
     """The host-level sections, the same in agenthost.toml and in an editor's JSON file."""
-    timeouts = _timeouts(data.get("timeouts", {}), Timeouts(), ctx, "timeouts")
-    restart = _restart(data.get("restart", {}), RestartPolicy(), ctx, "restart")
+    timeouts = read_timeouts(data.get("timeouts", {}), Timeouts(), ctx, "timeouts")
+    restart = read_restart(data.get("restart", {}), RestartPolicy(), ctx, "restart")
     inherit_env = None
     if "inherit_env" in data:
-        inherit_env = _str_list(data["inherit_env"], ctx, "inherit_env", expand_vars=False)
+        inherit_env = read_str_list(data["inherit_env"], ctx, "inherit_env", expand_vars=False)
     if "workspaces" in data:
-        workspaces = _workspaces(data["workspaces"], ctx)
+        workspaces = read_workspaces(data["workspaces"], ctx)
     elif default_workspace is not None:
         # None configured: the project folder, as Claude Code, VS Code and Cursor expose
         # it (``workspaces = []`` exposes nothing).
         workspaces = [Workspace.from_path(default_workspace)]
     else:
         workspaces = []
-    providers = _table(data.get("providers", {}), ctx, "providers")
-    policy = _table(data.get("policy", {}), ctx, "policy")
+    providers = read_table(data.get("providers", {}), ctx, "providers")
+    policy = read_table(data.get("policy", {}), ctx, "policy")
     if isinstance(policy.get("audit_database"), str):
         # Its password is a secret from the moment it is read, before anything shows it.
         add_secrets_of_url(policy["audit_database"])
-    agent = _agent(data.get("agent", {}), ctx)
-    gateway = _gateway(data.get("gateway", {}), ctx)
+    agent = read_agent(data.get("agent", {}), ctx)
+    gateway = read_gateway(data.get("gateway", {}), ctx)
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -474,28 +480,7 @@ def _host_sections(
     )
 
 
-def _agent(value: object, ctx: _Ctx) -> AgentSettings:
-    """``[agent]``: tool search and the result limit (``AgentSettings`` checks values)."""
-    table = _table(value, ctx, "agent")
-    _check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
-    with _validating(ctx, "agent"):
-        return AgentSettings(**table)
-
-
-def _gateway(value: object, ctx: _Ctx) -> Mapping[str, Any]:
-    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
-    table = _table(value, ctx, "gateway")
-    _check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
-    sampling = table.get("sampling", "auto")
-    if sampling not in _GATEWAY_SAMPLING:
-        raise ctx.error(
-            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
-            "gateway.sampling",
-        )
-    return {"sampling": sampling}
-
-
-def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:
+def _with_rules(policy: Mapping[str, Any], ctx: LoadContext) -> Mapping[str, Any]:
     """``policy`` with the rules the servers' files imply after the user's own."""
     if not ctx.rules:
         return policy
@@ -514,7 +499,7 @@ def _with_rules(policy: Mapping[str, Any], ctx: _Ctx) -> Mapping[str, Any]:
 
 def _imports(
     value: object,
-    ctx: _Ctx,
+    ctx: LoadContext,
     timeouts: Timeouts,
     restart: RestartPolicy,
     inherit_env: list[str] | None,
@@ -524,12 +509,12 @@ def _imports(
     Only their servers are taken (and the policy rules their ``autoApprove`` / ``trust``
     imply); host settings come from this file, which may add to any imported server.
     """
-    paths = _str_list(value, ctx, "import")
+    paths = read_str_list(value, ctx, "import")
     servers: dict[str, ServerConfig] = {}
     origin: dict[str, str] = {}
     for i, raw in enumerate(paths):
         key = join_key("import", i)
-        path = Path(_path(raw, ctx, key))
+        path = Path(read_path(raw, ctx, key))
         implied: list[dict[str, Any]] = []
         try:
             other = _load_file(
@@ -561,21 +546,21 @@ def _editor_folder(path: Path) -> Path:
     return parent.parent if parent.name in (".vscode", ".cursor") else parent
 
 
-def _inputs(value: object, ctx: _Ctx, key: str) -> dict[str, InputSpec]:
+def _inputs(value: object, ctx: LoadContext, key: str) -> dict[str, InputSpec]:
     if not isinstance(value, list):
-        raise _wrong(ctx, key, "an array of input objects", value)
+        raise wrong_type(ctx, key, "an array of input objects", value)
     specs: dict[str, InputSpec] = {}
     for i, entry in enumerate(value):
         sub = join_key(key, i)
-        table = _table(entry, ctx, sub)
+        table = read_table(entry, ctx, sub)
         if "id" not in table:
             raise ctx.error("missing required key 'id'", join_key(sub, "id"))
-        input_id = _str(table["id"], ctx, join_key(sub, "id"), expand_vars=False)
+        input_id = read_str(table["id"], ctx, join_key(sub, "id"), expand_vars=False)
         if input_id in specs:
             raise ctx.error(f"duplicate input id {input_id!r}", join_key(sub, "id"))
         desc = table.get("description")
         if desc is not None:
-            desc = _str(desc, ctx, join_key(sub, "description"), expand_vars=False)
+            desc = read_str(desc, ctx, join_key(sub, "description"), expand_vars=False)
         specs[input_id] = InputSpec(id=input_id, description=desc)
     return specs
 
@@ -592,7 +577,7 @@ def _from_json_data(
 ) -> HostConfig:
     source = str(path)
     folder = _editor_folder(path)
-    probe = _Ctx(
+    probe = LoadContext(
         source=source,
         base_dir=folder,
         dialect="mcpServers",
@@ -600,7 +585,7 @@ def _from_json_data(
     )
     if not isinstance(data, Mapping):
         raise probe.error(
-            f"the top level must be a JSON object, not {_type_name(data, probe)}", None
+            f"the top level must be a JSON object, not {type_name(data, probe)}", None
         )
     root: Mapping[str, Any] = data
     prefix = ""
@@ -625,8 +610,8 @@ def _from_json_data(
             " not an MCP server config",
             prefix or None,
         )
-    _ignore_extra(root, (*known, *_HOST_KEYS), prefix)
-    ctx = _Ctx(
+    ignore_extra(root, (*known, *_HOST_KEYS), prefix)
+    ctx = LoadContext(
         source=source,
         base_dir=folder,
         dialect=dialect,

@@ -2,7 +2,8 @@
 
 The loader (:mod:`agenthost.config.loader`) walks a file's tables; everything here reads
 one value (a table, a string with ``${VAR}`` expansion, a bool, a number, a list, a map,
-a path, the timeouts and restart tables) and says precisely which key is wrong and why.
+a path, the timeouts, restart, agent and gateway tables) and says precisely which key is
+wrong and why.
 Kept apart from the loader so each file shape's walk reads as the shape it is.
 """
 
@@ -21,19 +22,43 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.config.expand import ExpandContext, expand
-from agenthost.config.model import RestartPolicy, ServerConfig, Timeouts, Workspace
+from agenthost.config.model import AgentSettings, RestartPolicy, ServerConfig, Timeouts, Workspace
 from agenthost.errors import ConfigError
 
 Dialect = Literal["toml", "mcpServers", "vscode"]
 
 log = logging.getLogger("agenthost.config")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_GATEWAY_KEYS = ("sampling",)
+_GATEWAY_SAMPLING = ("auto", "providers", "client")
 
-__all__ = ["Dialect", "join_key"]
+__all__ = [
+    "Dialect",
+    "LoadContext",
+    "check_keys",
+    "check_workspace_refs",
+    "ignore_extra",
+    "join_key",
+    "read_agent",
+    "read_bool",
+    "read_gateway",
+    "read_int",
+    "read_path",
+    "read_restart",
+    "read_str",
+    "read_str_list",
+    "read_str_map",
+    "read_table",
+    "read_timeouts",
+    "read_workspaces",
+    "type_name",
+    "validating",
+    "wrong_type",
+]
 
 
 @attrs.frozen(kw_only=True)
-class _Ctx:
+class LoadContext:
     """What every check in one load needs."""
 
     source: str | None
@@ -58,7 +83,7 @@ def join_key(prefix: str, part: str | int) -> str:
     return f"{prefix}.{seg}" if prefix else seg
 
 
-def _type_name(value: object, ctx: _Ctx) -> str:
+def type_name(value: object, ctx: LoadContext) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
@@ -76,22 +101,24 @@ def _type_name(value: object, ctx: _Ctx) -> str:
     return f"a {type(value).__name__}"
 
 
-def _table_word(ctx: _Ctx) -> str:
+def _table_word(ctx: LoadContext) -> str:
     return "a table" if ctx.dialect == "toml" else "an object"
 
 
-def _wrong(ctx: _Ctx, key: str, expected: str, value: object) -> ConfigError:
-    return ctx.error(f"expected {expected}, got {_type_name(value, ctx)}", key)
+def wrong_type(ctx: LoadContext, key: str, expected: str, value: object) -> ConfigError:
+    return ctx.error(f"expected {expected}, got {type_name(value, ctx)}", key)
 
 
-def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], ctx: _Ctx, key: str) -> None:
+def check_keys(
+    table: Mapping[str, Any], allowed: tuple[str, ...], ctx: LoadContext, key: str
+) -> None:
     """Unknown keys are errors in our format (a typo must not silently drop a setting)."""
     for k in table:
         if k not in allowed:
             raise ConfigError.unknown_key(join_key(key, k), k, allowed, path=ctx.source)
 
 
-def _ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
+def ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
     """Editors' files carry keys for the editor's own features; we note and skip them."""
     for k in table:
         if k not in known:
@@ -99,7 +126,7 @@ def _ignore_extra(table: Mapping[str, Any], known: tuple[str, ...], key: str) ->
 
 
 @contextmanager
-def _validating(ctx: _Ctx, prefix: str) -> Iterator[None]:
+def validating(ctx: LoadContext, prefix: str) -> Iterator[None]:
     """Re-raise an attrs validator's ConfigError with the file and the full key path."""
     try:
         yield
@@ -113,45 +140,51 @@ def _validating(ctx: _Ctx, prefix: str) -> Iterator[None]:
 # -- typed getters (the value is present; they check its type and expand strings) --
 
 
-def _table(value: object, ctx: _Ctx, key: str) -> Mapping[str, Any]:
+def read_table(value: object, ctx: LoadContext, key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise _wrong(ctx, key, _table_word(ctx), value)
+        raise wrong_type(ctx, key, _table_word(ctx), value)
     return value
 
 
-def _str(value: object, ctx: _Ctx, key: str, *, expand_vars: bool = True) -> str:
+def read_str(value: object, ctx: LoadContext, key: str, *, expand_vars: bool = True) -> str:
     if not isinstance(value, str):
-        raise _wrong(ctx, key, "a string", value)
+        raise wrong_type(ctx, key, "a string", value)
     return expand(value, ctx.expand, key) if expand_vars else value
 
 
-def _bool(value: object, ctx: _Ctx, key: str) -> bool:
+def read_bool(value: object, ctx: LoadContext, key: str) -> bool:
     if not isinstance(value, bool):
-        raise _wrong(ctx, key, "a boolean (true or false)", value)
+        raise wrong_type(ctx, key, "a boolean (true or false)", value)
     return value
 
 
-def _int(value: object, ctx: _Ctx, key: str) -> int:
+def read_int(value: object, ctx: LoadContext, key: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise _wrong(ctx, key, "an integer", value)
+        raise wrong_type(ctx, key, "an integer", value)
     return value
 
 
-def _number(value: object, ctx: _Ctx, key: str) -> float:
+def _number(value: object, ctx: LoadContext, key: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise _wrong(ctx, key, "a number", value)
+        raise wrong_type(ctx, key, "a number", value)
     return float(value)
 
 
-def _str_list(value: object, ctx: _Ctx, key: str, *, expand_vars: bool = True) -> list[str]:
+def read_str_list(
+    value: object, ctx: LoadContext, key: str, *, expand_vars: bool = True
+) -> list[str]:
     if not isinstance(value, list):
-        raise _wrong(ctx, key, "an array of strings", value)
-    return [_str(v, ctx, join_key(key, i), expand_vars=expand_vars) for i, v in enumerate(value)]
+        raise wrong_type(ctx, key, "an array of strings", value)
+    return [
+        read_str(v, ctx, join_key(key, i), expand_vars=expand_vars) for i, v in enumerate(value)
+    ]
 
 
-def _str_map(value: object, ctx: _Ctx, key: str, *, numbers_ok: bool = False) -> dict[str, str]:
+def read_str_map(
+    value: object, ctx: LoadContext, key: str, *, numbers_ok: bool = False
+) -> dict[str, str]:
     """A table of strings (values expanded). Editors' JSON also allows numbers as values."""
-    table = _table(value, ctx, key)
+    table = read_table(value, ctx, key)
     out: dict[str, str] = {}
     for k, v in table.items():
         sub = join_key(key, k)
@@ -160,48 +193,48 @@ def _str_map(value: object, ctx: _Ctx, key: str, *, numbers_ok: bool = False) ->
         elif isinstance(v, str):
             out[k] = expand(v, ctx.expand, sub)
         else:
-            raise _wrong(ctx, sub, "a string", v)
+            raise wrong_type(ctx, sub, "a string", v)
     return out
 
 
-def _path(value: object, ctx: _Ctx, key: str) -> str:
+def read_path(value: object, ctx: LoadContext, key: str) -> str:
     """Expanded, ``~``-expanded, absolute (relative to the config's base directory)."""
-    raw = os.path.expanduser(_str(value, ctx, key))
+    raw = os.path.expanduser(read_str(value, ctx, key))
     return os.path.normpath(raw if os.path.isabs(raw) else os.path.join(ctx.base_dir, raw))
 
 
 # -- sections --
 
 
-def _timeouts(value: object, base: Timeouts, ctx: _Ctx, key: str) -> Timeouts:
-    table = _table(value, ctx, key)
+def read_timeouts(value: object, base: Timeouts, ctx: LoadContext, key: str) -> Timeouts:
+    table = read_table(value, ctx, key)
     names = tuple(f.name for f in attrs.fields(Timeouts))
-    _check_keys(table, names, ctx, key)
+    check_keys(table, names, ctx, key)
     changes = {k: _number(v, ctx, join_key(key, k)) for k, v in table.items()}
-    with _validating(ctx, key):
+    with validating(ctx, key):
         return attrs.evolve(base, **changes)
 
 
-def _restart(value: object, base: RestartPolicy, ctx: _Ctx, key: str) -> RestartPolicy:
-    table = _table(value, ctx, key)
+def read_restart(value: object, base: RestartPolicy, ctx: LoadContext, key: str) -> RestartPolicy:
+    table = read_table(value, ctx, key)
     names = tuple(f.name for f in attrs.fields(RestartPolicy))
-    _check_keys(table, names, ctx, key)
+    check_keys(table, names, ctx, key)
     changes: dict[str, Any] = {}
     for k, v in table.items():
         sub = join_key(key, k)
         if k == "enabled":
-            changes[k] = _bool(v, ctx, sub)
+            changes[k] = read_bool(v, ctx, sub)
         elif k == "max_restarts":
-            changes[k] = _int(v, ctx, sub)
+            changes[k] = read_int(v, ctx, sub)
         else:
             changes[k] = _number(v, ctx, sub)
-    with _validating(ctx, key):
+    with validating(ctx, key):
         return attrs.evolve(base, **changes)
 
 
-def _workspaces(value: object, ctx: _Ctx) -> list[Workspace]:
+def read_workspaces(value: object, ctx: LoadContext) -> list[Workspace]:
     if not isinstance(value, list):
-        raise _wrong(ctx, "workspaces", "an array of tables ([[workspaces]])", value)
+        raise wrong_type(ctx, "workspaces", "an array of tables ([[workspaces]])", value)
     result: list[Workspace] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(value):
@@ -211,15 +244,15 @@ def _workspaces(value: object, ctx: _Ctx) -> list[Workspace]:
             raw = entry
             path_key = key
         else:
-            table = _table(entry, ctx, key)
-            _check_keys(table, ("path", "name"), ctx, key)
+            table = read_table(entry, ctx, key)
+            check_keys(table, ("path", "name"), ctx, key)
             path_key = join_key(key, "path")
             if "path" not in table:
                 raise ctx.error("missing required key 'path'", path_key)
             raw = table["path"]
             if "name" in table:
-                name = _str(table["name"], ctx, join_key(key, "name"), expand_vars=False)
-        expanded = _str(raw, ctx, path_key)
+                name = read_str(table["name"], ctx, join_key(key, "name"), expand_vars=False)
+        expanded = read_str(raw, ctx, path_key)
         try:
             ws = Workspace.from_path(expanded, name=name, base_dir=ctx.base_dir)
         except ConfigError as exc:
@@ -239,8 +272,8 @@ def _workspaces(value: object, ctx: _Ctx) -> list[Workspace]:
     return result
 
 
-def _check_workspace_refs(
-    servers: list[ServerConfig], workspaces: list[Workspace], ctx: _Ctx
+def check_workspace_refs(
+    servers: list[ServerConfig], workspaces: list[Workspace], ctx: LoadContext
 ) -> None:
     names = [w.name for w in workspaces]
     for s in servers:
@@ -252,3 +285,24 @@ def _check_workspace_refs(
                     f"unknown workspace {ref!r}{hint}; configured: {', '.join(names) or 'none'}",
                     join_key(join_key(join_key("servers", s.name), "workspaces"), j),
                 )
+
+
+def read_agent(value: object, ctx: LoadContext) -> AgentSettings:
+    """``[agent]``: tool search and the result limit (``AgentSettings`` checks values)."""
+    table = read_table(value, ctx, "agent")
+    check_keys(table, ("tool_search", "max_result_tokens"), ctx, "agent")
+    with validating(ctx, "agent"):
+        return AgentSettings(**table)
+
+
+def read_gateway(value: object, ctx: LoadContext) -> Mapping[str, Any]:
+    """``[gateway]``: how ``agenthost serve`` answers its upstreams' sampling requests."""
+    table = read_table(value, ctx, "gateway")
+    check_keys(table, _GATEWAY_KEYS, ctx, "gateway")
+    sampling = table.get("sampling", "auto")
+    if sampling not in _GATEWAY_SAMPLING:
+        raise ctx.error(
+            f"must be one of {', '.join(_GATEWAY_SAMPLING)} (got {str(sampling)[:40]!r})",
+            "gateway.sampling",
+        )
+    return {"sampling": sampling}

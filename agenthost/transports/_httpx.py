@@ -87,15 +87,14 @@ def _proxied(url: httpx.URL) -> bool:
     return not ("*" in bypass or url.host.lower() in bypass)
 
 
-#: The lean path is opt-in (``AGENTHOST_LEAN_HTTP=1``) until a keep-alive race is found:
-#: under CPU load, a reused connection made a 2026-07-28-suite elicitation scenario hang
-#: (2 of 5 runs at load ~6; 0 of 6 with reuse off, and 0 of 5 on httpx).
+#: ``AGENTHOST_LEAN_HTTP=0`` sends every request through httpx: a switch for telling a
+#: lean-path problem from a server's, and for comparing the two in ``bench/``.
 LEAN_ENV: Final = "AGENTHOST_LEAN_HTTP"
 
 
 def lean_allowed(client: httpx.AsyncClient, url: str) -> bool:
     """Whether requests of ``client`` to ``url`` may take the lean path."""
-    if os.environ.get(LEAN_ENV) != "1" or client not in _OURS:
+    if os.environ.get(LEAN_ENV) == "0" or client not in _OURS:
         return False
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https") or _proxied(parsed):

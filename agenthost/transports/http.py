@@ -55,7 +55,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Final
 
 import httpx
 import orjson
@@ -91,7 +91,7 @@ from agenthost.transports.http_base import (
     auth_hint,
     redirect_note,
 )
-from agenthost.transports.lean import LeanPool, LeanResponse, encode_headers
+from agenthost.transports.lean import LeanPool, LeanRoute
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -112,6 +112,8 @@ _MAX_RETRY: Final = 30.0
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
 #: How long a response stream may run on after its response before it is dropped.
 _DRAIN_SECONDS: Final = 1.0
+#: How long a request waits, once, for the GET stream's answer (see :meth:`_await_listener`).
+_LISTEN_WAIT: Final = 3.0
 _USER_AGENT: Final = f"agenthost/{__version__}"
 
 
@@ -178,24 +180,22 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._resume_attempts = resume_attempts
         self._open_get = open_get_stream
         self._get_started = False
+        #: Set once the GET stream was answered (or given up on): see _await_listener.
+        self._listening = trio.Event()
         self._initialized = False
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
         self._requests: dict[RequestId, trio.CancelScope] = {}
-        #: The lean path (issue 26), when this client and URL allow it; None once a
-        #: redirect showed that httpx must take every request (see :meth:`_lean_send`).
-        self._lean: LeanPool | None = None
-        self._lean_pool: LeanPool | None = None
+        #: The lean path (issue 26), when this client and URL allow it.
+        self._lean: LeanRoute | None = None
         if lean_allowed(client, url):
-            self._lean = self._lean_pool = LeanPool(
-                url, server=name, connect_timeout=connect_timeout
+            auth: object = client.auth  # lean_allowed(): None, or a BearerAuth
+            self._lean = LeanRoute(
+                LeanPool(url, server=name, connect_timeout=connect_timeout),
+                auth.bearer if isinstance(auth, BearerAuth) else None,
+                self._headers_for,
+                _USER_AGENT,
             )
-        auth: object = client.auth  # lean_allowed(): None, or a BearerAuth
-        #: Where the lean path gets its token (a Protocol isinstance per call costs 13 us).
-        self._bearer = auth.bearer if isinstance(auth, BearerAuth) else None
-        #: Encoded header lines by (accept, session id, revision, token, has body, the
-        #: names a message sets itself).
-        self._heads: dict[tuple[Any, ...], bytes | None] = {}
 
     @property
     def exchanges_per_request(self) -> bool:
@@ -236,7 +236,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
     @property
     def connections_opened(self) -> int | None:
         """Connections the lean path opened so far; None when it is not used (httpx is)."""
-        return self._lean_pool.opened if self._lean_pool is not None else None
+        return self._lean.pool.opened if self._lean is not None else None
 
     @asynccontextmanager
     async def _exchange(
@@ -250,7 +250,13 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """One POST (``body``) or GET to the endpoint: on the lean path when it can take
         it, else through httpx with :meth:`_stream`'s redirect rule. The headers are
         ours (:meth:`_headers_for`), then ``extra``, then the Content-Type of a body."""
-        response = await self._lean_send(method, accept, extra, body, timeout)
+        lean = self._lean
+        response = None
+        if lean is not None:
+            state = (self.session_id, self.protocol_version)
+            response = await lean.send(
+                method, accept, extra, body, state=state, read_timeout=timeout.read
+            )
         if response is not None:
             try:
                 yield response
@@ -264,65 +270,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
             method, self._target, content=body, headers=headers, timeout=timeout
         ) as httpx_response:
             yield httpx_response
-
-    async def _lean_send(
-        self,
-        method: str,
-        accept: str,
-        extra: Mapping[str, str],
-        body: bytes | None,
-        timeout: httpx.Timeout,
-    ) -> LeanResponse | None:
-        """The lean path's response, or None: httpx must take this request.
-
-        httpx takes it when a header cannot be sent as is, and after a redirect (httpx
-        follows it within the origin, for this request and every later one) or a 401/403
-        with auth (the ``httpx.Auth`` flow logs in or refreshes the token, once for many
-        concurrent requests). Those statuses mean the server did not act on the request,
-        so sending it again is safe.
-        """
-        lean = self._lean
-        if lean is None:
-            return None
-        bearer = self._bearer
-        token = None if bearer is None else await bearer()  # None: not logged in (yet)
-        head = self._lean_head(accept, token, body is not None, tuple(extra))
-        lines = encode_headers(extra) if extra else b""
-        if head is None or lines is None or token == "":  # "": DPoP, a proof per request
-            return None
-        response = await lean.request(method, head + lines, body, read_timeout=timeout.read)
-        status = response.status_code
-        if 300 <= status < 400 or (bearer is not None and status in (401, 403)):
-            await response.aclose()
-            if status < 400:
-                self._lean = None
-            return None
-        return response
-
-    def _lean_head(
-        self, accept: str, token: str | None, has_body: bool, replaced: tuple[str, ...]
-    ) -> bytes | None:
-        """Our header lines for the lean path, encoded once per session state, without
-        the ``replaced`` names (a message's own headers win, as in a dict merge)."""
-        key = (accept, self.session_id, self.protocol_version, token, has_body, replaced)
-        head = self._heads.get(key, b"")
-        if head == b"":
-            skip = {name.lower() for name in replaced}
-            headers = {
-                name: value
-                for name, value in self._headers_for(accept).items()
-                if name.lower() not in skip
-            }
-            if not any(name.lower() == "user-agent" for name in headers):
-                headers["User-Agent"] = _USER_AGENT
-            if token is not None:
-                headers["Authorization"] = f"Bearer {token}"
-            if has_body:
-                headers["Content-Type"] = _JSON
-            if len(self._heads) >= 32:  # a new token or session id: the old lines are dead
-                self._heads.clear()
-            head = self._heads[key] = encode_headers(headers)
-        return head
 
     def _has_sessions(self) -> bool:
         # 2026-07-28 has none: a modern client never keeps (or echoes) a session id.
@@ -447,6 +394,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         with self._tracked() as scope:
             self._requests[request_id] = scope
             try:
+                if not probe:
+                    await self._await_listener()
                 with self._map_errors():
                     async with self._exchange(
                         "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
@@ -655,8 +604,29 @@ class StreamableHTTPTransport(HTTPTransportBase):
             None,
         )
 
+    async def _await_listener(self) -> None:
+        """Wait (once, bounded) for the GET stream's answer before a request goes out.
+
+        A server may send its own request (an elicitation, sampling) on the GET stream
+        rather than on the stream of the request that caused it, and the official SDKs'
+        servers drop it when no GET stream is open yet: a ``tools/call`` that overtakes
+        the GET loses the server's question and waits out its timeout (seen in the
+        conformance suite under CPU load). A server that holds its GET answer back is
+        waited for :data:`_LISTEN_WAIT` seconds, once per session.
+        """
+        if self._get_started and not self._listening.is_set():
+            with trio.move_on_after(_LISTEN_WAIT):
+                await self._listening.wait()
+            self._listening.set()
+
     async def _run_get_stream(self) -> None:
         """The stream of server-initiated messages, re-opened whenever it ends."""
+        try:
+            await self._get_stream_until_done()
+        finally:
+            self._listening.set()  # gave up or closing: no request waits for it
+
+    async def _get_stream_until_done(self) -> None:
         parser = SSEParser(max_size=self._max)
         failures = 0
         with self._tracked():
@@ -669,6 +639,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             "GET", _SSE, extra, None, self._stream_timeout
                         ) as response:
                             status = response.status_code
+                            self._listening.set()
                             log.debug("%s: GET stream -> HTTP %d", self.name, status)
                             if status == 405:
                                 return  # no server-initiated stream at this endpoint
@@ -734,8 +705,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     except TransportError as exc:  # httpx's (mapped), or MessageTooLarge
                         log.debug("%s: DELETE failed: %s", self.name, reason_of(exc))
             await self._close_background()
-            if self._lean_pool is not None:
-                await self._lean_pool.aclose()
+            if self._lean is not None:
+                await self._lean.pool.aclose()
 
 
 def _delay(retry_ms: int | None, attempt: int) -> float:

@@ -38,8 +38,8 @@ import math
 import select
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from typing import Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Final
 
 import httptools
 import httpx
@@ -53,6 +53,7 @@ __all__ = [
     "RECEIVE_SIZE",
     "LeanPool",
     "LeanResponse",
+    "LeanRoute",
     "encode_headers",
 ]
 
@@ -381,6 +382,104 @@ class LeanPool:
         idle, self._idle = self._idle, []
         for conn in idle:
             await trio.aclose_forcefully(conn.stream)
+
+
+class LeanRoute:
+    """The lean path as a transport uses it: its pool, where its token comes from, and
+    the header lines it encoded, once per session state.
+
+    Args:
+        pool: the transport's connections.
+        bearer: the ``bearer()`` of the client's auth (:class:`~agenthost.transports.
+            _httpx.BearerAuth`), or None without auth.
+        headers_for: the transport's own headers for an ``Accept`` value.
+        user_agent: sent unless the transport's headers name one.
+    """
+
+    def __init__(
+        self,
+        pool: LeanPool,
+        bearer: Callable[[], Awaitable[str | None]] | None,
+        headers_for: Callable[[str], dict[str, str]],
+        user_agent: str,
+    ) -> None:
+        self.pool = pool
+        #: False once a redirect showed that httpx must take every request.
+        self.enabled = True
+        self._bearer = bearer
+        self._headers_for = headers_for
+        self._user_agent = user_agent
+        #: Encoded header lines by (accept, session state, token, has body, the names a
+        #: message sets itself).
+        self._heads: dict[tuple[Any, ...], bytes | None] = {}
+
+    async def send(
+        self,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        *,
+        state: tuple[Any, ...],
+        read_timeout: float | None,
+    ) -> LeanResponse | None:
+        """The lean path's response, or None: httpx must take this request.
+
+        httpx takes it when a header cannot be sent as is, and after a redirect (httpx
+        follows it within the origin, for this request and every later one) or a 401/403
+        with auth (the ``httpx.Auth`` flow logs in or refreshes the token, once for many
+        concurrent requests). Those statuses mean the server did not act on the request,
+        so sending it again is safe. ``state``: what the transport's headers depend on
+        (session id, revision), the key of the encoded lines.
+        """
+        if not self.enabled:
+            return None
+        bearer = self._bearer
+        token = None if bearer is None else await bearer()  # None: not logged in (yet)
+        if token == "":  # DPoP (RFC 9449): a proof per request, which httpx's auth makes
+            return None
+        head = self._head(accept, token, body is not None, tuple(extra), state)
+        lines = encode_headers(extra) if extra else b""
+        if head is None or lines is None:
+            return None
+        response = await self.pool.request(method, head + lines, body, read_timeout=read_timeout)
+        status = response.status_code
+        if 300 <= status < 400 or (bearer is not None and status in (401, 403)):
+            await response.aclose()
+            if status < 400:
+                self.enabled = False
+            return None
+        return response
+
+    def _head(
+        self,
+        accept: str,
+        token: str | None,
+        has_body: bool,
+        replaced: tuple[str, ...],
+        state: tuple[Any, ...],
+    ) -> bytes | None:
+        """Our header lines, without the ``replaced`` names (a message's own headers win,
+        as in a dict merge)."""
+        key = (accept, state, token, has_body, replaced)
+        head = self._heads.get(key, b"")
+        if head == b"":
+            skip = {name.lower() for name in replaced}
+            headers = {
+                name: value
+                for name, value in self._headers_for(accept).items()
+                if name.lower() not in skip
+            }
+            if not any(name.lower() == "user-agent" for name in headers):
+                headers["User-Agent"] = self._user_agent
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            if has_body:
+                headers["Content-Type"] = "application/json"
+            if len(self._heads) >= 32:  # a new token or session id: the old lines are dead
+                self._heads.clear()
+            head = self._heads[key] = encode_headers(headers)
+        return head
 
 
 _context: ssl.SSLContext | None = None

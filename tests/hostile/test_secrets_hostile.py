@@ -27,6 +27,7 @@ from agenthost.redaction import (
     add_runtime_secret,
     add_secret,
     add_secrets_of_url,
+    isolated,
     redact,
     redact_json,
 )
@@ -179,3 +180,14 @@ def test_a_short_value_a_server_chose_is_not_registered() -> None:
     add_runtime_secret("delete_repository")
     assert redact("delete files") == "delete files"
     assert redact("delete_repository now") == f"{REDACTED} now"
+
+
+def test_isolated_forgets_what_was_registered_inside() -> None:
+    add_secret("kept-outside-1234")
+    with isolated():
+        add_secret("inside-only-5678")
+        add_runtime_secret("runtime-inside-0123456789")
+        assert redact("inside-only-5678 runtime-inside-0123456789") == f"{REDACTED} {REDACTED}"
+    assert redact("inside-only-5678 runtime-inside-0123456789 kept-outside-1234") == (
+        f"inside-only-5678 runtime-inside-0123456789 {REDACTED}"
+    )

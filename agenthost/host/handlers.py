@@ -1,0 +1,179 @@
+"""What the host answers when a server asks: its roots, a sampling, an elicitation.
+
+Every answer goes through the policy. :class:`ServerAsks` builds each server's
+:class:`~agenthost.asks.ClientHandlers`; the host owns one and hands the handlers to the
+server's supervisor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from agenthost.ask_tasks import AskTaskLimits
+from agenthost.asks import ClientHandlers, RequestContext
+from agenthost.config.model import ServerConfig
+from agenthost.errors import JSONRPCError
+from agenthost.host.refresh import LIST_CHANGED, CatalogRefresher
+from agenthost.host.roots import RootsRegistry
+from agenthost.protocol.types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    ListRootsResult,
+    Root,
+)
+from policies import Elicitation, PolicyEngine, RootsExposure
+from providers.base import Provider
+
+if TYPE_CHECKING:
+    from agenthost.host.sampling import SamplingService
+
+__all__ = ["RootsFilter", "SamplingRoute", "ServerAsks"]
+
+log = logging.getLogger("agenthost.host")
+
+#: Where an upstream's sampling request goes instead of the providers: given the server's
+#: name, an ``async (params) -> result`` that hands it on (``agenthost serve`` forwards to
+#: its downstream client), or None to answer it with the providers.
+SamplingRoute = Callable[
+    [str],
+    Callable[[CreateMessageRequestParams], Awaitable[CreateMessageResult]] | None,
+]
+
+#: Narrows the roots a server is offered: ``async (server, the workspaces' roots) ->
+#: roots`` (``agenthost serve`` keeps what its downstream client's roots also cover).
+RootsFilter = Callable[[str, list[Root]], Awaitable[list[Root]]]
+
+
+class ServerAsks:
+    """The host's answers to its servers' requests and list-changed notifications.
+
+    Args:
+        sampling: the host's sampling service, built on first use (a host whose servers
+            never sample does not pay for model selection).
+        refresher: re-lists a server's entries when it says they changed.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: PolicyEngine,
+        roots: RootsRegistry,
+        providers: Mapping[str, Provider],
+        sampling: Callable[[], SamplingService],
+        refresher: CatalogRefresher,
+        sampling_route: SamplingRoute | None = None,
+        roots_filter: RootsFilter | None = None,
+    ) -> None:
+        self._policy = policy
+        self._roots = roots
+        self._providers = providers
+        self._sampling = sampling
+        self._refresher = refresher
+        self._sampling_route = sampling_route
+        self._roots_filter = roots_filter
+
+    def for_server(self, server: ServerConfig) -> ClientHandlers:
+        """What the host does for ``server``: roots, sampling, elicitation, all via policy.
+
+        Sampling is declared only when a provider is configured: a server should not be
+        told it may ask for something that can only fail.
+        """
+
+        async def roots(ctx: RequestContext, params: Mapping[str, Any]) -> ListRootsResult:
+            return await self.list_roots(server, ctx)
+
+        async def sampling(
+            ctx: RequestContext, params: CreateMessageRequestParams
+        ) -> CreateMessageResult:
+            return await self.sample(server, ctx, params)
+
+        async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
+            return await self.elicit(server, ctx, params)
+
+        async def list_changed(ctx: RequestContext, params: Mapping[str, Any]) -> None:
+            await self._refresher.list_changed(server.name, ctx)
+
+        return ClientHandlers(
+            roots=roots,
+            sampling=sampling if self._providers or self._sampling_route else None,
+            sampling_tools=bool(self._providers),
+            elicitation=elicitation,
+            ask_tasks=AskTaskLimits() if server.client_tasks else None,
+            notifications=dict.fromkeys(LIST_CHANGED, list_changed),
+        )
+
+    async def list_roots(self, server: ServerConfig, ctx: RequestContext) -> ListRootsResult:
+        """The roots ``server`` may see, if the policy lets it see them (kind ``roots``)."""
+        # Re-resolved at every listing: a workspace whose path changed since it was
+        # configured (replaced by a symlink to /etc, say) is withheld and audited.
+        offered = self._roots.roots_for(server.name)
+        if self._roots_filter is not None:
+            offered = await self._roots_filter(server.name, offered)
+        withheld = [
+            {"workspace": w.name, "problem": problem}
+            for w, problem in self._roots.withheld_for(server.name)
+        ]
+        for item in withheld:
+            log.warning("%s: root %s withheld: %s", server.name, item["workspace"], item["problem"])
+        action = RootsExposure(
+            server=server.name,
+            roots=tuple(r.uri for r in offered),
+            trusted=server.trusted,
+            via=ctx.via(),
+        )
+        decision = await self._policy.check(action)
+        if not decision.allowed:
+            log.info("%s: roots withheld: %s", server.name, decision.reason)
+            return ListRootsResult(roots=[])
+        shown: Any = [r.uri for r in offered]
+        if withheld:
+            shown = {"roots": shown, "withheld": withheld}
+        await self._policy.record_outcome(decision.id, result=shown)
+        return ListRootsResult(roots=offered)
+
+    async def sample(
+        self, server: ServerConfig, ctx: RequestContext, params: CreateMessageRequestParams
+    ) -> CreateMessageResult:
+        """One sampling request: where the :data:`SamplingRoute` sends it, else the providers."""
+        send = self._sampling_route(server.name) if self._sampling_route else None
+        if send is not None:
+            return await self._sampling().forward(
+                server.name,
+                params,
+                send=send,
+                reason="forwarded to the client agenthost serves",
+                trusted=server.trusted,
+                via=ctx.via(),
+            )
+        if not self._providers:
+            raise JSONRPCError(
+                -32603, "No model available: no LLM provider is configured in agenthost"
+            )
+        return await self._sampling().create_message(
+            server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
+        )
+
+    async def elicit(
+        self, server: ServerConfig, ctx: RequestContext, params: ElicitRequestParams
+    ) -> ElicitResult:
+        """Hand ``server``'s question to the policy's prompter; its answer goes back."""
+        response = await self._policy.elicit(
+            Elicitation(
+                server=server.name,
+                message=params.message,
+                mode=params.mode or ("url" if params.url else "form"),
+                requested_schema=params.requested_schema,
+                url=params.url,
+                elicitation_id=params.elicitation_id,
+                trusted=server.trusted,
+                via=ctx.via(),
+            )
+        )
+        return ElicitResult(
+            action=response.action,
+            content=dict(response.content) if response.content is not None else None,
+        )
