@@ -28,7 +28,7 @@ import agenthost
 from agenthost.auth import URL_OPENER, parse_oauth_table
 from agenthost.auth.dpop import MAX_NONCE, MAX_NONCES, DPoPKey, Nonces, proof
 from agenthost.errors import AuthorizationError, ConfigError
-from tests.auth.test_oauth_sdk import auth_server, browser, config, peer_log, saved, tokens_of
+from tests.auth.sdk_peer import auth_server, browser, config, peer_log, saved, tokens_of
 
 pytestmark = pytest.mark.timeout(90)
 
