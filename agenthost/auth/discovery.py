@@ -66,7 +66,7 @@ class DiscoveryError(Exception):
 
 @attrs.frozen(kw_only=True)
 class Challenge:
-    """One ``WWW-Authenticate`` challenge of the Bearer scheme."""
+    """One ``WWW-Authenticate`` challenge of the Bearer or DPoP scheme."""
 
     params: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -84,33 +84,44 @@ class Challenge:
         return self.params.get("error") or None
 
 
-def parse_www_authenticate(values: Iterable[str]) -> Challenge | None:
-    """The Bearer challenge among ``WWW-Authenticate`` header values (RFC 9110 11.6.1).
+def parse_www_authenticate(values: Iterable[str], *, scheme: str | None = None) -> Challenge | None:
+    """The Bearer challenge among ``WWW-Authenticate`` header values (RFC 9110 11.6.1),
+    else the DPoP one; only the ``scheme`` one when given.
 
-    Only the Bearer scheme matters to us; a header with several challenges
+    Only those schemes matter to us (a server taking DPoP-bound tokens may challenge
+    with ``DPoP`` alone, RFC 9449 section 7.1); a header with several challenges
     (``Basic realm="x", Bearer scope="y"``) is split at each scheme name.
     """
+    wanted = scheme.lower() if scheme else None
+    fallback: Challenge | None = None
     for value in values:
         text = value.strip()
         # Split "Scheme params, Scheme2 params" into challenges at scheme tokens.
         for match in _SCHEME.finditer(text):
-            scheme = match.group(1)
-            if scheme.lower() != "bearer":
+            name = match.group(1).lower()
+            accepted = name == wanted if wanted else name in ("bearer", "dpop")
+            if not accepted:
                 continue
-            rest = text[match.end() :]
-            params: dict[str, str] = {}
-            pos = 0
-            while pos < len(rest):
-                m = _AUTH_PARAM.match(rest, pos)
-                if m is None:
-                    break
-                name = m.group(1).lower()
-                quoted = m.group(2)
-                val = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(3)
-                params.setdefault(name, val)
-                pos = m.end()
-            return Challenge(params=params)
-    return None
+            challenge = Challenge(params=_auth_params(text[match.end() :]))
+            if wanted or name == "bearer":
+                return challenge
+            fallback = fallback or challenge
+    return fallback
+
+
+def _auth_params(rest: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    pos = 0
+    while pos < len(rest):
+        m = _AUTH_PARAM.match(rest, pos)
+        if m is None:
+            break
+        name = m.group(1).lower()
+        quoted = m.group(2)
+        val = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else m.group(3)
+        params.setdefault(name, val)
+        pos = m.end()
+    return params
 
 
 def _origin(url: str) -> str:
@@ -202,6 +213,14 @@ def _str_list(value: object, what: str) -> tuple[str, ...] | None:
     return tuple(value[:_MAX_SCOPES])
 
 
+def _lenient_str_list(value: object) -> tuple[str, ...] | None:
+    """An optional extension's list: a malformed one counts as absent, not as broken
+    metadata (the server still works without the extension)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return tuple(value[:_MAX_SCOPES])
+
+
 @attrs.frozen(kw_only=True)
 class ResourceMetadata:
     """The parts of RFC 9728 metadata we use."""
@@ -243,6 +262,8 @@ class AuthServerMetadata:
     grant_types_supported: tuple[str, ...] | None = None
     client_id_metadata_document_supported: bool = False
     authorization_response_iss_parameter_supported: bool = False
+    #: RFC 9449: the algorithms it takes in DPoP proofs (None: no DPoP advertised).
+    dpop_signing_alg_values_supported: tuple[str, ...] | None = None
     #: True when we made these up from the 2025-03-26 default endpoints.
     defaults: bool = False
 
@@ -294,6 +315,9 @@ class AuthServerMetadata:
                 "authorization_response_iss_parameter_supported"
             )
             is True,
+            dpop_signing_alg_values_supported=_lenient_str_list(
+                data.get("dpop_signing_alg_values_supported")
+            ),
         )
 
     @classmethod

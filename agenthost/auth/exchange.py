@@ -21,12 +21,22 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 import trio
+from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from agenthost.auth.discovery import MAX_DOCUMENT, AuthServerMetadata, canonical_resource
+from agenthost.auth.dpop import (
+    DPoPKey,
+    Nonces,
+    asks_for_nonce,
+    nonce_of,
+    proof,
+    uses_dpop,
+    valid_nonce,
+)
 from agenthost.auth.grants import client_auth, default_alg, token_form
 from agenthost.auth.loopback import UrlOpener
 from agenthost.auth.settings import OAuthSettings
-from agenthost.auth.state import Client, Tokens, now
+from agenthost.auth.state import Client, IssuerState, Tokens, now
 from agenthost.errors import AuthorizationError
 from agenthost.redaction import add_runtime_secret, add_secret, redact_url
 
@@ -35,6 +45,16 @@ __all__ = ["Exchange", "Redactor"]
 log = logging.getLogger("agenthost.auth")
 
 _MAX_TEXT: Final = 200
+
+
+def _error_code(raw: bytes) -> str | None:
+    """The OAuth ``error`` of an error answer, if it is a JSON object with one."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, str) else None
 
 
 class Redactor:
@@ -79,6 +99,9 @@ class Exchange:
     _relogin: bool
     _refused: bool
     _exchange: trio.CancelScope | None
+    #: DPoP: the servers' nonces, and the key last loaded from the saved state.
+    _nonces: Nonces
+    _dpop_loaded: DPoPKey | None
 
     def _error(self, problem: str, fix: str | None = None) -> AuthorizationError:
         text = f"authorization failed: {self._redact(problem)}"
@@ -228,23 +251,43 @@ class Exchange:
         )
 
     async def _token_request(
-        self, endpoint: str, client: Client, params: dict[str, Any], *, issuer: str
+        self,
+        endpoint: str,
+        client: Client,
+        params: dict[str, Any],
+        *,
+        issuer: str,
+        dpop: DPoPKey | None = None,
     ) -> Tokens:
-        """POST to the token endpoint with client authentication; parse the answer."""
+        """POST to the token endpoint with client authentication (and a DPoP proof with
+        ``dpop``: the tokens are then bound to that key); parse the answer."""
         self._refused = False
-        grant, body = token_form(params, self._resource)
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        body, headers = self._client_auth(client, endpoint, body, headers, issuer)
-        response, raw = await self._post(
-            "token endpoint",
-            endpoint,
-            fix="check your network, then retry",
-            content=body.encode(),
-            headers=headers,
-        )
+        grant, form = token_form(params, self._resource)
+        for attempt in range(2):
+            headers = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            }
+            # Signed afresh for the retry: an assertion's jti may be used once only.
+            body, headers = self._client_auth(client, endpoint, form, headers, issuer)
+            if dpop is not None:
+                headers["DPoP"] = proof(dpop, "POST", endpoint, nonce=self._nonces.get(endpoint))
+            response, raw = await self._post(
+                "token endpoint",
+                endpoint,
+                fix="check your network, then retry",
+                content=body.encode(),
+                headers=headers,
+            )
+            if dpop is None or not self._nonces.update(
+                endpoint, response.headers.get("dpop-nonce")
+            ):
+                break
+            if attempt or response.status_code not in (400, 401):
+                break
+            if _error_code(raw) != "use_dpop_nonce":
+                break
+            # RFC 9449 section 8: retry once with the nonce the server just gave.
         data = self._json_object(response, raw, "token endpoint", endpoint)
         self._refused = response.status_code in (400, 401)
         if response.status_code != 200:
@@ -260,14 +303,9 @@ class Exchange:
                 fix,
             )
         access = data.get("access_token")
-        token_type = data.get("token_type")
         if not isinstance(access, str) or not access:
             raise self._error(f"the token endpoint {redact_url(endpoint)} returned no access_token")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise self._error(
-                f"the token endpoint {redact_url(endpoint)} returned a token of type"
-                f" {str(token_type)[:20]!r}, not Bearer"
-            )
+        token_type = self._token_type(endpoint, data.get("token_type"), dpop)
         refresh = data.get("refresh_token")
         refresh = refresh if isinstance(refresh, str) and refresh else None
         self._redact.add(access, refresh)
@@ -289,7 +327,165 @@ class Exchange:
             expires_at=expires_at,
             scope=scope if isinstance(scope, str) else None,
             lifetime=lifetime,
+            token_type=token_type,
         )
+
+    def _token_type(self, endpoint: str, token_type: object, dpop: DPoPKey | None) -> str:
+        """``DPoP`` (only when we sent a proof) or ``Bearer``; a Bearer token when we asked
+        for DPoP is taken (RFC 9449 section 5: the server chose not to bind it) unless
+        ``dpop = true`` says the binding matters, as the RFC lets a client decide."""
+        kind = token_type.lower() if isinstance(token_type, str) else None
+        if kind == "dpop" and dpop is not None:
+            return "DPoP"
+        if kind == "bearer" and dpop is not None and self.settings.dpop is True:
+            raise self._error(
+                f"the token endpoint {redact_url(endpoint)} issued a Bearer token, not a"
+                " DPoP-bound one (refused: dpop = true)",
+                f'set dpop = "auto" in [servers.{self.server}.oauth] to accept Bearer tokens',
+            )
+        if kind == "bearer":
+            return "Bearer"
+        expected = "DPoP or Bearer" if dpop is not None else "Bearer"
+        raise self._error(
+            f"the token endpoint {redact_url(endpoint)} returned a token of type"
+            f" {str(token_type)[:20]!r}, not {expected}"
+        )
+
+    # -- DPoP (RFC 9449)
+
+    def _dpop_key(self, state: IssuerState, meta: AuthServerMetadata | None) -> DPoPKey | None:
+        """The key to prove possession with at ``state``'s authorization server, or None.
+
+        A saved key is used as long as ``dpop`` is not false (its tokens, the refresh
+        token too, are bound to it); else a new one is made when :func:`uses_dpop` says
+        so for ``meta`` (None, for a refresh: no new key).
+        """
+        if self.settings.dpop is False:
+            return None
+        if state.dpop_key is not None:
+            cached = self._dpop_loaded
+            if cached is not None and cached.matches(state.dpop_key):
+                return cached
+            try:
+                key = DPoPKey.from_saved(state.dpop_key)
+            except ValueError:
+                log.warning("%s: ignoring an unreadable saved DPoP key", self.server)
+                state.dpop_key = None
+            else:
+                self._redact.add(key.secret)
+                self._dpop_loaded = key
+                return key
+        if meta is None or not uses_dpop(
+            self.settings.dpop, meta.dpop_signing_alg_values_supported
+        ):
+            return None
+        key = self._dpop_loaded = DPoPKey.generate()
+        state.dpop_key = key.saved()
+        self._redact.add(key.secret)
+        return key
+
+    def _present(
+        self, request: httpx.Request, token: str | None, state: IssuerState | None
+    ) -> None:
+        """Put ``token`` on ``request``: ``DPoP`` with a fresh proof for a DPoP-bound
+        token (RFC 9449 section 7.1), else ``Bearer``."""
+        if token is None:
+            return
+        tokens = state.tokens if state is not None else None
+        key = self._dpop_key(state, None) if state is not None and tokens and tokens.dpop else None
+        if key is None:
+            request.headers["Authorization"] = f"Bearer {token}"
+            request.headers.pop("DPoP", None)
+            return
+        request.headers["Authorization"] = f"DPoP {token}"
+        nonce = self._nonces.get(request.url)
+        request.headers["DPoP"] = proof(
+            key, request.method, request.url, access_token=token, nonce=nonce
+        )
+
+    def _nonce_retry(
+        self, request: httpx.Request, response: httpx.Response, state: IssuerState | None
+    ) -> bool:
+        """Remember the nonce a response to a DPoP request carries; True (the request
+        re-signed with it) when the server refused the request for want of it: a 401
+        ``DPoP error="use_dpop_nonce"`` with a nonce other than the one sent (RFC 9449
+        section 9). Once per request: the caller never asks twice."""
+        sent = request.headers.get("DPoP")
+        if sent is None:
+            return False
+        given = response.headers.get("dpop-nonce")
+        self._nonces.update(request.url, given)
+        if response.status_code != 401 or valid_nonce(given) is None or given == nonce_of(sent):
+            return False
+        if not asks_for_nonce(response.headers.get_list("www-authenticate")):
+            return False
+        token = request.headers["Authorization"].partition(" ")[2]
+        self._present(request, token, state)
+        return True
+
+    async def _workload_jwt(self) -> str:
+        """The workload's JWT: configured, or read from its file now (it rotates)."""
+        path = self.settings.assertion_file
+        if path is None:
+            assert self.settings.assertion is not None
+            value = self.settings.assertion
+        else:
+            try:
+                value = (await trio.Path(path).read_text("utf-8")).strip()
+            except OSError as exc:
+                raise self._error(
+                    f"cannot read the assertion_file {path!r}: {exc.strerror}",
+                    f"check assertion_file in [servers.{self.server}.oauth]",
+                ) from None
+        self._redact.add(value)
+        return value
+
+    async def _id_jag(self, audience: str, scopes: tuple[str, ...] | None) -> str:
+        """Cross-app access: exchange the IdP's ID token for an ID-JAG (RFC 8693).
+
+        The ID-JAG names the authorization server (``audience``) and this MCP server
+        (``resource``); the authorization server takes it as a jwt-bearer assertion.
+        """
+        settings = self.settings
+        endpoint = settings.idp_token_endpoint
+        assert endpoint is not None and settings.id_token is not None
+        self._redact.add(settings.id_token, settings.idp_client_secret)
+        fields: dict[str, str] = {
+            "subject_token": settings.id_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+            "audience": audience,
+            "resource": self._resource or canonical_resource(self.url),
+        }
+        if scopes:
+            fields["scope"] = " ".join(scopes)
+        body: str = prepare_token_request(
+            "urn:ietf:params:oauth:grant-type:token-exchange", **fields
+        )
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        if settings.idp_client_id:
+            idp_client = Client(
+                client_id=settings.idp_client_id,
+                client_secret=settings.idp_client_secret,
+                method="client_secret_basic" if settings.idp_client_secret else "none",
+            )
+            body, headers = self._client_auth(idp_client, endpoint, body, headers, "")
+        response, raw = await self._post(
+            "identity provider", endpoint, content=body.encode(), headers=headers
+        )
+        data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
+        jag = data.get("access_token")
+        if response.status_code != 200 or not isinstance(jag, str) or not jag:
+            raise self._error(
+                f"the identity provider {redact_url(endpoint)} refused the token exchange"
+                f" (HTTP {response.status_code}{self._oauth_error(data)})",
+                "sign in to your identity provider again and update id_token",
+            )
+        self._redact.add(jag)
+        return jag
 
     def _client_auth(
         self, client: Client, endpoint: str, body: str, headers: dict[str, str], issuer: str

@@ -14,6 +14,10 @@ What happens, per the MCP authorization spec (2025-11-25; 2026-07-28 unchanged h
   challenge's; never twice for the same scope set, and at most :data:`MAX_STEP_UPS` times.
 * ``resource`` (RFC 8707) on every authorization and token request; ``iss`` (RFC 9207)
   checked against the issuer recorded before the browser was opened.
+* DPoP (RFC 9449, SEP-1932; ``dpop`` in the settings): tokens bound to a key saved with
+  them, sent as ``Authorization: DPoP`` with a fresh proof per request; a
+  ``use_dpop_nonce`` refusal is retried once with the server's nonce
+  (:mod:`agenthost.auth.dpop`; the sending side in :mod:`agenthost.auth.exchange`).
 
 Protocol pieces come from Authlib (PKCE challenge, grant URI and token request encoding,
 client authentication including ``private_key_jwt`` signed by joserfc); the HTTP goes
@@ -42,7 +46,7 @@ import httpx
 import orjson
 import trio
 from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from agenthost._util import collapse_single_group
@@ -58,6 +62,7 @@ from agenthost.auth.discovery import (
     prm_urls,
     resource_allowed,
 )
+from agenthost.auth.dpop import Nonces
 from agenthost.auth.exchange import Exchange, Redactor
 from agenthost.auth.grants import JWT_BEARER
 from agenthost.auth.loopback import URL_OPENER, UrlOpener, open_loopback
@@ -146,6 +151,8 @@ class OAuth(Exchange, httpx.Auth):
         self._refused = False
         #: The deadline of the exchange under way (:meth:`_deadline`).
         self._exchange: trio.CancelScope | None = None
+        self._nonces = Nonces()
+        self._dpop_loaded = None
         settings = self.settings
         self._redact = Redactor(
             settings.client_secret,
@@ -213,9 +220,10 @@ class OAuth(Exchange, httpx.Auth):
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         sent = await self._valid_token()
-        if sent is not None:
-            request.headers["Authorization"] = f"Bearer {sent}"
+        self._present(request, sent, self._state)
         response = yield request
+        if self._nonce_retry(request, response, self._state):
+            response = yield request
         renewed = False  # this request got a fresh token: a 401 to it is final
         for _ in range(2 + MAX_STEP_UPS):
             status = response.status_code
@@ -241,17 +249,22 @@ class OAuth(Exchange, httpx.Auth):
             sent = self._access_token()
             if sent is None:
                 return
-            request.headers["Authorization"] = f"Bearer {sent}"
+            self._present(request, sent, self._state)
             response = yield request
+            if self._nonce_retry(request, response, self._state):
+                response = yield request
 
     async def bearer(self) -> str | None:
         """The access token to send now, refreshed first when about to expire; None when
-        there is none (then only the auth flow can get one).
+        there is none (then only the auth flow can get one); ``""`` for a DPoP-bound
+        token (each request needs a proof of its own: only the auth flow sends it).
 
         Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) attaches the
         token from this same state and hands a 401/403 back to :meth:`async_auth_flow`.
         """
-        return await self._valid_token()
+        token = await self._valid_token()
+        state = self._state
+        return "" if token and state and state.tokens and state.tokens.dpop else token
 
     async def _valid_token(self) -> str | None:
         """The access token to send, refreshed first when it is about to expire."""
@@ -352,6 +365,7 @@ class OAuth(Exchange, httpx.Auth):
             state = IssuerState(token_endpoint=meta.token_endpoint)
         state.token_endpoint = meta.token_endpoint
         state.auth_methods = meta.token_endpoint_auth_methods_supported
+        key = self._dpop_key(state, meta)
         if self.settings.grant == "client_credentials":
             client = self._configured_client(meta)
             assert client is not None
@@ -360,6 +374,7 @@ class OAuth(Exchange, httpx.Auth):
                 client,
                 {"grant_type": "client_credentials", "scope": scopes},
                 issuer=meta.issuer,
+                dpop=key,
             )
         elif self.settings.grant == "enterprise":
             client = self._configured_client(meta)
@@ -370,6 +385,7 @@ class OAuth(Exchange, httpx.Auth):
                 client,
                 {"grant_type": JWT_BEARER, "assertion": assertion, "scope": scopes},
                 issuer=meta.issuer,
+                dpop=key,
             )
         elif self.settings.grant == "jwt_bearer":
             # Workload identity (RFC 7523): one try; a refusal is final, never retried
@@ -382,6 +398,7 @@ class OAuth(Exchange, httpx.Auth):
                 client,
                 {"grant_type": JWT_BEARER, "assertion": workload, "scope": scopes},
                 issuer=meta.issuer,
+                dpop=key,
             )
         else:
             tokens, client = await self._authorization_code(meta, state, scopes)
@@ -522,7 +539,6 @@ class OAuth(Exchange, httpx.Auth):
                 code_challenge_method="S256",
                 resource=self._resource,
             )
-            expected_issuer = meta.issuer
             log.info("%s: waiting for the browser login at %s", self.server, redact_url(url))
             exchange = self._exchange
             if exchange is not None:
@@ -539,8 +555,29 @@ class OAuth(Exchange, httpx.Auth):
                     f"no answer from the browser within {self.settings.login_timeout:g} s",
                     self._login_hint() + " and finish the login in the browser",
                 )
+        code = self._check_redirect(params, state_value, meta)
+        tokens = await self._token_request(
+            meta.token_endpoint,
+            client,
+            {
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": loopback.redirect_uri,
+                "code_verifier": verifier,
+            },
+            issuer=meta.issuer,
+            dpop=self._dpop_key(state, meta),
+        )
+        return tokens, client
+
+    def _check_redirect(
+        self, params: dict[str, str], state_value: str, meta: AuthServerMetadata
+    ) -> str:
+        """The code of the browser's redirect, once its state, issuer (RFC 9207) and
+        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt)."""
         code = params.get("code")
         self._redact.add(code)
+        expected_issuer = meta.issuer
         if params.get("state") != state_value:
             raise self._error(
                 "the authorization response's state does not match the request (discarded)",
@@ -567,82 +604,7 @@ class OAuth(Exchange, httpx.Auth):
             )
         if not code:
             raise self._error("the authorization response holds no code", self._login_hint())
-        tokens = await self._token_request(
-            meta.token_endpoint,
-            client,
-            {
-                "grant_type": "authorization_code",
-                "code": code,
-                "redirect_uri": loopback.redirect_uri,
-                "code_verifier": verifier,
-            },
-            issuer=meta.issuer,
-        )
-        return tokens, client
-
-    async def _workload_jwt(self) -> str:
-        """The workload's JWT: configured, or read from its file now (it rotates)."""
-        path = self.settings.assertion_file
-        if path is None:
-            assert self.settings.assertion is not None
-            value = self.settings.assertion
-        else:
-            try:
-                value = (await trio.Path(path).read_text("utf-8")).strip()
-            except OSError as exc:
-                raise self._error(
-                    f"cannot read the assertion_file {path!r}: {exc.strerror}",
-                    f"check assertion_file in [servers.{self.server}.oauth]",
-                ) from None
-        self._redact.add(value)
-        return value
-
-    async def _id_jag(self, audience: str, scopes: tuple[str, ...] | None) -> str:
-        """Cross-app access: exchange the IdP's ID token for an ID-JAG (RFC 8693).
-
-        The ID-JAG names the authorization server (``audience``) and this MCP server
-        (``resource``); the authorization server takes it as a jwt-bearer assertion.
-        """
-        settings = self.settings
-        endpoint = settings.idp_token_endpoint
-        assert endpoint is not None and settings.id_token is not None
-        self._redact.add(settings.id_token, settings.idp_client_secret)
-        fields: dict[str, str] = {
-            "subject_token": settings.id_token,
-            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
-            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
-            "audience": audience,
-            "resource": self._resource or canonical_resource(self.url),
-        }
-        if scopes:
-            fields["scope"] = " ".join(scopes)
-        body: str = prepare_token_request(
-            "urn:ietf:params:oauth:grant-type:token-exchange", **fields
-        )
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        if settings.idp_client_id:
-            idp_client = Client(
-                client_id=settings.idp_client_id,
-                client_secret=settings.idp_client_secret,
-                method="client_secret_basic" if settings.idp_client_secret else "none",
-            )
-            body, headers = self._client_auth(idp_client, endpoint, body, headers, "")
-        response, raw = await self._post(
-            "identity provider", endpoint, content=body.encode(), headers=headers
-        )
-        data = self._json_object(response, raw, "identity provider token endpoint", endpoint)
-        jag = data.get("access_token")
-        if response.status_code != 200 or not isinstance(jag, str) or not jag:
-            raise self._error(
-                f"the identity provider {redact_url(endpoint)} refused the token exchange"
-                f" (HTTP {response.status_code}{self._oauth_error(data)})",
-                "sign in to your identity provider again and update id_token",
-            )
-        self._redact.add(jag)
-        return jag
+        return code
 
     async def _try_refresh(self, state: IssuerState) -> bool:
         """Refresh ``state``'s tokens; False if there is no refresh token or it failed.
@@ -699,6 +661,7 @@ class OAuth(Exchange, httpx.Auth):
                 client,
                 {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token},
                 issuer=self._current or "",
+                dpop=self._dpop_key(state, None),
             )
         except AuthorizationError as exc:
             log.info("%s: refresh failed: %s", self.server, exc)

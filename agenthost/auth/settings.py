@@ -40,7 +40,7 @@ KEYS: Final = (
     "private_key", "private_key_file", "signing_algorithm", "client_metadata_url", "scopes",
     "redirect_port", "client_name", "open_browser", "login_timeout",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token", "assertion",
-    "assertion_file", "issuer", "exchange_timeout",
+    "assertion_file", "issuer", "exchange_timeout", "dpop",
 )  # fmt: skip
 
 
@@ -127,6 +127,9 @@ class OAuthSettings:
     #: credentials and no ``issuer`` nothing is sent (no trust on first use for secrets).
     #: Without credentials it pins the issuer a login may use.
     issuer: str | None = None
+    #: DPoP-bound tokens (RFC 9449): ``True`` always (a Bearer token is refused),
+    #: ``False`` never, ``"auto"`` when the authorization server advertises ES256 proofs.
+    dpop: bool | Literal["auto"] = "auto"
 
     @property
     def holds_secret(self) -> bool:
@@ -196,6 +199,8 @@ class OAuthSettings:
             )
         if not 0 <= self.redirect_port <= 65535:
             raise ConfigError("must be a port number (0 for any free port)", key="redirect_port")
+        if not (isinstance(self.dpop, bool) or self.dpop == "auto"):
+            raise ConfigError('must be true, false or "auto"', key="dpop")
         for key in ("login_timeout", "exchange_timeout"):
             if not getattr(self, key) > 0:
                 raise ConfigError("must be a positive number of seconds", key=key)
@@ -265,6 +270,10 @@ def parse_oauth_table(value: object, *, base_dir: Path | None = None) -> OAuthSe
             if not isinstance(table[key], bool):
                 raise ConfigError("must be true or false", key=key)
             fields[key] = table[key]
+    if "dpop" in table:
+        if not (isinstance(table["dpop"], bool) or table["dpop"] == "auto"):
+            raise ConfigError('must be true, false or "auto"', key="dpop")
+        fields["dpop"] = table["dpop"]
     if "scopes" in table:
         scopes = table["scopes"]
         if isinstance(scopes, str):

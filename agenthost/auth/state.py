@@ -56,6 +56,12 @@ class Tokens:
     #: refreshed at half its life, not a whole :data:`REFRESH_LEEWAY` early (which
     #: would refresh a 30 s token before every request).
     lifetime: float | None = None
+    #: "Bearer", or "DPoP" for a token bound to the issuer state's ``dpop_key``.
+    token_type: str = "Bearer"
+
+    @property
+    def dpop(self) -> bool:
+        return self.token_type == "DPoP"
 
     def expiring(self, leeway: float = REFRESH_LEEWAY) -> bool:
         if self.lifetime is not None:
@@ -72,6 +78,9 @@ class IssuerState:
     scopes: tuple[str, ...] | None = None
     #: Authorization server facts needed to refresh without re-discovering.
     auth_methods: tuple[str, ...] | None = None
+    #: The private JWK of our DPoP key at this authorization server (RFC 9449): its
+    #: tokens (the refresh token too) are bound to it. A secret: never in a repr.
+    dpop_key: dict[str, Any] | None = attrs.field(default=None, repr=False)
 
 
 @attrs.define(kw_only=True)
@@ -106,6 +115,7 @@ def parse_state(raw: str, url: str) -> SavedState | None:
             tokens=Tokens(**tokens) if tokens else None,
             scopes=tuple(entry["scopes"]) if entry.get("scopes") is not None else None,
             auth_methods=(tuple(entry["auth_methods"]) if entry.get("auth_methods") else None),
+            dpop_key=entry["dpop_key"] if isinstance(entry.get("dpop_key"), dict) else None,
         )
     current = data.get("current")
     state.current = current if current in state.issuers else None
@@ -124,6 +134,7 @@ def dump_state(url: str, state: SavedState) -> str:
             "tokens": attrs.asdict(entry.tokens) if entry.tokens else None,
             "scopes": list(entry.scopes) if entry.scopes is not None else None,
             "auth_methods": list(entry.auth_methods) if entry.auth_methods else None,
+            "dpop_key": entry.dpop_key,
         }
     data = {
         "version": STATE_VERSION,

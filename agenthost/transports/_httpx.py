@@ -56,7 +56,9 @@ class BearerAuth(Protocol):
     """An ``httpx.Auth`` whose token the lean path can attach (the OAuth flow is one).
 
     ``bearer()`` returns the access token to send now (refreshed if about to expire), or
-    None when there is none yet: the request then goes through httpx and the auth flow.
+    None when there is none yet, or ``""`` when the token is not a bearer token (DPoP,
+    RFC 9449: each request needs a proof of its own): the request then goes through
+    httpx and the auth flow.
     """
 
     async def bearer(self) -> str | None: ...

@@ -210,6 +210,9 @@ def test_every_oauth_example_in_the_docs_loads(tmp_path: Path, doc: str, heading
         workload = servers["workload"].oauth
         assert workload is not None and workload.grant == "jwt_bearer"
         assert workload.assertion_file == "/var/run/secrets/tokens/mcp-token"
+        bound = servers["bound"].oauth
+        assert bound is not None and bound.dpop is True
+        assert servers["ci"].oauth.dpop == "auto"
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,6 @@ cannot add a scenario nobody looked at. Expectations:
 * ``PASS``: the suite's verdict must be a pass (see ``harness.Verdict.passed``);
 * ``ERA``: needs MCP 2026-07-28 (issue 13): strict xfail, so it flips loudly when it passes;
 * ``BATCH``: passes alone but not inside the ``--requirements`` batch: non-strict xfail;
-* ``STRETCH``: the draft DPoP extension, a stretch goal issue 15 left: collected and
-  skipped;
 * ``SKILLS``: the Skills extension (issue 16): collected and skipped.
 
 The scenarios run as subprocesses (the suite's Node CLI, which runs ``client.py``). They
@@ -40,7 +38,6 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("conformance")]
 class Expect(enum.Enum):
     PASS = "pass"
     ERA = "needs MCP 2026-07-28 (issue 13)"
-    STRETCH = "draft OAuth extension, a stretch goal of issue 15"
     BATCH = (
         "passes alone at the 2026-07-28 wire (harness.run_scenario); fails inside the"
         " --requirements batch, cause not found yet (issue 15)"
@@ -48,7 +45,7 @@ class Expect(enum.Enum):
     SKILLS = "issue 16"
 
 
-PASS, ERA, STRETCH, SKILLS = Expect.PASS, Expect.ERA, Expect.STRETCH, Expect.SKILLS
+PASS, ERA, SKILLS = Expect.PASS, Expect.ERA, Expect.SKILLS
 BATCH = Expect.BATCH
 
 V01 = "0.1.16"
@@ -98,7 +95,6 @@ _AUTH_02_EXTENSIONS = (
     "auth/dpop-nonce",
     "auth/wif-jwt-bearer",
 )
-_AUTH_02_STRETCH = ("auth/dpop", "auth/dpop-nonce")
 _AUTH_02 = (
     *_AUTH_02_REQUIRED,
     "auth/2025-03-26-oauth-metadata-backcompat",
@@ -132,7 +128,6 @@ SCENARIOS: dict[str, dict[str, Expect]] = {
         "sep-2640-client-verify-size": PASS,
         "sep-2640-client-verify-frontmatter": PASS,
         **dict.fromkeys(_AUTH_02, PASS),
-        **dict.fromkeys(_AUTH_02_STRETCH, STRETCH),
     },
 }
 
@@ -154,7 +149,6 @@ REQUIRED: dict[str, Expect] = {
 }
 NOT_SCORED: dict[str, Expect] = {
     **dict.fromkeys(_AUTH_02_EXTENSIONS, PASS),
-    **dict.fromkeys(_AUTH_02_STRETCH, STRETCH),
     "json-schema-2020-12-preservation": PASS,
 }
 
@@ -171,7 +165,7 @@ def _marks(expect: Expect) -> list[pytest.MarkDecorator]:
         return [pytest.mark.xfail(strict=True, raises=AssertionError, reason=expect.value)]
     if expect is BATCH:
         return [pytest.mark.xfail(strict=False, raises=AssertionError, reason=expect.value)]
-    if expect in (STRETCH, SKILLS):
+    if expect is SKILLS:
         return [pytest.mark.skip(reason=expect.value)]
     return []
 

@@ -26,21 +26,34 @@ at the origin. Faults (for the bad-input tests) change one thing each:
   ``insufficient_scope`` asking for ``mcp admin``, even with a token that holds both
   (a step-up that cannot help); clients may be granted ``admin``.
 
+``--dpop MODE`` layers DPoP (RFC 9449) over the SDK, which knows only Bearer
+(:class:`DPoPLayer`): the AS metadata advertises ES256 proofs; a token request with a
+valid proof gets a token bound to the proof's key (``token_type`` ``DPoP``; its refresh
+token too), which the MCP endpoint then takes only as ``Authorization: DPoP`` with a valid
+proof of that key. Modes: ``on``; ``nonce`` (the token endpoint and the MCP endpoint each
+demand their own nonce, ``use_dpop_nonce``); ``bearer`` (advertised, but the proof is
+ignored and a Bearer token issued, as RFC 9449 section 5 allows).
+
 Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>``,
-``refresh-rotated``, ``consent``.
+``refresh-rotated``, ``consent``; with ``--dpop``, ``proof <path> <jwt>`` for every proof
+received and ``dpop <status> <path>`` for every answer the layer gave itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import secrets
 import time
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import uvicorn
+from joserfc import jws
+from joserfc.jwk import ECKey
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -287,8 +300,204 @@ class Faults:
         await self.app(scope, replay, send)
 
 
+AS_NONCE = "as-nonce.1"
+RS_NONCE = "rs-nonce.1"
+
+
+def check_proof(proof: str, method: str, url: str, token: str | None) -> tuple[dict[str, Any], str]:
+    """The claims and key thumbprint of a valid proof for ``method url`` (RFC 9449 4.3).
+
+    Raises:
+        ValueError: saying what is wrong.
+    """
+    header = jws.extract_compact(proof.encode()).protected
+    jwk = header.get("jwk")
+    if header.get("typ") != "dpop+jwt" or header.get("alg") != "ES256" or not jwk:
+        raise ValueError(f"bad header {header}")
+    if "d" in jwk:
+        raise ValueError("the proof carries the private key")
+    key = ECKey.import_key(jwk)
+    claims = json.loads(jws.deserialize_compact(proof, key, algorithms=["ES256"]).payload)
+    if claims.get("htm") != method or claims.get("htu") != url:
+        raise ValueError(f"htm/htu {claims.get('htm')} {claims.get('htu')} for {method} {url}")
+    if not isinstance(claims.get("jti"), str) or abs(time.time() - claims.get("iat", 0)) > 60:
+        raise ValueError("jti or iat")
+    if token is not None:
+        ath = base64.urlsafe_b64encode(hashlib.sha256(token.encode()).digest()).rstrip(b"=")
+        if claims.get("ath") != ath.decode():
+            raise ValueError("ath does not match the token")
+    return claims, key.thumbprint()
+
+
+class DPoPLayer:
+    """RFC 9449 in front of the SDK's Bearer-only endpoints (see the module doc)."""
+
+    def __init__(self, app: ASGIApp, base: str, mode: str) -> None:
+        self.app = app
+        self.base = base
+        self.mode = mode
+        #: Access and refresh tokens -> the thumbprint of the key they are bound to.
+        self.bound: dict[str, str] = {}
+        self.jtis: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+        elif path == "/.well-known/oauth-authorization-server":
+            await self.downstream(scope, receive, send, self.advertise)
+        elif path == "/token":
+            await self.token(scope, receive, send)
+        elif path in ("/mcp", "/sse", "/messages/"):  # the MCP endpoints, legacy SSE's too
+            await self.resource(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    @staticmethod
+    def advertise(data: dict[str, Any]) -> None:
+        data["dpop_signing_alg_values_supported"] = ["ES256"]
+
+    async def refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, error: str, nonce: str = ""
+    ) -> None:
+        note(f"dpop {status} {scope['path']} {error}")
+        headers = {"DPoP-Nonce": nonce} if nonce else {}
+        if status == 401:
+            headers["WWW-Authenticate"] = f'DPoP error="{error}", algs="ES256"'
+        await JSONResponse({"error": error}, status_code=status, headers=headers)(
+            scope, receive, send
+        )
+
+    def proof_of(self, scope: Scope) -> str | None:
+        values = [v.decode() for k, v in scope["headers"] if k == b"dpop"]
+        if values:
+            note(f"proof {scope['path']} {values[0]}")
+        return values[0] if len(values) == 1 else None
+
+    def fresh(self, claims: dict[str, Any]) -> bool:
+        if claims["jti"] in self.jtis:
+            return False
+        self.jtis.add(claims["jti"])
+        return True
+
+    async def token(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive)
+        proof = self.proof_of(scope)
+        if proof is None:
+            await self.app(scope, replay(body, receive), send)
+            return
+        try:
+            claims, jkt = check_proof(proof, "POST", f"{self.base}/token", None)
+        except ValueError as exc:
+            await self.refuse(scope, receive, send, 400, f"invalid_dpop_proof: {exc}")
+            return
+        if not self.fresh(claims):
+            await self.refuse(scope, receive, send, 400, "invalid_dpop_proof: replayed")
+            return
+        if self.mode == "nonce" and claims.get("nonce") != AS_NONCE:
+            await self.refuse(scope, receive, send, 400, "use_dpop_nonce", AS_NONCE)
+            return
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        refresh = form.get("refresh_token")
+        if refresh is not None and self.bound.get(refresh, jkt) != jkt:
+            await self.refuse(scope, receive, send, 400, "invalid_grant: another key")
+            return
+
+        def bind(data: dict[str, Any]) -> None:
+            if self.mode == "bearer" or "access_token" not in data:
+                return
+            data["token_type"] = "DPoP"
+            self.bound[data["access_token"]] = jkt
+            if data.get("refresh_token"):
+                self.bound[data["refresh_token"]] = jkt
+
+        await self.downstream(scope, replay(body, receive), send, bind)
+
+    async def resource(self, scope: Scope, receive: Receive, send: Send) -> None:
+        values = [v.decode() for k, v in scope["headers"] if k == b"authorization"]
+        scheme, _, token = (values[0] if values else "").partition(" ")
+        if token not in self.bound:
+            if scheme.lower() == "bearer":
+                note(f"bearer {scope['path']}")
+            if scheme.lower() == "dpop":
+                await self.refuse(scope, receive, send, 401, "invalid_token")
+            else:
+                await self.app(scope, receive, send)
+            return
+        if scheme != "DPoP":
+            await self.refuse(scope, receive, send, 401, "invalid_token")  # a downgrade
+            return
+        proof = self.proof_of(scope)
+        try:
+            if proof is None:
+                raise ValueError("no single DPoP header")
+            url = f"{self.base}{scope['path']}"
+            claims, jkt = check_proof(proof, scope["method"], url, token)
+            if jkt != self.bound[token] or not self.fresh(claims):
+                raise ValueError("another key, or a replayed proof")
+        except ValueError as exc:
+            await self.refuse(scope, receive, send, 401, f"invalid_dpop_proof: {exc}")
+            return
+        if self.mode == "nonce" and claims.get("nonce") != RS_NONCE:
+            await self.refuse(scope, receive, send, 401, "use_dpop_nonce", RS_NONCE)
+            return
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"authorization", b"dpop")]
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+        await self.app(dict(scope, headers=headers), receive, send)
+
+    async def downstream(self, scope: Scope, receive: Receive, send: Send, edit: Any) -> None:
+        """Run the SDK, then ``edit`` its JSON answer (a 200) before it leaves."""
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, capture)
+        body = b"".join(chunks)
+        if start.get("status") == 200:
+            data = json.loads(body)
+            edit(data)
+            body = json.dumps(data).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": start["status"], "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Receive) -> bytes:
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the SDK the body already read, then the real events."""
+    replayed = False
+
+    async def again() -> Any:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
+
+
 def build(
-    port: int, lifetime: int, fault: str | None, transport: str = "streamable-http"
+    port: int,
+    lifetime: int,
+    fault: str | None,
+    transport: str = "streamable-http",
+    dpop: str | None = None,
 ) -> ASGIApp:
     base = f"http://127.0.0.1:{port}"
     endpoint = f"{base}/sse" if transport == "sse" else f"{base}/mcp"
@@ -342,7 +551,8 @@ def build(
 
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
     app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
-    return Faults(app, base, fault)
+    faults = Faults(app, base, fault)
+    return DPoPLayer(faults, base, dpop) if dpop else faults
 
 
 def main() -> None:
@@ -353,8 +563,9 @@ def main() -> None:
     parser.add_argument(
         "--transport", choices=("streamable-http", "sse"), default="streamable-http"
     )
+    parser.add_argument("--dpop", choices=("on", "nonce", "bearer"), default=None)
     args = parser.parse_args()
-    app = build(args.port, args.token_lifetime, args.fault, args.transport)
+    app = build(args.port, args.token_lifetime, args.fault, args.transport, args.dpop)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -3,7 +3,10 @@ before its fix; tests/security/hostile_auth.py plays the servers)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -461,3 +464,162 @@ async def test_a_server_refusing_fresh_tokens_gets_one_token_request_per_mcp_req
             message = str(caught.value)
             assert "\n" not in message and "HTTP 401" in message
             assert "agenthost auth login victim" in message
+
+
+# --- DPoP: a hostile server cannot make us loop, grow, or sign what it chooses -------------
+
+
+def dpop_server(auth: HostileAuth, nonce: Any = None) -> None:
+    """``legit`` advertises DPoP and binds its tokens; the MCP endpoint refuses every DPoP
+    request for want of a nonce, with ``nonce(n)`` (a new one each time by default)."""
+    issuer = auth.issuer("legit")
+    metadata = {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+        "dpop_signing_alg_values_supported": ["ES256"],
+    }
+    auth.route("/.well-known/oauth-authorization-server/legit", lambda seen: Answer.json(metadata))
+    make = nonce or (lambda n: f"nonce-{n}")
+    count = iter(range(10**6))
+
+    def token(seen: Seen) -> Answer:
+        body = {"access_token": "bound-1", "token_type": "DPoP", "expires_in": 3600}
+        return Answer.json(body)
+
+    def resource(seen: Seen) -> Answer | None:
+        if "dpop" not in seen.headers:
+            return None  # the default 401 Bearer challenge
+        challenge = 'DPoP error="use_dpop_nonce", algs="ES256"'
+        headers = (("www-authenticate", challenge), ("dpop-nonce", make(next(count))))
+        return Answer(status=401, headers=headers)
+
+    auth.route("/legit/token", token)
+    auth.route("/mcp", resource)
+
+
+def proof_claims(seen: Seen) -> dict[str, Any]:
+    payload = seen.headers["dpop"].split(".")[1]
+    claims: dict[str, Any] = json.loads(
+        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    )
+    return claims
+
+
+async def test_dpop_a_resource_asking_for_ever_new_nonces_gets_one_retry_per_token() -> None:
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth)
+        config = attrs.evolve(pinned(auth), url=auth.url + "?tenant=a")
+        with trio.fail_after(30):
+            with pytest.raises(agenthost.AgentHostError) as caught:
+                async with agenthost.connect(config):
+                    pass
+        proven = [s for s in auth.to("/mcp") if "dpop" in s.headers]
+        tokens = auth.to("/legit/token")
+    assert "\n" not in str(caught.value)
+    # The fresh token, then one retry with the nonce: never a loop.
+    assert len(tokens) == 1 and len(proven) == 2, (len(tokens), len(proven))
+    nonces = [proof_claims(s).get("nonce") for s in proven]
+    assert nonces == [None, "nonce-0"]
+    # htu is our own URL, without its query, whatever the server says.
+    assert {proof_claims(s)["htu"] for s in proven} == {auth.url}
+    assert all(s.headers["authorization"] == "DPoP bound-1" for s in proven)
+
+
+@pytest.mark.parametrize(
+    "nonce", ["n" * 300, "two words", 'q"uote', "back\\slash"], ids=["long", "space", "quote", "bs"]
+)
+async def test_dpop_a_nonce_we_may_not_sign_is_ignored(nonce: str) -> None:
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth, nonce=lambda n: nonce)
+        with trio.fail_after(30), pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(pinned(auth)):
+                pass
+        proven = [s for s in auth.to("/mcp") if "dpop" in s.headers]
+    assert len(proven) == 1, "no retry for a nonce we do not take"
+    assert "nonce" not in proof_claims(proven[0])
+
+
+async def test_dpop_a_token_endpoint_asking_for_ever_new_nonces_is_retried_once() -> None:
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth)
+        count = iter(range(10**6))
+
+        def token(seen: Seen) -> Answer:
+            refusal = Answer.json({"error": "use_dpop_nonce"}, status=400)
+            nonce = ("dpop-nonce", f"as-{next(count)}")
+            return attrs.evolve(refusal, headers=(*refusal.headers, nonce))
+
+        auth.route("/legit/token", token)
+        message = await refused(pinned(auth))
+        tokens = auth.to("/legit/token")
+    assert len(tokens) == 2
+    assert [proof_claims(s).get("nonce") for s in tokens] == [None, "as-0"]
+    assert "use_dpop_nonce" in message
+    # Each try is signed afresh: two proofs, two client authentications.
+    assert tokens[0].headers["dpop"] != tokens[1].headers["dpop"]
+
+
+async def test_dpop_true_refuses_a_bearer_token() -> None:
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth)
+        bearer = {"access_token": "plain-1", "token_type": "Bearer", "expires_in": 3600}
+        auth.route("/legit/token", lambda seen: Answer.json(bearer))
+        message = await refused(pinned(auth, dpop=True))
+        assert "dpop" in auth.to("/legit/token")[0].headers
+        assert not any(s.headers.get("authorization") == "Bearer plain-1" for s in auth.seen)
+    assert "issued a Bearer token, not a DPoP-bound one" in message
+
+
+async def test_dpop_concurrent_requests_each_take_the_nonce_they_were_refused_for() -> None:
+    """Five requests sent without a nonce are refused at once with the same one: each
+    retries with it (the first answer stored it; the other four must not take "already
+    known" for "already tried"), and no token is fetched again."""
+    import httpx
+
+    from agenthost.auth import OAuth
+
+    async with hostile_auth("legit") as auth:
+        dpop_server(auth)
+        config = pinned(auth)
+        gate = trio.Event()
+
+        async def resource(seen: Seen) -> Answer | None:
+            if "dpop" not in seen.headers:
+                return None
+            if proof_claims(seen).get("nonce") == "n1":
+                return Answer(status=200)
+            if seen.path == "/mcp2":
+                await gate.wait()  # hold the five refusals until all five are here
+            challenge = 'DPoP error="use_dpop_nonce"'
+            return Answer(
+                status=401, headers=(("www-authenticate", challenge), ("dpop-nonce", "n1"))
+            )
+
+        def count_in(seen: Seen) -> Awaitable[Answer | None]:
+            if (
+                seen.path == "/mcp2"
+                and len([s for s in auth.to("/mcp2") if "dpop" in s.headers]) >= 5
+            ):
+                gate.set()
+            return resource(seen)
+
+        auth.route("/mcp", count_in)
+        auth.route("/mcp2", count_in)
+        async with httpx.AsyncClient() as http:
+            flow = OAuth(server="victim", url=auth.url, settings=config.oauth, http=http)
+            async with httpx.AsyncClient(auth=flow) as client:
+                assert (await client.post(auth.url)).status_code == 200
+                statuses: list[int] = []
+
+                async def one() -> None:
+                    statuses.append((await client.post(auth.url + "2")).status_code)
+
+                with trio.fail_after(20):
+                    async with trio.open_nursery() as nursery:
+                        for _ in range(5):
+                            nursery.start_soon(one)
+        assert statuses == [200] * 5
+        assert len(auth.to("/legit/token")) == 1

@@ -1,0 +1,77 @@
+"""The SDK authorization-server peer (tests/peers/sdk_auth_server.py) as the OAuth tests
+use it: run it, act as the person's browser, read what it logged and what we saved."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from agenthost.auth import FileTokenStore, OAuthSettings
+from agenthost.config.model import ServerConfig
+from tests.peers.http_launch import PEERS, PY, free_port, serve
+
+__all__ = ["SERVER", "auth_server", "browser", "config", "peer_log", "saved", "tokens_of"]
+
+SERVER = str(PEERS / "sdk_auth_server.py")
+
+
+@asynccontextmanager
+async def auth_server(
+    tmp_path: Path,
+    *,
+    lifetime: int = 3600,
+    fault: str | None = None,
+    transport: str = "streamable-http",
+    dpop: str | None = None,
+) -> AsyncIterator[str]:
+    """Run the SDK peer (``dpop``: its ``--dpop`` mode); yields its MCP URL. Observations
+    land in ``tmp_path/peer.log``."""
+    port = free_port()
+    argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
+    argv += ["--transport", transport]
+    if fault:
+        argv += ["--fault", fault]
+    if dpop:
+        argv += ["--dpop", dpop]
+    env = {
+        "AGENTHOST_PEER_LOG": str(tmp_path / "peer.log"),
+        "AGENTHOST_PEER_SECRETS": str(tmp_path / "peer.secrets"),
+    }
+    async with serve(argv, port, env=env):
+        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+
+
+def peer_log(tmp_path: Path) -> list[str]:
+    path = tmp_path / "peer.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def browser(_server: str, url: str) -> None:
+    """A person's browser (tests/peers/browser.py, its own process): open the URL, press
+    "Allow", follow the redirect home."""
+    await trio.run_process([PY, str(PEERS / "browser.py"), url], capture_stderr=True)
+
+
+def config(url: str, transport: str = "streamable-http", **oauth: Any) -> ServerConfig:
+    return ServerConfig(
+        name="sdk",
+        transport=transport,  # type: ignore[arg-type]
+        url=url,
+        oauth=OAuthSettings(**oauth) if oauth else None,
+    )
+
+
+async def saved(name: str = "sdk") -> dict[str, Any] | None:
+    raw = await FileTokenStore().load(name)
+    return json.loads(raw) if raw else None
+
+
+def tokens_of(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    return state["issuers"][state["current"]]["tokens"]  # type: ignore[no-any-return]
