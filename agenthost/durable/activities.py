@@ -229,7 +229,10 @@ class Activities:
 
         async def call(host: Host) -> llm.ToolResultContent:
             result = await host.call_tool_decided(
-                params["name"], params["arguments"], meta={IDEMPOTENCY_KEY: key}
+                params["name"],
+                params["arguments"],
+                meta={IDEMPOTENCY_KEY: key},
+                audit={"run_id": params["run_id"], "call_id": call_id},
             )
             return tool_result_to_llm(call_id, result)
 

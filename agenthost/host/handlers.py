@@ -7,8 +7,9 @@ server's supervisor.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agenthost.ask_tasks import AskTaskLimits
@@ -31,7 +32,7 @@ from providers.base import Provider
 if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingService
 
-__all__ = ["RootsFilter", "SamplingRoute", "ServerAsks"]
+__all__ = ["DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -46,6 +47,46 @@ SamplingRoute = Callable[
 #: Narrows the roots a server is offered: ``async (server, the workspaces' roots) ->
 #: roots`` (``agenthost serve`` keeps what its downstream client's roots also cover).
 RootsFilter = Callable[[str, list[Root]], Awaitable[list[Root]]]
+
+
+class DecidedCalls:
+    """The calls in flight whose audit lines belong elsewhere (a durable run's), so that
+    what their servers ask meanwhile is audited with them.
+
+    A durable run's tool call is decided and audited in its workflow; a sampling request
+    its server sends during the call is answered here, by the worker's host. Its audit
+    line names the run through ``via.during``: the ``audit`` mapping of each such call in
+    flight on that server (of that tool, when the ask says which: MRTR). A legacy server's
+    own request does not say which call it serves, so with several calls in flight on one
+    server every candidate is listed. Bounded by the calls in flight.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+
+    @contextlib.contextmanager
+    def running(self, server: str, tool: str, audit: Mapping[str, Any]) -> Iterator[None]:
+        """For the block: ``server`` runs ``tool`` for the call ``audit`` names."""
+        entry = (tool, dict(audit))
+        calls = self._calls.setdefault(server, [])
+        calls.append(entry)
+        try:
+            yield
+        finally:
+            calls.remove(entry)
+            if not calls:
+                del self._calls[server]
+
+    def via(self, server: str, ctx: RequestContext) -> dict[str, Any] | None:
+        """``ctx.via()`` with ``during``: the audit mappings the ask may belong to."""
+        via = ctx.via()
+        calls = self._calls.get(server)
+        if not calls:
+            return via
+        during = [audit for tool, audit in calls if ctx.origin_name in (None, tool)]
+        if not during:
+            return via
+        return {**(via or {}), "during": during}
 
 
 class ServerAsks:
@@ -67,8 +108,10 @@ class ServerAsks:
         refresher: CatalogRefresher,
         sampling_route: SamplingRoute | None = None,
         roots_filter: RootsFilter | None = None,
+        decided: DecidedCalls | None = None,
     ) -> None:
         self._policy = policy
+        self._decided = decided or DecidedCalls()
         self._roots = roots
         self._providers = providers
         self._sampling = sampling
@@ -123,7 +166,7 @@ class ServerAsks:
             server=server.name,
             roots=tuple(r.uri for r in offered),
             trusted=server.trusted,
-            via=ctx.via(),
+            via=self._decided.via(server.name, ctx),
         )
         decision = await self._policy.check(action)
         if not decision.allowed:
@@ -147,14 +190,18 @@ class ServerAsks:
                 send=send,
                 reason="forwarded to the client agenthost serves",
                 trusted=server.trusted,
-                via=ctx.via(),
+                via=self._decided.via(server.name, ctx),
             )
         if not self._providers:
             raise JSONRPCError(
                 -32603, "No model available: no LLM provider is configured in agenthost"
             )
         return await self._sampling().create_message(
-            server.name, params, revision=ctx.revision, trusted=server.trusted, via=ctx.via()
+            server.name,
+            params,
+            revision=ctx.revision,
+            trusted=server.trusted,
+            via=self._decided.via(server.name, ctx),
         )
 
     async def elicit(
@@ -170,7 +217,7 @@ class ServerAsks:
                 url=params.url,
                 elicitation_id=params.elicitation_id,
                 trusted=server.trusted,
-                via=ctx.via(),
+                via=self._decided.via(server.name, ctx),
             )
         )
         return ElicitResult(

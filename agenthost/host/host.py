@@ -18,6 +18,7 @@ exits, normally, by exception or by cancellation (the stdio shutdown is shielded
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -34,7 +35,7 @@ from agenthost.errors import AgentHostError, NotFound, ServerUnavailable
 from agenthost.host import models, reads
 from agenthost.host.catalog import Catalog, CatalogTool, annotation_hints
 from agenthost.host.era_fallback import with_era_fallback
-from agenthost.host.handlers import RootsFilter, SamplingRoute, ServerAsks
+from agenthost.host.handlers import DecidedCalls, RootsFilter, SamplingRoute, ServerAsks
 from agenthost.host.refresh import CatalogRefresher
 from agenthost.host.roots import RootsRegistry
 from agenthost.host.startup import read_sections
@@ -112,7 +113,9 @@ class Host:
         refresher = CatalogRefresher(
             self.catalog, self._servers, nursery, lambda name: self._supervisors[name].session
         )
+        self._decided = DecidedCalls()
         asks = ServerAsks(
+            decided=self._decided,
             policy=policy,
             roots=self.roots,
             providers=providers,
@@ -275,6 +278,7 @@ class Host:
         arguments: Mapping[str, Any] | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
+        audit: Mapping[str, Any] | None = None,
         timeout: Timeout = DEFAULT,
     ) -> CallToolResult:
         """Call a namespaced tool whose consent was decided, and audited, elsewhere.
@@ -284,6 +288,9 @@ class Host:
         this host's own policy is not asked again. ``meta`` goes to the server in the
         request's ``_meta`` (the run's idempotency key). The call is never made a task, so
         that the key reaches the server and the call is the activity's to retry.
+        ``audit`` (the run's ``run_id`` and ``call_id``) goes into the audit lines of what
+        the server asks during the call (sampling, elicitation, roots: ``via.during``,
+        :class:`~agenthost.host.handlers.DecidedCalls`), which this host answers.
 
         Raises:
             NotFound, ServerUnavailable, and the errors of :meth:`ClientSession.call_tool`.
@@ -291,15 +298,28 @@ class Host:
         entry = self.resolve_tool(name)
         config = self._servers[entry.server]
         session = self.session(entry.server)
-        return await with_era_fallback(
-            self.supervisor(entry.server),
-            session,
-            f"tool {entry.tool.name}",
-            lambda on: self._tool_router.call(
-                entry, on, config, arguments, timeout=timeout, progress=None, task=False, meta=meta
-            ),
-            repeatable=repeatable(entry.tool),
+        running = (
+            self._decided.running(entry.server, entry.tool.name, audit)
+            if audit
+            else contextlib.nullcontext()
         )
+        with running:
+            return await with_era_fallback(
+                self.supervisor(entry.server),
+                session,
+                f"tool {entry.tool.name}",
+                lambda on: self._tool_router.call(
+                    entry,
+                    on,
+                    config,
+                    arguments,
+                    timeout=timeout,
+                    progress=None,
+                    task=False,
+                    meta=meta,
+                ),
+                repeatable=repeatable(entry.tool),
+            )
 
     def always_denied(self, entry: CatalogTool) -> str | None:
         """Why the policy denies every call of ``entry``, or None (see

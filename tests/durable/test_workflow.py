@@ -268,6 +268,47 @@ def test_a_large_result_is_cut_in_history_and_kept_by_the_worker(tmp_path: Path)
     assert outcome[0]["ref"].endswith(str(kept[0]))
 
 
+def test_a_servers_sampling_during_a_durable_call_is_audited_with_the_run(
+    tmp_path: Path,
+) -> None:
+    """Issue 25, item 8: the worker's providers answer a server's sampling request made
+    during a durable tool call, and its audit lines name the run and the call."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "c7", "name": "ledger__summarize", "input": {"item": "moons"}}]},
+        {"text": "summarized"},
+    ]
+    sampler = {"model": "scripted-sampler", "turns": [{"text": "three small moons"}]}
+    (tmp_path / "sampler.json").write_text(json.dumps(sampler))
+    config_path = write_config(
+        tmp_path,
+        turns,
+        rules=[
+            {"kind": "tool", "name": "ledger__summarize", "decision": "allow"},
+            {"kind": "sampling", "providers": ["sampler"], "review": "auto", "decision": "allow"},
+        ],
+        extra='\n[providers.sampler]\nkind = "scripted"\nscript = "sampler.json"\n',
+    )
+    out: dict[str, Any] = {}
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        run_id = await submit(env.client, _params(config_path, "summarize"), task_queue="q")
+        out["result"] = await env.client.get_workflow_handle(run_id).result()
+        out["run_id"] = run_id
+
+    asyncio.run(_with_worker(tmp_path, config_path, body))
+    (call,) = out["result"]["tool_calls"]
+    assert call["output"] == "moons: three small moons"
+    sampling = [
+        line
+        for line in audit_lines(tmp_path / "audit.jsonl")
+        if line.get("kind") == "sampling" and line.get("event") == "decision"
+    ]
+    assert len(sampling) == 1, sampling
+    assert sampling[0]["decision"] == "allow"
+    assert sampling[0]["args"]["provider"] == "sampler"
+    assert sampling[0]["via"]["during"] == [{"run_id": out["run_id"], "call_id": "c7"}]
+
+
 def test_an_unreachable_temporal_is_one_line(tmp_path: Path) -> None:
     config_path = write_config(tmp_path, record_turns([]), rules=[])
     with socket.socket() as sock:

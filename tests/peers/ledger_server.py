@@ -8,6 +8,8 @@ first result, not appended again. Every attempt, repeated or not, is one line of
 ``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
 
 ``publish(item)`` does the same at once (the tests make a policy ask for it).
+``summarize(item)`` asks the client's model (sampling, hint ``scripted-sampler``) for a
+summary of the item and returns its text: a server's ask during a durable tool call.
 
 Usage: ``python tests/peers/ledger_server.py`` (stdio).
 """
@@ -17,10 +19,17 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp_types import (
+    CreateMessageResult,
+    ModelHint,
+    ModelPreferences,
+    SamplingMessage,
+    TextContent,
+)
 
 
 def _key(ctx: Context) -> str | None:
@@ -63,7 +72,21 @@ def build_server() -> MCPServer:
         """Publish an item (once per idempotency key): a step a person approves."""
         return await record(ctx, f"published {item}")
 
+    @server.tool()
+    async def summarize(
+        item: str, answer: Annotated[CreateMessageResult, Resolve(_ask_summary)]
+    ) -> str:
+        """Summarize an item with the client's model (sampling)."""
+        content = answer.content
+        return f"{item}: {content.text}" if isinstance(content, TextContent) else item
+
     return server
+
+
+def _ask_summary(item: str) -> Sample:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=f"Sum up {item}"))
+    hints = ModelPreferences(hints=[ModelHint(name="scripted-sampler")])
+    return Sample([message], max_tokens=50, model_preferences=hints)
 
 
 if __name__ == "__main__":
