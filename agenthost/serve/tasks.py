@@ -63,6 +63,7 @@ import trio
 
 from agenthost.errors import JSONRPCError, TaskCancelled
 from agenthost.protocol import jsonrpc
+from agenthost.protocol import methods as m
 from agenthost.protocol.converter import unstructure
 from agenthost.protocol.types import CallToolResult
 from agenthost.protocol.types.tasks import CreateTaskResult
@@ -346,7 +347,7 @@ def _status_relay(task: GatewayTask, info: RequestInfo) -> Progress:
                 params["total"] = total
             if message is not None and info.revision != "2024-11-05":
                 params["message"] = message
-            await info.session.notify("notifications/progress", params)
+            await info.session.notify(m.NOTIFICATION_PROGRESS, params)
 
     return relay
 
