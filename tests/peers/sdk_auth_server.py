@@ -35,8 +35,10 @@ demand their own nonce, ``use_dpop_nonce``); ``bearer`` (advertised, but the pro
 ignored and a Bearer token issued, as RFC 9449 section 5 allows).
 
 Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>``,
-``refresh-rotated``, ``consent``; with ``--dpop``, ``proof <path> <jwt>`` for every proof
-received and ``dpop <status> <path>`` for every answer the layer gave itself.
+``refresh-rotated``, ``consent``, ``wire <method> <path> <status>`` for every request to
+the MCP endpoint (what the client put on the wire); with ``--dpop``, ``proof <path>
+<jwt>`` for every proof received and ``dpop <status> <path>`` for every answer the layer
+gave itself.
 """
 
 from __future__ import annotations
@@ -552,7 +554,27 @@ def build(
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
     app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
     faults = Faults(app, base, fault)
-    return DPoPLayer(faults, base, dpop) if dpop else faults
+    return Wire(DPoPLayer(faults, base, dpop) if dpop else faults, endpoint)
+
+
+class Wire:
+    """ASGI middleware noting each request to the MCP endpoint with the status answered."""
+
+    def __init__(self, app: ASGIApp, endpoint: str) -> None:
+        self.app = app
+        self.path = endpoint.rsplit("/", 1)[1]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path", "").strip("/") != self.path:
+            await self.app(scope, receive, send)
+            return
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                note(f"wire {scope['method']} {scope['path']} {message['status']}")
+            await send(message)
+
+        await self.app(scope, receive, noting)
 
 
 def main() -> None:
