@@ -363,8 +363,11 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     "POST", _ACCEPT_BOTH, options.headers, body, self._ack_timeout
                 ) as response:
                     content = await self._read_limited(response)
-        except (MessageTooLarge, AuthorizationError):
+        except (MessageTooLarge, RequestUnauthorized):
             raise
+        except AuthorizationError as exc:  # no token at all: the transport ends with it
+            self._fail(AuthorizationError, reason_of(exc))
+            raise self._error() from None
         except TransportClosed as exc:  # unreachable, or no pooled connection came free
             self._fail(TransportClosed, reason_of(exc))
             raise self._error() from None
@@ -603,6 +606,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             return
             except MessageTooLarge:
                 raise
+            except RequestUnauthorized as exc:
+                await self._deliver_failure(request_id, exc)  # this request alone
+                return
             except AuthorizationError as exc:
                 self._fail(AuthorizationError, reason_of(exc))
                 return
@@ -676,7 +682,17 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 except MessageTooLarge as exc:
                     self._fail(MessageTooLarge, str(exc))
                     return
+                except RequestUnauthorized as exc:
+                    # The stream alone needs more than we may have (a step-up that cannot
+                    # help): requests go on without it, as with a server that has none.
+                    log.warning(
+                        "%s: going on without the stream of server-initiated messages: %s",
+                        self.name,
+                        reason_of(exc),
+                    )
+                    return
                 except AuthorizationError as exc:
+                    # No token at all (the login is dead): nothing more will work.
                     self._fail(AuthorizationError, reason_of(exc))
                     return
                 except TransportError as exc:
