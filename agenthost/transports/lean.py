@@ -6,9 +6,12 @@ client over HTTP. Here the request head is encoded once per transport and sent w
 body in one write, and llhttp (``httptools``, as uvicorn uses) parses the response in C:
 16-40x fewer instructions per call. h11 driven directly was measured as the pure-Python
 alternative and costs 4-5x more than httptools (see the issue); httpx stays for all that
-is not the plain exchange: OAuth discovery and token requests, redirects, 401/403 (the
-``httpx.Auth`` flow), proxies, and any client a caller handed us
-(:func:`agenthost.transports._httpx.lean_allowed` decides).
+is not the plain exchange: OAuth discovery and token requests, DPoP-bound requests (a
+proof each, from the ``httpx.Auth`` flow), redirects, proxies, and any client a caller
+handed us (:func:`agenthost.transports._httpx.lean_allowed` decides). A 401/403 on the
+lean path is handed to the auth's ``refused()`` (login, refresh, step-up: the flow's own
+decision) and the request goes again once with the new token: the server never sees a
+refused request twice (issue 28).
 
 Rules:
 
