@@ -89,6 +89,7 @@ from agenthost.serve.modern import META_CLIENT_CAPABILITIES
 from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
+from agenthost.serve.subscriptions import Subscriber, Subscriptions
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
 from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
 from agenthost.transports.base import Transport
@@ -117,8 +118,6 @@ _LOG_LEVELS: Final = {
 }
 #: ``subscriptions/listen`` streams open at once, all clients together.
 _MAX_LISTENERS: Final = 256
-#: Resource URIs subscribed to at once, all clients together.
-_MAX_SUBSCRIPTIONS: Final = 1024
 #: How long the client may take to list its roots, and how many of them are kept.
 _ROOTS_TIMEOUT: Final = 10.0
 _MAX_ROOTS: Final = 256
@@ -157,8 +156,8 @@ class Gateway:
         #: 2026-07-28 ``subscriptions/listen`` streams open now: (client, subscription id,
         #: the list kinds it asked for), bounded by :data:`_MAX_LISTENERS`.
         self._listeners: list[tuple[DownstreamSession, Any, frozenset[str]]] = []
-        #: Resource URI -> the clients subscribed to it (bounded by :data:`_MAX_SUBSCRIPTIONS`).
-        self._subscribers: dict[str, set[DownstreamSession]] = {}
+        #: Who watches which resource, both eras (:mod:`agenthost.serve.subscriptions`).
+        self.subscriptions = Subscriptions(self._subscribe_upstream, self._unsubscribe_upstream)
         #: The level each client asked for (``logging/setLevel``; default: info).
         self._log_levels: weakref.WeakKeyDictionary[DownstreamSession, str] = (
             weakref.WeakKeyDictionary()
@@ -247,6 +246,7 @@ class Gateway:
                 self.tasks.forget(session)
             if self.last_active is session:
                 self.last_active = next(iter(self.sessions), None)
+            await self.subscriptions.forget(session)
             await session.aclose()
 
     def asker(self) -> Asker | None:
@@ -570,8 +570,9 @@ class Gateway:
 
     async def listen(self, info: RequestInfo, params: SubscriptionsListenRequestParams) -> NoReturn:
         """A 2026-07-28 client's change stream: acknowledged with what is honoured (the
-        three lists; resource updates are not served on it yet), then its list_changed
-        notifications until the client cancels the request or goes away."""
+        three lists, and of the resources it named those one upstream owns and agreed to
+        watch, within the client's bound), then its notifications until the client
+        cancels the request or goes away. Its resource updates come on this stream only."""
         wanted = params.notifications
         kinds = frozenset(
             kind
@@ -584,17 +585,40 @@ class Gateway:
         )
         if len(self._listeners) >= _MAX_LISTENERS:
             raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many subscriptions/listen streams")
-        meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
-        honoured = {f"{kind}ListChanged": True for kind in sorted(kinds)}
-        await info.session.notify(
-            m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED, {"_meta": meta, "notifications": honoured}
-        )
-        entry = (info.session, info.request_id, kinds)
-        self._listeners.append(entry)
+        watched: list[tuple[str, Subscriber]] = []
         try:
-            await trio.sleep_forever()  # the stream ends by cancellation (or the client leaving)
+            for uri in dict.fromkeys(wanted.resource_subscriptions or ()):
+                sub = Subscriber(info.session, info.request_id, ready=False)
+                if not self.subscriptions.room_for(info.session):
+                    log.info("%s: resource subscriptions over the bound", info.session.name)
+                    break
+                try:
+                    await self.subscriptions.add(uri, sub)
+                except AgentHostError as exc:
+                    log.info("%s: not watching %s: %s", info.session.name, uri[:200], exc)
+                    continue
+                watched.append((uri, sub))
+            meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
+            honoured: dict[str, Any] = {f"{kind}ListChanged": True for kind in sorted(kinds)}
+            if watched:
+                honoured["resourceSubscriptions"] = [uri for uri, _ in watched]
+            await info.session.notify(
+                m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED,
+                {"_meta": meta, "notifications": honoured},
+            )
+            for _, sub in watched:
+                sub.ready = True
+            entry = (info.session, info.request_id, kinds)
+            self._listeners.append(entry)
+            try:
+                await (
+                    trio.sleep_forever()
+                )  # the stream ends by cancellation (or the client leaving)
+            finally:
+                self._listeners.remove(entry)
         finally:
-            self._listeners.remove(entry)
+            for uri, sub in watched:
+                await self.subscriptions.remove(uri, sub)
 
     # ------------------------------------------------------------------ upstream notifications
 
@@ -625,43 +649,45 @@ class Gateway:
             await client.notify(m.NOTIFICATION_MESSAGE, relayed)
 
     async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
-        uri = params.get("uri")
-        for client in list(self._subscribers.get(str(uri), ())):
-            if not client.closed:
-                await client.notify(m.NOTIFICATION_RESOURCES_UPDATED, {"uri": uri})
+        await self.subscriptions.updated(str(params.get("uri")))
+
+    def _owner(self, uri: str) -> str:
+        owners = self.host.catalog.resource_owners(uri)
+        if len(owners) != 1:
+            raise JSONRPCError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]}", {"uri": uri})
+        return owners[0]
+
+    async def _subscribe_upstream(self, uri: str) -> None:
+        server = self._owner(uri)
+        await self._relay(server)
+        await _upstream(server, lambda: self.host.session(server).subscribe_resource(uri))
+
+    async def _unsubscribe_upstream(self, uri: str) -> None:
+        server = self._owner(uri)
+        await _upstream(server, lambda: self.host.session(server).unsubscribe_resource(uri))
 
     async def subscribe(self, info: RequestInfo, params: SubscribeRequestParams) -> dict[str, Any]:
-        owners = self.host.catalog.resource_owners(params.uri)
-        if len(owners) != 1:
-            raise JSONRPCError(
-                RESOURCE_NOT_FOUND, f"resource not found: {params.uri[:200]}", {"uri": params.uri}
-            )
-        clients = self._subscribers.get(params.uri)
-        if clients is None:
-            if len(self._subscribers) >= _MAX_SUBSCRIPTIONS:
-                raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
-            await self._relay(owners[0])
-            await _upstream(
-                owners[0], lambda: self.host.session(owners[0]).subscribe_resource(params.uri)
-            )
-            clients = self._subscribers[params.uri] = set()
-        clients.add(info.session)
+        """A legacy client's ``resources/subscribe`` (plain updates, until it unsubscribes
+        or leaves)."""
+        if self.subscriptions.find(params.uri, info.session, None) is not None:
+            return {}
+        if not self.subscriptions.room_for(info.session):
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
+        self._owner(params.uri)
+        try:
+            await self.subscriptions.add(params.uri, Subscriber(info.session))
+        except (JSONRPCError, NotFound, AmbiguousResource):
+            raise
+        except AgentHostError as exc:
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, _reason(exc)) from None
         return {}
 
     async def unsubscribe(
         self, info: RequestInfo, params: UnsubscribeRequestParams
     ) -> dict[str, Any]:
-        clients = self._subscribers.get(params.uri)
-        if clients is not None:
-            clients.discard(info.session)
-            if not clients:
-                del self._subscribers[params.uri]
-                owners = self.host.catalog.resource_owners(params.uri)
-                if len(owners) == 1:
-                    await _upstream(
-                        owners[0],
-                        lambda: self.host.session(owners[0]).unsubscribe_resource(params.uri),
-                    )
+        sub = self.subscriptions.find(params.uri, info.session, None)
+        if sub is not None:
+            await self.subscriptions.remove(params.uri, sub)
         return {}
 
 

@@ -25,6 +25,7 @@ Scenarios:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -122,7 +123,50 @@ async def echo(client: Client, seen: dict[str, Any]) -> None:
     seen["echo"] = dump(await client.call_tool("echo", {"message": "bridged"}))
 
 
-SCENARIOS = {"echo": echo, "tour": tour, "consent": consent, "sample": sample, "roots": roots}
+async def _first(sub: Any, into: list[str], seconds: float) -> None:
+    """The stream's first event within ``seconds``, if any."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            async for event in sub:
+                into.append(f"{type(event).__name__} {getattr(event, 'uri', '')}".strip())
+                return
+
+
+async def watch(client: Client, seen: dict[str, Any]) -> None:
+    """Resource updates: a 2026-07-28 client on two listen streams (the readme on one, the
+    pixel on the other); a legacy one through resources/subscribe."""
+    if client.protocol_version != "2026-07-28":
+        await client.subscribe_resource("text://readme")
+        seen["touch"] = dump(await client.call_tool("touch_readme", {}))
+        for _ in range(100):
+            if "notifications/resources/updated" in seen["notifications"]:
+                break
+            await asyncio.sleep(0.05)
+        await client.unsubscribe_resource("text://readme")
+        return
+    readme: list[str] = []
+    pixel: list[str] = []
+    async with (
+        client.listen(resource_subscriptions=["text://readme", "text://nothing-here"]) as one,
+        client.listen(resource_subscriptions=["bin://pixel"]) as two,
+    ):
+        seen["honoured_one"] = dump(one.honored) if one.honored else None
+        seen["honoured_two"] = dump(two.honored) if two.honored else None
+        seen["touch"] = dump(await client.call_tool("touch_readme", {}))
+        await _first(one, readme, 10)
+        await _first(two, pixel, 1)  # the pixel did not change: nothing comes
+    seen["stream_readme"] = readme
+    seen["stream_pixel"] = pixel
+
+
+SCENARIOS = {
+    "echo": echo,
+    "tour": tour,
+    "consent": consent,
+    "sample": sample,
+    "roots": roots,
+    "watch": watch,
+}
 
 
 async def main(scenario: str, mode: str, command: list[str]) -> None:
