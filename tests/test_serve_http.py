@@ -209,3 +209,40 @@ def test_a_non_loopback_bind_needs_a_token(
 
 
 pytestmark = pytest.mark.timeout(240)
+
+
+def test_an_upstream_ask_goes_to_the_client_whose_call_it_serves(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """Two SDK clients at once: A's call makes the (legacy) upstream elicit, log and report
+    progress after B spoke last; the form, the log line and the progress reach A only."""
+    server = sdk_server_cmd()
+    config = _config(
+        tmp_path,
+        server,
+        '[policy]\npreset = "unsafe-allow-everything"\n',
+    )
+    config.write_text(config.read_text().replace("[policy]", 'protocol = "legacy"\n\n[policy]', 1))
+    with _serving(config) as (url, _):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "tests" / "peers" / "two_clients.py"),
+                url,
+                str(tmp_path / "gate"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+            cwd=REPO,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    a, b = seen["A"], seen["B"]
+    assert a["forms"] == ["Who opened the gate?"] and b["forms"] == []
+    assert json.loads(a["result"]["content"][0]["text"])["content"]["name"] == "A"
+    assert a["progress"] == [1.0]
+    assert "notifications/progress" not in b["notifications"]
+    assert any("the gate opened" in line for line in a["logs"])
+    assert b["logs"] == [] and "notifications/message" not in b["notifications"]

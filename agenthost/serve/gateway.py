@@ -25,6 +25,7 @@ tells every client whose list changed; the host itself re-lists an upstream on i
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,7 +43,7 @@ from agenthost.errors import (
     NotFound,
     TaskCancelled,
 )
-from agenthost.host import Host
+from agenthost.host import SERVER_ASK, Host
 from agenthost.host.catalog import CatalogTool
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
@@ -89,6 +90,7 @@ from agenthost.serve.modern import META_CLIENT_CAPABILITIES
 from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
+from agenthost.serve.routing import CallsInFlight, asker_for
 from agenthost.serve.subscriptions import Subscriber, Subscriptions
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
 from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
@@ -140,16 +142,20 @@ class Gateway:
         self.host = host
         self.view = CatalogView(host)
         self.sessions: set[DownstreamSession] = set()
-        #: The client that spoke last: an upstream's ask outside any downstream request
-        #: goes to it (over stdio there is exactly one).
+        #: The client that spoke last: an upstream's ask that cannot be attributed to a
+        #: call (:mod:`agenthost.serve.routing`) goes to it (over stdio there is one).
         self.last_active: DownstreamSession | None = None
+        #: Which downstream request has a tool call running on which upstream.
+        self.calls = CallsInFlight()
         self.server_info = Implementation(name="agenthost", version=__version__)
         #: 2026-07-28 requests waiting for the client's input (set by open_gateway).
         self.exchanges: ExchangeStore | None = None
         #: The clients' tasks (set by open_gateway; None: tasks are not offered).
         self.tasks: GatewayTasks | None = None
-        #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
-        self._client_roots: list[Root] | None = None
+        #: Each legacy client's roots, as last listed (absent: ask again).
+        self._client_roots: weakref.WeakKeyDictionary[DownstreamSession, list[Root]] = (
+            weakref.WeakKeyDictionary()
+        )
         #: Upstream sessions whose log lines and resource updates are relayed (a session
         #: object per upstream start: a restarted upstream is a new one).
         self._relayed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -251,11 +257,18 @@ class Gateway:
 
     def asker(self) -> Asker | None:
         """Who to put a request to now: the client whose request this task serves (a
-        2026-07-28 one through that request), else the newest 2026-07-28 request still
-        under way, else the client that spoke last."""
+        2026-07-28 one through that request); else, for an upstream's ask, the client
+        whose call it serves (:class:`CallsInFlight`: by the tool a 2026-07-28 upstream
+        names, or the one call in flight on a legacy upstream); else (an ask that cannot
+        be attributed) the newest 2026-07-28 request still under way, else the client
+        that spoke last."""
         info = CURRENT.get()
         if info is not None:
-            return ExchangeAsker(info.exchange) if info.exchange is not None else info.session
+            return asker_for(info)
+        ask = SERVER_ASK.get()
+        caller = self.calls.caller(*ask) if ask is not None else None
+        if caller is not None:
+            return asker_for(caller)
         if self.exchanges is not None and self.exchanges.latest is not None:
             return ExchangeAsker(self.exchanges.latest)
         return self.last_active
@@ -295,7 +308,7 @@ class Gateway:
         if method == m.NOTIFICATION_ROOTS_LIST_CHANGED or ready_with_roots:
             # The upstreams listed the workspaces alone before this client came: they
             # list again, now through its roots.
-            self._client_roots = None
+            self._client_roots.pop(session, None)
             await self.host.roots_changed()
 
     async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
@@ -305,14 +318,17 @@ class Gateway:
         client = self.asker()
         if client is None or client.closed or not client.can("roots"):
             return offered
-        if self._client_roots is None:
+        roots = self._client_roots.get(client) if isinstance(client, DownstreamSession) else None
+        if roots is None:
             try:
                 listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
             except AgentHostError as exc:
                 log.warning("%s: cannot list the client's roots: %s", client.name, exc)
                 return []
-            self._client_roots = list(listed.roots[:_MAX_ROOTS])
-        return intersect_roots(offered, self._client_roots)
+            roots = list(listed.roots[:_MAX_ROOTS])
+            if isinstance(client, DownstreamSession):
+                self._client_roots[client] = roots
+        return intersect_roots(offered, roots)
 
     # ------------------------------------------------------------------ list_changed
 
@@ -407,12 +423,14 @@ class Gateway:
         if form is not None and self.tasks is not None:
             ttl = params.task.ttl if params.task is not None else None
 
-            def run(on_task: TaskCreatedCallback, progress: Any) -> Awaitable[CallToolResult]:
-                return self._call(entry.name, entry.server, params, progress, on_task)
+            async def run(on_task: TaskCreatedCallback, progress: Any) -> CallToolResult:
+                with self.calls.running(entry.server, entry.original_name, info):
+                    return await self._call(entry.name, entry.server, params, progress, on_task)
 
             task_run: TaskRun = run
             return await self.tasks.call(info, form, entry.name, ttl, task_run)
-        return await self._call(entry.name, entry.server, params, _progress(info), None)
+        with self.calls.running(entry.server, entry.original_name, info):
+            return await self._call(entry.name, entry.server, params, _progress(info), None)
 
     async def _call(
         self,
@@ -632,20 +650,26 @@ class Gateway:
         if session in self._relayed:
             return
         self._relayed.add(session)
-        session.add_listener(m.NOTIFICATION_MESSAGE, self._on_log)
+        session.add_listener(m.NOTIFICATION_MESSAGE, functools.partial(self._on_log, server))
         session.add_listener(m.NOTIFICATION_RESOURCES_UPDATED, self._on_updated)
         try:
             await session.set_logging_level("debug")  # filtered per client (_on_log)
         except AgentHostError as exc:
             log.debug("%s: logging level not set: %s", server, exc)
 
-    async def _on_log(self, ctx: Any, params: Mapping[str, Any]) -> None:
-        client = self.last_active
-        if client is None or client.closed:
-            return
-        wanted = _LOG_LEVELS.get(self._log_levels.get(client, "info"), 1)
-        if _LOG_LEVELS.get(str(params.get("level")), 7) >= wanted:
-            relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+    async def _on_log(self, server: str, ctx: Any, params: Mapping[str, Any]) -> None:
+        """An upstream's log line goes to the clients that asked for log lines
+        (``logging/setLevel``), at or above each one's level: to the client whose call
+        it came during when that can be told (:class:`CallsInFlight`), else to each of
+        them (the upstream is shared; its line is nobody's in particular)."""
+        caller = self.calls.caller(server, getattr(ctx, "origin_name", None))
+        targets = [caller.session] if caller is not None else list(self._log_levels)
+        rank = _LOG_LEVELS.get(str(params.get("level")), 7)
+        relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+        for client in targets:
+            level = self._log_levels.get(client)
+            if level is None or client.closed or rank < _LOG_LEVELS.get(level, 1):
+                continue
             await client.notify(m.NOTIFICATION_MESSAGE, relayed)
 
     async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
