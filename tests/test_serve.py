@@ -483,3 +483,22 @@ def test_resource_updates_reach_only_their_subscribers(
     assert seen["honoured_two"]["resourceSubscriptions"] == ["bin://pixel"]
     assert seen["stream_readme"] == ["ResourceUpdated text://readme"]
     assert seen["stream_pixel"] == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_log_lines_reach_only_a_client_that_asked(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
+) -> None:
+    """A (legacy) upstream's log lines during a call: a legacy client gets them once it
+    sent logging/setLevel, a 2026-07-28 one for the request whose _meta names a level;
+    each at or above its level."""
+    command, args = sdk_server_cmd()
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": (command, args)},
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        ).replace("\n\n[policy]", '\nprotocol = "legacy"\n\n[policy]', 1)
+    )
+    seen, _ = _drive(config, "logs", mode=mode)
+    assert seen.get("logs", []) == ["asked"]

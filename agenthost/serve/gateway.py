@@ -118,6 +118,8 @@ _LOG_LEVELS: Final = {
         ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
     )
 }
+#: A 2026-07-28 request's log level (``server/utilities/logging``: per request).
+_META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 #: ``subscriptions/listen`` streams open at once, all clients together.
 _MAX_LISTENERS: Final = 256
 #: How long the client may take to list its roots, and how many of them are kept.
@@ -661,11 +663,18 @@ class Gateway:
         """An upstream's log line goes to the clients that asked for log lines
         (``logging/setLevel``), at or above each one's level: to the client whose call
         it came during when that can be told (:class:`CallsInFlight`), else to each of
-        them (the upstream is shared; its line is nobody's in particular)."""
+        them (the upstream is shared; its line is nobody's in particular). A 2026-07-28
+        caller gets it only when its request's ``_meta`` named a level."""
         caller = self.calls.caller(server, getattr(ctx, "origin_name", None))
-        targets = [caller.session] if caller is not None else list(self._log_levels)
         rank = _LOG_LEVELS.get(str(params.get("level")), 7)
         relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+        if caller is not None and caller.revision in MODERN_REVISIONS:
+            # 2026-07-28: request-scoped, only for a request whose _meta asked for a level.
+            level = (caller.meta or {}).get(_META_LOG_LEVEL)
+            if isinstance(level, str) and rank >= _LOG_LEVELS.get(level, len(_LOG_LEVELS)):
+                await caller.session.notify(m.NOTIFICATION_MESSAGE, relayed)
+            return
+        targets = [caller.session] if caller is not None else list(self._log_levels)
         for client in targets:
             level = self._log_levels.get(client)
             if level is None or client.closed or rank < _LOG_LEVELS.get(level, 1):

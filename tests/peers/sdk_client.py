@@ -29,7 +29,7 @@ import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -43,6 +43,7 @@ from mcp.types import (
     Root,
     TextContent,
 )
+from mcp_types import RequestParamsMeta
 
 
 def dump(value: Any) -> Any:
@@ -159,7 +160,24 @@ async def watch(client: Client, seen: dict[str, Any]) -> None:
     seen["stream_pixel"] = pixel
 
 
+async def logs(client: Client, seen: dict[str, Any]) -> None:
+    """Log lines during a call: a 2026-07-28 client gets them for the request whose _meta
+    names a level, at or above it; a legacy one after logging/setLevel."""
+    level: RequestParamsMeta | None = cast(
+        RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "info"}
+    )
+    if client.protocol_version != "2026-07-28":
+        await client.call_tool("log", {"level": "warning", "message": "before setLevel"})
+        await client.set_logging_level("info")
+        level = None
+    await client.call_tool("log", {"level": "debug", "message": "below"}, meta=level)
+    await client.call_tool("log", {"level": "warning", "message": "asked"}, meta=level)
+    if level is not None:
+        await client.call_tool("log", {"level": "warning", "message": "unasked"})
+
+
 SCENARIOS = {
+    "logs": logs,
     "echo": echo,
     "tour": tour,
     "consent": consent,
@@ -194,6 +212,9 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         uris = json.loads(os.environ["ROOTS"])
         return ListRootsResult(roots=[Root(uri=uri, name=f"root{i}") for i, uri in enumerate(uris)])
 
+    async def on_log(params: Any) -> None:
+        seen.setdefault("logs", []).append(str(params.data))
+
     async def on_message(message: Any) -> None:
         method = getattr(message, "method", None)
         if method is not None:
@@ -209,6 +230,7 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         sampling_callback=on_sampling if scenario == "sample" else None,
         list_roots_callback=on_roots if "ROOTS" in os.environ else None,
         message_handler=on_message,
+        logging_callback=on_log,
         read_timeout_seconds=60,
     ) as client:
         seen["protocol_version"] = client.protocol_version
