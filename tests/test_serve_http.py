@@ -211,11 +211,13 @@ def test_a_non_loopback_bind_needs_a_token(
 pytestmark = pytest.mark.timeout(240)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_an_upstream_ask_goes_to_the_client_whose_call_it_serves(
-    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
 ) -> None:
     """Two SDK clients at once: A's call makes the (legacy) upstream elicit, log and report
-    progress after B spoke last; the form, the log line and the progress reach A only."""
+    progress after B spoke last; the form, the log line and the progress reach A only
+    (a 2026-07-28 A gets the form as its request's InputRequiredResult)."""
     server = sdk_server_cmd()
     config = _config(
         tmp_path,
@@ -230,6 +232,7 @@ def test_an_upstream_ask_goes_to_the_client_whose_call_it_serves(
                 str(REPO / "tests" / "peers" / "two_clients.py"),
                 url,
                 str(tmp_path / "gate"),
+                mode,
             ],
             capture_output=True,
             text=True,

@@ -5,7 +5,8 @@ gate file, then logs, reports progress and asks for a form; while it waits, clie
 speaks (it lists the tools) and so becomes the client that spoke last. Each client
 records what reached it; the test asserts each saw only its own.
 
-Usage: ``python tests/peers/two_clients.py URL GATE_PATH`` (prints one JSON object).
+Usage: ``python tests/peers/two_clients.py URL GATE_PATH [A_MODE]`` (A_MODE: ``legacy``,
+the default, or ``2026-07-28``; B is legacy; prints one JSON object).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcp import Client
 from mcp.types import ElicitRequestParams, ElicitResult
+from mcp_types import RequestParamsMeta
 
 
-def _client(url: str, name: str, seen: dict[str, Any]) -> Client:
+def _client(url: str, name: str, seen: dict[str, Any], mode: str = "legacy") -> Client:
     mine: dict[str, Any] = {"forms": [], "notifications": [], "logs": []}
     seen[name] = mine
 
@@ -38,7 +40,7 @@ def _client(url: str, name: str, seen: dict[str, Any]) -> Client:
 
     return Client(
         url,
-        mode="legacy",
+        mode=mode,
         elicitation_callback=on_elicit,
         message_handler=on_message,
         logging_callback=on_log,
@@ -46,10 +48,14 @@ def _client(url: str, name: str, seen: dict[str, Any]) -> Client:
     )
 
 
-async def main(url: str, gate: Path) -> None:
+async def main(url: str, gate: Path, mode: str) -> None:
     seen: dict[str, Any] = {}
-    async with _client(url, "A", seen) as a, _client(url, "B", seen) as b:
-        await a.set_logging_level("debug")
+    async with _client(url, "A", seen, mode) as a, _client(url, "B", seen) as b:
+        meta: RequestParamsMeta | None = None
+        if mode == "legacy":
+            await a.set_logging_level("debug")
+        else:  # 2026-07-28: the level goes with the request
+            meta = cast(RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "debug"})
         seen_progress: list[float] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -57,7 +63,12 @@ async def main(url: str, gate: Path) -> None:
 
         async with asyncio.timeout(60), asyncio.TaskGroup() as group:
             call = group.create_task(
-                a.call_tool("gated_elicit", {"gate": str(gate)}, progress_callback=on_progress)
+                a.call_tool(
+                    "gated_elicit",
+                    {"gate": str(gate)},
+                    progress_callback=on_progress,
+                    meta=meta,
+                )
             )
             started = gate.with_name(gate.name + ".started")
             while not started.exists():
@@ -71,4 +82,4 @@ async def main(url: str, gate: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), (sys.argv[3:] or ["legacy"])[0]))
