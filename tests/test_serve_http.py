@@ -249,3 +249,22 @@ def test_an_upstream_ask_goes_to_the_client_whose_call_it_serves(
     assert "notifications/progress" not in b["notifications"]
     assert any("the gate opened" in line for line in a["logs"])
     assert b["logs"] == [] and "notifications/message" not in b["notifications"]
+
+
+def test_resource_updates_over_http_both_eras(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """The readme's update reaches a 2026-07-28 client on the listen stream that named it
+    (not the pixel's), and a legacy client that sent resources/subscribe, over HTTP."""
+    config = _config(
+        tmp_path,
+        sdk_server_cmd(),
+        '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+    )
+    with _serving(config) as (url, _):
+        modern = _drive(url, "watch", "2026-07-28")
+        legacy = _drive(url, "watch", "legacy")
+    assert modern["honoured_one"]["resourceSubscriptions"] == ["text://readme"]
+    assert modern["stream_readme"] == ["ResourceUpdated text://readme"]
+    assert modern["stream_pixel"] == []
+    assert "notifications/resources/updated" in legacy["notifications"]
