@@ -1,5 +1,6 @@
-"""Whose call an upstream's ask serves (agenthost/serve/routing.py); the end-to-end case,
-two real SDK clients on ``serve --http``, is in tests/test_serve_http.py."""
+"""Whose call an upstream's ask serves (agenthost/serve/routing.py) and who watches which
+resource (agenthost/serve/subscriptions.py); the end-to-end cases, real SDK clients on
+``serve``, are in tests/test_serve.py and tests/test_serve_http.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from agenthost.protocol.types import Implementation, ServerCapabilities
 from agenthost.serve import DownstreamSession
 from agenthost.serve.downstream import RequestInfo
 from agenthost.serve.routing import CallsInFlight
+from agenthost.serve.subscriptions import MAX_PER_CLIENT, Subscriber, Subscriptions
 from agenthost.transports.memory import memory_transport_pair
 
 
@@ -41,3 +43,31 @@ async def test_an_ask_is_attributed_by_its_tool_else_by_the_one_call() -> None:
             found = calls.caller("srv", None)  # two calls, one legacy client: its session
             assert found is not None and found.session is a.session
     assert calls.caller("srv", None) is None and not calls.has_calls("srv")
+
+
+async def test_subscriptions_share_the_upstream_and_are_bounded_per_client() -> None:
+    """One upstream subscription per URI whoever watches it, dropped after the last
+    watcher (a client that leaves included); a client watches MAX_PER_CLIENT URIs at most."""
+    upstream: list[str] = []
+
+    async def subscribe(uri: str) -> None:
+        upstream.append(f"+{uri}")
+
+    async def unsubscribe(uri: str) -> None:
+        upstream.append(f"-{uri}")
+
+    subs = Subscriptions(subscribe, unsubscribe)
+    a, b = _info("a", 1).session, _info("b", 2).session
+    legacy, stream = Subscriber(a), Subscriber(b, 7, ready=False)
+    await subs.add("x://1", legacy)
+    await subs.add("x://1", stream)
+    assert upstream == ["+x://1"]
+    assert subs.find("x://1", b, 7) is stream and subs.find("x://1", b, None) is None
+    await subs.remove("x://1", legacy)
+    assert upstream == ["+x://1"]  # b still watches it
+    await subs.forget(b)
+    assert upstream == ["+x://1", "-x://1"]
+    for n in range(MAX_PER_CLIENT):
+        assert subs.room_for(a)
+        await subs.add(f"x://{n}", Subscriber(a))
+    assert not subs.room_for(a) and subs.room_for(b)
