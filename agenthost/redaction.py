@@ -79,7 +79,7 @@ MAX_SECRETS: Final = 4096
 RUNTIME_MIN_LENGTH: Final = 16
 #: A setting's name that says its value is a secret (``API_KEY``, ``token``, ``sig``...).
 _SECRET_NAME = re.compile(
-    r"key|token|secret|pass|pwd|auth|cred|cookie|session|sig|private|bearer|jwt|dsn|code",
+    r"key|token|secret|pass|pw|pin|api|auth|cred|cookie|session|sig|private|bearer|jwt|dsn|code",
     re.IGNORECASE,
 )
 #: A value that is plainly not a secret: lowercase words, paths, MIME types, host names

@@ -167,10 +167,11 @@ def test_plain_settings_are_not_secrets_and_named_ones_are() -> None:
     add_named_secret("DATA_DIR", "/srv/data/files")
     add_named_secret("PORT", "8080")
     add_named_secret("DB_PASSWORD", "swordfish")
+    add_named_secret("SMTP_PW", "hunter")
     add_named_secret("OTHER", "Zx81-kept-secret")
     text = "requires application/json in /srv/data/files on 8080"
     assert redact(text) == text
-    assert redact("pw-1x9z plainword swordfish Zx81-kept-secret") == " ".join([REDACTED] * 4)
+    assert redact("pw-1x9z plainword swordfish Zx81-kept-secret hunter") == " ".join([REDACTED] * 5)
 
 
 def test_a_short_value_a_server_chose_is_not_registered() -> None:
