@@ -311,17 +311,19 @@ def test_a_servers_sampling_during_a_durable_call_is_audited_with_the_run(
 
 def test_an_unreachable_temporal_is_one_line(tmp_path: Path) -> None:
     config_path = write_config(tmp_path, record_turns([]), rules=[])
+    # Bound but never listening: connections are refused, and no other test's server
+    # (xdist runs them side by side) can take the port meanwhile, as it could once closed.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # nothing listens once closed
-    argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "runs", "list"]
-    proc = subprocess.run(
-        [*argv, "--temporal", f"127.0.0.1:{port}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+        port = sock.getsockname()[1]
+        argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "runs", "list"]
+        proc = subprocess.run(
+            [*argv, "--temporal", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"agenthost: cannot reach Temporal at 127.0.0.1:{port}")
     assert len(proc.stderr.splitlines()) == 1
