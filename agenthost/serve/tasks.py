@@ -365,7 +365,9 @@ async def _first(*events: trio.Event) -> None:
 
 
 def _error(exc: JSONRPCError) -> dict[str, Any]:
+    """The task's error as the client sees it: ``data``, never ``raw_data`` (what the
+    upstream sent, our secrets included: it quotes back the headers and env we gave it)."""
     out: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.raw_data is not None:
-        out["data"] = exc.raw_data
+    if exc.data is not None:
+        out["data"] = exc.data
     return out

@@ -26,11 +26,14 @@ Config keys (all optional):
   without pause, from the moment the task is created.
 - ``list``: ``{"per_page": N, "pages": P}`` for ``tasks/list`` (``P`` 0: without end).
 - ``record``: a path; the method of every message received is appended, one a line.
+- ``fail_quoting``: the name of an environment variable: the task ends ``failed``, its
+  error (message and data) quoting that variable's value back (a secret the host gave it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -55,7 +58,13 @@ class Server:
             sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
             sys.stdout.flush()
 
+    def error(self) -> dict[str, Any]:
+        quoted = os.environ.get(str(self.config.get("fail_quoting")), "")
+        return {"code": -32603, "message": f"bad key {quoted}", "data": {"key": quoted}}
+
     def status(self) -> str:
+        if "fail_quoting" in self.config:
+            return "failed"
         after = self.config.get("complete_after")
         if after is not None and self.gets >= int(after):
             return "completed"
@@ -76,6 +85,8 @@ class Server:
                 task["inputRequests"] = {"again": ask}
             elif task["status"] == "completed":
                 task["result"] = {"content": [{"type": "text", "text": "done"}]}
+            elif task["status"] == "failed":
+                task["error"] = self.error()
         else:
             task |= {"ttl": ttl, "pollInterval": poll}
         return {k: v for k, v in task.items() if v is not None}
@@ -165,7 +176,9 @@ class Server:
                 error = {"code": -32601, "message": f"Method not found: {method}"}
                 self.write({"id": message["id"], "error": error})
                 continue
-            if result is not None:
+            if result is None and method == "tasks/result" and self.status() == "failed":
+                self.write({"id": message["id"], "error": self.error()})
+            elif result is not None:
                 self.write({"id": message["id"], "result": result})
 
 

@@ -1,0 +1,104 @@
+"""Tasks through ``agenthost serve`` against a hostile upstream and a hostile downstream
+client (hostile_tasks_server.py upstream, the gateway in process, a real agenthost
+session downstream over a memory transport).
+
+What must hold: a failed task's error reaches the downstream client with the host's
+secrets scrubbed out of it, as a plain call's error does; a client cannot hold more tasks
+than the bound by starting them all at once.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
+from agenthost.errors import JSONRPCError
+from agenthost.protocol import methods as m
+from agenthost.protocol.types import CallToolRequestParams
+from agenthost.protocol.types.tasks import TaskMetadata, TaskRequestParams
+from agenthost.serve import open_gateway
+from agenthost.session import ClientSession
+from agenthost.tool_tasks import TASKS_EXTENSION
+from agenthost.transports.memory import memory_transport_pair
+
+SERVER = str(Path(__file__).resolve().parent / "hostile_tasks_server.py")
+#: What the host gives the upstream in its env, and the upstream quotes back.
+SECRET = "Upstream-Key-7f3a9c2e51"
+ALLOW: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
+
+
+def _upstream(era: str, **config: Any) -> ServerConfig:
+    return ServerConfig(
+        name="ht",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"era": era, **config})),
+        env={"UPSTREAM_KEY": SECRET},
+        protocol="2026-07-28" if era == "modern" else "legacy",
+    )
+
+
+@asynccontextmanager
+async def _client(upstream: ServerConfig, downstream_era: str) -> AsyncIterator[ClientSession]:
+    """A downstream session of a gateway in front of ``upstream``."""
+    async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+        ours, theirs = memory_transport_pair(name="gateway")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, gateway.session(theirs))
+            async with open_session(
+                ours, name="gateway", protocol_version="2025-11-25", era=downstream_era
+            ) as client:
+                yield client
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("upstream_era", ["legacy", "modern"])
+async def test_a_failed_tasks_error_is_scrubbed_for_a_2026_07_28_client(upstream_era: str) -> None:
+    """The extension form carries the error inline in ``tasks/get``: it went out with the
+    upstream's data as sent (``raw_data``), and, for an extension upstream, its message
+    unscrubbed too."""
+    upstream = _upstream(upstream_era, fail_quoting="UPSTREAM_KEY")
+    with trio.fail_after(40):
+        async with _client(upstream, "modern") as client:
+            created = await client.exchange(
+                m.TOOLS_CALL_SPEC,
+                {"name": "slow", "arguments": {}},
+                extensions={TASKS_EXTENSION: {}},
+                final_kinds=frozenset({"complete", "task"}),
+            )
+            assert created["resultType"] == "task", created
+            params = TaskRequestParams(task_id=created["taskId"])
+            while True:
+                seen = await client.request(m.TASKS_EXT_GET_SPEC, params)
+                if seen["status"] != "working":
+                    break
+                await trio.sleep(0.05)
+    assert seen["status"] == "failed" and seen["error"]["code"] == -32603, seen
+    assert SECRET not in json.dumps(seen), seen
+
+
+@pytest.mark.timeout(60)
+async def test_a_failed_tasks_error_is_scrubbed_for_a_2025_11_25_client() -> None:
+    """``tasks/result`` answers the task's error: from an extension upstream it was built
+    from the upstream's ``tasks/get`` answer, past the scrubbing of received errors."""
+    upstream = _upstream("modern", fail_quoting="UPSTREAM_KEY")
+    with trio.fail_after(40):
+        async with _client(upstream, "legacy") as client:
+            params = CallToolRequestParams(name="slow", arguments={}, task=TaskMetadata())
+            created = await client.request(m.TOOLS_CALL_TASK_SPEC, params)
+            with pytest.raises(JSONRPCError) as info:
+                await client.request(
+                    m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=created["task"]["taskId"])
+                )
+    assert info.value.code == -32603
+    assert SECRET not in info.value.message and SECRET not in json.dumps(info.value.raw_data)
