@@ -130,6 +130,9 @@ class GatewayTask:
     error: JSONRPCError | None = None
     #: When a terminal task is forgotten (trio clock).
     expires: float = float("inf")
+    #: Whether its client was told of it (the upstream created its task). Until then it
+    #: holds its place in the owner's bound but is nobody's to see.
+    announced: bool = False
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
 
@@ -206,10 +209,13 @@ class GatewayTasks:
         )
         settled = trio.Event()
         created: list[bool] = []
+        # Counted from now: calls sent together would all pass _room before any upstream
+        # had created its task, and the owner would hold as many tasks as it sent.
+        held[task.task_id] = task
 
         async def on_created(upstream: CreateTaskResult) -> None:
             created.append(True)
-            held[task.task_id] = task
+            task.announced = True
             log.info("%s: task %s… runs %s upstream", info.session.name, task.task_id[:6], tool)
             settled.set()
 
@@ -220,6 +226,9 @@ class GatewayTasks:
             if not created:
                 task.scope.cancel()  # the client gave up before there was a task
             raise
+        finally:
+            if not created:
+                held.pop(task.task_id, None)
         if created:
             return (
                 {"task": task.wire(info.revision)}
@@ -281,7 +290,7 @@ class GatewayTasks:
         task_id = params.get("taskId")
         held = self._owned.get(info.session.task_owner, {})
         task = held.get(task_id) if isinstance(task_id, str) else None
-        if task is None or task.expires <= trio.current_time():
+        if task is None or not task.announced or task.expires <= trio.current_time():
             shown = str(task_id)[:80]
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown task: {shown}")
         return task
@@ -289,7 +298,7 @@ class GatewayTasks:
     def listed(self, info: RequestInfo) -> list[GatewayTask]:
         now = trio.current_time()
         held = self._owned.get(info.session.task_owner, {})
-        return [t for t in held.values() if t.expires > now]
+        return [t for t in held.values() if t.announced and t.expires > now]
 
     async def result(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
         """``tasks/result`` (2025-11-25): waits for the end, then the call's own answer."""

@@ -27,7 +27,7 @@ from agenthost.protocol.types import CallToolRequestParams
 from agenthost.protocol.types.tasks import TaskMetadata, TaskRequestParams
 from agenthost.serve import open_gateway
 from agenthost.session import ClientSession
-from agenthost.tool_tasks import TASKS_EXTENSION
+from agenthost.tool_tasks import TASKS_EXTENSION, list_tasks
 from agenthost.transports.memory import memory_transport_pair
 
 SERVER = str(Path(__file__).resolve().parent / "hostile_tasks_server.py")
@@ -102,3 +102,33 @@ async def test_a_failed_tasks_error_is_scrubbed_for_a_2025_11_25_client() -> Non
                 )
     assert info.value.code == -32603
     assert SECRET not in info.value.message and SECRET not in json.dumps(info.value.raw_data)
+
+
+@pytest.mark.timeout(60)
+async def test_tasks_started_all_at_once_stay_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every call checked the bound before any upstream had created its task, so a client
+    that sent its calls together held as many tasks as it sent (never-ending ones here)."""
+    monkeypatch.setattr("agenthost.serve.tasks.MAX_TASKS_PER_OWNER", 2)
+    created: list[str] = []
+    refused: list[str] = []
+    with trio.fail_after(40):
+        async with _client(_upstream("legacy", status="working"), "legacy") as client:
+
+            async def start() -> None:
+                params = CallToolRequestParams(name="slow", arguments={}, task=TaskMetadata())
+                try:
+                    answer = await client.request(m.TOOLS_CALL_TASK_SPEC, params)
+                except JSONRPCError as exc:
+                    refused.append(exc.message)
+                else:
+                    created.append(answer["task"]["taskId"])
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(6):
+                    nursery.start_soon(start)
+            listed = await list_tasks(client)
+    assert len(created) == 2 and len(refused) == 4, (created, refused)
+    assert all("too many tasks" in text for text in refused)
+    assert {t.task_id for t in listed} == set(created)
