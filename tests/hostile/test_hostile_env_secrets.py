@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from agenthost.redaction import REDACTED
+
 pytestmark = pytest.mark.timeout(60)
 
 HERE = Path(__file__).parent
@@ -61,3 +63,26 @@ async def test_a_servers_lines_carry_its_name_not_an_env_key(tmp_path: Path) -> 
     assert str(row["last_error"]).startswith("server process exited"), row
     assert "agenthost.server.quoter: github is plain" in err
     assert "agenthost.server.github" not in err
+
+
+#: Secrets whose text looks plain (lowercase letters and separators) under names that do
+#: not say "secret": a connection URL's password, a wallet's recovery phrase.
+PASSWORD = "correcthorse"
+PHRASE = "abandon ability able about above absent absorb abstract"
+PLAIN_LOOKING = {
+    "DATABASE_URL": f"postgres://app:{PASSWORD}@db.internal/prod",
+    "WALLET_MNEMONIC": PHRASE,
+    "SEED_PHRASE": PHRASE.replace("abandon", "zoo"),
+}
+
+
+async def test_plain_looking_secrets_the_server_quotes_are_scrubbed(tmp_path: Path) -> None:
+    """Regression (74223d5's add_named_secret rule): an env value made only of lowercase
+    letters, ':', '/', '@' and spaces counted as "plainly not a secret" unless its name
+    said otherwise, so a URL's password and a recovery phrase reached ``last_error`` and
+    the log lines of the server's stderr."""
+    row, out, err = await _check(_config(tmp_path, PLAIN_LOOKING))
+    assert REDACTED in str(row["last_error"]), row
+    for secret in (PASSWORD, PHRASE, PLAIN_LOOKING["SEED_PHRASE"]):
+        assert secret not in out and secret not in err, (secret, out, err[-2000:])
+    assert "postgres://app:" in out  # the rest of the URL stays readable
