@@ -16,10 +16,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
-from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.connection import open_session
 from agenthost.errors import JSONRPCError
 from agenthost.protocol import methods as m
@@ -132,3 +133,64 @@ async def test_tasks_started_all_at_once_stay_within_the_bound(
     assert len(created) == 2 and len(refused) == 4, (created, refused)
     assert all("too many tasks" in text for text in refused)
     assert {t.task_id for t in listed} == set(created)
+
+
+@pytest.mark.timeout(60)
+async def test_an_upstream_task_that_never_ends_ends_the_gateways_at_the_task_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The host gives up on the upstream task at its task limit: the client reads the
+    gateway's task ended with a tool error naming the limit (as a plain call's timeout
+    is), and the gateway's log holds no traceback for it."""
+    upstream = attrs.evolve(_upstream("modern", status="working"), timeouts=Timeouts(task=1.0))
+    with trio.fail_after(40):
+        async with _client(upstream, "modern") as client:
+            created = await client.exchange(
+                m.TOOLS_CALL_SPEC,
+                {"name": "slow", "arguments": {}},
+                extensions={TASKS_EXTENSION: {}},
+                final_kinds=frozenset({"complete", "task"}),
+            )
+            params = TaskRequestParams(task_id=created["taskId"])
+            while (seen := await client.request(m.TASKS_EXT_GET_SPEC, params))["status"] == (
+                "working"
+            ):
+                await trio.sleep(0.1)
+    assert seen["status"] == "completed" and seen["result"]["isError"], seen
+    assert "did not finish within 1s" in seen["result"]["content"][0]["text"]
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.timeout(60)
+async def test_another_sessions_task_id_is_an_unknown_task() -> None:
+    """A client that learned (or guessed) another session's task id can neither read,
+    wait for, list nor cancel that task; cancelling its own twice is refused the second
+    time; neither reaches a traceback."""
+    config = HostConfig(servers=[_upstream("legacy", status="working")], policy=ALLOW)
+    with trio.fail_after(40):
+        async with open_gateway(config) as gateway, trio.open_nursery() as nursery:
+            pairs = [memory_transport_pair(name=f"gateway-{n}") for n in range(2)]
+            for _, theirs in pairs:
+                nursery.start_soon(gateway.serve, gateway.session(theirs))
+            async with (
+                open_session(pairs[0][0], name="a", protocol_version="2025-11-25") as alice,
+                open_session(pairs[1][0], name="b", protocol_version="2025-11-25") as bob,
+            ):
+                params = CallToolRequestParams(name="slow", arguments={}, task=TaskMetadata())
+                task_id = (await alice.request(m.TOOLS_CALL_TASK_SPEC, params))["task"]["taskId"]
+                alices = TaskRequestParams(task_id=task_id)
+                for ask in (
+                    bob.request(m.TASKS_GET_SPEC, alices),
+                    bob.request(m.TASKS_RESULT_SPEC, alices),
+                    bob.request(m.TASKS_CANCEL_SPEC, alices),
+                ):
+                    with pytest.raises(JSONRPCError) as info:
+                        await ask
+                    assert info.value.code == -32602 and "unknown task" in info.value.message
+                assert list(await list_tasks(bob)) == []
+                assert (await alice.request(m.TASKS_GET_SPEC, alices)).status == "working"
+                assert (await alice.request(m.TASKS_CANCEL_SPEC, alices)).status == "cancelled"
+                with pytest.raises(JSONRPCError, match="already cancelled") as info:
+                    await alice.request(m.TASKS_CANCEL_SPEC, alices)
+                assert info.value.code == -32602
+            nursery.cancel_scope.cancel()
