@@ -59,6 +59,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import attrs
+import orjson
 import trio
 
 from agenthost.errors import JSONRPCError, TaskCancelled
@@ -73,6 +74,7 @@ from agenthost.tool_tasks import TERMINAL_STATUSES
 __all__ = [
     "EXTENSION",
     "LEGACY",
+    "MAX_RESULT_BYTES",
     "MAX_STATELESS_TASKS",
     "MAX_TASKS_PER_OWNER",
     "MAX_TTL_MS",
@@ -93,6 +95,10 @@ STATELESS: Final = object()
 #: every sessionless client: :data:`MAX_STATELESS_TASKS`).
 MAX_TASKS_PER_OWNER: Final = 64
 MAX_STATELESS_TASKS: Final = 256
+#: The bytes of finished tasks' outcomes (results, errors) the gateway keeps for its clients,
+#: all owners together: past it the oldest finished task is forgotten. Without it, 64
+#: sessions of 64 tasks (and 256 sessionless) of 16 MiB results would be kept an hour.
+MAX_RESULT_BYTES: Final = 256 * 1024 * 1024
 #: How long a terminal task is kept for its client to read: the client's ttl within these.
 DEFAULT_TTL_MS: Final = 300_000
 MAX_TTL_MS: Final = 3_600_000
@@ -130,6 +136,8 @@ class GatewayTask:
     error: JSONRPCError | None = None
     #: When a terminal task is forgotten (trio clock).
     expires: float = float("inf")
+    #: The bytes of its outcome, once terminal (counted in :data:`MAX_RESULT_BYTES`).
+    size: int = 0
     #: Whether its client was told of it (the upstream created its task). Until then it
     #: holds its place in the owner's bound but is nobody's to see.
     announced: bool = False
@@ -188,6 +196,8 @@ class GatewayTasks:
     def __init__(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self._owned: dict[object, dict[str, GatewayTask]] = {}
+        #: The sum of the kept tasks' sizes.
+        self._kept_bytes = 0
 
     # ------------------------------------------------------------------ creating
 
@@ -227,8 +237,8 @@ class GatewayTasks:
                 task.scope.cancel()  # the client gave up before there was a task
             raise
         finally:
-            if not created:
-                held.pop(task.task_id, None)
+            if not created and held.get(task.task_id) is task:
+                self._drop(held, task.task_id)
         if created:
             return (
                 {"task": task.wire(info.revision)}
@@ -250,7 +260,7 @@ class GatewayTasks:
         held = self._owned.setdefault(owner, {})
         now = trio.current_time()
         for task_id in [k for k, t in held.items() if t.expires <= now]:
-            del held[task_id]
+            self._drop(held, task_id)
         bound = MAX_STATELESS_TASKS if owner is STATELESS else MAX_TASKS_PER_OWNER
         if len(held) >= bound:
             finished = sorted((t for t in held.values() if t.terminal), key=lambda t: t.expires)
@@ -259,8 +269,42 @@ class GatewayTasks:
                     jsonrpc.INTERNAL_ERROR,
                     f"too many tasks under way (at most {bound}): wait for one",
                 )
-            del held[finished[0].task_id]
+            self._drop(held, finished[0].task_id)
         return held
+
+    def _drop(self, held: dict[str, GatewayTask], task_id: str) -> None:
+        self._kept_bytes -= held.pop(task_id).size
+
+    def _keep(self, task: GatewayTask) -> None:
+        """Count ``task``'s outcome in :data:`MAX_RESULT_BYTES`; past it, forget the
+        oldest finished tasks (any owner's) until the rest fit."""
+        outcome: Any = (
+            unstructure(task.result, LEGACY)
+            if task.result is not None
+            else _error(task.error)
+            if task.error is not None
+            else None
+        )
+        task.size = len(orjson.dumps(outcome)) if outcome is not None else 0
+        held = self._owned.get(task.owner, {})
+        if not task.announced or not task.size or held.get(task.task_id) is not task:
+            return  # not kept (no task was created, or its owner left)
+        self._kept_bytes += task.size
+        if self._kept_bytes <= MAX_RESULT_BYTES:
+            return
+        finished = sorted(
+            (
+                (t.expires, owner, t.task_id)
+                for owner, held in self._owned.items()
+                for t in held.values()
+                if t.terminal and t.size and t is not task
+            ),
+            key=lambda item: item[0],
+        )
+        for _, owner, task_id in finished:
+            if self._kept_bytes <= MAX_RESULT_BYTES:
+                break
+            self._drop(self._owned[owner], task_id)
 
     async def _run(
         self,
@@ -282,6 +326,7 @@ class GatewayTasks:
             else:
                 task.finish("completed", result=result)
         task.finish("cancelled", message="cancelled by the client")
+        self._keep(task)
 
     # ------------------------------------------------------------------ the tasks/* methods
 
@@ -334,6 +379,7 @@ class GatewayTasks:
     def forget(self, owner: object) -> None:
         """Cancel and drop ``owner``'s tasks (its session ended: nobody can reach them)."""
         for task in self._owned.pop(owner, {}).values():
+            self._kept_bytes -= task.size
             task.scope.cancel()
 
 

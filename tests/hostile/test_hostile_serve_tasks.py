@@ -194,3 +194,32 @@ async def test_another_sessions_task_id_is_an_unknown_task() -> None:
                     await alice.request(m.TASKS_CANCEL_SPEC, alices)
                 assert info.value.code == -32602
             nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+async def test_finished_tasks_results_are_kept_within_a_byte_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A finished task's result is kept for its client for up to an hour, up to 64 tasks
+    per session and 256 sessionless, each up to a 16 MiB message: gigabytes, unbounded in
+    practice. Past the gateway's byte budget the oldest finished results are forgotten
+    (their clients read "unknown task", as after the ttl)."""
+    monkeypatch.setattr("agenthost.serve.tasks.MAX_RESULT_BYTES", 1_000_000)
+    upstream = _upstream("legacy", complete_after=0, result_bytes=300_000)
+    ids: list[str] = []
+    with trio.fail_after(40):
+        async with _client(upstream, "legacy") as client:
+            for _ in range(6):
+                params = CallToolRequestParams(name="slow", arguments={}, task=TaskMetadata())
+                created = await client.request(m.TOOLS_CALL_TASK_SPEC, params)
+                ids.append(created["task"]["taskId"])
+                result = await client.request(
+                    m.TASKS_RESULT_SPEC, TaskRequestParams(task_id=ids[-1])
+                )
+                assert len(result.content[0].text) == 300_000  # type: ignore[union-attr]
+            kept = {t.task_id for t in await list_tasks(client)}
+            with pytest.raises(JSONRPCError, match="unknown task"):
+                await client.request(m.TASKS_GET_SPEC, TaskRequestParams(task_id=ids[0]))
+            newest = await client.request(m.TASKS_GET_SPEC, TaskRequestParams(task_id=ids[-1]))
+    assert newest.status == "completed"
+    assert kept == set(ids[-3:]), (len(kept), ids)
