@@ -41,8 +41,11 @@ them any more).
 
 Bounds: at most :data:`MAX_TASKS_PER_OWNER` tasks per owner (:data:`MAX_STATELESS_TASKS`
 for the sessionless one), terminal ones included (the oldest terminal task makes room;
-with none, the call is refused with -32603); a terminal task is kept for its ttl (the
-client's, within :data:`MAX_TTL_MS`) and then forgotten.
+with none, the call is refused with -32603), counted from the call (calls sent together
+cannot overshoot it); a terminal task is kept for its ttl (the client's, within
+:data:`MAX_TTL_MS`) and then forgotten, sooner when the kept outcomes pass
+:data:`MAX_RESULT_BYTES` (oldest first, whoever's). A failed task's error goes downstream
+as ``data``, scrubbed of our secrets, never ``raw_data``.
 
 Not done: an upstream task's own asks after it was created (an elicitation while the task
 runs) reach a 2026-07-28 client only through its request, which has ended by then: they
