@@ -602,9 +602,10 @@ class ClientSession:
             limit = self.request_timeout if timeout is DEFAULT else timeout
             raw = await self._era.exchange(m.TOOLS_CALL, params, timeout=limit)
             result = structure(raw, CallToolResult)
-            if token is not None:
-                # The response wakes us directly, while the progress the server sent
-                # before it may still be queued for the dispatcher: deliver those first.
+            if token is not None or self._listeners.get(m.NOTIFICATION_MESSAGE):
+                # The response wakes us directly, while the progress (or log lines) the
+                # server sent before it may still be queued for the dispatcher: deliver
+                # those first, so that they are seen as part of this call.
                 await self._rpc.notifications_delivered(self._rpc.notifications_queued())
         finally:
             if token is not None:

@@ -33,6 +33,7 @@ from typing import Any
 from bench.baseline import base_variant, checkout, is_base, plain
 from bench.clients import BLOCKING, CLIENTS, MODERN, TS
 from bench.durable import durable
+from bench.gateway import gateway
 from bench.measure import BENCH_DIR, SERVER, median
 from bench.report import TITLE, Row, render_markdown, render_text
 from bench.runner import (
@@ -690,6 +691,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Callable[[str], None]], list[R
     "process": whole_process,
     "fanout": fan_out,
     "sampling": sampling,
+    "gateway": gateway,
     "soak": soak,
     "durable": durable,
 }
@@ -738,6 +740,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--fanout-rounds", type=int, default=3)
     parser.add_argument("--sampling", type=int, default=500, help="sampling requests per round")
     parser.add_argument("--sampling-rounds", type=int, default=3)
+    parser.add_argument("--gateway-rounds", type=int, default=3)
+    parser.add_argument("--gateway-calls", type=int, default=3200, help="calls per route")
     parser.add_argument("--soak", type=int, default=1_000_000, help="calls in the soak run")
     parser.add_argument(
         "--output", default=str(BENCH_DIR / "RESULTS.md"), help="markdown file ('' for none)"
@@ -761,6 +765,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             args.large = [0.0625, 0.25]
         args.close_rounds = args.process_rounds = args.fanout_rounds = args.sampling_rounds = 1
         args.sampling = 20
+        args.gateway_rounds, args.gateway_calls = 1, 128
         if args.soak == 1_000_000:
             args.soak = 2000
         if args.fanout == [1, 10, 50]:

@@ -6,7 +6,9 @@ straight to the server, once through ``agenthost serve`` on stdio, once through 
 (user + system time from ``/proc/PID/stat``, Linux). The gateway runs headless with a
 rule allowing every tool, so each call also passes the policy (and writes no audit).
 
-Usage: ``python -m bench.gateway [--calls N]``
+Usage: ``python -m bench.gateway [--calls N] [--json]``; in the main benchmark it is the
+``gateway`` section (:func:`gateway`: ``python -m bench --only gateway``), which runs this
+script in a fresh process per round and puts its figures in the table.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ import trio
 
 from agenthost.config.model import ServerConfig
 from agenthost.connection import connect
+from bench.measure import median
+from bench.report import Row
+from bench.runner import paired, run_child
+
+__all__ = ["ROUTES", "gateway"]
+
+#: The ways a call goes, as named in the table (bench.report.row_names lists the rows);
+#: "direct" is the reference.
+ROUTES = ("serve (stdio)", "serve --http")
+IN_FLIGHT = (1, 64)
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "bench" / "minimal_server.py"
@@ -83,8 +95,10 @@ async def _measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3200)
+    parser.add_argument("--json", action="store_true", help="one JSON line (for python -m bench)")
     args = parser.parse_args()
-    print(f"load average before: {os.getloadavg()}")
+    if not args.json:
+        print(f"load average before: {os.getloadavg()}")
     direct = ServerConfig(
         name="echo", transport="stdio", command=sys.executable, args=(str(SERVER),)
     )
@@ -106,13 +120,19 @@ def main() -> None:
             assert proc.stderr is not None
             url = None
             while url is None:
-                found = re.search(r"serving MCP at (\S+)", proc.stderr.readline())
+                line = proc.stderr.readline()
+                if not line:
+                    raise SystemExit("agenthost serve --http exited before serving")
+                found = re.search(r"serving MCP at (\S+)", line)
                 url = found.group(1) if found else None
             http = ServerConfig(name="gw", transport="http", url=url)
             results["serve --http"] = trio.run(_measure, http, args.calls, proc.pid)
         finally:
             proc.terminate()
             proc.wait()
+    if args.json:
+        print(json.dumps(results))
+        return
     print(f"load average after: {os.getloadavg()}")
     for name, rows in results.items():
         for in_flight, rate, cpu in rows:
@@ -135,6 +155,43 @@ async def _measure_stdio(config: ServerConfig, calls: int) -> list[tuple[int, fl
             before = _cpu(pid)
             rate = await _rate(call, calls, in_flight)
             rows.append((in_flight, rate, (_cpu(pid) - before) / calls * 1e6))
+    return rows
+
+
+def gateway(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
+    """The section of ``python -m bench``: a proxied ``tools/call`` against the direct call,
+    round by round (each round a fresh process measuring the three routes in turn)."""
+    log(f"gateway: {args.gateway_rounds} rounds x {args.gateway_calls} calls per route")
+    argv = [sys.executable, "-m", "bench.gateway", "--json", "--calls", str(args.gateway_calls)]
+    runs: list[dict[str, Any]] = []
+    for _ in range(args.gateway_rounds):
+        _, _, stdout = run_child(argv, timeout=600)
+        runs.append(json.loads(stdout.strip().splitlines()[-1]))
+
+    def figures(route: str, n: int) -> list[dict[str, Any]]:
+        return [{"rate": rate, "cpu": cpu} for run in runs for k, rate, cpu in run[route] if k == n]
+
+    rows = []
+    for route in ROUTES:
+        for n in IN_FLIGHT:
+            ours, direct = figures(route, n), figures("direct", n)
+            rows.append(
+                Row(
+                    name=f"gateway calls/s, {n} in flight, {route}",
+                    ours=f"{median([f['rate'] for f in ours]):,.0f}/s",
+                    reference=f"direct {median([f['rate'] for f in direct]):,.0f}/s",
+                    ratio=str(paired(ours, direct, "rate")),
+                )
+            )
+    for route in ROUTES:
+        cpu = [median([f["cpu"] for f in figures(route, n)]) for n in IN_FLIGHT]
+        rows.append(
+            Row(
+                name=f"gateway CPU/call, {route}",
+                ours=" / ".join(f"{us:,.0f} us" for us in cpu),
+                reference="1 / 64 in flight; user + system time of the serve process",
+            )
+        )
     return rows
 
 

@@ -65,6 +65,13 @@ def row_names(
         f"fan-out client RSS per session, {max(fanout)}",
         "sampling overhead in (p50/p99)",
         "sampling overhead out (p50/p99)",
+        *(
+            f"gateway calls/s, {n} in flight, {route}"
+            for route in ("serve (stdio)", "serve --http")
+            for n in (1, 64)
+        ),
+        "gateway CPU/call, serve (stdio)",
+        "gateway CPU/call, serve --http",
         f"soak {soak:,} calls: RSS after warm-up",
     ]
 

@@ -456,3 +456,49 @@ def test_a_project_file_may_not_set_the_gateway(tmp_path: Path) -> None:
     project.write_text('[gateway]\nsampling = "providers"\n')
     with pytest.raises(ConfigError, match="gateway"):
         check_user_only(inspect_project(project))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_resource_updates_reach_only_their_subscribers(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
+) -> None:
+    """A 2026-07-28 client subscribes through subscriptions/listen and hears of the
+    readme's change on the stream that named it, tagged with that stream's id, and not
+    on its other stream (the pixel's); an unknown URI is left out of the acknowledgment.
+    A legacy client still subscribes with resources/subscribe."""
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": sdk_server_cmd()},
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        )
+    )
+    seen, _ = _drive(config, "watch", mode=mode)
+    assert seen["touch"]["content"][0]["text"].startswith("readme version")
+    if mode == "legacy":
+        assert "notifications/resources/updated" in seen["notifications"]
+        return
+    assert seen["protocol_version"] == "2026-07-28"
+    assert seen["honoured_one"]["resourceSubscriptions"] == ["text://readme"]
+    assert seen["honoured_two"]["resourceSubscriptions"] == ["bin://pixel"]
+    assert seen["stream_readme"] == ["ResourceUpdated text://readme"]
+    assert seen["stream_pixel"] == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_log_lines_reach_only_a_client_that_asked(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
+) -> None:
+    """A (legacy) upstream's log lines during a call: a legacy client gets them once it
+    sent logging/setLevel, a 2026-07-28 one for the request whose _meta names a level;
+    each at or above its level."""
+    command, args = sdk_server_cmd()
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(
+            {"sdk": (command, args)},
+            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+        ).replace("\n\n[policy]", '\nprotocol = "legacy"\n\n[policy]', 1)
+    )
+    seen, _ = _drive(config, "logs", mode=mode)
+    assert seen.get("logs", []) == ["asked"]

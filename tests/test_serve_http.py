@@ -209,3 +209,62 @@ def test_a_non_loopback_bind_needs_a_token(
 
 
 pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_an_upstream_ask_goes_to_the_client_whose_call_it_serves(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command], mode: str
+) -> None:
+    """Two SDK clients at once: A's call makes the (legacy) upstream elicit, log and report
+    progress after B spoke last; the form, the log line and the progress reach A only
+    (a 2026-07-28 A gets the form as its request's InputRequiredResult)."""
+    server = sdk_server_cmd()
+    config = _config(
+        tmp_path,
+        server,
+        '[policy]\npreset = "unsafe-allow-everything"\n',
+    )
+    config.write_text(config.read_text().replace("[policy]", 'protocol = "legacy"\n\n[policy]', 1))
+    with _serving(config) as (url, _):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "tests" / "peers" / "two_clients.py"),
+                url,
+                str(tmp_path / "gate"),
+                mode,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+            cwd=REPO,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    a, b = seen["A"], seen["B"]
+    assert a["forms"] == ["Who opened the gate?"] and b["forms"] == []
+    assert json.loads(a["result"]["content"][0]["text"])["content"]["name"] == "A"
+    assert a["progress"] == [1.0]
+    assert "notifications/progress" not in b["notifications"]
+    assert any("the gate opened" in line for line in a["logs"])
+    assert b["logs"] == [] and "notifications/message" not in b["notifications"]
+
+
+def test_resource_updates_over_http_both_eras(
+    tmp_path: Path, sdk_server_cmd: Callable[..., Command]
+) -> None:
+    """The readme's update reaches a 2026-07-28 client on the listen stream that named it
+    (not the pixel's), and a legacy client that sent resources/subscribe, over HTTP."""
+    config = _config(
+        tmp_path,
+        sdk_server_cmd(),
+        '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
+    )
+    with _serving(config) as (url, _):
+        modern = _drive(url, "watch", "2026-07-28")
+        legacy = _drive(url, "watch", "legacy")
+    assert modern["honoured_one"]["resourceSubscriptions"] == ["text://readme"]
+    assert modern["stream_readme"] == ["ResourceUpdated text://readme"]
+    assert modern["stream_pixel"] == []
+    assert "notifications/resources/updated" in legacy["notifications"]

@@ -78,6 +78,7 @@ from agenthost.auth.state import (
 from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError, RequestUnauthorized
 from agenthost.redaction import redact_url
+from agenthost.transports._httpx import RENEWED
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -224,26 +225,12 @@ class OAuth(Exchange, httpx.Auth):
         response = yield request
         if self._nonce_retry(request, response, self._state):
             response = yield request
-        renewed = False  # this request got a fresh token: a 401 to it is final
+        # This request got a fresh token (here, or on the lean path before it came to
+        # httpx): a 401 to it is final.
+        renewed = request.extensions.get(RENEWED) is True
         for _ in range(2 + MAX_STEP_UPS):
-            status = response.status_code
-            if status not in (401, 403):
-                return
-            challenge = parse_www_authenticate(response.headers.get_list("www-authenticate"))
-            if status == 401:
-                if renewed:
-                    # At most one fresh token per request: a server that refuses every
-                    # one must not cost a token request per retry (it was 5 per request).
-                    raise RequestUnauthorized(
-                        "the server refused the access token its authorization server"
-                        f" just issued (HTTP 401): log in again ({self._login_hint()}),"
-                        " or ask the server's operator about its authorization setup",
-                        server=self.server,
-                    )
-                await self._unauthorized(challenge, sent)
-            elif challenge is not None and challenge.error == "insufficient_scope":
-                await self._step_up(challenge, sent)
-            else:
+            challenges = response.headers.get_list("www-authenticate")
+            if not await self.refused(response.status_code, challenges, sent, renewed=renewed):
                 return
             renewed = True
             sent = self._access_token()
@@ -254,13 +241,50 @@ class OAuth(Exchange, httpx.Auth):
             if self._nonce_retry(request, response, self._state):
                 response = yield request
 
+    async def refused(
+        self, status: int, challenges: list[str], sent: str | None, *, renewed: bool
+    ) -> bool:
+        """Act on the server's answer to a request that carried ``sent``: True when the
+        request is to go again with the token now held (a login, refresh or step-up
+        happened, or another request's did); False when the answer is final.
+
+        Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) hands us its
+        refused response here, so the server sees it once (it used to go again through
+        httpx just to reach :meth:`async_auth_flow`). ``renewed``: this request already
+        went again with a fresh token.
+
+        Raises:
+            RequestUnauthorized: this request alone is refused for good (a fresh token
+                refused too, a step-up that cannot help).
+            AuthorizationError: no token can be had (login needed, discovery failed).
+        """
+        if status not in (401, 403):
+            return False
+        challenge = parse_www_authenticate(challenges)
+        if status == 401:
+            if renewed:
+                # At most one fresh token per request: a server that refuses every
+                # one must not cost a token request per retry (it was 5 per request).
+                raise RequestUnauthorized(
+                    "the server refused the access token its authorization server"
+                    f" just issued (HTTP 401): log in again ({self._login_hint()}),"
+                    " or ask the server's operator about its authorization setup",
+                    server=self.server,
+                )
+            await self._unauthorized(challenge, sent)
+        elif challenge is not None and challenge.error == "insufficient_scope":
+            await self._step_up(challenge, sent)
+        else:
+            return False
+        return self._access_token() is not None
+
     async def bearer(self) -> str | None:
         """The access token to send now, refreshed first when about to expire; None when
         there is none (then only the auth flow can get one); ``""`` for a DPoP-bound
         token (each request needs a proof of its own: only the auth flow sends it).
 
         Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) attaches the
-        token from this same state and hands a 401/403 back to :meth:`async_auth_flow`.
+        token from this same state and hands a 401/403 to :meth:`refused`.
         """
         token = await self._valid_token()
         state = self._state

@@ -33,7 +33,7 @@ from providers.base import Provider
 if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingService
 
-__all__ = ["DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
+__all__ = ["SERVER_ASK", "DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -48,6 +48,23 @@ SamplingRoute = Callable[
 #: Narrows the roots a server is offered: ``async (server, the workspaces' roots) ->
 #: roots`` (``agenthost serve`` keeps what its downstream client's roots also cover).
 RootsFilter = Callable[[str, list[Root]], Awaitable[list[Root]]]
+
+#: The server's ask this task is answering: (server name, the tool it names or None). Set
+#: while a roots, sampling or elicitation request is answered, so that a
+#: :data:`SamplingRoute`, a :data:`RootsFilter` or the policy's prompter can tell whose
+#: call it serves (``agenthost serve`` sends it to the client that made that call).
+SERVER_ASK: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "agenthost_server_ask", default=None
+)
+
+
+@contextlib.contextmanager
+def _asking(server: str, ctx: RequestContext) -> Iterator[None]:
+    token = SERVER_ASK.set((server, ctx.origin_name))
+    try:
+        yield
+    finally:
+        SERVER_ASK.reset(token)
 
 
 class DecidedCalls:
@@ -145,15 +162,18 @@ class ServerAsks:
         """
 
         async def roots(ctx: RequestContext, params: Mapping[str, Any]) -> ListRootsResult:
-            return await self.list_roots(server, ctx)
+            with _asking(server.name, ctx):
+                return await self.list_roots(server, ctx)
 
         async def sampling(
             ctx: RequestContext, params: CreateMessageRequestParams
         ) -> CreateMessageResult:
-            return await self.sample(server, ctx, params)
+            with _asking(server.name, ctx):
+                return await self.sample(server, ctx, params)
 
         async def elicitation(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
-            return await self.elicit(server, ctx, params)
+            with _asking(server.name, ctx):
+                return await self.elicit(server, ctx, params)
 
         async def list_changed(ctx: RequestContext, params: Mapping[str, Any]) -> None:
             await self._refresher.list_changed(server.name, ctx)

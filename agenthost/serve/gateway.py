@@ -25,6 +25,7 @@ tells every client whose list changed; the host itself re-lists an upstream on i
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,7 +43,7 @@ from agenthost.errors import (
     NotFound,
     TaskCancelled,
 )
-from agenthost.host import Host
+from agenthost.host import SERVER_ASK, Host
 from agenthost.host.catalog import CatalogTool
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
@@ -89,6 +90,8 @@ from agenthost.serve.modern import META_CLIENT_CAPABILITIES
 from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
+from agenthost.serve.routing import CallsInFlight, asker_for
+from agenthost.serve.subscriptions import Subscriber, Subscriptions
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
 from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
 from agenthost.transports.base import Transport
@@ -115,10 +118,10 @@ _LOG_LEVELS: Final = {
         ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
     )
 }
+#: A 2026-07-28 request's log level (``server/utilities/logging``: per request).
+_META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 #: ``subscriptions/listen`` streams open at once, all clients together.
 _MAX_LISTENERS: Final = 256
-#: Resource URIs subscribed to at once, all clients together.
-_MAX_SUBSCRIPTIONS: Final = 1024
 #: How long the client may take to list its roots, and how many of them are kept.
 _ROOTS_TIMEOUT: Final = 10.0
 _MAX_ROOTS: Final = 256
@@ -141,24 +144,28 @@ class Gateway:
         self.host = host
         self.view = CatalogView(host)
         self.sessions: set[DownstreamSession] = set()
-        #: The client that spoke last: an upstream's ask outside any downstream request
-        #: goes to it (over stdio there is exactly one).
+        #: The client that spoke last: an upstream's ask that cannot be attributed to a
+        #: call (:mod:`agenthost.serve.routing`) goes to it (over stdio there is one).
         self.last_active: DownstreamSession | None = None
+        #: Which downstream request has a tool call running on which upstream.
+        self.calls = CallsInFlight()
         self.server_info = Implementation(name="agenthost", version=__version__)
         #: 2026-07-28 requests waiting for the client's input (set by open_gateway).
         self.exchanges: ExchangeStore | None = None
         #: The clients' tasks (set by open_gateway; None: tasks are not offered).
         self.tasks: GatewayTasks | None = None
-        #: The roots of :attr:`last_active`'s client, as last listed (None: ask again).
-        self._client_roots: list[Root] | None = None
+        #: Each legacy client's roots, as last listed (absent: ask again).
+        self._client_roots: weakref.WeakKeyDictionary[DownstreamSession, list[Root]] = (
+            weakref.WeakKeyDictionary()
+        )
         #: Upstream sessions whose log lines and resource updates are relayed (a session
         #: object per upstream start: a restarted upstream is a new one).
         self._relayed: weakref.WeakSet[Any] = weakref.WeakSet()
         #: 2026-07-28 ``subscriptions/listen`` streams open now: (client, subscription id,
         #: the list kinds it asked for), bounded by :data:`_MAX_LISTENERS`.
         self._listeners: list[tuple[DownstreamSession, Any, frozenset[str]]] = []
-        #: Resource URI -> the clients subscribed to it (bounded by :data:`_MAX_SUBSCRIPTIONS`).
-        self._subscribers: dict[str, set[DownstreamSession]] = {}
+        #: Who watches which resource, both eras (:mod:`agenthost.serve.subscriptions`).
+        self.subscriptions = Subscriptions(self._subscribe_upstream, self._unsubscribe_upstream)
         #: The level each client asked for (``logging/setLevel``; default: info).
         self._log_levels: weakref.WeakKeyDictionary[DownstreamSession, str] = (
             weakref.WeakKeyDictionary()
@@ -247,15 +254,23 @@ class Gateway:
                 self.tasks.forget(session)
             if self.last_active is session:
                 self.last_active = next(iter(self.sessions), None)
+            await self.subscriptions.forget(session)
             await session.aclose()
 
     def asker(self) -> Asker | None:
         """Who to put a request to now: the client whose request this task serves (a
-        2026-07-28 one through that request), else the newest 2026-07-28 request still
-        under way, else the client that spoke last."""
+        2026-07-28 one through that request); else, for an upstream's ask, the client
+        whose call it serves (:class:`CallsInFlight`: by the tool a 2026-07-28 upstream
+        names, or the one call in flight on a legacy upstream); else (an ask that cannot
+        be attributed) the newest 2026-07-28 request still under way, else the client
+        that spoke last."""
         info = CURRENT.get()
         if info is not None:
-            return ExchangeAsker(info.exchange) if info.exchange is not None else info.session
+            return asker_for(info)
+        ask = SERVER_ASK.get()
+        caller = self.calls.caller(*ask) if ask is not None else None
+        if caller is not None:
+            return asker_for(caller)
         if self.exchanges is not None and self.exchanges.latest is not None:
             return ExchangeAsker(self.exchanges.latest)
         return self.last_active
@@ -295,7 +310,7 @@ class Gateway:
         if method == m.NOTIFICATION_ROOTS_LIST_CHANGED or ready_with_roots:
             # The upstreams listed the workspaces alone before this client came: they
             # list again, now through its roots.
-            self._client_roots = None
+            self._client_roots.pop(session, None)
             await self.host.roots_changed()
 
     async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
@@ -305,14 +320,17 @@ class Gateway:
         client = self.asker()
         if client is None or client.closed or not client.can("roots"):
             return offered
-        if self._client_roots is None:
+        roots = self._client_roots.get(client) if isinstance(client, DownstreamSession) else None
+        if roots is None:
             try:
                 listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
             except AgentHostError as exc:
                 log.warning("%s: cannot list the client's roots: %s", client.name, exc)
                 return []
-            self._client_roots = list(listed.roots[:_MAX_ROOTS])
-        return intersect_roots(offered, self._client_roots)
+            roots = list(listed.roots[:_MAX_ROOTS])
+            if isinstance(client, DownstreamSession):
+                self._client_roots[client] = roots
+        return intersect_roots(offered, roots)
 
     # ------------------------------------------------------------------ list_changed
 
@@ -407,12 +425,14 @@ class Gateway:
         if form is not None and self.tasks is not None:
             ttl = params.task.ttl if params.task is not None else None
 
-            def run(on_task: TaskCreatedCallback, progress: Any) -> Awaitable[CallToolResult]:
-                return self._call(entry.name, entry.server, params, progress, on_task)
+            async def run(on_task: TaskCreatedCallback, progress: Any) -> CallToolResult:
+                with self.calls.running(entry.server, entry.original_name, info):
+                    return await self._call(entry.name, entry.server, params, progress, on_task)
 
             task_run: TaskRun = run
             return await self.tasks.call(info, form, entry.name, ttl, task_run)
-        return await self._call(entry.name, entry.server, params, _progress(info), None)
+        with self.calls.running(entry.server, entry.original_name, info):
+            return await self._call(entry.name, entry.server, params, _progress(info), None)
 
     async def _call(
         self,
@@ -570,8 +590,9 @@ class Gateway:
 
     async def listen(self, info: RequestInfo, params: SubscriptionsListenRequestParams) -> NoReturn:
         """A 2026-07-28 client's change stream: acknowledged with what is honoured (the
-        three lists; resource updates are not served on it yet), then its list_changed
-        notifications until the client cancels the request or goes away."""
+        three lists, and of the resources it named those one upstream owns and agreed to
+        watch, within the client's bound), then its notifications until the client
+        cancels the request or goes away. Its resource updates come on this stream only."""
         wanted = params.notifications
         kinds = frozenset(
             kind
@@ -584,17 +605,40 @@ class Gateway:
         )
         if len(self._listeners) >= _MAX_LISTENERS:
             raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many subscriptions/listen streams")
-        meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
-        honoured = {f"{kind}ListChanged": True for kind in sorted(kinds)}
-        await info.session.notify(
-            m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED, {"_meta": meta, "notifications": honoured}
-        )
-        entry = (info.session, info.request_id, kinds)
-        self._listeners.append(entry)
+        watched: list[tuple[str, Subscriber]] = []
         try:
-            await trio.sleep_forever()  # the stream ends by cancellation (or the client leaving)
+            for uri in dict.fromkeys(wanted.resource_subscriptions or ()):
+                sub = Subscriber(info.session, info.request_id, ready=False)
+                if not self.subscriptions.room_for(info.session):
+                    log.info("%s: resource subscriptions over the bound", info.session.name)
+                    break
+                try:
+                    await self.subscriptions.add(uri, sub)
+                except AgentHostError as exc:
+                    log.info("%s: not watching %s: %s", info.session.name, uri[:200], exc)
+                    continue
+                watched.append((uri, sub))
+            meta = {"io.modelcontextprotocol/subscriptionId": info.request_id}
+            honoured: dict[str, Any] = {f"{kind}ListChanged": True for kind in sorted(kinds)}
+            if watched:
+                honoured["resourceSubscriptions"] = [uri for uri, _ in watched]
+            await info.session.notify(
+                m.NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED,
+                {"_meta": meta, "notifications": honoured},
+            )
+            for _, sub in watched:
+                sub.ready = True
+            entry = (info.session, info.request_id, kinds)
+            self._listeners.append(entry)
+            try:
+                await (
+                    trio.sleep_forever()
+                )  # the stream ends by cancellation (or the client leaving)
+            finally:
+                self._listeners.remove(entry)
         finally:
-            self._listeners.remove(entry)
+            for uri, sub in watched:
+                await self.subscriptions.remove(uri, sub)
 
     # ------------------------------------------------------------------ upstream notifications
 
@@ -608,60 +652,75 @@ class Gateway:
         if session in self._relayed:
             return
         self._relayed.add(session)
-        session.add_listener(m.NOTIFICATION_MESSAGE, self._on_log)
+        session.add_listener(m.NOTIFICATION_MESSAGE, functools.partial(self._on_log, server))
         session.add_listener(m.NOTIFICATION_RESOURCES_UPDATED, self._on_updated)
         try:
             await session.set_logging_level("debug")  # filtered per client (_on_log)
         except AgentHostError as exc:
             log.debug("%s: logging level not set: %s", server, exc)
 
-    async def _on_log(self, ctx: Any, params: Mapping[str, Any]) -> None:
-        client = self.last_active
-        if client is None or client.closed:
+    async def _on_log(self, server: str, ctx: Any, params: Mapping[str, Any]) -> None:
+        """An upstream's log line goes to the clients that asked for log lines
+        (``logging/setLevel``), at or above each one's level: to the client whose call
+        it came during when that can be told (:class:`CallsInFlight`), else to each of
+        them (the upstream is shared; its line is nobody's in particular). A 2026-07-28
+        caller gets it only when its request's ``_meta`` named a level."""
+        caller = self.calls.caller(server, getattr(ctx, "origin_name", None))
+        rank = _LOG_LEVELS.get(str(params.get("level")), 7)
+        relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+        if caller is not None and caller.revision in MODERN_REVISIONS:
+            # 2026-07-28: request-scoped, only for a request whose _meta asked for a level.
+            level = (caller.meta or {}).get(_META_LOG_LEVEL)
+            if isinstance(level, str) and rank >= _LOG_LEVELS.get(level, len(_LOG_LEVELS)):
+                await caller.session.notify(m.NOTIFICATION_MESSAGE, relayed)
             return
-        wanted = _LOG_LEVELS.get(self._log_levels.get(client, "info"), 1)
-        if _LOG_LEVELS.get(str(params.get("level")), 7) >= wanted:
-            relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
+        targets = [caller.session] if caller is not None else list(self._log_levels)
+        for client in targets:
+            level = self._log_levels.get(client)
+            if level is None or client.closed or rank < _LOG_LEVELS.get(level, 1):
+                continue
             await client.notify(m.NOTIFICATION_MESSAGE, relayed)
 
     async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
-        uri = params.get("uri")
-        for client in list(self._subscribers.get(str(uri), ())):
-            if not client.closed:
-                await client.notify(m.NOTIFICATION_RESOURCES_UPDATED, {"uri": uri})
+        await self.subscriptions.updated(str(params.get("uri")))
+
+    def _owner(self, uri: str) -> str:
+        owners = self.host.catalog.resource_owners(uri)
+        if len(owners) != 1:
+            raise JSONRPCError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]}", {"uri": uri})
+        return owners[0]
+
+    async def _subscribe_upstream(self, uri: str) -> None:
+        server = self._owner(uri)
+        await self._relay(server)
+        await _upstream(server, lambda: self.host.session(server).subscribe_resource(uri))
+
+    async def _unsubscribe_upstream(self, uri: str) -> None:
+        server = self._owner(uri)
+        await _upstream(server, lambda: self.host.session(server).unsubscribe_resource(uri))
 
     async def subscribe(self, info: RequestInfo, params: SubscribeRequestParams) -> dict[str, Any]:
-        owners = self.host.catalog.resource_owners(params.uri)
-        if len(owners) != 1:
-            raise JSONRPCError(
-                RESOURCE_NOT_FOUND, f"resource not found: {params.uri[:200]}", {"uri": params.uri}
-            )
-        clients = self._subscribers.get(params.uri)
-        if clients is None:
-            if len(self._subscribers) >= _MAX_SUBSCRIPTIONS:
-                raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
-            await self._relay(owners[0])
-            await _upstream(
-                owners[0], lambda: self.host.session(owners[0]).subscribe_resource(params.uri)
-            )
-            clients = self._subscribers[params.uri] = set()
-        clients.add(info.session)
+        """A legacy client's ``resources/subscribe`` (plain updates, until it unsubscribes
+        or leaves)."""
+        if self.subscriptions.find(params.uri, info.session, None) is not None:
+            return {}
+        if not self.subscriptions.room_for(info.session):
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "too many resource subscriptions")
+        self._owner(params.uri)
+        try:
+            await self.subscriptions.add(params.uri, Subscriber(info.session))
+        except (JSONRPCError, NotFound, AmbiguousResource):
+            raise
+        except AgentHostError as exc:
+            raise JSONRPCError(jsonrpc.INTERNAL_ERROR, _reason(exc)) from None
         return {}
 
     async def unsubscribe(
         self, info: RequestInfo, params: UnsubscribeRequestParams
     ) -> dict[str, Any]:
-        clients = self._subscribers.get(params.uri)
-        if clients is not None:
-            clients.discard(info.session)
-            if not clients:
-                del self._subscribers[params.uri]
-                owners = self.host.catalog.resource_owners(params.uri)
-                if len(owners) == 1:
-                    await _upstream(
-                        owners[0],
-                        lambda: self.host.session(owners[0]).unsubscribe_resource(params.uri),
-                    )
+        sub = self.subscriptions.find(params.uri, info.session, None)
+        if sub is not None:
+            await self.subscriptions.remove(params.uri, sub)
         return {}
 
 

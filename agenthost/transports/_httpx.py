@@ -51,6 +51,11 @@ __all__ = [
 _OURS: weakref.WeakSet[httpx.AsyncClient] = weakref.WeakSet()
 
 
+#: The httpx request extension telling a :class:`BearerAuth` flow that the lean path
+#: already got this request a fresh token (a refusal of it is then final).
+RENEWED: Final = "agenthost.renewed"
+
+
 @runtime_checkable
 class BearerAuth(Protocol):
     """An ``httpx.Auth`` whose token the lean path can attach (the OAuth flow is one).
@@ -58,10 +63,19 @@ class BearerAuth(Protocol):
     ``bearer()`` returns the access token to send now (refreshed if about to expire), or
     None when there is none yet, or ``""`` when the token is not a bearer token (DPoP,
     RFC 9449: each request needs a proof of its own): the request then goes through
-    httpx and the auth flow.
+    httpx and the auth flow. A 401/403 on the lean path goes to ``refused()``, which logs
+    in, refreshes or steps up as the ``httpx.Auth`` flow would: the server sees the
+    refused request once.
     """
 
     async def bearer(self) -> str | None: ...
+
+    async def refused(
+        self, status: int, challenges: list[str], sent: str | None, *, renewed: bool
+    ) -> bool:
+        """Act on a 401/403 to a request that carried ``sent`` (its ``WWW-Authenticate``
+        values in ``challenges``): True to send it again with ``bearer()``'s token."""
+        ...
 
 
 def new_client(

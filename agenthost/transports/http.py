@@ -75,7 +75,13 @@ from agenthost.protocol.jsonrpc import ErrorObject, Request, RequestId
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import ServerSentEvent, SSEParser
 from agenthost.redaction import add_runtime_secret, redact_url
-from agenthost.transports._httpx import BearerAuth, lean_allowed, open_http_client, reason_of
+from agenthost.transports._httpx import (
+    RENEWED,
+    BearerAuth,
+    lean_allowed,
+    open_http_client,
+    reason_of,
+)
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
@@ -91,7 +97,7 @@ from agenthost.transports.http_base import (
     auth_hint,
     redirect_note,
 )
-from agenthost.transports.lean import LeanPool, LeanRoute
+from agenthost.transports.lean import Handoff, LeanPool, LeanRoute
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -192,7 +198,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             auth: object = client.auth  # lean_allowed(): None, or a BearerAuth
             self._lean = LeanRoute(
                 LeanPool(url, server=name, connect_timeout=connect_timeout),
-                auth.bearer if isinstance(auth, BearerAuth) else None,
+                auth if isinstance(auth, BearerAuth) else None,
                 self._headers_for,
                 _USER_AGENT,
             )
@@ -251,23 +257,30 @@ class StreamableHTTPTransport(HTTPTransportBase):
         it, else through httpx with :meth:`_stream`'s redirect rule. The headers are
         ours (:meth:`_headers_for`), then ``extra``, then the Content-Type of a body."""
         lean = self._lean
-        response = None
+        handoff = Handoff.HTTPX
         if lean is not None:
             state = (self.session_id, self.protocol_version)
             response = await lean.send(
                 method, accept, extra, body, state=state, read_timeout=timeout.read
             )
-        if response is not None:
-            try:
-                yield response
-            finally:
-                await response.aclose()
-            return
+            if not isinstance(response, Handoff):
+                try:
+                    yield response
+                finally:
+                    await response.aclose()
+                return
+            handoff = response
         headers = {**self._headers_for(accept), **extra}
         if body is not None:
             headers["Content-Type"] = _JSON
+        extensions = {RENEWED: True} if handoff is Handoff.RENEWED else None
         async with self._stream(
-            method, self._target, content=body, headers=headers, timeout=timeout
+            method,
+            self._target,
+            content=body,
+            headers=headers,
+            timeout=timeout,
+            extensions=extensions,
         ) as httpx_response:
             yield httpx_response
 
@@ -350,8 +363,11 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     "POST", _ACCEPT_BOTH, options.headers, body, self._ack_timeout
                 ) as response:
                     content = await self._read_limited(response)
-        except (MessageTooLarge, AuthorizationError):
+        except (MessageTooLarge, RequestUnauthorized):
             raise
+        except AuthorizationError as exc:  # no token at all: the transport ends with it
+            self._fail(AuthorizationError, reason_of(exc))
+            raise self._error() from None
         except TransportClosed as exc:  # unreachable, or no pooled connection came free
             self._fail(TransportClosed, reason_of(exc))
             raise self._error() from None
@@ -590,6 +606,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             return
             except MessageTooLarge:
                 raise
+            except RequestUnauthorized as exc:
+                await self._deliver_failure(request_id, exc)  # this request alone
+                return
             except AuthorizationError as exc:
                 self._fail(AuthorizationError, reason_of(exc))
                 return
@@ -663,7 +682,17 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 except MessageTooLarge as exc:
                     self._fail(MessageTooLarge, str(exc))
                     return
+                except RequestUnauthorized as exc:
+                    # The stream alone needs more than we may have (a step-up that cannot
+                    # help): requests go on without it, as with a server that has none.
+                    log.warning(
+                        "%s: going on without the stream of server-initiated messages: %s",
+                        self.name,
+                        reason_of(exc),
+                    )
+                    return
                 except AuthorizationError as exc:
+                    # No token at all (the login is dead): nothing more will work.
                     self._fail(AuthorizationError, reason_of(exc))
                     return
                 except TransportError as exc:

@@ -6,9 +6,12 @@ client over HTTP. Here the request head is encoded once per transport and sent w
 body in one write, and llhttp (``httptools``, as uvicorn uses) parses the response in C:
 16-40x fewer instructions per call. h11 driven directly was measured as the pure-Python
 alternative and costs 4-5x more than httptools (see the issue); httpx stays for all that
-is not the plain exchange: OAuth discovery and token requests, redirects, 401/403 (the
-``httpx.Auth`` flow), proxies, and any client a caller handed us
-(:func:`agenthost.transports._httpx.lean_allowed` decides).
+is not the plain exchange: OAuth discovery and token requests, DPoP-bound requests (a
+proof each, from the ``httpx.Auth`` flow), redirects, proxies, and any client a caller
+handed us (:func:`agenthost.transports._httpx.lean_allowed` decides). A 401/403 on the
+lean path is handed to the auth's ``refused()`` (login, refresh, step-up: the flow's own
+decision) and the request goes again once with the new token: the server never sees a
+refused request twice (issue 28).
 
 Rules:
 
@@ -33,12 +36,13 @@ Rules:
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import select
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 import httptools
@@ -47,10 +51,13 @@ import trio
 
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.redaction import redact_url
+from agenthost.transports._httpx import BearerAuth
 
 __all__ = [
+    "MAX_AUTH_RETRIES",
     "MAX_HEAD",
     "RECEIVE_SIZE",
+    "Handoff",
     "LeanPool",
     "LeanResponse",
     "LeanRoute",
@@ -64,6 +71,11 @@ log = logging.getLogger("agenthost.transports.lean")
 MAX_HEAD: Final = 256 * 1024
 #: Bytes asked of the socket per read.
 RECEIVE_SIZE: Final = 65536
+#: Times one request goes again after a 401/403 the auth acted on (the auth bounds its
+#: own step-ups and fresh tokens; this only keeps a confused one from looping).
+MAX_AUTH_RETRIES: Final = 5
+#: Bytes of a 401/403 body kept in memory while the auth logs in (it is only quoted).
+_REFUSAL_BUFFER: Final = 65536
 _FORBIDDEN: Final = (b"\r", b"\n", b"\0")
 
 
@@ -134,6 +146,8 @@ class LeanResponse:
         self.status_code = 0
         self.reason_phrase = ""
         self.headers: dict[str, str] = {}
+        #: Each ``WWW-Authenticate`` value apart (a joined one can split inside a quote).
+        self.challenges: list[str] = []
         self._reason = bytearray()
         self._chunks: deque[bytes] = deque()
         self._head_bytes = 0
@@ -151,6 +165,8 @@ class LeanResponse:
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
+        if key == "www-authenticate":
+            self.challenges.append(text)
         old = self.headers.get(key)
         self.headers[key] = text if old is None else f"{old}, {text}"
 
@@ -216,6 +232,18 @@ class LeanResponse:
             if self._complete:
                 return
             await self._fill()
+
+    async def buffer(self, limit: int) -> bool:
+        """Read the body into memory, up to ``limit`` bytes; True if it all came.
+
+        A buffered response stays readable after :meth:`aclose` (which then gives the
+        connection back): a refusal is kept while the auth flow logs in.
+        """
+        size = sum(map(len, self._chunks))
+        while not self._complete and size <= limit:
+            await self._fill()
+            size = sum(map(len, self._chunks))
+        return self._complete
 
     async def aclose(self) -> None:
         """Give the connection back (read to its end and kept alive) or close it."""
@@ -384,14 +412,30 @@ class LeanPool:
             await trio.aclose_forcefully(conn.stream)
 
 
+class Handoff(enum.Enum):
+    """Why :meth:`LeanRoute.send` gave a request to httpx (see there)."""
+
+    #: Send it through httpx and its auth flow.
+    HTTPX = "httpx"
+    #: The same, but the auth already got this request a fresh token (a login or step-up
+    #: on the lean path, then a DPoP-bound token): tell the flow
+    #: (:data:`~agenthost.transports._httpx.RENEWED`), so that a refusal of this token is
+    #: final, as within one flow.
+    RENEWED = "renewed"
+
+
+def _handoff(renewed: bool) -> Handoff:
+    return Handoff.RENEWED if renewed else Handoff.HTTPX
+
+
 class LeanRoute:
     """The lean path as a transport uses it: its pool, where its token comes from, and
     the header lines it encoded, once per session state.
 
     Args:
         pool: the transport's connections.
-        bearer: the ``bearer()`` of the client's auth (:class:`~agenthost.transports.
-            _httpx.BearerAuth`), or None without auth.
+        auth: the client's auth (:class:`~agenthost.transports._httpx.BearerAuth`), or
+            None without auth.
         headers_for: the transport's own headers for an ``Accept`` value.
         user_agent: sent unless the transport's headers name one.
     """
@@ -399,14 +443,14 @@ class LeanRoute:
     def __init__(
         self,
         pool: LeanPool,
-        bearer: Callable[[], Awaitable[str | None]] | None,
+        auth: BearerAuth | None,
         headers_for: Callable[[str], dict[str, str]],
         user_agent: str,
     ) -> None:
         self.pool = pool
         #: False once a redirect showed that httpx must take every request.
         self.enabled = True
-        self._bearer = bearer
+        self._auth = auth
         self._headers_for = headers_for
         self._user_agent = user_agent
         #: Encoded header lines by (accept, session state, token, has body, the names a
@@ -422,33 +466,53 @@ class LeanRoute:
         *,
         state: tuple[Any, ...],
         read_timeout: float | None,
-    ) -> LeanResponse | None:
-        """The lean path's response, or None: httpx must take this request.
+    ) -> LeanResponse | Handoff:
+        """The lean path's response, or the :class:`Handoff` to httpx of this request.
 
-        httpx takes it when a header cannot be sent as is, and after a redirect (httpx
-        follows it within the origin, for this request and every later one) or a 401/403
-        with auth (the ``httpx.Auth`` flow logs in or refreshes the token, once for many
-        concurrent requests). Those statuses mean the server did not act on the request,
-        so sending it again is safe. ``state``: what the transport's headers depend on
+        httpx takes it when a header cannot be sent as is, after a redirect (httpx
+        follows it within the origin, for this request and every later one), and for a
+        DPoP-bound token. A 401/403 with auth goes to the auth's ``refused()`` (a login,
+        refresh or step-up; concurrent requests share one) and the request goes again
+        with the new token, at most :data:`MAX_AUTH_RETRIES` times: those statuses mean
+        the server did not act on it. ``state``: what the transport's headers depend on
         (session id, revision), the key of the encoded lines.
+
+        Raises:
+            RequestUnauthorized, AuthorizationError: from the auth's ``refused()``.
         """
         if not self.enabled:
-            return None
-        bearer = self._bearer
-        token = None if bearer is None else await bearer()  # None: not logged in (yet)
-        if token == "":  # DPoP (RFC 9449): a proof per request, which httpx's auth makes
-            return None
-        head = self._head(accept, token, body is not None, tuple(extra), state)
-        lines = encode_headers(extra) if extra else b""
-        if head is None or lines is None:
-            return None
-        response = await self.pool.request(method, head + lines, body, read_timeout=read_timeout)
-        status = response.status_code
-        if 300 <= status < 400 or (bearer is not None and status in (401, 403)):
-            await response.aclose()
-            if status < 400:
+            return Handoff.HTTPX
+        auth = self._auth
+        renewed = False
+        for _ in range(MAX_AUTH_RETRIES + 1):
+            token = None if auth is None else await auth.bearer()  # None: not logged in
+            if token == "":  # DPoP (RFC 9449): a proof per request, which httpx's auth makes
+                return _handoff(renewed)
+            head = self._head(accept, token, body is not None, tuple(extra), state)
+            lines = encode_headers(extra) if extra else b""
+            if head is None or lines is None:
+                return _handoff(renewed)
+            response = await self.pool.request(
+                method, head + lines, body, read_timeout=read_timeout
+            )
+            status = response.status_code
+            if 300 <= status < 400:
+                await response.aclose()
                 self.enabled = False
-            return None
+                return _handoff(renewed)
+            if auth is None or status not in (401, 403):
+                return response
+            try:
+                if await response.buffer(_REFUSAL_BUFFER):
+                    await response.aclose()  # the connection is free during a login
+                retry = await auth.refused(status, response.challenges, token, renewed=renewed)
+            except BaseException:
+                await response.aclose()
+                raise
+            if not retry:
+                return response  # final: the caller reads the refusal
+            await response.aclose()
+            renewed = True
         return response
 
     def _head(

@@ -13,6 +13,11 @@ are followed only within the origin (see :mod:`agenthost.transports.http`).
 A POST answered 404 means the server lost our session (a restart); the transport ends
 with :class:`~agenthost.errors.SessionExpired`, as Streamable HTTP does. Another HTTP
 error for a request becomes a JSON-RPC error response for it (code -32000).
+
+Authorization (the client's ``httpx.Auth``), as on Streamable HTTP: a message the flow
+cannot get through (:class:`~agenthost.errors.RequestUnauthorized`: a step-up that cannot
+help) fails alone; an :class:`~agenthost.errors.AuthorizationError` that leaves us with no
+token (a person must log in) ends the transport with its one line.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from agenthost.errors import (
     AgentHostTimeout,
     AuthorizationError,
     MessageTooLarge,
+    RequestUnauthorized,
     SessionExpired,
     TransportClosed,
     TransportError,
@@ -212,8 +218,14 @@ class LegacySSETransport(HTTPTransportBase):
                     },
                     timeout=self._ack_timeout,
                 )
-        except (MessageTooLarge, AuthorizationError):
-            raise
+        except (MessageTooLarge, RequestUnauthorized):
+            raise  # this message alone (a step-up that cannot help, a fresh token refused)
+        except AuthorizationError as exc:
+            # No token at all (the login is dead and no person can renew it): every later
+            # message would fail the same way, so the session ends with the reason, as
+            # on Streamable HTTP.
+            self._fail(AuthorizationError, reason_of(exc))
+            raise self._error() from None
         except TransportClosed as exc:  # unreachable, or no pooled connection came free
             self._fail(TransportClosed, reason_of(exc))
             raise self._error() from None

@@ -24,7 +24,10 @@ at the origin. Faults (for the bad-input tests) change one thing each:
 * ``no-refresh``: every refresh token is refused (``invalid_grant``);
 * ``insufficient-scope``: a tool ``admin`` whose every call is answered 403
   ``insufficient_scope`` asking for ``mcp admin``, even with a token that holds both
-  (a step-up that cannot help); clients may be granted ``admin``.
+  (a step-up that cannot help); clients may be granted ``admin``. On ``/mcp`` and, with
+  ``--transport sse``, on ``/messages/``;
+* ``get-insufficient-scope``: every ``GET /mcp`` (the stream of server-initiated
+  messages) is answered so (noted ``insufficient_scope GET``); POSTs are served.
 
 ``--dpop MODE`` layers DPoP (RFC 9449) over the SDK, which knows only Bearer
 (:class:`DPoPLayer`): the AS metadata advertises ES256 proofs; a token request with a
@@ -35,8 +38,10 @@ demand their own nonce, ``use_dpop_nonce``); ``bearer`` (advertised, but the pro
 ignored and a Bearer token issued, as RFC 9449 section 5 allows).
 
 Observations go to ``AGENTHOST_PEER_LOG`` (one line each): ``token <grant_type>``,
-``refresh-rotated``, ``consent``; with ``--dpop``, ``proof <path> <jwt>`` for every proof
-received and ``dpop <status> <path>`` for every answer the layer gave itself.
+``refresh-rotated``, ``consent``, ``wire <method> <path> <status>`` for every request to
+the MCP endpoint or ``/messages/`` (what the client put on the wire); with ``--dpop``,
+``proof <path> <jwt>`` for every proof received and ``dpop <status> <path>`` for every
+answer the layer gave itself.
 """
 
 from __future__ import annotations
@@ -224,15 +229,22 @@ class Provider:
 class Faults:
     """ASGI middleware for the metadata and token faults (the SDK's routes are fixed)."""
 
-    def __init__(self, app: ASGIApp, base: str, fault: str | None) -> None:
+    def __init__(self, app: ASGIApp, base: str, fault: str | None, sse: bool = False) -> None:
         self.app = app
         self.base = base
         self.fault = fault
+        self.app_is_sse = sse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if self.fault == "insufficient-scope" and path == "/mcp" and scope.get("method") == "POST":
+        method = scope.get("method")
+        mcp_post = method == "POST" and (path == "/mcp" or path.startswith("/messages"))
+        if self.fault == "insufficient-scope" and mcp_post:
             await self.insufficient_scope(scope, receive, send)
+            return
+        if self.fault == "get-insufficient-scope" and method == "GET" and path == "/mcp":
+            note("insufficient_scope GET")
+            await self.refusal()(scope, receive, send)
             return
         if scope["type"] == "http" and self.fault == "html-token" and path == "/token":
             page = HTMLResponse("<html><body><h1>Sign in</h1></body></html>", status_code=200)
@@ -259,6 +271,19 @@ class Faults:
             return
         await self.app(scope, receive, send)
 
+    def refusal(self) -> JSONResponse:
+        """403 ``insufficient_scope`` asking for ``mcp admin``."""
+        resource = "sse" if self.app_is_sse else "mcp"
+        challenge = (
+            f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}",'
+            f' resource_metadata="{self.base}/.well-known/oauth-protected-resource/{resource}"'
+        )
+        return JSONResponse(
+            {"error": "insufficient_scope"},
+            status_code=403,
+            headers={"WWW-Authenticate": challenge},
+        )
+
     async def insufficient_scope(self, scope: Scope, receive: Receive, send: Send) -> None:
         """403 to every ``tools/call`` of ``admin``; anything else goes on to the SDK."""
         body = b""
@@ -277,16 +302,7 @@ class Faults:
             and (request.get("params") or {}).get("name") == ADMIN
         ):
             note("insufficient_scope")
-            challenge = (
-                f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}",'
-                f' resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
-            )
-            refused = JSONResponse(
-                {"error": "insufficient_scope"},
-                status_code=403,
-                headers={"WWW-Authenticate": challenge},
-            )
-            await refused(scope, receive, send)
+            await self.refusal()(scope, receive, send)
             return
         replayed = False
 
@@ -517,7 +533,9 @@ def build(
                 "client_registration_options": ClientRegistrationOptions(
                     enabled=True,
                     # The step-up may ask for ADMIN: registration must not be what refuses.
-                    valid_scopes=[SCOPE, ADMIN] if fault == "insufficient-scope" else [SCOPE],
+                    valid_scopes=[SCOPE, ADMIN]
+                    if fault and "insufficient-scope" in fault
+                    else [SCOPE],
                     default_scopes=[SCOPE],
                 ),
                 "revocation_options": RevocationOptions(enabled=True),
@@ -551,8 +569,31 @@ def build(
 
     server.custom_route("/consent", methods=["GET", "POST"])(consent)
     app: Starlette = server.sse_app() if transport == "sse" else server.streamable_http_app()
-    faults = Faults(app, base, fault)
-    return DPoPLayer(faults, base, dpop) if dpop else faults
+    faults = Faults(app, base, fault, sse=transport == "sse")
+    return Wire(DPoPLayer(faults, base, dpop) if dpop else faults, endpoint)
+
+
+class Wire:
+    """ASGI middleware noting each request to the MCP endpoint with the status answered."""
+
+    def __init__(self, app: ASGIApp, endpoint: str) -> None:
+        self.app = app
+        self.path = endpoint.rsplit("/", 1)[1]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (
+            path.strip("/") == self.path or path.startswith("/messages")
+        ):
+            await self.app(scope, receive, send)
+            return
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                note(f"wire {scope['method']} {scope['path']} {message['status']}")
+            await send(message)
+
+        await self.app(scope, receive, noting)
 
 
 def main() -> None:

@@ -25,10 +25,11 @@ Scenarios:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -42,6 +43,7 @@ from mcp.types import (
     Root,
     TextContent,
 )
+from mcp_types import RequestParamsMeta
 
 
 def dump(value: Any) -> Any:
@@ -122,7 +124,67 @@ async def echo(client: Client, seen: dict[str, Any]) -> None:
     seen["echo"] = dump(await client.call_tool("echo", {"message": "bridged"}))
 
 
-SCENARIOS = {"echo": echo, "tour": tour, "consent": consent, "sample": sample, "roots": roots}
+async def _first(sub: Any, into: list[str], seconds: float) -> None:
+    """The stream's first event within ``seconds``, if any."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            async for event in sub:
+                into.append(f"{type(event).__name__} {getattr(event, 'uri', '')}".strip())
+                return
+
+
+async def watch(client: Client, seen: dict[str, Any]) -> None:
+    """Resource updates: a 2026-07-28 client on two listen streams (the readme on one, the
+    pixel on the other); a legacy one through resources/subscribe."""
+    if client.protocol_version != "2026-07-28":
+        await client.subscribe_resource("text://readme")
+        seen["touch"] = dump(await client.call_tool("touch_readme", {}))
+        for _ in range(100):
+            if "notifications/resources/updated" in seen["notifications"]:
+                break
+            await asyncio.sleep(0.05)
+        await client.unsubscribe_resource("text://readme")
+        return
+    readme: list[str] = []
+    pixel: list[str] = []
+    async with (
+        client.listen(resource_subscriptions=["text://readme", "text://nothing-here"]) as one,
+        client.listen(resource_subscriptions=["bin://pixel"]) as two,
+    ):
+        seen["honoured_one"] = dump(one.honored) if one.honored else None
+        seen["honoured_two"] = dump(two.honored) if two.honored else None
+        seen["touch"] = dump(await client.call_tool("touch_readme", {}))
+        await _first(one, readme, 10)
+        await _first(two, pixel, 1)  # the pixel did not change: nothing comes
+    seen["stream_readme"] = readme
+    seen["stream_pixel"] = pixel
+
+
+async def logs(client: Client, seen: dict[str, Any]) -> None:
+    """Log lines during a call: a 2026-07-28 client gets them for the request whose _meta
+    names a level, at or above it; a legacy one after logging/setLevel."""
+    level: RequestParamsMeta | None = cast(
+        RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "info"}
+    )
+    if client.protocol_version != "2026-07-28":
+        await client.call_tool("log", {"level": "warning", "message": "before setLevel"})
+        await client.set_logging_level("info")
+        level = None
+    await client.call_tool("log", {"level": "debug", "message": "below"}, meta=level)
+    await client.call_tool("log", {"level": "warning", "message": "asked"}, meta=level)
+    if level is not None:
+        await client.call_tool("log", {"level": "warning", "message": "unasked"})
+
+
+SCENARIOS = {
+    "logs": logs,
+    "echo": echo,
+    "tour": tour,
+    "consent": consent,
+    "sample": sample,
+    "roots": roots,
+    "watch": watch,
+}
 
 
 async def main(scenario: str, mode: str, command: list[str]) -> None:
@@ -150,6 +212,9 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         uris = json.loads(os.environ["ROOTS"])
         return ListRootsResult(roots=[Root(uri=uri, name=f"root{i}") for i, uri in enumerate(uris)])
 
+    async def on_log(params: Any) -> None:
+        seen.setdefault("logs", []).append(str(params.data))
+
     async def on_message(message: Any) -> None:
         method = getattr(message, "method", None)
         if method is not None:
@@ -165,6 +230,7 @@ async def main(scenario: str, mode: str, command: list[str]) -> None:
         sampling_callback=on_sampling if scenario == "sample" else None,
         list_roots_callback=on_roots if "ROOTS" in os.environ else None,
         message_handler=on_message,
+        logging_callback=on_log,
         read_timeout_seconds=60,
     ) as client:
         seen["protocol_version"] = client.protocol_version

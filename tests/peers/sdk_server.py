@@ -33,6 +33,7 @@ import os
 import typing
 import uuid
 import warnings
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -214,6 +215,22 @@ def build_server() -> MCPServer[Any]:
     def elicit_form(
         outcome: Annotated[ElicitationResult[Person], Resolve(_ask_person)],
     ) -> str:
+        if outcome.action == "accept":
+            return json.dumps({"action": "accept", "content": outcome.data.model_dump()})
+        return json.dumps({"action": outcome.action})
+
+    @server.tool(
+        description="Write GATE.started, wait for the file GATE, then log, report"
+        " progress and ask for a form (initialize revisions: the ask is the server's own)."
+    )
+    async def gated_elicit(ctx: Context, gate: str) -> str:
+        Path(gate + ".started").write_text("started")
+        with anyio.fail_after(30):
+            while not Path(gate).exists():
+                await anyio.sleep(0.02)
+        await ctx.log("info", "gated_elicit: the gate opened", logger_name="sdk_server")
+        await ctx.report_progress(1, 2, "gate open")
+        outcome = await ctx.elicit("Who opened the gate?", Person)
         if outcome.action == "accept":
             return json.dumps({"action": "accept", "content": outcome.data.model_dump()})
         return json.dumps({"action": outcome.action})

@@ -623,3 +623,36 @@ async def test_dpop_concurrent_requests_each_take_the_nonce_they_were_refused_fo
                             nursery.start_soon(one)
         assert statuses == [200] * 5
         assert len(auth.to("/legit/token")) == 1
+
+
+# --- the lean HTTP path hands a refusal to the flow, once (issue 28) ----------------------
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refusal_on_the_lean_path_is_sent_once(
+    status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first POST goes out without a token (401: log in), the second with the fresh
+    token; that refusal is final (a 401 to a fresh token; a 403 that asks for no scope)
+    and its body is quoted. Nothing is sent twice to reach the auth flow (it was 3 and
+    4 POSTs: each refusal on the lean path went again through httpx)."""
+    monkeypatch.delenv("AGENTHOST_LEAN_HTTP", raising=False)
+    async with hostile_auth("legit") as auth:
+
+        def mcp(seen: Seen) -> Answer:
+            if "authorization" not in seen.headers:
+                return auth.default(seen)
+            body = b"tenant suspended"
+            return Answer(status=status, headers=(("content-type", "text/plain"),), body=body)
+
+        auth.route("/mcp", mcp)
+        with trio.fail_after(30), pytest.raises(agenthost.AgentHostError) as caught:
+            async with agenthost.connect(pinned(auth)):
+                pass
+        sent = auth.to("/mcp")
+    assert [s.headers.get("authorization") for s in sent] == [None, "Bearer legit-access-1"]
+    assert "\n" not in str(caught.value)
+    if status == 403:
+        assert "tenant suspended" in str(caught.value), caught.value
+    else:
+        assert "refused the access token its authorization server just issued" in str(caught.value)
