@@ -33,7 +33,7 @@ from providers.base import Provider
 if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingService
 
-__all__ = ["SERVER_ASK", "DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
+__all__ = ["MAX_DURING", "SERVER_ASK", "DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -65,6 +65,10 @@ def _asking(server: str, ctx: RequestContext) -> Iterator[None]:
         yield
     finally:
         SERVER_ASK.reset(token)
+
+
+#: Candidate calls named in one ask's audit line (``via.during``); the rest are counted.
+MAX_DURING = 16
 
 
 class DecidedCalls:
@@ -121,6 +125,12 @@ class DecidedCalls:
         during = [audit for tool, audit in calls if ctx.origin_name in (None, tool)]
         if not during:
             return via
+        if len(during) > MAX_DURING:  # one audit line, however many calls are in flight
+            return {
+                **(via or {}),
+                "during": during[:MAX_DURING],
+                "during_more": len(during) - MAX_DURING,
+            }
         return {**(via or {}), "during": during}
 
 

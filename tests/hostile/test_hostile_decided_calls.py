@@ -4,10 +4,12 @@ call, so it belongs to that call alone, not to every call of that tool in flight
 
 from __future__ import annotations
 
+import contextlib
+
 import trio
 
 from agenthost.asks import RequestContext
-from agenthost.host.handlers import DecidedCalls
+from agenthost.host.handlers import MAX_DURING, DecidedCalls
 
 MRTR = RequestContext(
     server="s",
@@ -50,3 +52,17 @@ async def test_an_mrtr_ask_is_audited_with_its_own_call_only() -> None:
         assert legacy is not None and len(legacy["during"]) == 2
         checked.set()
     assert seen == {"r1": [{"run_id": "r1"}], "r2": [{"run_id": "r2"}]}
+
+
+def test_a_legacy_ask_lists_a_bounded_number_of_candidate_calls() -> None:
+    """A legacy server's own request lists every durable call in flight on it: with a
+    worker running a hundred, each of its asks' audit lines carried a hundred entries.
+    The list is cut, saying how many were left out."""
+    calls = DecidedCalls()
+    with contextlib.ExitStack() as stack:
+        for n in range(100):
+            stack.enter_context(calls.running("s", "summarize", {"run_id": f"r{n}"}))
+        via = calls.via("s", LEGACY)
+    assert via is not None
+    assert len(via["during"]) == MAX_DURING
+    assert via["during_more"] == 100 - MAX_DURING
