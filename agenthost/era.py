@@ -42,6 +42,7 @@ from agenthost.protocol.lifecycle import (
     Stamp,
     retry_revision,
     server_info,
+    shown_revisions,
     supported_revisions,
 )
 from agenthost.protocol.types import (
@@ -295,10 +296,9 @@ class ModernEra:
         """-32022: name both sides; ``supported`` keeps the server's list (for a caller
         deciding whether to fall back)."""
         supported = supported_revisions(exc.raw_data)
-        theirs = ", ".join(supported[:8]) if supported else "(not said)"
         return UnsupportedRevision(
             f"server does not support protocol version {self.stamp.revision} ({exc.message});"
-            f" it supports {theirs}",
+            f" it supports {shown_revisions(exc.data)}",
             supported=supported,
             server=self._session.name,
             code=exc.code,

@@ -79,7 +79,8 @@ MAX_SECRETS: Final = 4096
 RUNTIME_MIN_LENGTH: Final = 16
 #: A setting's name that says its value is a secret (``API_KEY``, ``token``, ``sig``...).
 _SECRET_NAME = re.compile(
-    r"key|token|secret|pass|pw|pin|api|auth|cred|cookie|session|sig|private|bearer|jwt|dsn|code",
+    r"key|token|secret|pass|pw|pin|api|auth|cred|cookie|session|sig|private|bearer|jwt|dsn|code"
+    r"|mnemonic|phrase|seed|salt|otp|recovery",
     re.IGNORECASE,
 )
 #: A value that is plainly not a secret: lowercase words, paths, MIME types, host names
@@ -118,11 +119,16 @@ def add_named_secret(name: str, value: str | None) -> None:
 
     For env variables, headers and URL query parameters: most are tokens, but not all
     (``MODE=require``, ``Accept: application/json``, ``?sslmode=require``). A value is
-    registered when ``name`` says it is a secret, or when it has what a secret has and a
-    plain word or path lacks: a capital, a digit, or another symbol.
+    registered when ``name`` says it is a secret (a recovery phrase is lowercase words),
+    or when it has what a secret has and a plain word or path lacks: a capital, a digit,
+    or another symbol. A URL's password is registered whatever its letters.
     """
     if not value or not isinstance(value, str):
         return
+    if "://" in value:
+        # A connection URL (DATABASE_URL): its password is a secret however plain its
+        # letters (postgres://app:correcthorse@db/prod); its query values by their names.
+        add_secrets_of_url(value)
     if not _SECRET_NAME.search(name) and _PLAIN_VALUE.fullmatch(value):
         return
     add_secret(value)

@@ -58,6 +58,7 @@ from agenthost.protocol.jsonrpc import Request
 from agenthost.protocol.lifecycle import (
     Stamp,
     discover_revision,
+    shown_revisions,
     supported_revisions,
 )
 from agenthost.protocol.revisions import (
@@ -481,7 +482,7 @@ class ClientSession:
                     continue
                 raise UnsupportedRevision(
                     f"server rejected protocol version {self._offer} ({exc.message}); it"
-                    f" supports {', '.join(supported[:8])}"
+                    f" supports {shown_revisions(exc.data)}"
                     + ("" if mutual else f", agenthost speaks {', '.join(SUPPORTED_REVISIONS)}"),
                     supported=supported,
                     server=self.name,

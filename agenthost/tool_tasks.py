@@ -87,6 +87,7 @@ from agenthost.protocol.types.tasks import (
     TaskRequestParams,
     UpdateTaskRequestParams,
 )
+from agenthost.redaction import redact, redact_json
 
 if TYPE_CHECKING:
     from agenthost.asks import RequestContext
@@ -616,19 +617,22 @@ def _outcome(
         error = latest.get("error")
         if not isinstance(error, Mapping) or type(error.get("code")) is not int:
             raise ProtocolError(
-                f"task {_shown(task.task_id)} failed: {(task.status_message or 'no error')[:2000]}",
+                f"task {_shown(task.task_id)} failed:"
+                f" {redact((task.status_message or 'no error')[:2000])}",
                 server=session.name,
             )
+        # Server text, as an error received through rpc.py: scrubbed; decisions read raw_data.
         raise JSONRPCError(
             error["code"],
-            str(error.get("message", ""))[:2000],
-            error.get("data"),
+            redact(str(error.get("message", ""))[:2000]),
+            redact_json(error.get("data")),
             server=session.name,
+            raw_data=error.get("data"),
         )
     if task.status == "cancelled":
         raise TaskCancelled(
             f"task {_shown(task.task_id)} was cancelled"
-            + (f": {task.status_message[:2000]}" if task.status_message else ""),
+            + (f": {redact(task.status_message[:2000])}" if task.status_message else ""),
             server=session.name,
         )
     return None

@@ -33,7 +33,7 @@ from providers.base import Provider
 if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingService
 
-__all__ = ["SERVER_ASK", "DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
+__all__ = ["MAX_DURING", "SERVER_ASK", "DecidedCalls", "RootsFilter", "SamplingRoute", "ServerAsks"]
 
 log = logging.getLogger("agenthost.host")
 
@@ -67,6 +67,10 @@ def _asking(server: str, ctx: RequestContext) -> Iterator[None]:
         SERVER_ASK.reset(token)
 
 
+#: Candidate calls named in one ask's audit line (``via.during``); the rest are counted.
+MAX_DURING = 16
+
+
 class DecidedCalls:
     """The calls in flight whose audit lines belong elsewhere (a durable run's), so that
     what their servers ask meanwhile is audited with them.
@@ -76,11 +80,17 @@ class DecidedCalls:
     line names the run through ``via.during``: the ``audit`` mapping of each such call in
     flight on that server (of that tool, when the ask says which: MRTR). A legacy server's
     own request does not say which call it serves, so with several calls in flight on one
-    server every candidate is listed. Bounded by the calls in flight.
+    server every candidate is listed. An MRTR ask is answered in the task of the call it
+    came back in (a context variable names that call), so it is that call's alone, even
+    with another run calling the same tool. Bounded by the calls in flight.
     """
 
     def __init__(self) -> None:
         self._calls: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        #: The call the current task runs (None outside :meth:`running`).
+        self._current: contextvars.ContextVar[tuple[str, Mapping[str, Any]] | None] = (
+            contextvars.ContextVar("agenthost_decided_call", default=None)
+        )
 
     @contextlib.contextmanager
     def running(self, server: str, tool: str, audit: Mapping[str, Any]) -> Iterator[None]:
@@ -88,9 +98,11 @@ class DecidedCalls:
         entry = (tool, dict(audit))
         calls = self._calls.setdefault(server, [])
         calls.append(entry)
+        token = self._current.set(entry)
         try:
             yield
         finally:
+            self._current.reset(token)
             calls.remove(entry)
             if not calls:
                 del self._calls[server]
@@ -101,9 +113,24 @@ class DecidedCalls:
         calls = self._calls.get(server)
         if not calls:
             return via
+        current = self._current.get()
+        if (
+            ctx.origin is not None
+            and current is not None
+            and current[0] == ctx.origin_name
+            and any(entry is current for entry in calls)
+        ):
+            # Came back in the answer to the call this task runs: that call's alone.
+            return {**(via or {}), "during": [current[1]]}
         during = [audit for tool, audit in calls if ctx.origin_name in (None, tool)]
         if not during:
             return via
+        if len(during) > MAX_DURING:  # one audit line, however many calls are in flight
+            return {
+                **(via or {}),
+                "during": during[:MAX_DURING],
+                "during_more": len(during) - MAX_DURING,
+            }
         return {**(via or {}), "during": during}
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "probe_refusal",
     "retry_revision",
     "server_info",
+    "shown_revisions",
     "supported_revisions",
 ]
 
@@ -79,6 +80,18 @@ def supported_revisions(data: Any) -> tuple[str, ...]:
     """The revisions an error's ``data.supported`` names (``()`` when it names none)."""
     supported = data.get("supported") if isinstance(data, Mapping) else None
     return tuple(map(str, supported)) if isinstance(supported, list) else ()
+
+
+def shown_revisions(data: Any) -> str:
+    """The revisions an error's ``data.supported`` names, for an error message: the first
+    eight, each cut to 40 characters (a server chooses them: a megabyte "version" must not
+    become a megabyte message). Pass the *shown* data (``JSONRPCError.data``, scrubbed of
+    our secrets), never ``raw_data``; decisions read :func:`supported_revisions`."""
+    supported = supported_revisions(data)
+    if not supported:
+        return "(not said)"
+    more = f" and {len(supported) - 8} more" if len(supported) > 8 else ""
+    return ", ".join(v if len(v) <= 40 else v[:40] + "..." for v in supported[:8]) + more
 
 
 def modern_evidence(code: int | None, supported: Collection[str] = ()) -> bool:

@@ -41,8 +41,11 @@ them any more).
 
 Bounds: at most :data:`MAX_TASKS_PER_OWNER` tasks per owner (:data:`MAX_STATELESS_TASKS`
 for the sessionless one), terminal ones included (the oldest terminal task makes room;
-with none, the call is refused with -32603); a terminal task is kept for its ttl (the
-client's, within :data:`MAX_TTL_MS`) and then forgotten.
+with none, the call is refused with -32603), counted from the call (calls sent together
+cannot overshoot it); a terminal task is kept for its ttl (the client's, within
+:data:`MAX_TTL_MS`) and then forgotten, sooner when the kept outcomes pass
+:data:`MAX_RESULT_BYTES` (oldest first, whoever's). A failed task's error goes downstream
+as ``data``, scrubbed of our secrets, never ``raw_data``.
 
 Not done: an upstream task's own asks after it was created (an elicitation while the task
 runs) reach a 2026-07-28 client only through its request, which has ended by then: they
@@ -59,6 +62,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import attrs
+import orjson
 import trio
 
 from agenthost.errors import JSONRPCError, TaskCancelled
@@ -73,6 +77,7 @@ from agenthost.tool_tasks import TERMINAL_STATUSES
 __all__ = [
     "EXTENSION",
     "LEGACY",
+    "MAX_RESULT_BYTES",
     "MAX_STATELESS_TASKS",
     "MAX_TASKS_PER_OWNER",
     "MAX_TTL_MS",
@@ -93,6 +98,10 @@ STATELESS: Final = object()
 #: every sessionless client: :data:`MAX_STATELESS_TASKS`).
 MAX_TASKS_PER_OWNER: Final = 64
 MAX_STATELESS_TASKS: Final = 256
+#: The bytes of finished tasks' outcomes (results, errors) the gateway keeps for its clients,
+#: all owners together: past it the oldest finished task is forgotten. Without it, 64
+#: sessions of 64 tasks (and 256 sessionless) of 16 MiB results would be kept an hour.
+MAX_RESULT_BYTES: Final = 256 * 1024 * 1024
 #: How long a terminal task is kept for its client to read: the client's ttl within these.
 DEFAULT_TTL_MS: Final = 300_000
 MAX_TTL_MS: Final = 3_600_000
@@ -130,6 +139,11 @@ class GatewayTask:
     error: JSONRPCError | None = None
     #: When a terminal task is forgotten (trio clock).
     expires: float = float("inf")
+    #: The bytes of its outcome, once terminal (counted in :data:`MAX_RESULT_BYTES`).
+    size: int = 0
+    #: Whether its client was told of it (the upstream created its task). Until then it
+    #: holds its place in the owner's bound but is nobody's to see.
+    announced: bool = False
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
 
@@ -185,6 +199,8 @@ class GatewayTasks:
     def __init__(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self._owned: dict[object, dict[str, GatewayTask]] = {}
+        #: The sum of the kept tasks' sizes.
+        self._kept_bytes = 0
 
     # ------------------------------------------------------------------ creating
 
@@ -206,10 +222,13 @@ class GatewayTasks:
         )
         settled = trio.Event()
         created: list[bool] = []
+        # Counted from now: calls sent together would all pass _room before any upstream
+        # had created its task, and the owner would hold as many tasks as it sent.
+        held[task.task_id] = task
 
         async def on_created(upstream: CreateTaskResult) -> None:
             created.append(True)
-            held[task.task_id] = task
+            task.announced = True
             log.info("%s: task %s… runs %s upstream", info.session.name, task.task_id[:6], tool)
             settled.set()
 
@@ -220,6 +239,9 @@ class GatewayTasks:
             if not created:
                 task.scope.cancel()  # the client gave up before there was a task
             raise
+        finally:
+            if not created and held.get(task.task_id) is task:
+                self._drop(held, task.task_id)
         if created:
             return (
                 {"task": task.wire(info.revision)}
@@ -241,7 +263,7 @@ class GatewayTasks:
         held = self._owned.setdefault(owner, {})
         now = trio.current_time()
         for task_id in [k for k, t in held.items() if t.expires <= now]:
-            del held[task_id]
+            self._drop(held, task_id)
         bound = MAX_STATELESS_TASKS if owner is STATELESS else MAX_TASKS_PER_OWNER
         if len(held) >= bound:
             finished = sorted((t for t in held.values() if t.terminal), key=lambda t: t.expires)
@@ -250,8 +272,42 @@ class GatewayTasks:
                     jsonrpc.INTERNAL_ERROR,
                     f"too many tasks under way (at most {bound}): wait for one",
                 )
-            del held[finished[0].task_id]
+            self._drop(held, finished[0].task_id)
         return held
+
+    def _drop(self, held: dict[str, GatewayTask], task_id: str) -> None:
+        self._kept_bytes -= held.pop(task_id).size
+
+    def _keep(self, task: GatewayTask) -> None:
+        """Count ``task``'s outcome in :data:`MAX_RESULT_BYTES`; past it, forget the
+        oldest finished tasks (any owner's) until the rest fit."""
+        outcome: Any = (
+            unstructure(task.result, LEGACY)
+            if task.result is not None
+            else _error(task.error)
+            if task.error is not None
+            else None
+        )
+        task.size = len(orjson.dumps(outcome)) if outcome is not None else 0
+        held = self._owned.get(task.owner, {})
+        if not task.announced or not task.size or held.get(task.task_id) is not task:
+            return  # not kept (no task was created, or its owner left)
+        self._kept_bytes += task.size
+        if self._kept_bytes <= MAX_RESULT_BYTES:
+            return
+        finished = sorted(
+            (
+                (t.expires, owner, t.task_id)
+                for owner, held in self._owned.items()
+                for t in held.values()
+                if t.terminal and t.size and t is not task
+            ),
+            key=lambda item: item[0],
+        )
+        for _, owner, task_id in finished:
+            if self._kept_bytes <= MAX_RESULT_BYTES:
+                break
+            self._drop(self._owned[owner], task_id)
 
     async def _run(
         self,
@@ -273,6 +329,7 @@ class GatewayTasks:
             else:
                 task.finish("completed", result=result)
         task.finish("cancelled", message="cancelled by the client")
+        self._keep(task)
 
     # ------------------------------------------------------------------ the tasks/* methods
 
@@ -281,7 +338,7 @@ class GatewayTasks:
         task_id = params.get("taskId")
         held = self._owned.get(info.session.task_owner, {})
         task = held.get(task_id) if isinstance(task_id, str) else None
-        if task is None or task.expires <= trio.current_time():
+        if task is None or not task.announced or task.expires <= trio.current_time():
             shown = str(task_id)[:80]
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown task: {shown}")
         return task
@@ -289,7 +346,7 @@ class GatewayTasks:
     def listed(self, info: RequestInfo) -> list[GatewayTask]:
         now = trio.current_time()
         held = self._owned.get(info.session.task_owner, {})
-        return [t for t in held.values() if t.expires > now]
+        return [t for t in held.values() if t.announced and t.expires > now]
 
     async def result(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
         """``tasks/result`` (2025-11-25): waits for the end, then the call's own answer."""
@@ -325,6 +382,7 @@ class GatewayTasks:
     def forget(self, owner: object) -> None:
         """Cancel and drop ``owner``'s tasks (its session ended: nobody can reach them)."""
         for task in self._owned.pop(owner, {}).values():
+            self._kept_bytes -= task.size
             task.scope.cancel()
 
 
@@ -365,7 +423,9 @@ async def _first(*events: trio.Event) -> None:
 
 
 def _error(exc: JSONRPCError) -> dict[str, Any]:
+    """The task's error as the client sees it: ``data``, never ``raw_data`` (what the
+    upstream sent, our secrets included: it quotes back the headers and env we gave it)."""
     out: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.raw_data is not None:
-        out["data"] = exc.raw_data
+    if exc.data is not None:
+        out["data"] = exc.data
     return out

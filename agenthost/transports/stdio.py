@@ -697,8 +697,8 @@ async def open_stdio_transport(
     Resource handling: the process (and its process group) is gone when the block exits,
     however it exits; see the module docstring.
     """
-    for name, value in (env or {}).items():  # the server's own settings: often its tokens
-        add_named_secret(name, value)
+    for key, value in (env or {}).items():  # the server's own settings: often its tokens
+        add_named_secret(key, value)  # (not ``name``: that is the server's, used below)
     child_env = child_environment(env, host_env, inherit)
     tag: str | None = None
     if sys.platform.startswith("linux"):

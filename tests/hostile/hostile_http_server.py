@@ -8,7 +8,7 @@ every byte on the wire is the test's choice.
 Usage::
 
     python tests/hostile/hostile_http_server.py --port N [--redirect ORIGIN]
-        [--session-id TEXT] [--reject-init]
+        [--session-id TEXT] [--reject-init] [--hold-get]
 
 Endpoint ``/mcp`` (and ``/old``, which answers every request with a 307 to ``/mcp`` on the
 same origin). ``initialize`` answers JSON with ``Mcp-Session-Id`` (``--session-id``: a
@@ -16,7 +16,8 @@ value of our choice, e.g. non-ASCII); with ``--reject-init`` it is a JSON-RPC er
 quotes the credentials it got instead. With ``--redirect ORIGIN`` every POST whose ``Host``
 is not ORIGIN's is answered with a 307 to ``ORIGIN/mcp``: pointing ORIGIN at
 ``http://localhost:N`` while the client uses ``http://127.0.0.1:N`` makes the same process
-play both origins, and its log shows which headers reached which one.
+play both origins, and its log shows which headers reached which one. With
+``--hold-get`` the GET stream is never answered (the host waits for it, once, bounded).
 
 ``tools/call`` by tool name:
 
@@ -73,7 +74,10 @@ def _quoted(request: Request) -> dict[str, Any]:
 
 
 def build_app(
-    redirect: str | None = None, session_id: str | None = None, reject_init: bool = False
+    redirect: str | None = None,
+    session_id: str | None = None,
+    reject_init: bool = False,
+    hold_get: bool = False,
 ) -> Starlette:
     target_host = urlsplit(redirect).netloc if redirect else None
 
@@ -93,6 +97,8 @@ def build_app(
         if request.method == "DELETE":
             return Response(status_code=200)
         if request.method == "GET":
+            if hold_get:  # never answers: the host's GET stream waits for ever
+                await anyio.sleep(3600)
             return Response(status_code=405)
         if target_host is not None and request.headers.get("host") != target_host:
             return RedirectResponse(f"{redirect}/mcp", status_code=307)
@@ -197,8 +203,9 @@ def main() -> None:
     parser.add_argument("--redirect", help="origin to redirect every POST to (e.g. http://h:p)")
     parser.add_argument("--session-id", help="the Mcp-Session-Id to hand out")
     parser.add_argument("--reject-init", action="store_true", help="quote credentials back")
+    parser.add_argument("--hold-get", action="store_true", help="never answer the GET stream")
     args = parser.parse_args()
-    app = build_app(args.redirect, args.session_id, args.reject_init)
+    app = build_app(args.redirect, args.session_id, args.reject_init, args.hold_get)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

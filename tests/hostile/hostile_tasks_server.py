@@ -26,11 +26,15 @@ Config keys (all optional):
   without pause, from the moment the task is created.
 - ``list``: ``{"per_page": N, "pages": P}`` for ``tasks/list`` (``P`` 0: without end).
 - ``record``: a path; the method of every message received is appended, one a line.
+- ``result_bytes``: the completed task's result text is this many bytes (default ``done``).
+- ``fail_quoting``: the name of an environment variable: the task ends ``failed``, its
+  error (message and data) quoting that variable's value back (a secret the host gave it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -55,7 +59,17 @@ class Server:
             sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
             sys.stdout.flush()
 
+    def result_text(self) -> str:
+        size = self.config.get("result_bytes")
+        return "done" if size is None else "r" * int(size)
+
+    def error(self) -> dict[str, Any]:
+        quoted = os.environ.get(str(self.config.get("fail_quoting")), "")
+        return {"code": -32603, "message": f"bad key {quoted}", "data": {"key": quoted}}
+
     def status(self) -> str:
+        if "fail_quoting" in self.config:
+            return "failed"
         after = self.config.get("complete_after")
         if after is not None and self.gets >= int(after):
             return "completed"
@@ -75,7 +89,9 @@ class Server:
                 ask = {"method": "roots/list", "params": {}}
                 task["inputRequests"] = {"again": ask}
             elif task["status"] == "completed":
-                task["result"] = {"content": [{"type": "text", "text": "done"}]}
+                task["result"] = {"content": [{"type": "text", "text": self.result_text()}]}
+            elif task["status"] == "failed":
+                task["error"] = self.error()
         else:
             task |= {"ttl": ttl, "pollInterval": poll}
         return {k: v for k, v in task.items() if v is not None}
@@ -138,7 +154,7 @@ class Server:
         if method == "tasks/result":
             if self.config.get("result_hangs") or self.status() != "completed":
                 return None
-            return {"content": [{"type": "text", "text": "done"}]}
+            return {"content": [{"type": "text", "text": self.result_text()}]}
         if method == "tasks/cancel":
             return {} if self.modern else self.task() | {"status": "cancelled"}
         if method == "tasks/list":
@@ -165,7 +181,9 @@ class Server:
                 error = {"code": -32601, "message": f"Method not found: {method}"}
                 self.write({"id": message["id"], "error": error})
                 continue
-            if result is not None:
+            if result is None and method == "tasks/result" and self.status() == "failed":
+                self.write({"id": message["id"], "error": self.error()})
+            elif result is not None:
                 self.write({"id": message["id"], "result": result})
 
 
