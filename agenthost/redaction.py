@@ -134,14 +134,17 @@ def add_named_secret(name: str, value: str | None) -> None:
     add_secret(value)
 
 
-def add_runtime_secret(value: str | None) -> None:
+def add_runtime_secret(value: str | None, *, credential: bool = False) -> None:
     """Treat ``value``, obtained at run time (a token, a code), as a secret from now on.
 
     Registered whole (a token is one value, not its words), among the bounded run-time
     values; register it before it is first used. Values shorter than
-    :data:`RUNTIME_MIN_LENGTH` are not registered (see there).
+    :data:`RUNTIME_MIN_LENGTH` are not registered (see there), except a ``credential``
+    (an OAuth token, code or assertion): one of those leaking matters more than a word
+    hidden, and the authorization server the user logged in with chose it.
     """
-    if value and isinstance(value, str) and len(value) >= RUNTIME_MIN_LENGTH:
+    least = MIN_LENGTH if credential else RUNTIME_MIN_LENGTH
+    if value and isinstance(value, str) and len(value) >= least:
         _add([value], _runtime)
 
 

@@ -76,7 +76,7 @@ class Redactor:
                 if value in self.configured:
                     add_secret(value)
                 else:
-                    add_runtime_secret(value)
+                    add_runtime_secret(value, credential=True)
 
     def __call__(self, text: str) -> str:
         for secret in sorted(self.secrets, key=len, reverse=True):

@@ -181,6 +181,9 @@ def test_a_short_value_a_server_chose_is_not_registered() -> None:
     add_runtime_secret("delete_repository")
     assert redact("delete files") == "delete files"
     assert redact("delete_repository now") == f"{REDACTED} now"
+    # An OAuth token is a credential: registered from the usual 6 characters.
+    add_runtime_secret("tok-9x2", credential=True)
+    assert redact("Bearer tok-9x2") == f"Bearer {REDACTED}"
 
 
 def test_isolated_forgets_what_was_registered_inside() -> None:
