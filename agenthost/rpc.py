@@ -285,7 +285,7 @@ class RPC:
                         # notifications/cancelled read in the same batch must find it.
                         scope = trio.CancelScope()
                         self._incoming[message.id] = scope
-                        self._nursery.start_soon(self._answer, message, scope)
+                        self._nursery.start_soon(self._answer, message, scope, self._notes_queued)
                     else:
                         assert isinstance(message, Notification)
                         await self._on_notification(message)
@@ -639,18 +639,27 @@ class RPC:
     # ------------------------------------------------------------------ requests in
 
     @trio.lowlevel.enable_ki_protection
-    async def _answer(self, request: Request, scope: trio.CancelScope) -> None:
-        """Run the handler for one peer request and send its response."""
+    async def _answer(self, request: Request, scope: trio.CancelScope, after: int) -> None:
+        """Run the handler for one peer request and send its response.
+
+        The handler runs once the notifications the peer sent before the request (the
+        first ``after``) were delivered, as the wire ordered them: a server's progress
+        sent just before it asks must reach its listener first (``agenthost serve``
+        relays both, and the ask may end the downstream request that the progress is for).
+        """
         try:
-            await self._answer_within(request, scope)
+            await self._answer_within(request, scope, after)
         finally:
             self._asks -= 1
 
-    async def _answer_within(self, request: Request, scope: trio.CancelScope) -> None:
+    async def _answer_within(
+        self, request: Request, scope: trio.CancelScope, after: int = 0
+    ) -> None:
         reply: Response | ErrorResponse
         with scope:
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()  # cancelled before we began?
+                await self.notifications_delivered(after)
                 result = await self._handle_request(request)
                 reply = Response(request.id, result)
             except JSONRPCError as exc:
