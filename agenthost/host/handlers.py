@@ -17,6 +17,7 @@ from agenthost.ask_tasks import AskTaskLimits
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config.model import ServerConfig
 from agenthost.errors import JSONRPCError
+from agenthost.host.inflight import InFlight
 from agenthost.host.refresh import LIST_CHANGED, CatalogRefresher
 from agenthost.host.roots import RootsRegistry
 from agenthost.protocol.types import (
@@ -86,7 +87,7 @@ class DecidedCalls:
     """
 
     def __init__(self) -> None:
-        self._calls: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        self._calls: InFlight[Mapping[str, Any]] = InFlight()
         #: The call the current task runs (None outside :meth:`running`).
         self._current: contextvars.ContextVar[tuple[str, Mapping[str, Any]] | None] = (
             contextvars.ContextVar("agenthost_decided_call", default=None)
@@ -95,34 +96,26 @@ class DecidedCalls:
     @contextlib.contextmanager
     def running(self, server: str, tool: str, audit: Mapping[str, Any]) -> Iterator[None]:
         """For the block: ``server`` runs ``tool`` for the call ``audit`` names."""
-        entry = (tool, dict(audit))
-        calls = self._calls.setdefault(server, [])
-        calls.append(entry)
-        token = self._current.set(entry)
-        try:
-            yield
-        finally:
-            self._current.reset(token)
-            calls.remove(entry)
-            if not calls:
-                del self._calls[server]
+        with self._calls.running(server, tool, dict(audit)) as entry:
+            token = self._current.set(entry)
+            try:
+                yield
+            finally:
+                self._current.reset(token)
 
     def via(self, server: str, ctx: RequestContext) -> dict[str, Any] | None:
         """``ctx.via()`` with ``during``: the audit mappings the ask may belong to."""
         via = ctx.via()
-        calls = self._calls.get(server)
-        if not calls:
-            return via
         current = self._current.get()
         if (
             ctx.origin is not None
             and current is not None
             and current[0] == ctx.origin_name
-            and any(entry is current for entry in calls)
+            and self._calls.holds(server, current)
         ):
             # Came back in the answer to the call this task runs: that call's alone.
             return {**(via or {}), "during": [current[1]]}
-        during = [audit for tool, audit in calls if ctx.origin_name in (None, tool)]
+        during = self._calls.candidates(server, ctx.origin_name)
         if not during:
             return via
         if len(during) > MAX_DURING:  # one audit line, however many calls are in flight

@@ -4,8 +4,9 @@ An upstream asks (sampling, elicitation, roots) and logs in the middle of a tool
 over ``serve --http`` several clients may have calls running, and the ask belongs to the
 client whose call caused it, not to whichever client spoke last. The gateway attributes
 asks the way the host attributes them to durable calls
-(:class:`agenthost.host.handlers.DecidedCalls`): :class:`CallsInFlight` records, for each
-upstream server, which downstream request has a call running there and of which tool.
+(:class:`agenthost.host.handlers.DecidedCalls`), on the same record
+(:class:`agenthost.host.inflight.InFlight`): for each upstream server, which downstream
+request has a call running there and of which tool.
 
 * A 2026-07-28 upstream's ask names its tool (MRTR ``origin_name``): the caller is the
   one request with a call of that tool in flight on that server.
@@ -21,9 +22,7 @@ Bounded by the downstream requests in flight (each client's are bounded by its e
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
+from agenthost.host.inflight import InFlight
 from agenthost.serve.downstream import RequestInfo
 from agenthost.serve.mrtr import Asker, ExchangeAsker
 
@@ -36,35 +35,16 @@ def asker_for(info: RequestInfo) -> Asker:
     return ExchangeAsker(info.exchange) if info.exchange is not None else info.session
 
 
-class CallsInFlight:
+class CallsInFlight(InFlight[RequestInfo]):
     """Server name -> the (tool, downstream request) pairs with a call running there."""
-
-    def __init__(self) -> None:
-        self._calls: dict[str, list[tuple[str, RequestInfo]]] = {}
-
-    @contextlib.contextmanager
-    def running(self, server: str, tool: str, info: RequestInfo) -> Iterator[None]:
-        """For the block: the request ``info`` runs ``server``'s ``tool``."""
-        entry = (tool, info)
-        calls = self._calls.setdefault(server, [])
-        calls.append(entry)
-        try:
-            yield
-        finally:
-            calls.remove(entry)
-            if not calls:
-                del self._calls[server]
 
     def caller(self, server: str, tool: str | None) -> RequestInfo | None:
         """The request an ask from ``server`` (about ``tool``, when it says) belongs to, or
         None when it cannot be told (no call, or calls of several requests)."""
-        found = [info for name, info in self._calls.get(server, ()) if tool in (None, name)]
+        found = self.candidates(server, tool)
         if len(found) == 1:
             return found[0]
         sessions = {id(info.session) for info in found}
         if len(sessions) == 1 and all(info.exchange is None for info in found):
             return found[0]  # several calls of one legacy client: asked on its session
         return None
-
-    def has_calls(self, server: str) -> bool:
-        return server in self._calls
