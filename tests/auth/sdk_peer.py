@@ -9,13 +9,23 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 
 from agenthost.auth import FileTokenStore, OAuthSettings
 from agenthost.config.model import ServerConfig
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 
-__all__ = ["SERVER", "auth_server", "browser", "config", "peer_log", "saved", "tokens_of"]
+__all__ = [
+    "SERVER",
+    "auth_server",
+    "browser",
+    "config",
+    "peer_log",
+    "revoke_access_token",
+    "saved",
+    "tokens_of",
+]
 
 SERVER = str(PEERS / "sdk_auth_server.py")
 
@@ -75,3 +85,22 @@ def tokens_of(state: dict[str, Any] | None) -> dict[str, Any] | None:
     if state is None:
         return None
     return state["issuers"][state["current"]]["tokens"]  # type: ignore[no-any-return]
+
+
+async def revoke_access_token(url: str) -> None:
+    """The server forgets our access token (as when it is revoked early)."""
+    state = await saved()
+    assert state is not None
+    entry = state["issuers"][state["current"]]
+    client = entry["client"]
+    async with httpx.AsyncClient() as http:
+        revoked = await http.post(
+            url.rsplit("/", 1)[0] + "/revoke",
+            data={
+                "token": entry["tokens"]["access_token"],
+                "client_id": client["client_id"],
+                "client_secret": client["client_secret"],
+            },
+            auth=(client["client_id"], client["client_secret"]),
+        )
+    assert revoked.status_code == 200, revoked.text

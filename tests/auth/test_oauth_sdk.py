@@ -30,6 +30,7 @@ from tests.auth.sdk_peer import (
     browser,
     config,
     peer_log,
+    revoke_access_token,
     saved,
     tokens_of,
 )
@@ -102,22 +103,8 @@ async def test_refresh_on_401_after_the_server_revoked_the_access_token(tmp_path
         URL_OPENER.set(browser)
         async with agenthost.connect(config(url)) as session:
             await session.list_tools()
-            state = await saved()
-            assert state is not None
-            entry = state["issuers"][state["current"]]
-            client = entry["client"]
             # The server forgets the access token (as when it expires or is revoked early).
-            async with httpx.AsyncClient() as http:
-                revoked = await http.post(
-                    url.removesuffix("/mcp") + "/revoke",
-                    data={
-                        "token": entry["tokens"]["access_token"],
-                        "client_id": client["client_id"],
-                        "client_secret": client["client_secret"],
-                    },
-                    auth=(client["client_id"], client["client_secret"]),
-                )
-                assert revoked.status_code == 200, revoked.text
+            await revoke_access_token(url)
             URL_OPENER.set(None)  # no person: only a refresh can save this call
             result = await session.call_tool("echo", {"message": "after revoke"})
             assert not result.is_error

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import attrs
-import httpx
 import pytest
 import trio
 import trio.testing
@@ -22,7 +21,7 @@ import trio.testing
 import agenthost
 from agenthost.auth import URL_OPENER
 from agenthost.errors import AuthorizationError, RequestUnauthorized
-from tests.auth.sdk_peer import auth_server, browser, config, peer_log, saved
+from tests.auth.sdk_peer import auth_server, browser, config, peer_log, revoke_access_token
 from tests.peers.http_launch import free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -32,25 +31,6 @@ pytestmark = pytest.mark.timeout(90)
 def _isolated_store(tmp_path: Path) -> None:
     os.environ["XDG_DATA_HOME"] = str(tmp_path / "data")
     os.environ["AGENTHOST_TOKEN_STORE"] = "file"
-
-
-async def revoke_access_token(url: str) -> None:
-    """The server forgets our access token (as when it is revoked early)."""
-    state = await saved()
-    assert state is not None
-    entry = state["issuers"][state["current"]]
-    client = entry["client"]
-    async with httpx.AsyncClient() as http:
-        revoked = await http.post(
-            url.rsplit("/", 1)[0] + "/revoke",
-            data={
-                "token": entry["tokens"]["access_token"],
-                "client_id": client["client_id"],
-                "client_secret": client["client_secret"],
-            },
-            auth=(client["client_id"], client["client_secret"]),
-        )
-    assert revoked.status_code == 200, revoked.text
 
 
 async def test_legacy_sse_a_step_up_that_cannot_help_fails_only_that_call(
