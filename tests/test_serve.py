@@ -48,6 +48,15 @@ def _toml(servers: dict[str, Command], policy: str) -> str:
     return "\n".join(lines) + "\n" + policy
 
 
+def _allow_all(tmp_path: Path, servers: dict[str, Command]) -> Path:
+    """An agenthost.toml with ``servers`` and a headless policy that allows everything."""
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        _toml(servers, '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n')
+    )
+    return config
+
+
 def _drive(
     config: Path, scenario: str, *, mode: str = "legacy", **env: str
 ) -> tuple[dict[str, Any], str]:
@@ -73,13 +82,7 @@ def test_sdk_client_tours_one_upstream_transparently(
 ) -> None:
     """Legacy: the client initializes (2025-11-25). Auto: it probes server/discover, gets
     our answer and speaks 2026-07-28 per request, to an upstream that speaks it too."""
-    config = tmp_path / "agenthost.toml"
-    config.write_text(
-        _toml(
-            {"sdk": sdk_server_cmd()},
-            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
-        )
-    )
+    config = _allow_all(tmp_path, {"sdk": sdk_server_cmd()})
     seen, stderr = _drive(config, "tour", mode=mode)
     assert seen["protocol_version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert seen["server_info"]["name"] == "agenthost"
@@ -114,13 +117,7 @@ def test_era_bridging_to_a_legacy_upstream(
 ) -> None:
     """server-everything speaks only the initialize era; a 2026-07-28 client reaches it
     through the gateway as a legacy one does."""
-    config = tmp_path / "agenthost.toml"
-    config.write_text(
-        _toml(
-            {"ev": everything_cmd()},
-            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
-        )
-    )
+    config = _allow_all(tmp_path, {"ev": everything_cmd()})
     seen, stderr = _drive(config, "echo", mode=mode)
     assert "ev: ready (legacy" in stderr
     assert seen["protocol_version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
@@ -466,13 +463,7 @@ def test_resource_updates_reach_only_their_subscribers(
     readme's change on the stream that named it, tagged with that stream's id, and not
     on its other stream (the pixel's); an unknown URI is left out of the acknowledgment.
     A legacy client still subscribes with resources/subscribe."""
-    config = tmp_path / "agenthost.toml"
-    config.write_text(
-        _toml(
-            {"sdk": sdk_server_cmd()},
-            '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n',
-        )
-    )
+    config = _allow_all(tmp_path, {"sdk": sdk_server_cmd()})
     seen, _ = _drive(config, "watch", mode=mode)
     assert seen["touch"]["content"][0]["text"].startswith("readme version")
     if mode == "legacy":
