@@ -652,9 +652,7 @@ class RPC:
         finally:
             self._asks -= 1
 
-    async def _answer_within(
-        self, request: Request, scope: trio.CancelScope, after: int = 0
-    ) -> None:
+    async def _answer_within(self, request: Request, scope: trio.CancelScope, after: int) -> None:
         reply: Response | ErrorResponse
         with scope:
             try:
