@@ -130,7 +130,7 @@ class OpenAIProvider(AdapterBase):
         await self._client.close()
 
     async def complete(self, request: Request) -> Result:
-        """Send one Chat Completions call; see :meth:`providers.base.Provider.complete`."""
+        """One Chat Completions call; see :meth:`agenthost_providers.base.Provider.complete`."""
         params = self._params(request)
         try:
             response = await self._client.chat.completions.create(**params)
@@ -149,7 +149,7 @@ class OpenAIProvider(AdapterBase):
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        """Stream one Chat Completions call; see :meth:`providers.base.Provider.stream`."""
+        """Stream Chat Completions; see :meth:`agenthost_providers.base.Provider.stream`."""
         params = self._params(request)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx2
 
-from providers.base import Tool
+from agenthost_providers.base import Tool
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]
