@@ -417,3 +417,18 @@ async def test_a_stream_error_event_is_a_provider_error() -> None:
             async with provider.stream(ask()) as stream:
                 async for _ in stream:
                     pass
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [("response.completed", {"type": "response.completed", "response": 3})],
+        [("response.completed", {"type": "response.completed", "response": {"output": [7]}})],
+    ],
+)
+async def test_a_malformed_stream_is_a_provider_error(events: list[tuple[str, Any]]) -> None:
+    async with make(Recorder(sse(events))) as provider:
+        with pytest.raises(ProviderError, match="malformed response from the API"):
+            async with provider.stream(ask()) as stream:
+                async for _ in stream:
+                    pass
