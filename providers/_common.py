@@ -18,7 +18,7 @@ import trio
 
 from agenthost.errors import ProviderError
 
-from .base import ModelInfo, StreamEvent, ToolResultContent
+from .base import ModelInfo, Request, StreamEvent, ToolResultContent, check_capabilities
 
 __all__ = [
     "AdapterBase",
@@ -121,6 +121,12 @@ class AdapterBase:
     def _ensure_open(self) -> None:
         if self._closed:
             raise ProviderError("this provider has been closed", provider=self._name)
+
+    def _checked(self, request: Request) -> None:
+        """Before building a request: refuse it on a closed provider, or when it carries
+        content the model cannot take (nothing is sent then)."""
+        self._ensure_open()
+        check_capabilities(request, self._info(request.model), provider=self._name)
 
     def _info(self, model: str) -> ModelInfo | None:
         info = self._models.get(model)

@@ -67,7 +67,6 @@ from .base import (
     ToolUseContent,
     ToolUseEvent,
     Usage,
-    check_capabilities,
 )
 
 __all__ = ["OpenAIClient", "OpenAIProvider"]
@@ -154,6 +153,19 @@ class OpenAIClient(AdapterBase):
         except MALFORMED as exc:
             raise malformed_response(exc, self.name) from exc
 
+    def _shared_params(self, request: Request) -> dict[str, Any]:
+        """The parameters both OpenAI APIs name alike: temperature, tool choice, and the
+        end user's id (``safety_identifier``; compatible servers know the older ``user``)."""
+        params: dict[str, Any] = {}
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
+        user = request.metadata.get("user_id") if request.metadata else None
+        if isinstance(user, str):
+            params["user" if self._compatible else "safety_identifier"] = user
+        return params
+
     async def _open(self, create: Callable[..., Awaitable[Any]], params: Mapping[str, Any]) -> Any:
         """Start a streaming call; an SDK failure becomes a provider error."""
         try:
@@ -233,8 +245,7 @@ class OpenAIProvider(OpenAIClient):
     # --------------------------------------------------------------------- request side
 
     def _params(self, request: Request) -> dict[str, Any]:
-        self._ensure_open()
-        check_capabilities(request, self._info(request.model), provider=self.name)
+        self._checked(request)
         messages: list[dict[str, Any]] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
@@ -242,14 +253,9 @@ class OpenAIProvider(OpenAIClient):
             messages.extend(self._message(message))
         params: dict[str, Any] = {"model": request.model, "messages": messages}
         params["max_tokens" if self._compatible else "max_completion_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params.update(self._shared_params(request))
         if request.stop_sequences:
             params["stop"] = list(request.stop_sequences)
-        if request.metadata and isinstance(request.metadata.get("user_id"), str):
-            params["user" if self._compatible else "safety_identifier"] = request.metadata[
-                "user_id"
-            ]
         if request.tools:
             params["tools"] = [
                 {
@@ -262,8 +268,6 @@ class OpenAIProvider(OpenAIClient):
                 }
                 for t in request.tools
             ]
-        if request.tool_choice is not None:
-            params["tool_choice"] = request.tool_choice
         return params
 
     def _message(self, message: Message) -> list[dict[str, Any]]:

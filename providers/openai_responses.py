@@ -65,7 +65,6 @@ from .base import (
     ToolUseContent,
     ToolUseEvent,
     Usage,
-    check_capabilities,
 )
 from .openai import OpenAIClient
 
@@ -134,8 +133,7 @@ class OpenAIResponsesProvider(OpenAIClient):
     # --------------------------------------------------------------------- request side
 
     def _params(self, request: Request) -> dict[str, Any]:
-        self._ensure_open()
-        check_capabilities(request, self._info(request.model), provider=self.name)
+        self._checked(request)
         params: dict[str, Any] = {
             "model": request.model,
             "input": self._input(request),
@@ -146,18 +144,11 @@ class OpenAIResponsesProvider(OpenAIClient):
             params["include"] = ["reasoning.encrypted_content"]
         if request.system_prompt:
             params["instructions"] = request.system_prompt
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params.update(self._shared_params(request))
         if request.stop_sequences:
             log.debug("%s: the Responses API has no stop sequences; not sent", self.name)
-        if request.metadata and isinstance(request.metadata.get("user_id"), str):
-            params["user" if self._compatible else "safety_identifier"] = request.metadata[
-                "user_id"
-            ]
         if request.tools:
             params["tools"] = [_tool(t) for t in request.tools]
-        if request.tool_choice is not None:
-            params["tool_choice"] = request.tool_choice
         return params
 
     def _input(self, request: Request) -> list[dict[str, Any]]:
