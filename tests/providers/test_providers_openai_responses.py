@@ -7,6 +7,7 @@ run for real. Every request item is checked against the SDK's own TypedDicts
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2
@@ -30,6 +31,7 @@ from openai.types.responses.response_tool_search_output_item_param_param import 
 from openai.types.responses.tool_search_tool_param import ToolSearchToolParam
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
+from providers import openai_responses as responses_module
 from providers.base import (
     END_TURN,
     MAX_TOKENS,
@@ -52,7 +54,9 @@ from providers.openai_responses import OpenAIResponsesProvider
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,
+    Handler,
     Recorder,
+    client_for,
     conforms,
     function_call,
     openai_error,
@@ -72,10 +76,10 @@ REASONING = {
 }
 
 
-def make(rec: Recorder, **entry: Any) -> OpenAIResponsesProvider:
+def make(api: Handler, **entry: Any) -> OpenAIResponsesProvider:
     raw = {"openai": {"api": "responses", **entry}}
     settings = parse_providers(raw, source="t.toml").get("openai")
-    provider = build_provider(settings, {"OPENAI_API_KEY": SECRET}, http_client=rec.client())
+    provider = build_provider(settings, {"OPENAI_API_KEY": SECRET}, http_client=client_for(api))
     assert isinstance(provider, OpenAIResponsesProvider)
     return provider
 
@@ -432,3 +436,42 @@ async def test_a_malformed_stream_is_a_provider_error(events: list[tuple[str, An
             async with provider.stream(ask()) as stream:
                 async for _ in stream:
                     pass
+
+
+async def test_a_streamed_tool_search_call_is_a_use_of_the_search_tool() -> None:
+    final = responses_body([REASONING, tool_search_call("call_s", {"query": "forecast"})])
+    rec = Recorder(sse([("response.completed", {"type": "response.completed", "response": final})]))
+    async with make(rec) as provider, provider.stream(ask(tools=(*DEFERRED, SEARCH))) as stream:
+        got = [event async for event in stream]
+    use = ToolUseContent(id="call_s", name="search_tools", input={"query": "forecast"})
+    assert got[0] == ToolUseEvent(tool_use=use)
+    assert isinstance(got[1], Completed) and got[1].result.stop_reason == TOOL_USE
+
+
+async def test_kept_reasoning_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(responses_module, "REASONING_KEPT", 3)
+    bodies: list[dict[str, Any]] = []
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        n = len(bodies)
+        return responses_reply([{**REASONING, "id": f"rs_{n}"}, function_call(f"c{n}", "f", {})])
+
+    async with make(api) as provider:
+        replies = [await provider.complete(ask(tools=(WEATHER,))) for _ in range(5)]
+        history = tuple(Message(role="assistant", content=r.content) for r in replies)
+        await provider.complete(
+            Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
+        )
+    # Only the last three responses' reasoning is still kept, each before its own call.
+    kinds = [(item["type"], item.get("id") or item.get("call_id")) for item in bodies[-1]["input"]]
+    assert kinds == [
+        ("function_call", "c1"),
+        ("function_call", "c2"),
+        ("reasoning", "rs_3"),
+        ("function_call", "c3"),
+        ("reasoning", "rs_4"),
+        ("function_call", "c4"),
+        ("reasoning", "rs_5"),
+        ("function_call", "c5"),
+    ]
