@@ -34,6 +34,7 @@ reasons, a malformed response is a provider error):
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -86,10 +87,11 @@ class OpenAIResponsesProvider(OpenAIClient):
     #: The Responses API defers tool definitions itself (see the module docstring).
     native_tool_search = True
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        #: The first call id of a response -> the reasoning items that preceded its calls.
-        self._reasoning: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    @functools.cached_property
+    def _reasoning(self) -> OrderedDict[str, list[dict[str, Any]]]:
+        """The first call id of a response -> the reasoning items that preceded its calls
+        (at most :data:`REASONING_KEPT` responses, the oldest dropped first)."""
+        return OrderedDict()
 
     async def complete(self, request: Request) -> Result:
         """Send one Responses call; see :meth:`providers.base.Provider.complete`."""
@@ -120,7 +122,7 @@ class OpenAIResponsesProvider(OpenAIClient):
                     final = event.response
                 elif kind == "error":
                     message = getattr(event, "message", None) or "the stream reported an error"
-                    raise ProviderError(message, provider=self.name)
+                    raise ProviderError(_one_line(message), provider=self.name)
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
         if final is None:
@@ -269,7 +271,7 @@ class OpenAIResponsesProvider(OpenAIClient):
         if response.status == "failed":
             error = getattr(response, "error", None)
             message = getattr(error, "message", None) or "the response failed"
-            raise ProviderError(message, provider=self.name)
+            raise ProviderError(_one_line(message), provider=self.name)
         text: list[str] = []
         uses: list[Content] = []
         reasoning: list[dict[str, Any]] = []
@@ -320,6 +322,11 @@ class OpenAIResponsesProvider(OpenAIClient):
         self._reasoning[first.id] = items
         while len(self._reasoning) > REASONING_KEPT:
             self._reasoning.popitem(last=False)
+
+
+def _one_line(message: object) -> str:
+    """The API's own words for a failure, as one bounded line (they come from the peer)."""
+    return " ".join(str(message).split())[:500]
 
 
 def _search_tool(tools: Sequence[Tool]) -> str | None:

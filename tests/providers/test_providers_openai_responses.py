@@ -324,7 +324,7 @@ async def test_stop_reasons_and_failures() -> None:
         assert "stop" not in rec.bodies[0]
 
     failed = responses_body([], status="failed")
-    failed["error"] = {"code": "server_error", "message": "The model crashed"}
+    failed["error"] = {"code": "server_error", "message": "The model\n  crashed"}
     async with make(Recorder(httpx2.Response(200, json=failed))) as provider:
         with pytest.raises(ProviderError, match="The model crashed"):
             await provider.complete(ask())
