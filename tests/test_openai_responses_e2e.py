@@ -1,7 +1,10 @@
-"""``agenthost run`` with ``api = "responses"``, as a user runs it: the CLI as a subprocess,
-two real MCP servers (tests/peers/many_tools_server.py, 60 tools), tool search on, and a
-local HTTP server that answers ``POST /v1/responses`` in the Responses API's shapes (only
-the LLM is stood in for; it answers by what the request holds, as a model would)."""
+"""OpenAI's Responses API (``api = "responses"``) end to end, only the LLM stood in for.
+
+``agenthost run`` as a user runs it: the CLI as a subprocess, two real MCP servers
+(tests/peers/many_tools_server.py, 60 tools), tool search on, and a local HTTP server that
+answers ``POST /v1/responses`` in the Responses API's shapes (by what the request holds,
+as a model would). And a real server's sampling request answered through the adapter.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import pytest
+
+from tests.helpers import host_with_provider, sampling_policy, stdio, text_of
+from tests.providers.providers_helpers import output_text, responses_reply
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 
@@ -122,3 +131,30 @@ def test_run_with_the_responses_api_searches_and_calls_the_found_tool(tmp_path: 
     assert search["name"] == "search_tools"
     assert call["name"] == "calendar__create_event"
     assert call["output"] == 'calendar__create_event called with {"name": "standup"}'
+
+
+async def test_a_servers_sampling_request_answered_through_the_responses_api(
+    tmp_path: Path, sdk_server_cmd: Callable[..., tuple[str, list[str]]]
+) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        assert request.url.path == "/v1/responses"
+        bodies.append(json.loads(request.content))
+        return responses_reply([output_text("Paris is the capital of France.")])
+
+    table = {"openai": {"kind": "openai", "api": "responses"}}
+    policy = sampling_policy(tmp_path, max_tokens=64)
+    servers = [stdio("sdk", sdk_server_cmd())]
+    async with host_with_provider(servers, policy, api, table, {"OPENAI_API_KEY": "k"}) as host:
+        result = await host.call_tool("sdk__sample", {"prompt": "Capital of France?"})
+    assert text_of(result) == "Paris is the capital of France."
+    (body,) = bodies
+    assert body["max_output_tokens"] == 64  # the server asked for 100; the policy caps it
+    assert body["input"] == [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Capital of France?"}],
+        }
+    ]
