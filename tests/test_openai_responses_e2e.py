@@ -158,3 +158,19 @@ async def test_a_servers_sampling_request_answered_through_the_responses_api(
             "content": [{"type": "input_text", "text": "Capital of France?"}],
         }
     ]
+
+
+def test_a_bad_api_value_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "agenthost.toml"
+    config.write_text('[providers.openai]\nkind = "openai"\napi = "assistants"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "agenthost", "-c", str(config), "models"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "providers.openai.api" in lines[0], proc.stderr
+    assert "chat-completions, responses" in lines[0]
