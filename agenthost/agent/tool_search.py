@@ -26,9 +26,8 @@ OpenAI's Responses API is the same with its own shapes: the search tool goes as 
 client-executed ``tool_search`` tool and the references as a ``tool_search_output``
 carrying the found tools' definitions (the adapter fills them in from the request's own
 tool list, so the agent stays provider-neutral). Other providers get the loaded tools
-only, and the search result as text. Consent is
-unchanged either way: searching runs nothing, and every call of a found tool goes through
-the host's policy like any other.
+only, and the search result as text. Consent is unchanged either way: searching runs
+nothing, and every call of a found tool goes through the host's policy like any other.
 
 Pure functions and plain data, no I/O: a durable runtime can reuse this as it is.
 """
