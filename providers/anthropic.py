@@ -62,7 +62,6 @@ from .base import (
     ToolUseContent,
     ToolUseEvent,
     Usage,
-    check_capabilities,
 )
 
 __all__ = ["AnthropicProvider"]
@@ -217,8 +216,7 @@ class AnthropicProvider(AdapterBase):
         yield Completed(result=result)
 
     def _params(self, request: Request) -> dict[str, Any]:
-        self._ensure_open()
-        check_capabilities(request, self._info(request.model), provider=self.name)
+        self._checked(request)
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,

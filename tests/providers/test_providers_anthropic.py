@@ -365,3 +365,13 @@ async def test_cancel_scope_cancels_a_call_promptly() -> None:
         assert scope.cancelled_caught
         assert arrived.is_set()
         assert time.monotonic() - start < 2
+
+
+async def test_a_malformed_stream_is_a_provider_error() -> None:
+    # A message_start without its message object (a gateway that rewrites events).
+    events = [("message_start", {"type": "message_start", "message": 3})]
+    async with make(Recorder(sse(events))) as provider:
+        with pytest.raises(ProviderError, match="malformed response from the API"):
+            async with provider.stream(ask()) as stream:
+                async for _ in stream:
+                    pass
