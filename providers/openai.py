@@ -3,7 +3,7 @@
 Chat Completions is the default API rather than Responses because it is the one API every
 OpenAI-compatible server (Ollama, vLLM, llama.cpp server, LM Studio) implements, so one
 mapping serves hosted and local models alike. ``api = "responses"`` in the provider's
-config selects :mod:`providers.openai_responses` instead (native tool search, reasoning
+config selects :mod:`agenthost_providers.openai_responses` instead (native tool search, reasoning
 items kept across turns); both share :class:`OpenAIClient`, the SDK client set-up.
 
 Mapping choices, stated once:
@@ -179,13 +179,13 @@ class OpenAIProvider(OpenAIClient):
     :class:`OpenAIClient`."""
 
     async def complete(self, request: Request) -> Result:
-        """Send one Chat Completions call; see :meth:`providers.base.Provider.complete`."""
+        """One Chat Completions call; see :meth:`agenthost_providers.base.Provider.complete`."""
         params = self._params(request)
         return await self._answer(self._client.chat.completions.create, params, self._result)
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        """Stream one Chat Completions call; see :meth:`providers.base.Provider.stream`."""
+        """Stream Chat Completions; see :meth:`agenthost_providers.base.Provider.stream`."""
         params = self._params(request)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}

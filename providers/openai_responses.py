@@ -1,11 +1,11 @@
 """OpenAI Responses API adapter (official ``openai`` SDK 3.x, ``client.responses.create``).
 
 Chosen with ``api = "responses"`` in an ``openai`` (or ``openai-compatible``) provider's
-config; the default stays Chat Completions (:mod:`providers.openai`), the one API every
+config; the default stays Chat Completions (:mod:`agenthost_providers.openai`), the one API every
 OpenAI-compatible server implements. Responses is OpenAI's own newer API: it has native
 tool search and returns reasoning items that should go back with the next request.
 
-Mapping choices, stated once (the rest as in :mod:`providers.openai`: errors, stop
+Mapping choices, stated once (the rest as in :mod:`agenthost_providers.openai`: errors, stop
 reasons, a malformed response is a provider error):
 
 * ``system_prompt`` -> ``instructions``; ``max_tokens`` -> ``max_output_tokens``;
@@ -82,7 +82,7 @@ _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"
 
 class OpenAIResponsesProvider(OpenAIClient):
     """A provider speaking the Responses API (see the module docstring); arguments as for
-    :class:`providers.openai.OpenAIClient`."""
+    :class:`agenthost_providers.openai.OpenAIClient`."""
 
     #: The Responses API defers tool definitions itself (see the module docstring).
     native_tool_search = True
@@ -94,7 +94,7 @@ class OpenAIResponsesProvider(OpenAIClient):
         return OrderedDict()
 
     async def complete(self, request: Request) -> Result:
-        """Send one Responses call; see :meth:`providers.base.Provider.complete`."""
+        """Send one Responses call; see :meth:`agenthost_providers.base.Provider.complete`."""
         params = self._params(request)
         search = _search_tool(request.tools)
         return await self._answer(
@@ -103,7 +103,7 @@ class OpenAIResponsesProvider(OpenAIClient):
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        """Stream one Responses call; see :meth:`providers.base.Provider.stream`."""
+        """Stream one Responses call; see :meth:`agenthost_providers.base.Provider.stream`."""
         params = self._params(request)
         params["stream"] = True
         raw = await self._open(self._client.responses.create, params)

@@ -42,7 +42,7 @@ from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.probing import ProbingTransport
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost.transports.websocket import WebSocketTransport
-from providers.config import build_provider, parse_providers
+from agenthost_providers.config import build_provider, parse_providers
 from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
 from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing

@@ -22,8 +22,8 @@ from agenthost.agent.budget import estimate_tokens, tool_tokens
 from agenthost.agent.tool_search import SEARCH_TOOL, ToolIndex, search_wanted
 from agenthost.config.model import AgentSettings, HostConfig, ServerConfig
 from agenthost.host.host import open_host
-from providers.base import Request, Tool, ToolUseContent
-from providers.scripted import ScriptedProvider, ScriptedTurn
+from agenthost_providers.base import Request, Tool, ToolUseContent
+from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 from tests.helpers import ALLOW_ALL, host_with_anthropic, host_with_provider
 from tests.peers.many_tools_server import THEMES, tools_of
 from tests.providers.providers_helpers import (

@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.budget import DEFAULT_CONTEXT_WINDOW, tool_tokens
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import typing_extensions
 
-from providers.base import Tool
+from agenthost_providers.base import Tool
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]

@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
-from providers.anthropic import AnthropicProvider
-from providers.base import (
+from agenthost_providers.anthropic import AnthropicProvider
+from agenthost_providers.base import (
     END_TURN,
     MAX_TOKENS,
     STOP_SEQUENCE,
@@ -25,7 +25,7 @@ from providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from providers.config import build_provider, parse_providers
+from agenthost_providers.config import build_provider, parse_providers
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,

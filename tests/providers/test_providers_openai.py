@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
-from providers.base import (
+from agenthost_providers.base import (
     END_TURN,
     MAX_TOKENS,
     STOP_SEQUENCE,
@@ -26,8 +26,8 @@ from providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from providers.config import build_provider, parse_providers
-from providers.openai import OpenAIProvider
+from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.openai import OpenAIProvider
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,

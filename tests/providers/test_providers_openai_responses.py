@@ -31,8 +31,8 @@ from openai.types.responses.response_tool_search_output_item_param_param import 
 from openai.types.responses.tool_search_tool_param import ToolSearchToolParam
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
-from providers import openai_responses as responses_module
-from providers.base import (
+from agenthost_providers import openai_responses as responses_module
+from agenthost_providers.base import (
     END_TURN,
     MAX_TOKENS,
     TOOL_USE,
@@ -49,8 +49,8 @@ from providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from providers.config import build_provider, parse_providers
-from providers.openai_responses import OpenAIResponsesProvider
+from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.openai_responses import OpenAIResponsesProvider
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,
