@@ -45,14 +45,15 @@ typecheck: $(VENV)/.dev-installed
 # one process), then the `serial` tests (wall-clock latency bounds, tests/hostile) alone.
 # The tests mostly wait on real server processes and sockets, so more workers than cores
 # pays (figures: README.md "Development"; 386 s serial vs 308 s with 4 workers for a
-# subset, on a 2-core machine at load 24-32). --dist loadgroup keeps an xdist_group (the
-# conformance batch) on one worker. Exit status 5 is "no test selected" (PYTEST_ARGS may
+# subset, on a 2-core machine at load 24-32). --dist loadfile keeps each file's tests on one
+# worker (the conformance batch, the packaging build; loadgroup stopped grouping with pytest
+# 9.2, see tests/conformance/test_conformance.py). Exit status 5 is "no test selected" (PYTEST_ARGS may
 # pick one phase's tests only). --durations: where the time goes, in every CI log.
 PYTEST_WORKERS ?= 4
 PYTEST_PHASE = status=0; $(BIN)/pytest $(1) $(PYTEST_ARGS) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 pytest: $(VENV)/.dev-installed node_modules/.package-lock.json
-	@$(call PYTEST_PHASE,-n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --durations=25)
+	@$(call PYTEST_PHASE,-n $(PYTEST_WORKERS) --dist loadfile -m "not serial" --durations=25)
 	@$(call PYTEST_PHASE,-m serial)
 
 test: lint typecheck pytest

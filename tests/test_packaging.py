@@ -8,8 +8,8 @@ build the real wheel, list what it installs, and run the installed command, offl
 fresh virtual environment that sees neither this checkout nor its editable install.
 
 The build is ``python -m build``'s default, an sdist and then the wheel from the unpacked
-sdist, as a release is built; it runs once per module (about ten seconds) and the tests
-share one ``xdist_group`` so that ``make test`` does it once.
+sdist, as a release is built; it runs once per module (about ten seconds): the tests share
+one module-scoped build, and ``make test`` (``--dist loadfile``) keeps them on one worker.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 INSTALLED_PACKAGES = {"agenthost", "agenthost_providers", "agenthost_policies"}
 DEMO_TASK = "Tidy up my notes: list them, summarize the meeting note, and delete the scratch note."
 
-pytestmark = [pytest.mark.xdist_group("wheel"), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -202,9 +203,21 @@ def client_command(python: str = sys.executable) -> str:
     return shlex.join([python, "-I", "-S", str(FORKSERVER), "launch", path])
 
 
-@functools.cache
+_FORK_LOCK = threading.Lock()
+
+
 def _fork_server() -> str | None:
-    """Start the fork server once per process; its socket path, or None where it cannot run."""
+    """Start the fork server once per process; its socket path, or None where it cannot run.
+
+    Locked: the batch (test_conformance.py) asks for the command from several threads at
+    once, and each would otherwise start a server of its own.
+    """
+    with _FORK_LOCK:
+        return _start_fork_server()
+
+
+@functools.cache
+def _start_fork_server() -> str | None:
     if os.environ.get("AGENTHOST_CONFORMANCE_FORK") == "0" or not hasattr(os, "pidfd_open"):
         return None
     path = os.path.join(tempfile.mkdtemp(prefix="ahfork-"), "s")

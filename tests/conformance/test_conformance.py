@@ -18,6 +18,7 @@ alone first; each test then asserts its own scenario's verdict. Run one with ``-
 from __future__ import annotations
 
 import enum
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -30,9 +31,10 @@ import pytest
 from tests.conformance import harness
 
 #: One batch runs every scenario of both versions plus the requirements run.
-# One xdist worker runs them all (`make test` uses --dist loadgroup): the session's batch
-# runs every selected scenario at the first test, so on several workers it would run on each.
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("conformance")]
+# One xdist worker runs them all (`make test` uses --dist loadfile; _claim_the_batch checks):
+# the session's batch runs every selected scenario at the first test, so on several workers
+# it would run on each.
+pytestmark = [pytest.mark.timeout(600)]
 
 
 class Expect(enum.Enum):
@@ -249,8 +251,36 @@ def _wanted(items: list[pytest.Item]) -> Iterator[_Key]:
 
 
 @pytest.fixture(scope="session")
-def batch(request: pytest.FixtureRequest) -> Batch:
+def batch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    _claim_the_batch(tmp_path_factory)
     return Batch(wanted=list(dict.fromkeys(_wanted(request.session.items))))
+
+
+def _claim_the_batch(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Fail when a second xdist worker of the same run is about to run the batch too.
+
+    The batch runs every selected scenario on whichever worker first needs one, so the
+    file's tests must all go to one worker (``make test`` uses ``--dist loadfile``). With
+    pytest 9.2, pytest-xdist 3.8's ``--dist loadgroup`` silently stopped grouping (it
+    renames ``item._nodeid``, which pytest no longer reads) and every worker ran the whole
+    batch: four times the suite's largest cost, unnoticed. Workers of one run share the
+    parent of their base temporary directories; the first to get here claims the batch.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    claim = tmp_path_factory.getbasetemp().parent / "conformance-batch.claimed"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        owner = claim.read_text() or "another worker"
+        pytest.fail(
+            f"the conformance batch already runs on {owner}; this file's tests must all"
+            " go to one worker: run pytest-xdist with --dist loadfile (as `make test` does)",
+            pytrace=False,
+        )
+    with os.fdopen(fd, "w") as out:
+        out.write(worker)
 
 
 # --- the tests ----------------------------------------------------------------------------
