@@ -1,0 +1,227 @@
+"""HTTPS end to end (issue 26 item 1): the lean path and httpx trust what httpx trusts.
+
+The server is the official SDK's (``sdk_server.py streamable-http --certfile ...``) on
+TLS, with a certificate for ``localhost`` from a throwaway CA (``trustme``), made once
+per session; one server serves the module. agenthost runs as the user runs it, a CLI
+subprocess, with ``SSL_CERT_FILE`` naming that CA or not:
+
+* with it, ``tools`` and ``call`` work on the lean path (the default) and through httpx
+  (``AGENTHOST_LEAN_HTTP=0``); which one ran is read from ``-vvv``'s request lines (the
+  lean path logs ``agenthost.transports.lean: HTTP Request``, httpx ``httpx: HTTP
+  Request``);
+* without it (certifi only), or for ``https://127.0.0.1`` (the certificate names only
+  ``localhost``), the command fails with one line naming the server and the certificate
+  problem, no traceback, on both paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trustme
+
+from tests.peers.http_launch import PEERS, PY, free_port
+
+pytestmark = pytest.mark.timeout(60)
+
+AGENTHOST = [sys.executable, "-m", "agenthost"]
+REPO = Path(__file__).resolve().parents[1]
+#: What decides the trust and the path in the CLI: cleared, then set by each test.
+_TRUST_AND_ROUTE = frozenset(
+    ["SSL_CERT_FILE", "SSL_CERT_DIR", "AGENTHOST_LEAN_HTTP"]
+    + [f"{scheme}_proxy" for scheme in ("http", "https", "all", "no")]
+    + [f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL", "NO")]
+)
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A throwaway CA and a server certificate for ``localhost`` it signed (PEM files)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    directory = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    issued = ca.issue_cert("localhost")
+    files = TLSFiles(directory / "ca.pem", directory / "cert.pem", directory / "key.pem")
+    ca.cert_pem.write_to_path(str(files.ca))
+    issued.private_key_pem.write_to_path(str(files.key))
+    issued.cert_chain_pems[0].write_to_path(str(files.cert))
+    for extra in issued.cert_chain_pems[1:]:
+        extra.write_to_path(str(files.cert), append=True)
+    return files
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before listening")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"the server did not listen on {port} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def https_port(tls_files: TLSFiles) -> Iterator[int]:
+    """The SDK server on TLS for the whole module (a subprocess, its own process group)."""
+    port = free_port()
+    argv = [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+    argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_port(port, process, 30)
+        yield port
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def write_config(directory: Path, name: str, url: str) -> Path:
+    """One server, every tool call allowed (no terminal to ask)."""
+    path = directory / "agenthost.toml"
+    path.write_text(
+        f"""
+[servers.{name}]
+url = "{url}"
+
+[policy]
+mode = "headless"
+
+[[policy.rules]]
+kind = "tool"
+server = "*"
+name = "*"
+decision = "allow"
+reason = "tests may call tools"
+"""
+    )
+    return path
+
+
+def agenthost(
+    config: Path, *args: str, ca: Path | None, lean: bool
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _TRUST_AND_ROUTE and not key.endswith("_API_KEY")
+    }
+    if ca is not None:
+        env["SSL_CERT_FILE"] = str(ca)
+    if not lean:
+        env["AGENTHOST_LEAN_HTTP"] = "0"
+    return subprocess.run(
+        [*AGENTHOST, "--config", str(config), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=45,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+
+
+PATHS = [pytest.param(True, id="lean"), pytest.param(False, id="httpx")]
+
+_LEAN_POST = re.compile(r"agenthost\.transports\.lean: HTTP Request: POST https://localhost:")
+_HTTPX_POST = re.compile(r"httpx: HTTP Request: POST https://localhost:")
+
+
+@pytest.mark.parametrize("lean", PATHS)
+def test_https_with_the_private_ca_in_ssl_cert_file(
+    tmp_path: Path, https_port: int, tls_files: TLSFiles, lean: bool
+) -> None:
+    config = write_config(tmp_path, "good", f"https://localhost:{https_port}/mcp")
+    listed = agenthost(config, "--json", "tools", ca=tls_files.ca, lean=lean)
+    assert listed.returncode == 0, listed.stderr
+    assert "good__echo" in {tool["name"] for tool in json.loads(listed.stdout)}
+
+    called = agenthost(
+        config,
+        "-vvv",
+        "--json",
+        "call",
+        "good__echo",
+        '{"message": "over TLS"}',
+        ca=tls_files.ca,
+        lean=lean,
+    )
+    assert called.returncode == 0, called.stderr
+    assert "over TLS" in called.stdout
+    # The path the test asked for is the one that carried the MCP POSTs.
+    lean_posts = len(_LEAN_POST.findall(called.stderr))
+    httpx_posts = len(_HTTPX_POST.findall(called.stderr))
+    if lean:
+        assert lean_posts >= 2 and httpx_posts == 0, called.stderr
+    else:
+        assert httpx_posts >= 2 and lean_posts == 0, called.stderr
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], server: str) -> str:
+    """The command's error: the last line of stderr, naming the server; no traceback.
+
+    The other lines may only be the transport's own ``WARNING`` of the same failure.
+    """
+    assert done.returncode != 0, done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    last = lines[-1]
+    assert last.startswith(f"agenthost: {server}: "), done.stderr
+    reason = last.split("cannot reach ", 1)[1].removesuffix(" (restarts disabled)")
+    for line in lines[:-1]:
+        assert line == f"WARNING agenthost.transports.http: {server}: cannot reach {reason}", (
+            done.stderr
+        )
+    return last
+
+
+@pytest.mark.parametrize("lean", PATHS)
+def test_an_unknown_ca_is_one_line_naming_the_certificate_problem(
+    tmp_path: Path, https_port: int, lean: bool
+) -> None:
+    config = write_config(tmp_path, "good", f"https://localhost:{https_port}/mcp")
+    done = agenthost(config, "call", "good__echo", '{"message": "x"}', ca=None, lean=lean)
+    line = one_error_line(done, "good")
+    assert f"cannot reach https://localhost:{https_port}/mcp: " in line, line
+    assert "TLS certificate verify failed: unable to get local issuer certificate" in line, line
+    assert "SSL_CERT_FILE" in line, line  # how to trust a private CA
+
+
+@pytest.mark.parametrize("lean", PATHS)
+def test_a_certificate_for_another_host_name_is_refused(
+    tmp_path: Path, https_port: int, tls_files: TLSFiles, lean: bool
+) -> None:
+    # The same server by its IP address: the certificate names only ``localhost``.
+    config = write_config(tmp_path, "wrong", f"https://127.0.0.1:{https_port}/mcp")
+    done = agenthost(config, "call", "wrong__echo", '{"message": "x"}', ca=tls_files.ca, lean=lean)
+    line = one_error_line(done, "wrong")
+    assert f"cannot reach https://127.0.0.1:{https_port}/mcp: " in line, line
+    assert (
+        "TLS certificate verify failed: IP address mismatch, certificate is not valid for"
+        " '127.0.0.1'" in line
+    ), line
