@@ -17,6 +17,7 @@ subprocess, with ``SSL_CERT_FILE`` naming that CA or not:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -31,6 +32,10 @@ from pathlib import Path
 import pytest
 import trustme
 
+import agenthost
+from agenthost.auth import URL_OPENER
+from agenthost.transports._httpx import ssl_context
+from tests.auth.sdk_peer import auth_server, browser, config, peer_log
 from tests.peers.http_launch import PEERS, PY, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -122,7 +127,7 @@ reason = "tests may call tools"
     return path
 
 
-def agenthost(
+def run_agenthost(
     config: Path, *args: str, ca: Path | None, lean: bool
 ) -> subprocess.CompletedProcess[str]:
     env = {
@@ -157,11 +162,11 @@ def test_https_with_the_private_ca_in_ssl_cert_file(
     tmp_path: Path, https_port: int, tls_files: TLSFiles, lean: bool
 ) -> None:
     config = write_config(tmp_path, "good", f"https://localhost:{https_port}/mcp")
-    listed = agenthost(config, "--json", "tools", ca=tls_files.ca, lean=lean)
+    listed = run_agenthost(config, "--json", "tools", ca=tls_files.ca, lean=lean)
     assert listed.returncode == 0, listed.stderr
     assert "good__echo" in {tool["name"] for tool in json.loads(listed.stdout)}
 
-    called = agenthost(
+    called = run_agenthost(
         config,
         "-vvv",
         "--json",
@@ -205,7 +210,7 @@ def test_an_unknown_ca_is_one_line_naming_the_certificate_problem(
     tmp_path: Path, https_port: int, lean: bool
 ) -> None:
     config = write_config(tmp_path, "good", f"https://localhost:{https_port}/mcp")
-    done = agenthost(config, "call", "good__echo", '{"message": "x"}', ca=None, lean=lean)
+    done = run_agenthost(config, "call", "good__echo", '{"message": "x"}', ca=None, lean=lean)
     line = one_error_line(done, "good")
     assert f"cannot reach https://localhost:{https_port}/mcp: " in line, line
     assert "TLS certificate verify failed: unable to get local issuer certificate" in line, line
@@ -218,10 +223,60 @@ def test_a_certificate_for_another_host_name_is_refused(
 ) -> None:
     # The same server by its IP address: the certificate names only ``localhost``.
     config = write_config(tmp_path, "wrong", f"https://127.0.0.1:{https_port}/mcp")
-    done = agenthost(config, "call", "wrong__echo", '{"message": "x"}', ca=tls_files.ca, lean=lean)
+    done = run_agenthost(
+        config, "call", "wrong__echo", '{"message": "x"}', ca=tls_files.ca, lean=lean
+    )
     line = one_error_line(done, "wrong")
     assert f"cannot reach https://127.0.0.1:{https_port}/mcp: " in line, line
     assert (
         "TLS certificate verify failed: IP address mismatch, certificate is not valid for"
         " '127.0.0.1'" in line
     ), line
+
+
+# -- OAuth over HTTPS (issue 26 item 1, with issue 28's flow) -----------------------------
+
+
+async def test_oauth_login_and_call_over_https(
+    tmp_path: Path,
+    tls_files: TLSFiles,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's authorization server and MCP endpoint on TLS (same origin), the private
+    CA in ``SSL_CERT_FILE``: discovery, registration and the token request (httpx, the
+    shared context) and the MCP POSTs (the lean path, bearer attached) all trust it.
+
+    In-process, as the other OAuth tests: the browser stand-in is its own process and
+    inherits ``SSL_CERT_FILE``. agenthost builds its SSL context once per process, so the
+    test drops the cached one before (to read ``SSL_CERT_FILE``) and after (so no other
+    test inherits the CA).
+    """
+    for name in _TRUST_AND_ROUTE:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))
+    caplog.set_level(logging.DEBUG, logger="agenthost.transports.lean")
+    ssl_context.cache_clear()
+    try:
+        async with auth_server(tmp_path, tls=(tls_files.cert, tls_files.key)) as url:
+            assert url.startswith("https://localhost:")
+            URL_OPENER.set(browser)
+            async with agenthost.connect(config(url)) as session:
+                result = await session.call_tool("echo", {"message": "over TLS"})
+                assert not result.is_error
+                assert "over TLS" in str(result.content)
+    finally:
+        ssl_context.cache_clear()
+    log = peer_log(tmp_path)
+    assert log.count("consent") == 1, log
+    assert "token authorization_code" in log, log
+    assert "wire POST /mcp 200" in log, log
+    lean_posts = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "agenthost.transports.lean"
+        and record.getMessage().startswith(f"HTTP Request: POST {url} ")
+    ]
+    # The MCP POSTs took the lean path on TLS: the first refused (no token yet), then
+    # the initialize and the call with the token.
+    assert len([line for line in lean_posts if '"HTTP/1.1 200' in line]) >= 2, caplog.text
