@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,16 +87,13 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float) 
     raise RuntimeError(f"the server did not listen on {port} within {timeout} s")
 
 
-@pytest.fixture(scope="module")
-def https_port(tls_files: TLSFiles) -> Iterator[int]:
-    """The SDK server on TLS for the whole module (a subprocess, its own process group)."""
-    port = free_port()
-    argv = [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
-    argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
+@contextmanager
+def serving(argv: list[str], port: int) -> Iterator[None]:
+    """Run a server (its own process group) until the block ends."""
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for_port(port, process, 30)
-        yield port
+        yield
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -103,6 +101,27 @@ def https_port(tls_files: TLSFiles) -> Iterator[int]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def https_port(tls_files: TLSFiles) -> Iterator[int]:
+    """The SDK server on TLS for the whole module."""
+    port = free_port()
+    argv = [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+    argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
+    with serving(argv, port):
+        yield port
+
+
+@pytest.fixture(scope="module")
+def wss_port(tls_files: TLSFiles) -> Iterator[int]:
+    """``wss://``: the WebSocket bridge on TLS in front of the SDK server (stdio)."""
+    port = free_port()
+    argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port)]
+    argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
+    argv += ["--", PY, str(PEERS / "sdk_server.py")]
+    with serving(argv, port):
+        yield port
 
 
 def write_config(directory: Path, name: str, url: str) -> Path:
@@ -232,6 +251,33 @@ def test_a_certificate_for_another_host_name_is_refused(
         "TLS certificate verify failed: IP address mismatch, certificate is not valid for"
         " '127.0.0.1'" in line
     ), line
+
+
+# -- wss:// (the WebSocket transport): the same trust, the same one line ------------------
+
+
+def test_wss_with_the_private_ca(tmp_path: Path, wss_port: int, tls_files: TLSFiles) -> None:
+    config = write_config(tmp_path, "ws", f"wss://localhost:{wss_port}/")
+    called = run_agenthost(
+        config, "--json", "call", "ws__echo", '{"message": "over wss"}', ca=tls_files.ca, lean=True
+    )
+    assert called.returncode == 0, called.stderr
+    assert "over wss" in called.stdout
+
+
+def test_wss_with_an_unknown_ca_fails_at_once_naming_the_certificate_problem(
+    tmp_path: Path, wss_port: int
+) -> None:
+    """Not after the connect timeout as "no WebSocket handshake": trio-websocket's reader
+    task ends quietly when the TLS handshake fails, and the open waited for nothing."""
+    config = write_config(tmp_path, "ws", f"wss://localhost:{wss_port}/")
+    started = time.monotonic()
+    done = run_agenthost(config, "call", "ws__echo", '{"message": "x"}', ca=None, lean=True)
+    elapsed = time.monotonic() - started
+    line = one_error_line(done, "ws")
+    assert f"cannot reach wss://localhost:{wss_port}/: " in line, line
+    assert "TLS certificate verify failed: unable to get local issuer certificate" in line, line
+    assert elapsed < 8, elapsed  # the connect timeout is 10 s
 
 
 # -- OAuth over HTTPS (issue 26 item 1, with issue 28's flow) -----------------------------
