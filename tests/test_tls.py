@@ -147,8 +147,10 @@ reason = "tests may call tools"
 
 
 def run_agenthost(
-    config: Path, *args: str, ca: Path | None, lean: bool
+    config: Path, *args: str, ca: Path | None, lean: bool, ca_dir: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``ca`` as ``SSL_CERT_FILE`` and ``ca_dir`` as ``SSL_CERT_DIR`` (each
+    unset when None), on the lean path or not."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -156,6 +158,8 @@ def run_agenthost(
     }
     if ca is not None:
         env["SSL_CERT_FILE"] = str(ca)
+    if ca_dir is not None:
+        env["SSL_CERT_DIR"] = str(ca_dir)
     if not lean:
         env["AGENTHOST_LEAN_HTTP"] = "0"
     return subprocess.run(
@@ -204,6 +208,26 @@ def test_https_with_the_private_ca_in_ssl_cert_file(
         assert lean_posts >= 2 and httpx_posts == 0, called.stderr
     else:
         assert httpx_posts >= 2 and lean_posts == 0, called.stderr
+
+
+def test_https_with_the_private_ca_in_ssl_cert_dir(
+    tmp_path: Path, https_port: int, tls_files: TLSFiles
+) -> None:
+    """``SSL_CERT_DIR``, the OpenSSL hashed directory (``<subject hash>.0``), is honoured
+    too; on the lean path (httpx reads it the same way: one context for both)."""
+    directory = tmp_path / "certs"
+    directory.mkdir()
+    subject_hash = subprocess.run(
+        ["openssl", "x509", "-hash", "-noout", "-in", str(tls_files.ca)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (directory / f"{subject_hash}.0").write_bytes(tls_files.ca.read_bytes())
+    config = write_config(tmp_path, "good", f"https://localhost:{https_port}/mcp")
+    listed = run_agenthost(config, "--json", "tools", ca=None, ca_dir=directory, lean=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "good__echo" in {tool["name"] for tool in json.loads(listed.stdout)}
 
 
 def one_error_line(done: subprocess.CompletedProcess[str], server: str) -> str:
