@@ -31,7 +31,6 @@ from agenthost._util import collapse_single_group
 from agenthost.errors import AgentHostTimeout, MessageTooLarge, TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.redaction import add_named_secret, add_secrets_of_url, redact_url
-from agenthost.transports._httpx import ssl_context, tls_failure
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
@@ -143,6 +142,9 @@ async def _open_stream(
         ) from None
     if not secure:
         return stream, authority, resource
+    # Here, not at the top: httpx (which builds the shared context) only for wss://.
+    from agenthost.transports._httpx import ssl_context, tls_failure
+
     tls = trio.SSLStream(stream, ssl_context(), server_hostname=host, https_compatible=True)
     try:
         await tls.do_handshake()
