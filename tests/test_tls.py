@@ -8,10 +8,14 @@ subprocess, with ``SSL_CERT_FILE`` naming that CA or not:
 * with it, ``tools`` and ``call`` work on the lean path (the default) and through httpx
   (``AGENTHOST_LEAN_HTTP=0``); which one ran is read from ``-vvv``'s request lines (the
   lean path logs ``agenthost.transports.lean: HTTP Request``, httpx ``httpx: HTTP
-  Request``);
+  Request``); ``SSL_CERT_DIR`` works too;
 * without it (certifi only), or for ``https://127.0.0.1`` (the certificate names only
-  ``localhost``), the command fails with one line naming the server and the certificate
-  problem, no traceback, on both paths.
+  ``localhost``), the command fails with the server and the certificate problem named
+  in its error line, no traceback, on both paths (the same ``AGENTHOST_LEAN_HTTP``
+  switch the first test saw choose the path). Over HTTP the transport's own ``WARNING``
+  of the same failure comes before that line (:func:`one_error_line`);
+* ``wss://`` (ws_bridge.py on TLS) trusts the same CAs and fails at once, one line;
+* OAuth: the SDK's authorization server on TLS too, login and a call (in-process).
 """
 
 from __future__ import annotations
