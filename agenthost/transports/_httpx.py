@@ -48,6 +48,7 @@ __all__ = [
     "open_http_client",
     "reason_of",
     "ssl_context",
+    "tls_failure",
 ]
 
 #: Clients made by :func:`new_client`: configured by us, so the lean path may replace them.
@@ -91,6 +92,41 @@ def ssl_context() -> ssl.SSLContext:
     context is safe to share between connections; nothing here changes it after creation.
     """
     return httpx.create_ssl_context()
+
+
+#: How far :func:`tls_failure` follows an exception's causes (httpx wraps three deep).
+_CAUSE_DEPTH: Final = 8
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """What went wrong in a TLS handshake behind ``exc``, in words, or None if it was not one.
+
+    Why: Trio reports a failed handshake as a bare ``BrokenResourceError`` (the
+    ``ssl.SSLError`` is its cause) and httpx wraps that in a ``ConnectError("")``, so the
+    user saw "cannot reach URL: ConnectError" for an untrusted certificate. Both the lean
+    path and httpx say it the same way, with how to trust a private CA when the issuer is
+    the problem (a wrong host name is not fixed by trusting more).
+    """
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < _CAUSE_DEPTH:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            problem = (cause.verify_message or cause.reason or "").rstrip(".")
+            text = f"TLS certificate verify failed: {problem}"
+            if cause.verify_code in _UNTRUSTED_ISSUER:
+                text += "; for a private CA, set SSL_CERT_FILE to its PEM file"
+            return text
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {cause.reason or cause.strerror or cause}"
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return None
+
+
+#: OpenSSL's ``X509_V_ERR_*`` codes that mean "no trusted CA vouches for this chain":
+#: unable to get (local) issuer certificate (2, 20), self-signed certificate (18) or one
+#: in the chain (19), unable to verify the first certificate (21).
+_UNTRUSTED_ISSUER: Final = frozenset({2, 18, 19, 20, 21})
 
 
 def new_client(
@@ -157,9 +193,9 @@ def map_httpx_errors(
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise TransportClosed(
-            f"cannot reach {redact_url(url)}: {describe(exc, scrub)}", server=server
-        ) from None
+        tls = tls_failure(exc)
+        why = scrub(tls) if tls else describe(exc, scrub)
+        raise TransportClosed(f"cannot reach {redact_url(url)}: {why}", server=server) from None
     except httpx.PoolTimeout as exc:
         raise TransportClosed(
             "no connection to the server came free in time (every pooled connection is held"

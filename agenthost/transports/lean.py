@@ -51,7 +51,7 @@ import trio
 
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.redaction import redact_url
-from agenthost.transports._httpx import BearerAuth, ssl_context
+from agenthost.transports._httpx import BearerAuth, ssl_context, tls_failure
 
 __all__ = [
     "MAX_AUTH_RETRIES",
@@ -388,7 +388,8 @@ class LeanPool:
         except trio.TooSlowError:
             raise self._unreachable("connection timed out") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
+            why = tls_failure(exc) or f"{type(exc).__name__}: {exc}"
+            raise self._unreachable(why) from None
         self.opened += 1
         return stream
 

@@ -6,13 +6,20 @@ per text frame. A binary frame is accepted too (decoded as UTF-8 JSON): being le
 receive costs nothing.
 
 Built on trio-websocket, whose connection already serialises concurrent writers and reads
-frames in one background task; this module only frames messages and maps errors.
+frames in one background task; this module only frames messages and maps errors. It opens
+the TCP connection and does the TLS handshake itself (:func:`_open_stream`): with the
+trust every HTTP request has (``ssl_context()``: certifi, or ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR``), and because trio-websocket's reader task ends quietly when a TLS
+handshake fails, so an untrusted certificate waited out the connect timeout as "no
+WebSocket handshake".
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import ssl
+import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -112,6 +119,45 @@ class WebSocketTransport(Transport):
             await self._ws.aclose()
 
 
+async def _open_stream(
+    url: str, *, name: str, safe: str
+) -> tuple[trio.SocketStream | trio.SSLStream[trio.SocketStream], str, str]:
+    """The connection to ``url``'s server, TLS done for ``wss``; with the ``Host`` value
+    and the resource (path and query) the opening handshake names.
+
+    Raises:
+        TransportClosed: the server cannot be reached, or its certificate not trusted.
+    """
+    parts = urllib.parse.urlsplit(url)
+    secure = parts.scheme == "wss"
+    host = parts.hostname or ""
+    port = parts.port or (443 if secure else 80)
+    resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    authority = parts.netloc.rpartition("@")[2]  # host[:port] as written, [v6] kept
+    try:
+        stream = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        raise TransportClosed(
+            f"cannot reach {safe}: {exc.strerror or type(exc).__name__}", server=name
+        ) from None
+    if not secure:
+        return stream, authority, resource
+    # Here, not at the top: httpx (which builds the shared context) only for wss://.
+    from agenthost.transports._httpx import ssl_context, tls_failure
+
+    tls = trio.SSLStream(stream, ssl_context(), server_hostname=host, https_compatible=True)
+    try:
+        await tls.do_handshake()
+    except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+        await trio.aclose_forcefully(stream)
+        why = tls_failure(exc) or type(exc).__name__
+        raise TransportClosed(f"cannot reach {safe}: {why}", server=name) from None
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return tls, authority, resource
+
+
 @asynccontextmanager
 async def open_websocket_transport(
     url: str,
@@ -150,26 +196,30 @@ async def open_websocket_transport(
     try:
         with collapse_single_group():
             async with trio.open_nursery() as nursery:
+                stream = None
                 try:
                     with trio.fail_after(connect_timeout):
-                        connection = await trio_websocket.connect_websocket_url(
+                        stream, authority, resource = await _open_stream(url, name=name, safe=safe)
+                        connection = await trio_websocket.wrap_client_stream(
                             nursery,
-                            url,
+                            stream,
+                            authority,
+                            resource,
                             subprotocols=["mcp"],
                             extra_headers=extra,
                             message_queue_size=64,
                             max_message_size=max_message_size,
                         )
-                except trio.TooSlowError:
-                    raise AgentHostTimeout(
-                        f"no WebSocket handshake with {safe} within {connect_timeout:g}s",
-                        server=name,
-                        timeout=connect_timeout,
-                    ) from None
-                except OSError as exc:
-                    raise TransportClosed(
-                        f"cannot reach {safe}: {exc.strerror or type(exc).__name__}", server=name
-                    ) from None
+                except BaseException as exc:
+                    if stream is not None:
+                        await trio.aclose_forcefully(stream)
+                    if isinstance(exc, trio.TooSlowError):
+                        raise AgentHostTimeout(
+                            f"no WebSocket handshake with {safe} within {connect_timeout:g}s",
+                            server=name,
+                            timeout=connect_timeout,
+                        ) from None
+                    raise
                 transport = WebSocketTransport(
                     connection, name=name, url=url, shutdown_timeout=shutdown_timeout
                 )

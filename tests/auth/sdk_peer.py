@@ -38,9 +38,11 @@ async def auth_server(
     fault: str | None = None,
     transport: str = "streamable-http",
     dpop: str | None = None,
+    tls: tuple[Path, Path] | None = None,
 ) -> AsyncIterator[str]:
-    """Run the SDK peer (``dpop``: its ``--dpop`` mode); yields its MCP URL. Observations
-    land in ``tmp_path/peer.log``."""
+    """Run the SDK peer (``dpop``: its ``--dpop`` mode; ``tls``: a certificate chain for
+    ``localhost`` and its key, to serve HTTPS); yields its MCP URL. Observations land in
+    ``tmp_path/peer.log``."""
     port = free_port()
     argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
     argv += ["--transport", transport]
@@ -48,12 +50,15 @@ async def auth_server(
         argv += ["--fault", fault]
     if dpop:
         argv += ["--dpop", dpop]
+    if tls:
+        argv += ["--certfile", str(tls[0]), "--keyfile", str(tls[1])]
     env = {
         "AGENTHOST_PEER_LOG": str(tmp_path / "peer.log"),
         "AGENTHOST_PEER_SECRETS": str(tmp_path / "peer.secrets"),
     }
     async with serve(argv, port, env=env):
-        yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+        origin = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"
+        yield f"{origin}/{'sse' if transport == 'sse' else 'mcp'}"
 
 
 def peer_log(tmp_path: Path) -> list[str]:

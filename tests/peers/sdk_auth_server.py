@@ -10,12 +10,13 @@ a person (in the tests, a browser stand-in) must GET and then POST to approve.
 Usage::
 
     python tests/peers/sdk_auth_server.py --port N [--token-lifetime S] [--fault F]
-        [--transport streamable-http|sse]
+        [--transport streamable-http|sse] [--certfile PEM --keyfile PEM]
 
-Everything is on ``http://127.0.0.1:N``: the MCP endpoint ``/mcp`` (scope ``mcp``; with
-``--transport sse`` the legacy ``/sse`` + ``/messages/``), the PRM at
-``/.well-known/oauth-protected-resource/mcp`` (or ``.../sse``), the authorization server
-at the origin. Faults (for the bad-input tests) change one thing each:
+Everything is on ``http://127.0.0.1:N`` (with ``--certfile``/``--keyfile``, on
+``https://localhost:N``, the name the test certificates are for): the MCP endpoint
+``/mcp`` (scope ``mcp``; with ``--transport sse`` the legacy ``/sse`` + ``/messages/``),
+the PRM at ``/.well-known/oauth-protected-resource/mcp`` (or ``.../sse``), the
+authorization server at the origin. Faults (for the bad-input tests) change one thing each:
 
 * ``no-s256``: the AS metadata lists only ``plain`` PKCE;
 * ``bad-issuer``: the AS metadata names another issuer;
@@ -514,8 +515,9 @@ def build(
     fault: str | None,
     transport: str = "streamable-http",
     dpop: str | None = None,
+    tls: bool = False,
 ) -> ASGIApp:
-    base = f"http://127.0.0.1:{port}"
+    base = f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"
     endpoint = f"{base}/sse" if transport == "sse" else f"{base}/mcp"
     provider = Provider(base, lifetime, fault)
     server = MCPServer(
@@ -605,9 +607,19 @@ def main() -> None:
         "--transport", choices=("streamable-http", "sse"), default="streamable-http"
     )
     parser.add_argument("--dpop", choices=("on", "nonce", "bearer"), default=None)
+    parser.add_argument("--certfile", help="serve over TLS with this certificate chain")
+    parser.add_argument("--keyfile", help="the private key of --certfile")
     args = parser.parse_args()
-    app = build(args.port, args.token_lifetime, args.fault, args.transport, args.dpop)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    tls = args.certfile is not None
+    app = build(args.port, args.token_lifetime, args.fault, args.transport, args.dpop, tls)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        ssl_certfile=args.certfile,
+        ssl_keyfile=args.keyfile,
+    )
 
 
 if __name__ == "__main__":

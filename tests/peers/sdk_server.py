@@ -10,11 +10,14 @@ a test exercises agenthost against the SDK's wire behaviour rather than our assu
 Usage::
 
     python tests/peers/sdk_server.py [stdio|streamable-http|sse] [--port N]
+        [--certfile PEM --keyfile PEM]
 
 HTTP modes bind 127.0.0.1 only (Streamable HTTP at ``/mcp``; legacy SSE at ``GET /sse``
-with ``POST /messages/``). Side effects a test can observe from outside are appended to
-the file named by ``AGENTHOST_PEER_LOG`` (one line each), e.g. ``cancelled slow`` when the
-``slow`` tool was cancelled by ``notifications/cancelled``.
+with ``POST /messages/``). With ``--certfile``/``--keyfile`` Streamable HTTP is served
+over TLS (uvicorn's ``ssl_*`` settings), for the HTTPS tests (tests/test_tls.py).
+Side effects a test can observe from outside are appended to the file named by
+``AGENTHOST_PEER_LOG`` (one line each), e.g. ``cancelled slow`` when the ``slow`` tool
+was cancelled by ``notifications/cancelled``.
 
 Sampling, roots and form elicitation go through the SDK's ``Resolve`` markers, so they
 work on every revision: a standalone server-to-client request on the ``initialize``
@@ -359,6 +362,8 @@ def main(argv: list[str] | None = None) -> None:
         "transport", nargs="?", default="stdio", choices=("stdio", "streamable-http", "sse")
     )
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--certfile", help="serve Streamable HTTP over TLS with this chain")
+    parser.add_argument("--keyfile", help="the private key of --certfile")
     args = parser.parse_args(argv)
     # Logging/sampling/roots are deprecated at 2026-07-28 but are exactly what this peer
     # exists to exercise on the older revisions; keep stderr for real problems.
@@ -368,6 +373,19 @@ def main(argv: list[str] | None = None) -> None:
         server.run("stdio")
     elif args.transport == "sse":
         server.run("sse", host="127.0.0.1", port=args.port)
+    elif args.certfile:
+        # MCPServer.run passes no TLS settings to uvicorn: run its app the way it does.
+        import uvicorn
+
+        app = server.streamable_http_app(host="127.0.0.1")
+        uvicorn.run(
+            app,
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            ssl_certfile=args.certfile,
+            ssl_keyfile=args.keyfile,
+        )
     else:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
 

@@ -11,13 +11,14 @@ Usage::
     python tests/peers/ws_bridge.py --port N [--token T] -- python tests/peers/crashy_server.py
 
 With ``--token T`` a handshake without ``Authorization: Bearer T`` is rejected (401).
-Binds 127.0.0.1 only.
+With ``--certfile PEM --keyfile PEM`` it serves ``wss://`` (TLS). Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import ssl
 import subprocess
 from functools import partial
 
@@ -86,18 +87,24 @@ async def handle(command: list[str], token: str | None, request: WebSocketReques
                 await process.wait()
 
 
-async def run(port: int, token: str | None, command: list[str]) -> None:
-    await serve_websocket(partial(handle, command, token), "127.0.0.1", port, ssl_context=None)
+async def run(port: int, token: str | None, command: list[str], tls: ssl.SSLContext | None) -> None:
+    await serve_websocket(partial(handle, command, token), "127.0.0.1", port, ssl_context=tls)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token", default=None)
+    parser.add_argument("--certfile", help="serve wss:// with this certificate chain")
+    parser.add_argument("--keyfile", help="the private key of --certfile")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    trio.run(run, args.port, args.token, command)
+    tls = None
+    if args.certfile:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.certfile, args.keyfile)
+    trio.run(run, args.port, args.token, command, tls)
 
 
 if __name__ == "__main__":
