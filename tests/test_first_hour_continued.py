@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -162,9 +163,14 @@ def test_tools_and_check_say_sampling_is_unavailable_without_a_provider(
 
 def failing_config(tmp_path: Path, crashy_cmd: Callable[..., Command], extra: str = "") -> Path:
     config = tmp_path / "agenthost.toml"
+    with socket.socket() as probe:  # a port nothing listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     config.write_text(
         server_table("missing", ("/nonexistent/bin/server", []))
         + server_table("dies", crashy_cmd("--crash-on-start"))
+        + f'[servers.gone]\nurl = "http://127.0.0.1:{port}/mcp"\n'
+        + "[servers.gone.restart]\nenabled = false\n"
         + '[providers.r]\nkind = "scripted"\nscript = "s.toml"\n'
         + HEADLESS_ALLOW
         + extra
@@ -180,7 +186,11 @@ def test_a_server_that_fails_to_start_is_reported_once(
     config = failing_config(tmp_path, crashy_cmd)
     proc = agenthost("--config", str(config), *command, cwd=tmp_path)
     assert proc.returncode in (0, 5), proc.stderr
-    for name, why in (("missing", "command not found"), ("dies", "crashing on start as asked")):
+    for name, why in (
+        ("missing", "command not found"),
+        ("dies", "crashing on start as asked"),
+        ("gone", "cannot reach"),
+    ):
         mentions = [line for line in proc.stderr.splitlines() if why in line]
         assert len(mentions) == 1, proc.stderr
         assert f"{name}: {name}:" not in proc.stderr

@@ -268,7 +268,9 @@ class HTTPTransportBase(Transport):
         """End the transport: ``receive()`` raises ``cls(reason)`` after what is queued."""
         if self._failure is None and not self._closed:
             self._failure = (cls, reason)
-            log.warning("%s: %s", self.name, reason)
+            # INFO: ``receive()`` raises it, and whoever holds the session reports it (the
+            # supervisor, the CLI's "server X is failed" line): a warning here said it twice.
+            log.info("%s: %s", self.name, reason)
         self._in.close()
         for scope in list(self._scopes):
             scope.cancel()

@@ -74,9 +74,12 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             if after_startup is not None:
                 after_startup()
             for status in gateway.host.status():
+                # The supervisor logs a server that never started at INFO (a command's
+                # summary reports it); here, this line is that summary: say why.
+                why = f": {status.last_error}" if status.last_error else ""
                 console.line(
                     f"{status.name}: {status.state.value} ({status.era or '-'},"
-                    f" {status.revision or '-'})"
+                    f" {status.revision or '-'}){why}"
                 )
             async with trio.open_nursery() as nursery:
 
