@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
+import orjson
 import trio
 
 from agenthost.asks import ClientHandlers, RequestContext
@@ -67,6 +68,9 @@ class RecordingTransport(Transport):
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
         self.name = inner.name
+        self.serialises = inner.serialises
+        #: Every message sent, as the JSON the peer reads (a pre-serialised fragment in
+        #: one, the 2026-07-28 stamp, decoded like the rest).
         self.sent: list[dict[str, Any]] = []
         #: The options each message was sent with (same order as ``sent``).
         self.options: list[SendOptions] = []
@@ -82,7 +86,7 @@ class RecordingTransport(Transport):
         deadline: float = math.inf,
         options: SendOptions = NO_OPTIONS,
     ) -> None:
-        self.sent.append(jsonrpc.to_object(message))
+        self.sent.append(orjson.loads(jsonrpc.encode(message)))
         self.options.append(options)
         await self.inner.send(message, deadline=deadline, options=options)
 

@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from agenthost import __version__
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.connection import open_session
 from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
@@ -249,3 +250,21 @@ async def test_list_results_are_cached_for_their_ttl(
         await trio.testing.wait_all_tasks_blocked()
         await session.list_tools()
         assert peer.lists == 3
+
+
+async def test_a_peer_that_reads_message_objects_gets_the_stamp_as_plain_json() -> None:
+    # Over stdio the stamp goes out as bytes serialised once (Stamp.spliced); a memory
+    # transport hands the objects over, so its peer must find a plain _meta to read.
+    async with modern_session(lambda n, params: done("ok")) as (session, peer):
+        await session.call_tool("t", {"a": 1})
+        await session.call_tool("t", {"a": 2}, meta={"k": "v"})
+    for call in peer.calls:
+        meta = (call.params or {})["_meta"]
+        assert type(meta) is dict
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        # (the default title equals the name, so the stamp leaves it out: BaseMetadata)
+        assert meta["io.modelcontextprotocol/clientInfo"] == {
+            "name": "agenthost",
+            "version": __version__,
+        }
+    assert (peer.calls[1].params or {})["_meta"]["k"] == "v"
