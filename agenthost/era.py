@@ -367,7 +367,9 @@ class ModernEra:
                 return await self._exchange(method, params, timeout, extensions=extensions)
             started = self._now()
             try:
-                first = await self._call(method, self.stamp.spliced(params), timeout=timeout)
+                first = await self._call(
+                    method, self.stamp.spliced(params), timeout=timeout, started=started
+                )
             except JSONRPCError as refused:
                 if refused.code != UNSUPPORTED_PROTOCOL_VERSION:
                     raise

@@ -126,6 +126,37 @@ class RecordingTransport(Transport):
         return len(self.sent)
 
 
+class WireTransport(Transport):
+    """Wraps an in-memory transport so that what crosses it is what a pipe would carry:
+    each message sent is serialised and decoded again before the peer gets it. Why: the
+    client's stdio short paths (the 2026-07-28 stamp spliced as bytes) apply only to a
+    transport that serialises, and this one lets a scripted peer with a mock clock
+    drive them."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
+        (decoded,) = jsonrpc.decode(jsonrpc.encode(message))
+        await self.inner.send(decoded, deadline=deadline, options=options)
+
+    async def receive(self) -> jsonrpc.Message:
+        return await self.inner.receive()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def set_protocol_version(self, version: str) -> None:
+        self.inner.set_protocol_version(version)
+
+
 #: A policy for tests that exercise something other than consent: headless, and the
 #: preset whose name says it allows everything.
 ALLOW_ALL: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
