@@ -522,7 +522,6 @@ def open_remote_transport(
     from agenthost.transports.http import open_streamable_http_transport
     from agenthost.transports.legacy_sse import open_legacy_sse_transport
     from agenthost.transports.probing import open_http_transport
-    from agenthost.transports.websocket import open_websocket_transport
 
     url = config.url
     if not config.is_remote or url is None:
@@ -538,6 +537,10 @@ def open_remote_transport(
     }
     kind = config.transport
     if kind == "websocket":
+        # Imported here only: trio-websocket's wsproto builds a 64 Ki-entry table at import
+        # (~0.1 s of CPU), which no HTTP or stdio user should pay for.
+        from agenthost.transports.websocket import open_websocket_transport
+
         return open_websocket_transport(url, **common)
     common.update(client=client, ack_timeout=ack)
     if client is None and _wants_oauth(config):
@@ -568,7 +571,7 @@ async def _with_oauth(
     import httpx
 
     from agenthost.auth.flow import OAuth
-    from agenthost.transports._httpx import new_client
+    from agenthost.transports._httpx import new_client, ssl_context
     from agenthost.transports.http import open_streamable_http_transport
     from agenthost.transports.legacy_sse import open_legacy_sse_transport
     from agenthost.transports.probing import open_http_transport
@@ -576,7 +579,9 @@ async def _with_oauth(
     timeouts = config.timeouts
     timeout = httpx.Timeout(timeouts.connect, read=None)
     shutdown = timeouts.shutdown
-    as_client = httpx.AsyncClient(timeout=httpx.Timeout(timeouts.connect, read=30.0))
+    as_client = httpx.AsyncClient(
+        timeout=httpx.Timeout(timeouts.connect, read=30.0), verify=ssl_context()
+    )
     auth = OAuth(server=config.name, url=url, settings=config.oauth, http=as_client)
     mcp_client = new_client(timeout=timeout, follow_redirects=True, auth=auth)
     options = dict(common, client=mcp_client)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.errors import JSONRPCError
 from agenthost.protocol.jsonrpc import INVALID_PARAMS
 from agenthost.protocol.types import (

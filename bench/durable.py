@@ -111,7 +111,7 @@ async def _durable(address: str, config_path: Path, runs: int) -> tuple[float, l
     from agenthost.config import load_config
     from agenthost.durable.client import run_input, submit
     from agenthost.durable.worker import connect
-    from policies.config import parse_policy
+    from agenthost_policies.config import parse_policy
 
     config = load_config(config_path)
     policy = parse_policy(config.policy, source="bench", base_dir=config_path.parent)

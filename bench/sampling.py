@@ -4,7 +4,7 @@ Why this shape: the figure that matters is the host's own cost between a server'
 ``sampling/createMessage`` and the LLM call (decode, session, policy, model selection,
 content conversion) and between the answer and the response on the wire (conversion,
 review, audit, encode, write). The provider here is the deterministic replay provider
-(:class:`providers.scripted.ScriptedProvider`) wrapped to timestamp entry and exit, so
+(:class:`agenthost_providers.scripted.ScriptedProvider`) wrapped to timestamp entry and exit, so
 the provider itself costs nothing; the server (:mod:`bench.sampling_server`) timestamps
 when it wrote each request and when it read the answer. All timestamps are
 ``perf_counter_ns`` (one ``CLOCK_MONOTONIC`` for every process on Linux).
@@ -34,8 +34,8 @@ async def measure_sampling(spec: dict[str, Any]) -> dict[str, Any]:
     """Send ``spec["n"]`` sampling requests through a host; p50/p99 of each leg in us."""
     from agenthost.config import config_from_mapping
     from agenthost.host.host import open_host
-    from providers.base import Request, Result
-    from providers.scripted import ScriptedProvider, ScriptedTurn
+    from agenthost_providers.base import Request, Result
+    from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 
     n: int = spec["n"]
     warmup: int = spec.get("warmup", 20)

@@ -10,9 +10,14 @@ host. Rule syntax, evaluation order and presets: ``POLICY.md``.
 
 from __future__ import annotations
 
-from policies.approvals import Approval, ApprovalStore, ToolDefinition, default_approvals_path
-from policies.audit import AuditLog, default_audit_path, read_audit, redact
-from policies.config import (
+from agenthost_policies.approvals import (
+    Approval,
+    ApprovalStore,
+    ToolDefinition,
+    default_approvals_path,
+)
+from agenthost_policies.audit import AuditLog, default_audit_path, read_audit, redact
+from agenthost_policies.config import (
     AuditConfig,
     Mode,
     PolicyConfig,
@@ -21,7 +26,7 @@ from policies.config import (
     parse_policy,
     preset_names,
 )
-from policies.decision import (
+from agenthost_policies.decision import (
     Action,
     ActionKind,
     Answer,
@@ -38,7 +43,7 @@ from policies.decision import (
     ToolCall,
     Verdict,
 )
-from policies.elicitation import (
+from agenthost_policies.elicitation import (
     FormField,
     Option,
     UrlInfo,
@@ -46,9 +51,9 @@ from policies.elicitation import (
     parse_form,
     validate_content,
 )
-from policies.engine import Outcome, PolicyEngine
-from policies.limits import SamplingLimiter
-from policies.prompters import (
+from agenthost_policies.engine import Outcome, PolicyEngine
+from agenthost_policies.limits import SamplingLimiter
+from agenthost_policies.prompters import (
     CallbackPrompter,
     ConsentRequest,
     HeadlessPrompter,
@@ -56,7 +61,13 @@ from policies.prompters import (
     TerminalPrompter,
     render_action,
 )
-from policies.rules import Rule, SamplingLimits, effective_annotations, parse_rule, unmatchable
+from agenthost_policies.rules import (
+    Rule,
+    SamplingLimits,
+    effective_annotations,
+    parse_rule,
+    unmatchable,
+)
 
 __all__ = [
     "Action",

@@ -59,7 +59,7 @@ __all__ = [
     "default_approvals_path",
 ]
 
-log = logging.getLogger("policies.approvals")
+log = logging.getLogger(__name__)
 
 #: The parts of a definition, in the order changes are reported.
 PARTS = (

@@ -22,10 +22,10 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from agenthost.errors import ConfigError
-from policies.approvals import default_approvals_path
-from policies.audit import DEFAULT_FOLD_WINDOW, default_audit_path
-from policies.decision import Verdict
-from policies.rules import Rule, parse_rule
+from agenthost_policies.approvals import default_approvals_path
+from agenthost_policies.audit import DEFAULT_FOLD_WINDOW, default_audit_path
+from agenthost_policies.decision import Verdict
+from agenthost_policies.rules import Rule, parse_rule
 
 __all__ = [
     "DEFAULT_PRESETS",
@@ -121,7 +121,7 @@ class PolicyConfig:
 
 def preset_names() -> list[str]:
     """The names of the presets shipped with agenthost."""
-    folder = importlib.resources.files("policies").joinpath("presets")
+    folder = importlib.resources.files("agenthost_policies").joinpath("presets")
     return sorted(
         entry.name.removesuffix(".toml")
         for entry in folder.iterdir()
@@ -130,7 +130,7 @@ def preset_names() -> list[str]:
 
 
 def _read_preset(name: str) -> dict[str, Any]:
-    resource = importlib.resources.files("policies").joinpath("presets", f"{name}.toml")
+    resource = importlib.resources.files("agenthost_policies").joinpath("presets", f"{name}.toml")
     if not resource.is_file():
         raise ConfigError(
             f"unknown preset {name!r} (known: {', '.join(preset_names())}, or 'none')",

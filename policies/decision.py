@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from policies.approvals import ToolDefinition
+from agenthost_policies.approvals import ToolDefinition
 
 __all__ = [
     "Action",
@@ -281,7 +281,7 @@ class SamplingGrant:
     #: Whether the generated answer may go back without a human review.
     auto_review: bool = False
     #: Tokens held against the server's budget until the call is settled: ``max_tokens``
-    #: plus an estimate of the input (see :class:`~policies.limits.SamplingLimiter`).
+    #: plus an estimate of the input (see :class:`~agenthost_policies.limits.SamplingLimiter`).
     reserved_tokens: int = 0
     #: The limiter's handle on the reservation (``None``: nothing reserved).
     ticket: int | None = None

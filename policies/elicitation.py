@@ -40,7 +40,7 @@ from typing import Any, Literal
 import attrs
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
-from policies.text import printable
+from agenthost_policies.text import printable
 
 __all__ = [
     "FieldKind",

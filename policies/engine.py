@@ -48,10 +48,10 @@ import attrs
 import trio
 
 from agenthost.errors import ConsentDenied, InvalidAnswer, JSONRPCError
-from policies.approvals import Approval, ApprovalStore
-from policies.audit import AuditLog, redact
-from policies.config import Mode, PolicyConfig
-from policies.decision import (
+from agenthost_policies.approvals import Approval, ApprovalStore
+from agenthost_policies.audit import AuditLog, redact
+from agenthost_policies.config import Mode, PolicyConfig
+from agenthost_policies.decision import (
     Action,
     Answer,
     DecidedBy,
@@ -67,19 +67,19 @@ from policies.decision import (
     ToolCall,
     Verdict,
 )
-from policies.elicitation import inspect_url, parse_form, validate_content, with_defaults
-from policies.limits import Clock, SamplingLimiter
-from policies.prompters import (
+from agenthost_policies.elicitation import inspect_url, parse_form, validate_content, with_defaults
+from agenthost_policies.limits import Clock, SamplingLimiter
+from agenthost_policies.prompters import (
     ConsentRequest,
     HeadlessPrompter,
     Prompter,
     TerminalPrompter,
 )
-from policies.rules import Rule, SamplingLimits, first_match, rule_view
+from agenthost_policies.rules import Rule, SamplingLimits, first_match, rule_view
 
 __all__ = ["Outcome", "PolicyEngine"]
 
-log = logging.getLogger("policies.engine")
+log = logging.getLogger(__name__)
 
 _NO_LIMITS = SamplingLimits()
 
@@ -167,7 +167,7 @@ class PolicyEngine:
             actions no rule matches and who answers an "ask".
         prompter: who answers an "ask". Interactive: a :class:`TerminalPrompter` on
             stdin/stderr unless given; programmatic: required (a
-            :class:`~policies.prompters.CallbackPrompter`); headless: always the
+            :class:`~agenthost_policies.prompters.CallbackPrompter`); headless: always the
             :class:`HeadlessPrompter` - a headless engine cannot be given a human.
         audit: the audit log, or ``None`` for none. The engine does not close a log it
             was given; :meth:`from_config` opens one the engine owns.
@@ -314,7 +314,7 @@ class PolicyEngine:
 
     def _rule_view(self, action: Action) -> tuple[Rule | None, Verdict, str, str, DecidedBy]:
         """The deciding rule (None: the mode's default), verdict, label, reason and who
-        (:func:`~policies.rules.rule_view`)."""
+        (:func:`~agenthost_policies.rules.rule_view`)."""
         view = rule_view(
             self.rules, self.project_rules, mode=self.mode, default=self._default, action=action
         )

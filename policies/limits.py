@@ -31,8 +31,8 @@ from typing import Any
 import attrs
 
 from agenthost.errors import ConsentDenied
-from policies.decision import Sampling, SamplingGrant
-from policies.rules import SamplingLimits
+from agenthost_policies.decision import Sampling, SamplingGrant
+from agenthost_policies.rules import SamplingLimits
 
 __all__ = ["Clock", "SamplingLimiter", "estimate_input_tokens"]
 

@@ -25,7 +25,7 @@ import attrs
 import trio
 
 from agenthost.errors import InvalidAnswer
-from policies.decision import (
+from agenthost_policies.decision import (
     Action,
     Answer,
     DecidedBy,
@@ -39,9 +39,9 @@ from policies.decision import (
     SkillLoad,
     ToolCall,
 )
-from policies.elicitation import FormField, inspect_url, parse_form, validate_content
-from policies.rules import effective_annotations
-from policies.text import pretty_json, printable
+from agenthost_policies.elicitation import FormField, inspect_url, parse_form, validate_content
+from agenthost_policies.rules import effective_annotations
+from agenthost_policies.text import pretty_json, printable
 
 __all__ = [
     "CallbackPrompter",

@@ -36,7 +36,7 @@ from typing import Any, Final
 import attrs
 
 from agenthost.errors import ConfigError
-from policies.decision import (
+from agenthost_policies.decision import (
     Action,
     ActionKind,
     DecidedBy,

@@ -1,7 +1,7 @@
 """LLM providers for agenthost: neutral types, the model catalog, selection, adapters.
 
 Importing this package is cheap: the vendor SDKs (``anthropic``, ``openai``) are imported
-only when a provider of that kind is built (``providers.config.build_provider``), so
+only when a provider of that kind is built (``agenthost_providers.config.build_provider``), so
 ``agenthost --help`` never pays for them. This package knows nothing of MCP sessions or
 the host; it takes plain :class:`Request` objects and returns :class:`Result` objects.
 """

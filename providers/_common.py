@@ -18,7 +18,7 @@ import trio
 
 from agenthost.errors import ProviderError
 
-from .base import ModelInfo, StreamEvent, ToolResultContent
+from .base import ModelInfo, Request, StreamEvent, ToolResultContent, check_capabilities
 
 __all__ = [
     "AdapterBase",
@@ -122,6 +122,12 @@ class AdapterBase:
         if self._closed:
             raise ProviderError("this provider has been closed", provider=self._name)
 
+    def _checked(self, request: Request) -> None:
+        """Before building a request: refuse it on a closed provider, or when it carries
+        content the model cannot take (nothing is sent then)."""
+        self._ensure_open()
+        check_capabilities(request, self._info(request.model), provider=self._name)
+
     def _info(self, model: str) -> ModelInfo | None:
         info = self._models.get(model)
         if info is None:
@@ -147,14 +153,28 @@ class AdapterBase:
         """Hand out a stream's events; always close them and the HTTP response after.
 
         Closing runs even when the caller stopped early or is being cancelled, bounded so
-        a stuck peer cannot hold us.
+        a stuck peer cannot hold us. Events that are not what the API sends (a misrouted
+        ``base_url``, a half-compatible server) end the stream with a provider error.
         """
+        guarded = self._guarded(events)
         try:
-            yield events
+            yield guarded
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await guarded.aclose()
                 await events.aclose()
                 await raw.close()
+
+    async def _guarded(
+        self, events: AsyncGenerator[StreamEvent, None]
+    ) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            async for event in events:
+                yield event
+        except ProviderError:
+            raise
+        except MALFORMED as exc:
+            raise malformed_response(exc, self._name) from exc
 
     async def __aenter__(self) -> Self:
         return self

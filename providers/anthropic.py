@@ -62,7 +62,6 @@ from .base import (
     ToolUseContent,
     ToolUseEvent,
     Usage,
-    check_capabilities,
 )
 
 __all__ = ["AnthropicProvider"]
@@ -84,7 +83,7 @@ class AnthropicProvider(AdapterBase):
 
     Args:
         name: the configured provider name.
-        api_key: the key itself (read from the environment by ``providers.config``).
+        api_key: the key itself (read from the environment by ``agenthost_providers.config``).
         base_url: a gateway URL; ``None`` is Anthropic's API (``ANTHROPIC_BASE_URL`` in the
             process environment is deliberately not consulted: config is explicit).
         timeout: seconds per HTTP attempt.
@@ -123,7 +122,7 @@ class AnthropicProvider(AdapterBase):
         await self._client.close()
 
     async def complete(self, request: Request) -> Result:
-        """Send one Messages API call; see :meth:`providers.base.Provider.complete`."""
+        """Send one Messages API call; see :meth:`agenthost_providers.base.Provider.complete`."""
         params = self._params(request)
         try:
             message = await self._client.messages.create(**params)
@@ -142,7 +141,7 @@ class AnthropicProvider(AdapterBase):
 
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        """Stream one Messages API call; see :meth:`providers.base.Provider.stream`."""
+        """Stream one Messages API call; see :meth:`agenthost_providers.base.Provider.stream`."""
         params = self._params(request)
         try:
             raw = await self._client.messages.create(**params, stream=True)
@@ -217,8 +216,7 @@ class AnthropicProvider(AdapterBase):
         yield Completed(result=result)
 
     def _params(self, request: Request) -> dict[str, Any]:
-        self._ensure_open()
-        check_capabilities(request, self._info(request.model), provider=self.name)
+        self._checked(request)
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,

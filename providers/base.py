@@ -178,6 +178,9 @@ class Tool:
     #: Offered for search only, its definition loaded when a search result references it
     #: (sent only to providers with ``native_tool_search``).
     defer_loading: bool = False
+    #: This tool is the agent's search over the deferred tools: an API with a search tool
+    #: of its own (OpenAI Responses ``tool_search``) sends it as that; others as any tool.
+    tool_search: bool = False
 
 
 @attrs.frozen(kw_only=True)

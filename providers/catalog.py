@@ -3,7 +3,7 @@
 The catalog is data, not code, so updating a price is a one-line change with its source
 next to it. It is read lazily (``load_catalog`` is cached) so importing ``providers``
 costs nothing until a model list is actually needed. :func:`parse_model` is shared with
-``providers.config`` so user-declared models are validated by the same rules.
+``agenthost_providers.config`` so user-declared models are validated by the same rules.
 """
 
 from __future__ import annotations

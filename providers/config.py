@@ -13,6 +13,9 @@ itself a kind, so ``[providers.anthropic]`` alone is a complete entry)::
     timeout = 120.0                  # seconds per HTTP attempt
     max_retries = 2                  # the SDK's own retries on 408/409/429/5xx
 
+    [providers.openai]
+    api = "responses"                # chat-completions (the default) | responses
+
     [providers.local]
     kind = "openai-compatible"       # Ollama, vLLM, llama.cpp server, LM Studio, ...
     base_url = "http://127.0.0.1:11434/v1"
@@ -55,8 +58,10 @@ from .base import ModelInfo, Provider
 from .catalog import load_catalog, parse_model
 
 __all__ = [
+    "APIS",
     "DEFAULT_KEY_ENV",
     "KINDS",
+    "Api",
     "Kind",
     "ProviderSettings",
     "ProviderStatus",
@@ -71,6 +76,11 @@ __all__ = [
 
 Kind: TypeAlias = Literal["anthropic", "openai", "openai-compatible", "scripted"]
 KINDS: tuple[Kind, ...] = ("anthropic", "openai", "openai-compatible", "scripted")
+#: The OpenAI APIs an ``openai`` / ``openai-compatible`` provider can speak: Chat
+#: Completions (the default: every compatible server has it) or Responses (native tool
+#: search, reasoning items kept across turns).
+Api: TypeAlias = Literal["chat-completions", "responses"]
+APIS: tuple[Api, ...] = ("chat-completions", "responses")
 DEFAULT_KEY_ENV: Mapping[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
@@ -84,6 +94,7 @@ _FIELDS = (
     "max_retries",
     "models",
     "script",
+    "api",
 )
 
 
@@ -104,6 +115,8 @@ class ProviderSettings:
     models: tuple[ModelInfo, ...] = ()
     #: For ``scripted``: the replay script file.
     script: str | None = None
+    #: For ``openai`` / ``openai-compatible``: which API (one of :data:`APIS`).
+    api: Api = "chat-completions"
 
     @property
     def vendor(self) -> str:
@@ -225,6 +238,15 @@ def _parse_one(name: str, table: Any, source: str) -> ProviderSettings:
         )
     if kind == "scripted" and strings["script"] is None:
         raise ConfigError("a scripted provider needs script", path=source, key=f"{key}.script")
+    api = table.get("api", APIS[0])
+    if api not in APIS:
+        raise ConfigError(f"must be one of {', '.join(APIS)}", path=source, key=f"{key}.api")
+    if api != APIS[0] and kind not in ("openai", "openai-compatible"):
+        raise ConfigError(
+            "only an openai or openai-compatible provider has an api choice",
+            path=source,
+            key=f"{key}.api",
+        )
     api_key_env = strings["api_key_env"] or DEFAULT_KEY_ENV.get(kind)
     settings = ProviderSettings(
         name=name,
@@ -235,6 +257,7 @@ def _parse_one(name: str, table: Any, source: str) -> ProviderSettings:
         timeout=float(timeout),
         max_retries=retries,
         script=strings["script"],
+        api=api,
     )
     models_raw = table.get("models", {})
     if not isinstance(models_raw, Mapping):
@@ -431,9 +454,13 @@ def build_provider(
         )
     if settings.kind in ("openai", "openai-compatible"):
         from .openai import OpenAIProvider
+        from .openai_responses import OpenAIResponsesProvider
 
         env_url = _env_base_url(settings, env)
-        return OpenAIProvider(
+        api: type[OpenAIProvider | OpenAIResponsesProvider] = (
+            OpenAIResponsesProvider if settings.api == "responses" else OpenAIProvider
+        )
+        return api(
             name=settings.name,
             api_key=key or None,
             base_url=settings.base_url or env_url,

@@ -1,8 +1,10 @@
 """OpenAI Chat Completions adapter (official ``openai`` SDK 3.x), also for compatible servers.
 
-Chat Completions is used rather than Responses because it is the one API every
+Chat Completions is the default API rather than Responses because it is the one API every
 OpenAI-compatible server (Ollama, vLLM, llama.cpp server, LM Studio) implements, so one
-mapping serves hosted and local models alike.
+mapping serves hosted and local models alike. ``api = "responses"`` in the provider's
+config selects :mod:`agenthost_providers.openai_responses` instead (native tool search, reasoning
+items kept across turns); both share :class:`OpenAIClient`, the SDK client set-up.
 
 Mapping choices, stated once:
 
@@ -26,7 +28,7 @@ Mapping choices, stated once:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -65,10 +67,9 @@ from .base import (
     ToolUseContent,
     ToolUseEvent,
     Usage,
-    check_capabilities,
 )
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIClient", "OpenAIProvider"]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ _AUDIO_FORMATS = {
 _FINISH = {"length": MAX_TOKENS, "tool_calls": TOOL_USE, "function_call": TOOL_USE}
 
 
-class OpenAIProvider(AdapterBase):
-    """A provider backed by ``openai.AsyncOpenAI``.
+class OpenAIClient(AdapterBase):
+    """The ``openai.AsyncOpenAI`` client both OpenAI APIs' adapters are built on.
 
     Args:
         name: the configured provider name.
@@ -129,11 +130,16 @@ class OpenAIProvider(AdapterBase):
     async def _close_client(self) -> None:
         await self._client.close()
 
-    async def complete(self, request: Request) -> Result:
-        """Send one Chat Completions call; see :meth:`providers.base.Provider.complete`."""
-        params = self._params(request)
+    async def _answer(
+        self,
+        create: Callable[..., Awaitable[Any]],
+        params: Mapping[str, Any],
+        parse: Callable[[Any], Result],
+    ) -> Result:
+        """One non-streaming call through ``create``, its answer read by ``parse``: SDK
+        failures and answers that are not what the API sends become provider errors."""
         try:
-            response = await self._client.chat.completions.create(**params)
+            response = await create(**params)
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
         except MALFORMED as exc:
@@ -141,22 +147,49 @@ class OpenAIProvider(AdapterBase):
         if isinstance(response, str | bytes):  # not JSON: e.g. an SSE stream
             raise malformed_response(None, self.name, response)
         try:
-            return self._result(response)
+            return parse(response)
         except ProviderError:
             raise
         except MALFORMED as exc:
             raise malformed_response(exc, self.name) from exc
 
+    def _shared_params(self, request: Request) -> dict[str, Any]:
+        """The parameters both OpenAI APIs name alike: temperature, tool choice, and the
+        end user's id (``safety_identifier``; compatible servers know the older ``user``)."""
+        params: dict[str, Any] = {}
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.tool_choice is not None:
+            params["tool_choice"] = request.tool_choice
+        user = request.metadata.get("user_id") if request.metadata else None
+        if isinstance(user, str):
+            params["user" if self._compatible else "safety_identifier"] = user
+        return params
+
+    async def _open(self, create: Callable[..., Awaitable[Any]], params: Mapping[str, Any]) -> Any:
+        """Start a streaming call; an SDK failure becomes a provider error."""
+        try:
+            return await create(**params)
+        except openai.OpenAIError as exc:
+            raise provider_error(exc, self.name, timeout=self._timeout) from exc
+
+
+class OpenAIProvider(OpenAIClient):
+    """A provider speaking Chat Completions (see the module docstring); arguments as for
+    :class:`OpenAIClient`."""
+
+    async def complete(self, request: Request) -> Result:
+        """One Chat Completions call; see :meth:`agenthost_providers.base.Provider.complete`."""
+        params = self._params(request)
+        return await self._answer(self._client.chat.completions.create, params, self._result)
+
     @asynccontextmanager
     async def stream(self, request: Request) -> AsyncIterator[AsyncIterator[StreamEvent]]:
-        """Stream one Chat Completions call; see :meth:`providers.base.Provider.stream`."""
+        """Stream Chat Completions; see :meth:`agenthost_providers.base.Provider.stream`."""
         params = self._params(request)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
-        try:
-            raw = await self._client.chat.completions.create(**params)
-        except openai.OpenAIError as exc:
-            raise provider_error(exc, self.name, timeout=self._timeout) from exc
+        raw = await self._open(self._client.chat.completions.create, params)
         async with self._streaming(raw, self._events(raw)) as events:
             yield events
 
@@ -212,8 +245,7 @@ class OpenAIProvider(AdapterBase):
     # --------------------------------------------------------------------- request side
 
     def _params(self, request: Request) -> dict[str, Any]:
-        self._ensure_open()
-        check_capabilities(request, self._info(request.model), provider=self.name)
+        self._checked(request)
         messages: list[dict[str, Any]] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
@@ -221,14 +253,9 @@ class OpenAIProvider(AdapterBase):
             messages.extend(self._message(message))
         params: dict[str, Any] = {"model": request.model, "messages": messages}
         params["max_tokens" if self._compatible else "max_completion_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params.update(self._shared_params(request))
         if request.stop_sequences:
             params["stop"] = list(request.stop_sequences)
-        if request.metadata and isinstance(request.metadata.get("user_id"), str):
-            params["user" if self._compatible else "safety_identifier"] = request.metadata[
-                "user_id"
-            ]
         if request.tools:
             params["tools"] = [
                 {
@@ -241,8 +268,6 @@ class OpenAIProvider(AdapterBase):
                 }
                 for t in request.tools
             ]
-        if request.tool_choice is not None:
-            params["tool_choice"] = request.tool_choice
         return params
 
     def _message(self, message: Message) -> list[dict[str, Any]]:

@@ -105,7 +105,7 @@ class Constraints:
     #: Caps in USD per million tokens.
     max_input_cost: float | None = None
     max_output_cost: float | None = None
-    #: What this request needs (see ``providers.base.required_capabilities``).
+    #: What this request needs (see ``agenthost_providers.base.required_capabilities``).
     required: frozenset[Capability] = frozenset()
 
 

@@ -16,6 +16,7 @@ Facts about the peers (start times, quirks, what they send) are in tests/peers/N
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -46,6 +47,15 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+if importlib.util.find_spec("agenthost_providers") is None:
+    # An editable install older than the collision-safe names (issue 27) puts only the
+    # checkout on sys.path, and every test module would fail to import, one by one.
+    pytest.exit(
+        "agenthost_providers is not importable: the editable install predates .dev-names/;"
+        " reinstall it with `make test` or `.venv/bin/pip install -e '.[dev]'`",
+        returncode=4,
+    )
 PEERS_DIR = REPO_ROOT / "tests" / "peers"
 SDK_SERVER = PEERS_DIR / "sdk_server.py"
 CRASHY_SERVER = PEERS_DIR / "crashy_server.py"

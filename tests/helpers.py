@@ -43,7 +43,7 @@ from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 from agenthost.transports.probing import ProbingTransport
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost.transports.websocket import WebSocketTransport
-from providers.config import build_provider, parse_providers
+from agenthost_providers.config import build_provider, parse_providers
 from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
 from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing
@@ -194,20 +194,41 @@ async def host_with_anthropic(
     consent engine, model selection and the Anthropic SDK run for real. ``events`` collects
     the host's events (``on_event``).
     """
-    providers_config = parse_providers({"anthropic": {"kind": "anthropic"}}, source="<test>")
+    table = {"anthropic": {"kind": "anthropic"}}
+    async with host_with_provider(
+        servers, policy, api, table, ANTHROPIC_ENV, prompter=prompter, events=events
+    ) as host:
+        yield host
+
+
+@asynccontextmanager
+async def host_with_provider(
+    servers: list[ServerConfig],
+    policy: dict[str, Any],
+    api: Callable[[httpx2.Request], httpx2.Response],
+    table: dict[str, Any],
+    env: dict[str, str],
+    *,
+    prompter: Any = None,
+    events: list[Any] | None = None,
+    **config: Any,
+) -> AsyncIterator[Host]:
+    """A host whose one provider is ``table``'s (``{name: {...}}``, as ``[providers]``
+    holds it), its HTTP API answered by ``api``; see :func:`host_with_anthropic`.
+    ``config``: more :class:`HostConfig` fields (``agent=...``)."""
+    (name,) = table
+    providers_config = parse_providers(table, source="<test>")
     provider = build_provider(
         providers_config.providers[0],
-        ANTHROPIC_ENV,
+        env,
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api)),
     )
-    config = HostConfig(
-        servers=servers, providers={"anthropic": {"kind": "anthropic"}}, policy=policy
-    )
+    host_config = HostConfig(servers=servers, providers=table, policy=policy, **config)
     try:
         async with open_host(
-            config,
-            providers={"anthropic": provider},
-            env=ANTHROPIC_ENV,
+            host_config,
+            providers={name: provider},
+            env=env,
             prompter=prompter,
             on_event=events.append if events is not None else None,
         ) as host:

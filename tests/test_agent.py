@@ -10,8 +10,8 @@ import trio
 from agenthost.agent.transcript import Transcript
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
-from providers.base import TextContent, ToolResultContent, ToolUseContent
-from providers.scripted import ScriptedProvider, ScriptedTurn
+from agenthost_providers.base import TextContent, ToolResultContent, ToolUseContent
+from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 
 Command = tuple[str, list[str]]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.core import AgentCore, AwaitTasks, CallTools, Finished
 from agenthost.agent.transcript import AgentEvent, Transcript
 

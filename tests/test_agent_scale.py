@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from providers.catalog import load_catalog
+from agenthost_providers.catalog import load_catalog
 from tests.helpers import MessagesServer, cli_with_anthropic_key
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"

@@ -25,9 +25,9 @@ from agenthost.agent.transcript import AgentEvent
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from agenthost.tool_tasks import list_tasks
-from providers.base import Message, TextContent, ToolResultContent, ToolUseContent
-from providers.config import build_provider, parse_providers
-from providers.scripted import ScriptedProvider, ScriptedTurn
+from agenthost_providers.base import Message, TextContent, ToolResultContent, ToolUseContent
+from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 from tests.conftest import node_bin
 from tests.helpers import ALLOW_ALL
 from tests.providers.providers_helpers import anthropic_message, openai_completion

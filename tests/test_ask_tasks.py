@@ -29,7 +29,7 @@ from agenthost.protocol.types import (
 )
 from agenthost.session import ClientSession
 from agenthost.transports.stdio import open_stdio_transport
-from policies import read_audit
+from agenthost_policies import read_audit
 from tests.helpers import FakeAnthropic, RecordingTransport, host_with, sampling_policy, stdio
 from tests.schemacheck import validate_definition, validate_outgoing
 

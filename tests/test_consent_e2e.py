@@ -16,7 +16,7 @@ import pytest
 
 from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host.sampling import SamplingEvent
-from policies import (
+from agenthost_policies import (
     Answer,
     CallbackPrompter,
     Elicitation,

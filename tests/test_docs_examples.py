@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from agenthost.config import load_config
-from policies import parse_policy
-from providers.config import parse_providers
-from providers.scripted import ScriptedProvider
+from agenthost_policies import parse_policy
+from agenthost_providers.config import parse_providers
+from agenthost_providers.scripted import ScriptedProvider
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [

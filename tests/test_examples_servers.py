@@ -21,7 +21,7 @@ import attrs
 import pytest
 import trio
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.config import load_config
 from agenthost.config.model import HostConfig, Workspace
@@ -43,7 +43,7 @@ from agenthost.protocol.types import (
 )
 from agenthost.session import ClientSession
 from agenthost.transports.stdio import open_stdio_transport
-from policies import (
+from agenthost_policies import (
     AuditConfig,
     PolicyConfig,
     PolicyEngine,
@@ -53,9 +53,9 @@ from policies import (
     parse_policy,
     read_audit,
 )
-from providers.config import available_models, default_choice, parse_providers
-from providers.scripted import REPLAY_MODEL, ScriptedProvider
-from providers.selection import ModelPreferences, select_model
+from agenthost_providers.config import available_models, default_choice, parse_providers
+from agenthost_providers.scripted import REPLAY_MODEL, ScriptedProvider
+from agenthost_providers.selection import ModelPreferences, select_model
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

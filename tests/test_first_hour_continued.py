@@ -309,7 +309,7 @@ server.serve_forever()
 """
 
 
-@pytest.mark.parametrize("kind", ["openai-compatible", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai-compatible", "anthropic", "openai-responses"])
 @pytest.mark.parametrize("content_type", ["text/event-stream", "application/json"])
 def test_a_malformed_provider_response_is_a_provider_error(
     tmp_path: Path, content_type: str, kind: str
@@ -324,9 +324,11 @@ def test_a_malformed_provider_response_is_a_provider_error(
             port = int(llm.stdout.readline())
             config = tmp_path / "agenthost.toml"
             base = f"http://127.0.0.1:{port}" + ("/v1" if kind != "anthropic" else "")
+            extra = 'api = "responses"\n' if kind == "openai-responses" else ""
+            kind = "openai-compatible" if extra else kind
             config.write_text(
                 f'[providers.local]\nkind = "{kind}"\nbase_url = "{base}"\n'
-                'default_model = "m"\nmax_retries = 0\n'
+                f'default_model = "m"\nmax_retries = 0\n{extra}'
             )
             key = {"ANTHROPIC_API_KEY": "test-key"}
             proc = agenthost(

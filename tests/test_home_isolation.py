@@ -24,7 +24,7 @@ from agenthost.cli.chat import history_path
 from agenthost.config import load_config
 from agenthost.config.model import find_config
 from agenthost.connection import EraCache
-from policies.approvals import default_approvals_path
+from agenthost_policies.approvals import default_approvals_path
 from tests.conftest import CRASHY_SERVER, REPO_ROOT
 from tests.helpers import run_cli
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-OURS = ("agenthost", "providers", "policies", "tests")
+OURS = ("agenthost", "agenthost_providers", "agenthost_policies", "tests")
 
 #: Private attributes still read by tests, each to be replaced by a public accessor or by
 #: observing behaviour (issue 23, item 6). Remove an entry once its file is clean.

@@ -1,6 +1,7 @@
 """The design's arrows, checked on the source (docs/architecture.md draws them).
 
-Every ``import`` in ``agenthost/``, ``providers/`` and ``policies/`` is read with :mod:`ast`
+Every ``import`` in ``agenthost/``, ``providers/`` and ``policies/`` (installed and imported
+as ``agenthost_providers`` and ``agenthost_policies``) is read with :mod:`ast`
 (function-level and ``TYPE_CHECKING`` imports included: a type import is still an arrow a
 reader must follow), and each layer's rule is checked. A new arrow that breaks a rule fails
 here with the importing file and line, before it becomes a circle someone must untangle.
@@ -16,7 +17,13 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agenthost", "providers", "policies")
+#: Each package's import name and its folder: providers/ and policies/ are installed under
+#: collision-safe names (pyproject.toml's wheel ``sources``).
+PACKAGES = {
+    "agenthost": "agenthost",
+    "agenthost_providers": "providers",
+    "agenthost_policies": "policies",
+}
 
 
 @attrs.frozen
@@ -28,9 +35,9 @@ class Arrow:
 
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for package, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [package, *path.relative_to(ROOT / folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path
@@ -167,7 +174,7 @@ def test_the_allow_lists_only_shrink() -> None:
     assert not stale, f"arrows no longer drawn: remove them from ALLOWED_ARROWS: {stale}"
 
 
-@pytest.mark.parametrize("package", ["providers", "policies"])
+@pytest.mark.parametrize("package", ["agenthost_providers", "agenthost_policies"])
 def test_plugins_import_only_errors_from_agenthost(package: str) -> None:
     """Providers and policies are the parts users replace; they see plain types and errors."""
     broken = [
@@ -249,3 +256,31 @@ def test_the_checker_reads_the_imports() -> None:
     assert len(ARROWS) > 200
     assert any(a.source == "agenthost.session" and a.target == "agenthost.rpc" for a in ARROWS)
     assert any(_under(a.target, "trio") for a in ARROWS if a.source == "agenthost.rpc")
+
+
+def _imported_names(path: Path) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module, node.lineno
+
+
+@pytest.mark.parametrize(
+    "folder", ["agenthost", "providers", "policies", "tests", "bench", "examples"]
+)
+def test_nothing_imports_a_folder_by_its_name(folder: str) -> None:
+    """providers/ and policies/ are imported as agenthost_providers and agenthost_policies.
+
+    An import by the folder's name still works in a checkout (its root is on sys.path) but
+    fails in the installed wheel, which has no top-level ``providers`` or ``policies``.
+    """
+    broken = [
+        f"{path.relative_to(ROOT)}:{line}: import {name}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for name, line in _imported_names(path)
+        if _under(name, *(f for p, f in PACKAGES.items() if p != f))
+    ]
+    assert not broken, "import agenthost_providers / agenthost_policies instead:\n" + "\n".join(
+        broken
+    )

@@ -288,7 +288,7 @@ async def test_consent_and_audit_are_identical_in_both_eras(
     """The same tools over initialize (server requests) and over 2026-07-28 (MRTR): the
     policy decides the same, the sampling service answers the same, and the audit lines
     match; on the modern path each ask's line also names its request and round."""
-    from policies import read_audit
+    from agenthost_policies import read_audit
     from tests.helpers import FakeAnthropic, host_with, sampling_policy, stdio
 
     audits: dict[str, list[dict[str, Any]]] = {}

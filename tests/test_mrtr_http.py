@@ -197,7 +197,7 @@ async def test_consent_and_audit_over_http_are_identical_in_both_eras(
     requests ride the POST's SSE stream) and then over 2026-07-28 (MRTR rounds): the
     policy decides the same, the sampling service answers the same, the audit lines
     match, and each modern ask's line names its request and round."""
-    from policies import read_audit
+    from agenthost_policies import read_audit
     from tests.helpers import FakeAnthropic, host_with, sampling_policy
 
     port = free_port()

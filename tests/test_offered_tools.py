@@ -11,8 +11,8 @@ import pytest
 
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.host.host import open_host
-from policies import TerminalPrompter
-from providers.scripted import ScriptedProvider, ScriptedTurn
+from agenthost_policies import TerminalPrompter
+from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 
 Command = tuple[str, list[str]]
 

@@ -28,7 +28,7 @@ from agenthost.protocol.revisions import LEGACY_REVISIONS
 from agenthost.serve import Gateway, open_gateway
 from agenthost.session import ClientSession
 from agenthost.transports.memory import memory_transport_pair
-from policies import read_audit
+from agenthost_policies import read_audit
 from tests.helpers import AGENTHOST, REPO, stdio
 
 Command = tuple[str, list[str]]

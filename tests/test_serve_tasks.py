@@ -34,7 +34,7 @@ from agenthost.protocol.types.tasks import TaskMetadata
 from agenthost.serve import open_gateway
 from agenthost.tool_tasks import cancel_task, list_tasks
 from agenthost.transports.memory import memory_transport_pair
-from policies import read_audit
+from agenthost_policies import read_audit
 from tests.helpers import AGENTHOST, REPO, stdio
 
 Command = tuple[str, list[str]]

@@ -16,7 +16,7 @@ import pytest
 
 from agenthost.agent.history import history_from_json, history_to_json
 from agenthost.agent.transcript import Transcript, TurnUsage
-from providers.base import (
+from agenthost_providers.base import (
     ImageContent,
     Message,
     TextContent,

@@ -28,7 +28,7 @@ from agenthost.skills import (
     offers_skills,
 )
 from agenthost.transports.stdio import open_stdio_transport
-from policies import read_audit
+from agenthost_policies import read_audit
 
 PEER = str(Path(__file__).resolve().parent / "peers" / "skills_server.py")
 PDF = "skill://pdf-processing/SKILL.md"
@@ -191,8 +191,8 @@ decision = "allow"
 
 async def test_agent_sees_names_and_loads_a_skill_only_when_asked(tmp_path: Path) -> None:
     from agenthost.agent.calls import SKILL_TOOL
-    from providers.base import ToolResultContent, ToolUseContent
-    from providers.scripted import ScriptedProvider, ScriptedTurn
+    from agenthost_providers.base import ToolResultContent, ToolUseContent
+    from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 
     log = tmp_path / "reads.jsonl"
     replay = ScriptedProvider(

@@ -52,7 +52,7 @@ from agenthost.tool_tasks import (
 )
 from agenthost.transports.http import open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
-from policies import read_audit
+from agenthost_policies import read_audit
 from tests.conftest import PEERS_DIR, free_port
 from tests.helpers import ALLOW_ALL, RecordingTransport
 from tests.peers.http_launch import serve

@@ -1,8 +1,9 @@
 """Tool search (issue 27, section 1): ten real servers with 300 tools, search on and off.
 
 The servers are the official SDK's low-level ``Server`` (tests/peers/many_tools_server.py);
-the model is the scripted replay (neutral search) or Anthropic's Messages API answered by a
-MockTransport (native ``defer_loading``); the host, consent and the agent run for real.
+the model is the scripted replay (neutral search), or Anthropic's Messages API or OpenAI's
+Responses API answered by a MockTransport (native ``defer_loading``); the host, consent and
+the agent run for real.
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ from agenthost.agent.budget import estimate_tokens, tool_tokens
 from agenthost.agent.tool_search import SEARCH_TOOL, ToolIndex, search_wanted
 from agenthost.config.model import AgentSettings, HostConfig, ServerConfig
 from agenthost.host.host import open_host
-from providers.base import Request, Tool, ToolUseContent
-from providers.scripted import ScriptedProvider, ScriptedTurn
-from tests.helpers import ALLOW_ALL, host_with_anthropic
+from agenthost_providers.base import Request, Tool, ToolUseContent
+from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
+from tests.helpers import ALLOW_ALL, host_with_anthropic, host_with_provider
 from tests.peers.many_tools_server import THEMES, tools_of
-from tests.providers.providers_helpers import anthropic_message
+from tests.providers.providers_helpers import (
+    anthropic_message,
+    function_call,
+    output_text,
+    responses_reply,
+    tool_search_call,
+)
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 
@@ -209,3 +216,96 @@ async def test_anthropic_native_defer_loading_and_tool_references() -> None:
     assert second["tools"] == first["tools"]
     assert transcript.loaded_tools[0] == "weather__get_forecast"
     assert transcript.tool_calls[1].output.startswith("weather__get_forecast called with")
+
+
+OPENAI_RESPONSES = {"openai": {"kind": "openai", "api": "responses"}}
+OPENAI_ENV = {"OPENAI_API_KEY": "test-key"}
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"}
+
+
+def _responses_api(bodies: list[dict[str, Any]], *, search: bool = True) -> Any:
+    """The Responses API: a client-side tool search (when offered), then the tool it
+    found, then an answer; each reply shaped as ``POST /v1/responses`` returns it."""
+    answers = [
+        [REASONING, function_call("call_2", "weather__get_forecast", {"forecast_id": "paris"})],
+        [output_text("Sunny.")],
+    ]
+    if search:
+        answers.insert(0, [tool_search_call("call_1", {"query": "get the weather forecast"})])
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        return responses_reply(answers[len(bodies) - 1])
+
+    return api
+
+
+def _billed_tokens(body: dict[str, Any]) -> int:
+    """Estimated input tokens the model reads from a Responses request: deferred tool
+    definitions excluded (the API loads them only when a tool_search_output names them)."""
+    shown = [t for t in body.get("tools", []) if not t.get("defer_loading")]
+    return estimate_tokens({**body, "tools": shown})
+
+
+async def test_openai_responses_native_tool_search_end_to_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bodies: list[dict[str, Any]] = []
+    api = _responses_api(bodies)
+    async with host_with_provider(servers(), ALLOW_ALL, api, OPENAI_RESPONSES, OPENAI_ENV) as host:
+        transcript = await host.run_agent("weather in Paris?")
+    assert transcript.stop == "end_turn", transcript.error
+    first, second, third = bodies
+    # Every server tool is sent deferred; the search tool is the API's client tool_search.
+    tools = first["tools"]
+    assert len(tools) == 301
+    assert tools[-1]["type"] == "tool_search" and tools[-1]["execution"] == "client"
+    assert all(t["defer_loading"] is True and t["type"] == "function" for t in tools[:-1])
+    # The search ran here (BM25) and answered with the found tools' full definitions.
+    call, output = second["input"][1:]
+    assert call["type"] == "tool_search_call" and call["call_id"] == "call_1"
+    assert output["type"] == "tool_search_output" and output["call_id"] == "call_1"
+    found = {t["name"]: t for t in output["tools"]}
+    assert next(iter(found)) == "weather__get_forecast"
+    server_tool = next(t for t in tools_of("weather") if t.name == "get_forecast")
+    assert found["weather__get_forecast"]["parameters"] == server_tool.input_schema
+    assert "defer_loading" not in found["weather__get_forecast"]
+    assert second["tools"] == first["tools"] == third["tools"]
+    # The found tool was called on the real server, through the policy; the reasoning item
+    # that led to the call went back with it.
+    assert transcript.tool_calls[1].server == "weather"
+    assert transcript.tool_calls[1].output.startswith("weather__get_forecast called with")
+    assert third["input"][3:5] == [
+        REASONING,
+        {
+            "type": "function_call",
+            "call_id": "call_2",
+            "name": "weather__get_forecast",
+            "arguments": '{"forecast_id":"paris"}',
+        },
+    ]
+    assert third["input"][5]["type"] == "function_call_output"
+    assert transcript.final_text == "Sunny."
+
+    # The same task with search off: every definition in every request.
+    plain: list[dict[str, Any]] = []
+    api = _responses_api(plain, search=False)
+    async with host_with_provider(
+        servers(),
+        ALLOW_ALL,
+        api,
+        OPENAI_RESPONSES,
+        OPENAI_ENV,
+        agent=AgentSettings(tool_search=False),
+    ) as host:
+        transcript = await host.run_agent("weather in Paris?")
+    assert transcript.stop == "end_turn", transcript.error
+    assert {len(b["tools"]) for b in plain} == {300}
+    on = [_billed_tokens(b) for b in bodies]
+    off = [_billed_tokens(b) for b in plain]
+    with capsys.disabled():
+        print(
+            f"\nOpenAI Responses tool search, 10 servers / 300 tools, estimated input tokens"
+            f" per request: off {off} (total {sum(off)}), on {on} (total {sum(on)})"
+        )
+    assert max(on) * 10 < min(off)

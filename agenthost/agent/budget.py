@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 
 __all__ = [
     "CHARS_PER_TOKEN",

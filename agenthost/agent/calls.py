@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.tool_search import SEARCH_TOOL
 from agenthost.agent.transcript import AgentEvent, ToolCallRecord
 from agenthost.errors import AgentHostError, ConsentDenied, JSONRPCError, NotFound

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.budget import cost_usd
 from agenthost.agent.transcript import (
     AgentEvent,

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.transcript import Transcript, TurnUsage
 
 __all__ = ["HISTORY_VERSION", "history_from_json", "history_to_json"]

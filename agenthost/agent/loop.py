@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import trio
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost._util import collapse_single_group
 from agenthost.agent.budget import (
     DEFAULT_CONTEXT_WINDOW,

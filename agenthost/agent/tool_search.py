@@ -22,9 +22,12 @@ client-side search whose ``tool_result`` holds ``tool_reference`` blocks that th
 expands into the definitions) get every tool marked deferred instead of left out, and the
 search result as references, which the API expands from the conversation on every later
 request: the request's tool list never changes, which keeps the provider's prompt cache.
-Other providers get the loaded tools only, and the search result as text. Consent is
-unchanged either way: searching runs nothing, and every call of a found tool goes through
-the host's policy like any other.
+OpenAI's Responses API is the same with its own shapes: the search tool goes as a
+client-executed ``tool_search`` tool and the references as a ``tool_search_output``
+carrying the found tools' definitions (the adapter fills them in from the request's own
+tool list, so the agent stays provider-neutral). Other providers get the loaded tools
+only, and the search result as text. Consent is unchanged either way: searching runs
+nothing, and every call of a found tool goes through the host's policy like any other.
 
 Pure functions and plain data, no I/O: a durable runtime can reuse this as it is.
 """
@@ -39,7 +42,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.budget import DEFAULT_CONTEXT_WINDOW, tool_tokens
 
 __all__ = [
@@ -207,6 +210,7 @@ class ToolSearch:
                 },
                 "required": ["query"],
             },
+            tool_search=True,
         )
 
     def run(

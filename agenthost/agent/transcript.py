@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 
 __all__ = ["AgentEvent", "StopReason", "ToolCallRecord", "Transcript", "TurnUsage"]
 

@@ -49,7 +49,7 @@ def terminal_opener(*, open_browser: bool = True) -> UrlOpener:
     """An opener for a terminal: print the URL on stderr, try the browser too."""
 
     async def opener(server: str, url: str) -> None:
-        from policies.text import printable
+        from agenthost_policies.text import printable
 
         # The URL carries what the server chose (endpoint, scopes): escaped like all
         # server text on a terminal (an escape sequence would reach the terminal as is).

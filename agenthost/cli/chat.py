@@ -274,7 +274,7 @@ class _Completer(Completer):
         if command == "model" and len(done) == 1:
 
             async def models() -> list[str]:
-                from providers.config import available_models
+                from agenthost_providers.config import available_models
 
                 return [
                     f"{m.provider}/{m.id}"

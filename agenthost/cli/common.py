@@ -279,7 +279,7 @@ def require_provider(config: HostConfig, provider: str | None) -> None:
             is not (unknown, or its API key is not set).
     """
     from agenthost.errors import ConfigError
-    from providers import default_choice, parse_providers, provider_status
+    from agenthost_providers import default_choice, parse_providers, provider_status
 
     source = config.source or "<config>"
     base = os.path.dirname(os.path.abspath(config.source)) if config.source else None

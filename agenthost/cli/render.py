@@ -52,7 +52,7 @@ def safe(text: str, *, one_line: bool = False) -> str:
             (a table cell, an audit record's name, a suggestion), where a server's
             ``\\n`` would otherwise print as lines of its own choosing.
     """
-    from policies.text import printable
+    from agenthost_policies.text import printable
 
     return printable(text, one_line=one_line)
 

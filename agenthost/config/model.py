@@ -566,11 +566,11 @@ class HostConfig:
     timeouts: Timeouts = Timeouts()
     restart: RestartPolicy = RestartPolicy()
     agent: AgentSettings = AgentSettings()
-    #: Raw ``[providers]`` section, checked to be a table; parsed by ``providers.config``.
+    #: Raw ``[providers]`` section, checked to be a table; parsed by ``agenthost_providers.config``.
     providers: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_map, repr=_keys_only, hash=False
     )
-    #: Raw ``[policy]`` section, checked to be a table; parsed by ``policies.config``.
+    #: Raw ``[policy]`` section, checked to be a table; parsed by ``agenthost_policies.config``.
     policy: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_map, repr=_plain_repr, hash=False
     )

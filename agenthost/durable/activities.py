@@ -36,7 +36,7 @@ import trio
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.durable import codec
 from agenthost.durable.workflow import IDEMPOTENCY_KEY
 from agenthost.errors import (
@@ -48,8 +48,8 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.mcp_to_llm import tool_result_to_llm
-from policies.audit import redact
-from providers.scripted import ScriptedProvider
+from agenthost_policies.audit import redact
+from agenthost_providers.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
     from agenthost.host import Host

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agenthost.durable.policy import snapshot
 from agenthost.errors import AgentHostError, NotFound
-from policies.config import PolicyConfig
+from agenthost_policies.config import PolicyConfig
 
 __all__ = [
     "RunRejected",

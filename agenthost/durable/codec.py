@@ -13,7 +13,7 @@ from typing import Any
 
 import cattrs
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.agent.transcript import ToolCallRecord, Transcript
 
 __all__ = ["dump", "load_content", "load_request", "load_result", "load_transcript"]

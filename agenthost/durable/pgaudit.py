@@ -21,7 +21,7 @@ from typing import Any
 from agenthost import redaction
 from agenthost.errors import AgentHostError
 from agenthost.redaction import add_secrets_of_url, redact_url
-from policies.audit import redact
+from agenthost_policies.audit import redact
 
 __all__ = ["DSN_SCHEMES", "PostgresAuditSink", "is_dsn"]
 

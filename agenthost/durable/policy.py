@@ -3,7 +3,7 @@
 A run may last days and be replayed on any worker, so its consent rules cannot be read
 from a worker's config (which may differ, or change mid-run): the submitting command
 writes the tool-relevant rules into the run's input, and the workflow decides every call
-with :func:`policies.rules.rule_view`, the same function the policy engine uses.
+with :func:`agenthost_policies.rules.rule_view`, the same function the policy engine uses.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.config import PolicyConfig
-from policies.decision import ActionKind, ToolCall, Verdict
-from policies.rules import Rule, RuleView, rule_view
+from agenthost_policies.config import PolicyConfig
+from agenthost_policies.decision import ActionKind, ToolCall, Verdict
+from agenthost_policies.rules import Rule, RuleView, rule_view
 
 __all__ = ["decide", "snapshot"]
 

@@ -26,7 +26,7 @@ from agenthost.durable.activities import Activities, AuditSink, HostBridge, Json
 from agenthost.durable.pgaudit import PostgresAuditSink, is_dsn
 from agenthost.durable.workflow import AgentRun
 from agenthost.errors import AgentHostError
-from providers.base import Provider
+from agenthost_providers.base import Provider
 
 __all__ = ["DEFAULT_TASK_QUEUE", "connect", "host_thread", "run_worker", "state_dir"]
 

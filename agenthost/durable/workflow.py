@@ -31,12 +31,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    import providers.base as llm
+    import agenthost_providers.base as llm
     from agenthost.agent.core import AgentCore, CallTools, Finished
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
     from agenthost.durable.policy import decide
-    from policies.decision import ToolCall, Verdict
+    from agenthost_policies.decision import ToolCall, Verdict
 
 __all__ = ["IDEMPOTENCY_KEY", "AgentRun"]
 

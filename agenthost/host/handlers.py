@@ -28,8 +28,8 @@ from agenthost.protocol.types import (
     ListRootsResult,
     Root,
 )
-from policies import Elicitation, PolicyEngine, RootsExposure
-from providers.base import Provider
+from agenthost_policies import Elicitation, PolicyEngine, RootsExposure
+from agenthost_providers.base import Provider
 
 if TYPE_CHECKING:
     from agenthost.host.sampling import SamplingService

@@ -53,17 +53,22 @@ from agenthost.protocol.types import (
 from agenthost.session import ClientSession, ProgressCallback
 from agenthost.skills import LoadedSkill, SkillEntry
 from agenthost.tool_tasks import TaskCreatedCallback, TaskDetached
-from policies import PolicyEngine, ToolCall
-from policies.prompters import Prompter
-from providers.base import ModelInfo, Provider
-from providers.config import ProvidersConfig, available_models, default_choice, open_providers
+from agenthost_policies import PolicyEngine, ToolCall
+from agenthost_policies.prompters import Prompter
+from agenthost_providers.base import ModelInfo, Provider
+from agenthost_providers.config import (
+    ProvidersConfig,
+    available_models,
+    default_choice,
+    open_providers,
+)
 
 if TYPE_CHECKING:
     from agenthost.agent.transcript import AgentEvent, Transcript
     from agenthost.auth.loopback import UrlOpener
     from agenthost.auth.store import TokenStore
     from agenthost.host.sampling import SamplingEvent, SamplingService
-    from providers.base import Message
+    from agenthost_providers.base import Message
 
 __all__ = ["EventSink", "Host", "open_host"]
 

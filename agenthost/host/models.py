@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agenthost.errors import ConfigError
-from providers.base import ModelInfo, Provider
-from providers.config import ProvidersConfig, available_models, default_choice
+from agenthost_providers.base import ModelInfo, Provider
+from agenthost_providers.config import ProvidersConfig, available_models, default_choice
 
 __all__ = ["agent_model", "model_info"]
 

@@ -18,7 +18,7 @@ from agenthost.host.era_fallback import with_era_fallback
 from agenthost.host.supervisor import ServerState, Supervisor
 from agenthost.protocol.types import GetPromptResult, ReadResourceResult
 from agenthost.skills import LoadedSkill, SkillEntry, list_skills, load_skill, offers_skills
-from policies import PolicyEngine, PromptGet, ResourceRead, SkillLoad
+from agenthost_policies import PolicyEngine, PromptGet, ResourceRead, SkillLoad
 
 __all__ = [
     "get_prompt",

@@ -35,7 +35,7 @@ import attrs
 import orjson
 import trio
 
-import providers.base as llm
+import agenthost_providers.base as llm
 from agenthost.errors import JSONRPCError, NoModelAvailable, ProviderError, UnsupportedContent
 from agenthost.mcp_to_llm import sampling_messages_to_llm
 from agenthost.protocol.converter import unstructure
@@ -47,9 +47,9 @@ from agenthost.protocol.types import (
     TextContent,
     ToolUseContent,
 )
-from policies import Decision, PolicyEngine, Sampling
-from providers.base import ModelInfo, Provider
-from providers.selection import Constraints, ModelPreferences, Selection, select_model
+from agenthost_policies import Decision, PolicyEngine, Sampling
+from agenthost_providers.base import ModelInfo, Provider
+from agenthost_providers.selection import Constraints, ModelPreferences, Selection, select_model
 
 __all__ = ["SamplingEvent", "SamplingService"]
 

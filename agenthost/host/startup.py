@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from agenthost.config.model import HostConfig
 from agenthost.host.catalog import SEPARATOR, tool_prefix
-from policies import PolicyEngine, Rule, parse_policy, unmatchable
-from policies.prompters import Prompter
-from providers.config import ProvidersConfig, parse_providers
+from agenthost_policies import PolicyEngine, Rule, parse_policy, unmatchable
+from agenthost_policies.prompters import Prompter
+from agenthost_providers.config import ProvidersConfig, parse_providers
 
 __all__ = ["config_source", "read_sections", "warn_unmatchable"]
 

@@ -31,7 +31,7 @@ from agenthost.tool_tasks import (
     offers_tasks_extension,
     wants_task,
 )
-from policies import ToolCall, ToolDefinition
+from agenthost_policies import ToolCall, ToolDefinition
 
 __all__ = ["ToolRouter", "repeatable", "tool_call_action"]
 

@@ -35,7 +35,7 @@ from agenthost.serve.gateway import Gateway, SamplingSender
 from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.stdio import StdioServerTransport
 from agenthost.serve.tasks import GatewayTasks
-from policies import PolicyConfig, PolicyEngine, parse_policy
+from agenthost_policies import PolicyConfig, PolicyEngine, parse_policy
 
 __all__ = [
     "DownstreamPrompter",

@@ -28,9 +28,9 @@ from agenthost.protocol import methods as m
 from agenthost.protocol.revisions import at_least
 from agenthost.protocol.types import ElicitRequestParams
 from agenthost.serve.mrtr import Asker
-from policies import Answer, Elicitation, ElicitationResponse, Sampling
-from policies.decision import DecidedBy
-from policies.prompters import ConsentRequest, render_action
+from agenthost_policies import Answer, Elicitation, ElicitationResponse, Sampling
+from agenthost_policies.decision import DecidedBy
+from agenthost_policies.prompters import ConsentRequest, render_action
 
 __all__ = ["DownstreamPrompter"]
 

@@ -23,7 +23,9 @@ caller gave us may carry a transport, hooks or mounts of its own: it is always u
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -45,6 +47,7 @@ __all__ = [
     "new_client",
     "open_http_client",
     "reason_of",
+    "ssl_context",
 ]
 
 #: Clients made by :func:`new_client`: configured by us, so the lean path may replace them.
@@ -78,11 +81,25 @@ class BearerAuth(Protocol):
         ...
 
 
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """httpx's default trust (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), built once.
+
+    Every ``httpx.AsyncClient`` builds its own context unless given one, and loading the
+    CA bundle costs ~20 ms of CPU: a connection with OAuth made three (the MCP client, the
+    authorization-server client, the lean path), and a CLI command pays it per server. A
+    context is safe to share between connections; nothing here changes it after creation.
+    """
+    return httpx.create_ssl_context()
+
+
 def new_client(
     *, timeout: httpx.Timeout, auth: httpx.Auth | None = None, follow_redirects: bool = False
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` configured by agenthost (see :func:`lean_allowed`)."""
-    client = httpx.AsyncClient(timeout=timeout, auth=auth, follow_redirects=follow_redirects)
+    client = httpx.AsyncClient(
+        timeout=timeout, auth=auth, follow_redirects=follow_redirects, verify=ssl_context()
+    )
     _OURS.add(client)
     return client
 

@@ -51,7 +51,7 @@ import trio
 
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.redaction import redact_url
-from agenthost.transports._httpx import BearerAuth
+from agenthost.transports._httpx import BearerAuth, ssl_context
 
 __all__ = [
     "MAX_AUTH_RETRIES",
@@ -382,7 +382,7 @@ class LeanPool:
             with trio.fail_after(self._connect_timeout):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
                 if self._tls:
-                    context = self._ssl_context or _default_context()
+                    context = self._ssl_context or ssl_context()
                     tls = trio.SSLStream(stream, context, server_hostname=self._host)
                     try:
                         await tls.do_handshake()
@@ -549,14 +549,3 @@ class LeanRoute:
                 self._heads.clear()
             head = self._heads[key] = encode_headers(headers)
         return head
-
-
-_context: ssl.SSLContext | None = None
-
-
-def _default_context() -> ssl.SSLContext:
-    """httpx's default trust (built once: loading the CA bundle takes milliseconds)."""
-    global _context
-    if _context is None:
-        _context = httpx.create_ssl_context()
-    return _context

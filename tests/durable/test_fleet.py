@@ -35,7 +35,7 @@ import pytest
 from agenthost.config import load_config
 from agenthost.durable.client import RunRejected, answer, run_input, submit
 from agenthost.durable.worker import connect
-from policies.config import parse_policy
+from agenthost_policies.config import parse_policy
 from tests.durable.fleet import DEV_SERVER, audit_lines, write_config
 from tests.helpers import alive
 

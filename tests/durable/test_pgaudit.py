@@ -27,7 +27,7 @@ from agenthost.durable.client import run_input, submit
 from agenthost.durable.pgaudit import PostgresAuditSink
 from agenthost.durable.worker import host_thread, run_worker
 from agenthost.errors import AgentHostError
-from policies.config import parse_policy
+from agenthost_policies.config import parse_policy
 from tests.durable.fleet import TEST_SERVER, record_turns, write_config
 from tests.helpers import ANTHROPIC_ENV
 

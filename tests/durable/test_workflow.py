@@ -19,9 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 from agenthost.config import load_config
 from agenthost.durable.client import RunRejected, answer, run_input, submit
 from agenthost.durable.worker import host_thread, run_worker
-from policies.config import parse_policy
-from providers.base import Provider
-from providers.config import build_provider, parse_providers
+from agenthost_policies.config import parse_policy
+from agenthost_providers.base import Provider
+from agenthost_providers.config import build_provider, parse_providers
 from tests.durable.fleet import TEST_SERVER, audit_lines, record_turns, write_config
 from tests.helpers import ANTHROPIC_ENV
 from tests.providers.providers_helpers import anthropic_error

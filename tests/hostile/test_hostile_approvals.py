@@ -19,7 +19,7 @@ import trio
 
 from agenthost.config import config_from_mapping
 from agenthost.config.model import ServerConfig
-from policies import Answer, ApprovalStore, CallbackPrompter, ConsentRequest, ToolCall
+from agenthost_policies import Answer, ApprovalStore, CallbackPrompter, ConsentRequest, ToolCall
 from tests.hostile.policy_helpers import PEER, agenthost_cli, host_with, peer, text_of
 
 

@@ -21,7 +21,7 @@ import trio
 from agenthost.config.model import HostConfig, Workspace
 from agenthost.host.host import open_host
 from agenthost.protocol.types import TextContent
-from policies import Answer, CallbackPrompter, ConsentRequest, read_audit
+from agenthost_policies import Answer, CallbackPrompter, ConsentRequest, read_audit
 from tests.hostile.conftest import FloodSize, hostile, report
 
 ROOTS = {"jsonrpc": "2.0", "id": 0, "method": "roots/list"}

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import pytest
 
-from policies import read_audit
+from agenthost_policies import read_audit
 from tests.hostile.conftest import HOSTILE_SERVER
 
 ROOTS = {"jsonrpc": "2.0", "id": 0, "method": "roots/list"}

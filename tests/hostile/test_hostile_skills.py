@@ -76,8 +76,8 @@ async def test_deep_frontmatter_is_a_tool_error_and_the_agent_goes_on() -> None:
     """C2: the agent's load_skill of that skill ended the run; now the model reads an error
     and the run continues (a second skill of the same server still loads)."""
     from agenthost.agent.calls import SKILL_TOOL
-    from providers.base import ToolResultContent, ToolUseContent
-    from providers.scripted import ScriptedProvider, ScriptedTurn
+    from agenthost_providers.base import ToolResultContent, ToolUseContent
+    from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 
     replay = ScriptedProvider(
         [

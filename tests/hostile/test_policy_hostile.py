@@ -24,7 +24,7 @@ import trio
 
 from agenthost.errors import ConsentDenied, JSONRPCError
 from agenthost.host.host import Host
-from policies import (
+from agenthost_policies import (
     Answer,
     CallbackPrompter,
     ConsentRequest,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agenthost.errors import ConfigError
-from policies import (
+from agenthost_policies import (
     Answer,
     Approval,
     ApprovalStore,
@@ -149,7 +149,7 @@ async def test_a_remembered_never_always_denies(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
-from policies import Approval, ApprovalStore
+from agenthost_policies import Approval, ApprovalStore
 store = ApprovalStore(sys.argv[1])
 sys.stdin.readline()  # start together: the writers overlap
 for i in range(int(sys.argv[3])):

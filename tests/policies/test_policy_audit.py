@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies import AuditLog, read_audit, redact
+from agenthost_policies import AuditLog, read_audit, redact
 
 REDACT_TABLE: list[tuple[Any, Any]] = [
     ({"password": "hunter2"}, {"password": "[redacted]"}),
@@ -280,7 +280,7 @@ async def test_the_host_flusher_writes_a_count_within_a_second(
 ) -> None:
     import trio
 
-    from policies import PolicyEngine
+    from agenthost_policies import PolicyEngine
 
     path = tmp_path / "a.jsonl"
     audit = AuditLog(path, clock=trio.current_time)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from policies import parse_policy
+from agenthost_policies import parse_policy
 
 POLICY_MD = Path(__file__).resolve().parents[2] / "policies" / "POLICY.md"
 BLOCKS = re.findall(r"```toml\n(.*?)```", POLICY_MD.read_text(encoding="utf-8"), re.S)

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from agenthost.errors import InvalidAnswer, JSONRPCError
-from policies import Elicitation, TerminalPrompter, inspect_url, parse_form, validate_content
+from agenthost_policies import (
+    Elicitation,
+    TerminalPrompter,
+    inspect_url,
+    parse_form,
+    validate_content,
+)
 
 # The spec's examples (2025-11-25 client/elicitation), one property per schema kind.
 SCHEMA: dict[str, Any] = {

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from agenthost.errors import ConsentDenied, InvalidAnswer, JSONRPCError
-from policies import (
+from agenthost_policies import (
     Answer,
     AuditLog,
     CallbackPrompter,
@@ -33,7 +33,7 @@ from policies import (
     parse_policy,
     read_audit,
 )
-from policies.limits import estimate_input_tokens
+from agenthost_policies.limits import estimate_input_tokens
 
 
 class FakeClock:

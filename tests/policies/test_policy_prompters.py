@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from policies import (
+from agenthost_policies import (
     Answer,
     AuditLog,
     ConsentRequest,
@@ -25,7 +25,7 @@ from policies import (
     read_audit,
     render_action,
 )
-from policies.decision import SamplingGrant
+from agenthost_policies.decision import SamplingGrant
 
 ARGS = {"path": "/etc/hosts", "content": "127.0.0.1 evil\n" * 3, "nested": {"mode": 420}}
 

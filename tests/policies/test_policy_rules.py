@@ -9,7 +9,7 @@ import pytest
 
 from agenthost.errors import ConfigError
 from agenthost.host.catalog import SEPARATOR, tool_prefix
-from policies import (
+from agenthost_policies import (
     Action,
     ActionKind,
     Elicitation,
@@ -27,7 +27,7 @@ from policies import (
     parse_rule,
     preset_names,
 )
-from policies.rules import LISTED_SEPARATOR, first_match
+from agenthost_policies.rules import LISTED_SEPARATOR, first_match
 
 READ_ONLY = {"readOnlyHint": True}
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True}

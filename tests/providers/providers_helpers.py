@@ -1,19 +1,20 @@
 """Shared helpers for the provider tests: MockTransport plumbing and real-shaped payloads.
 
 Only the LLM HTTP APIs are mocked (the SDKs, our adapters and their error mapping run for
-real); payloads follow the shapes the Anthropic Messages API and OpenAI Chat Completions
-API document, SSE framing included.
+real); payloads follow the shapes the Anthropic Messages API and OpenAI's Chat Completions and
+Responses APIs document, SSE framing included.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 import httpx2
+import typing_extensions
 
-from providers.base import Tool
+from agenthost_providers.base import Tool
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]
@@ -172,3 +173,101 @@ WEATHER = Tool(
         "required": ["city"],
     },
 )
+
+
+# -------------------------------------------------------------------- OpenAI Responses
+
+
+def responses_body(
+    output: list[dict[str, Any]],
+    *,
+    status: str = "completed",
+    incomplete: str | None = None,
+    model: str = "gpt-6.2-sol",
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """A Responses API ``response`` object, as ``POST /v1/responses`` returns it."""
+    tokens = usage or {"input_tokens": 21, "output_tokens": 9}
+    return {
+        "id": "resp_67ccd2bed1ec8190b14f964abc054267",
+        "object": "response",
+        "created_at": 1790000000,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": None,
+        "max_output_tokens": 100,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "store": False,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": tokens["input_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": tokens["output_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens["input_tokens"] + tokens["output_tokens"],
+        },
+        "metadata": {},
+    }
+
+
+def responses_reply(output: list[dict[str, Any]], **kw: Any) -> httpx2.Response:
+    return httpx2.Response(200, json=responses_body(output, **kw))
+
+
+def output_text(text: str) -> dict[str, Any]:
+    """An assistant ``message`` output item holding ``text``."""
+    return {
+        "type": "message",
+        "id": "msg_67ccd2bf17f0819081ff3bb2cf6508e6",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def function_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def tool_search_call(call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "tool_search_call",
+        "id": f"tsc_{call_id}",
+        "call_id": call_id,
+        "execution": "client",
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def conforms(value: Mapping[str, Any], typed: type) -> None:
+    """Assert that ``value`` is a valid instance of the SDK's TypedDict ``typed``: no key it
+    does not declare, every ``Required`` key present, every ``Literal`` field one of its
+    values (the SDK does not check what it sends; the API would refuse it)."""
+    hints = typing_extensions.get_type_hints(typed, include_extras=True)
+    origin: Any
+    assert set(value) <= set(hints), (typed.__name__, set(value) - set(hints))
+    for key, hint in hints.items():
+        origin = typing_extensions.get_origin(hint)
+        if origin is typing_extensions.Required:
+            assert key in value, (typed.__name__, key)
+            hint = typing_extensions.get_args(hint)[0]
+            origin = typing_extensions.get_origin(hint)
+        if key in value and origin is typing_extensions.Literal:
+            allowed = typing_extensions.get_args(hint)
+            assert value[key] in allowed, (typed.__name__, key, value[key], allowed)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import httpx2
 
-from providers.base import Message, Request
-from providers.config import build_provider, default_choice, parse_providers, provider_status
+from agenthost_providers.base import Message, Request
+from agenthost_providers.config import (
+    build_provider,
+    default_choice,
+    parse_providers,
+    provider_status,
+)
 from tests.providers.providers_helpers import Recorder, openai_completion
 
 ENV = {"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "OPENAI_MODEL": "qwen3:8b"}

@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
-from providers.anthropic import AnthropicProvider
-from providers.base import (
+from agenthost_providers.anthropic import AnthropicProvider
+from agenthost_providers.base import (
     END_TURN,
     MAX_TOKENS,
     STOP_SEQUENCE,
@@ -25,7 +25,7 @@ from providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from providers.config import build_provider, parse_providers
+from agenthost_providers.config import build_provider, parse_providers
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,
@@ -365,3 +365,13 @@ async def test_cancel_scope_cancels_a_call_promptly() -> None:
         assert scope.cancelled_caught
         assert arrived.is_set()
         assert time.monotonic() - start < 2
+
+
+async def test_a_malformed_stream_is_a_provider_error() -> None:
+    # A message_start without its message object (a gateway that rewrites events).
+    events = [("message_start", {"type": "message_start", "message": 3})]
+    async with make(Recorder(sse(events))) as provider:
+        with pytest.raises(ProviderError, match="malformed response from the API"):
+            async with provider.stream(ask()) as stream:
+                async for _ in stream:
+                    pass

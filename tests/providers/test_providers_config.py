@@ -12,10 +12,24 @@ import pytest
 import trio
 
 from agenthost.errors import ConfigError, NoModelAvailable, ProviderError
-from providers.base import END_TURN, TOOL_USE, Completed, Message, Request, TextDelta, ToolUseEvent
-from providers.catalog import load_catalog, parse_catalog
-from providers.cli import explain, list_models, provider_rows, render_models, render_selection
-from providers.config import (
+from agenthost_providers.base import (
+    END_TURN,
+    TOOL_USE,
+    Completed,
+    Message,
+    Request,
+    TextDelta,
+    ToolUseEvent,
+)
+from agenthost_providers.catalog import load_catalog, parse_catalog
+from agenthost_providers.cli import (
+    explain,
+    list_models,
+    provider_rows,
+    render_models,
+    render_selection,
+)
+from agenthost_providers.config import (
     available_models,
     build_provider,
     default_choice,
@@ -23,7 +37,7 @@ from providers.config import (
     parse_providers,
     provider_status,
 )
-from providers.scripted import REPLAY_MODEL, ScriptedProvider
+from agenthost_providers.scripted import REPLAY_MODEL, ScriptedProvider
 
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-secret-value", "OPENAI_API_KEY": "sk-openai-secret-value"}
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from agenthost.errors import ConfigError, ProviderError, UnsupportedContent
-from providers.base import (
+from agenthost_providers.base import (
     END_TURN,
     MAX_TOKENS,
     STOP_SEQUENCE,
@@ -26,8 +26,8 @@ from providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from providers.config import build_provider, parse_providers
-from providers.openai import OpenAIProvider
+from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.openai import OpenAIProvider
 from tests.providers.providers_helpers import (
     PNG,
     WEATHER,
@@ -378,3 +378,13 @@ async def test_cancel_scope_cancels_a_call_promptly() -> None:
                 async for _ in stream:
                     pass
         assert scope.cancelled_caught
+
+
+async def test_a_malformed_stream_is_a_provider_error() -> None:
+    # A Responses API event where Chat Completions chunks belong (a misrouted base_url).
+    event = {"type": "response.completed", "response": {"output": []}}
+    async with make(Recorder(sse([(None, event), (None, "[DONE]")]))) as provider:
+        with pytest.raises(ProviderError, match="malformed response from the API"):
+            async with provider.stream(ask()) as stream:
+                async for _ in stream:
+                    pass

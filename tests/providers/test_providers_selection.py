@@ -8,8 +8,8 @@ import attrs
 import pytest
 
 from agenthost.errors import NoModelAvailable
-from providers.base import ModelInfo
-from providers.selection import Constraints, ModelPreferences, select_model
+from agenthost_providers.base import ModelInfo
+from agenthost_providers.selection import Constraints, ModelPreferences, select_model
 
 
 def model(provider: str, id: str, **kw: Any) -> ModelInfo:

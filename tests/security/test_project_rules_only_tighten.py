@@ -16,8 +16,15 @@ import pytest
 from agenthost.config.scope import load_scoped
 from agenthost.config.trust import inspect_project
 from agenthost.errors import ConfigError
-from policies import Answer, CallbackPrompter, ConsentRequest, PolicyEngine, ToolCall, Verdict
-from policies.config import parse_policy
+from agenthost_policies import (
+    Answer,
+    CallbackPrompter,
+    ConsentRequest,
+    PolicyEngine,
+    ToolCall,
+    Verdict,
+)
+from agenthost_policies.config import parse_policy
 
 
 class Yes:

@@ -12,7 +12,7 @@ from agenthost.cli.exit import EXIT_OK, EXIT_USAGE, CLIError
 from agenthost.cli.render import Console, first_line, print_json, safe, say, table
 
 if TYPE_CHECKING:
-    from policies import Approval
+    from agenthost_policies import Approval
 
 __all__ = ["add_parser", "run"]
 
@@ -37,7 +37,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def _audit(args: argparse.Namespace, console: Console) -> int:
-    from policies import parse_policy, read_audit
+    from agenthost_policies import parse_policy, read_audit
 
     config = load_config(args)
     source = config.source or "<config>"
@@ -88,7 +88,7 @@ async def _approvals(args: argparse.Namespace, console: Console) -> int:
     """List or revoke the remembered "always"/"never" answers for tools."""
     import trio
 
-    from policies import ApprovalStore, default_approvals_path, parse_policy
+    from agenthost_policies import ApprovalStore, default_approvals_path, parse_policy
 
     path = default_approvals_path()
     if any(p is not None for p in config_paths(args)):  # its [policy] may name another file
@@ -133,7 +133,7 @@ async def _approvals(args: argparse.Namespace, console: Console) -> int:
 def _approval_place(approval: Approval) -> str:
     """Where an answer holds (config scope and directory): the same tool may have one
     answer per place."""
-    from policies.text import printable
+    from agenthost_policies.text import printable
 
     if approval.binding is None:
         return "(not recorded: asked again)" if approval.decision == "allow" else "(not recorded)"

@@ -70,7 +70,7 @@ async def _tools(args: argparse.Namespace, console: Console) -> int:
 
 def _definition_tokens(entry: Any) -> int:
     """Estimated tokens of the tool's definition as the agent offers it to a model."""
-    import providers.base as llm
+    import agenthost_providers.base as llm
     from agenthost.agent.budget import tool_tokens
 
     tool = entry.tool

@@ -149,7 +149,7 @@ def _audit_path(args: argparse.Namespace, config: HostConfig) -> Path | str:
     password)."""
     from agenthost.durable.pgaudit import is_dsn
     from agenthost.durable.worker import state_dir
-    from policies.config import parse_policy
+    from agenthost_policies.config import parse_policy
 
     if args.audit:
         if is_dsn(args.audit):
@@ -234,8 +234,8 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
     from agenthost.cli.common import split_model
     from agenthost.durable import client as runs
     from agenthost.durable.codec import load_call
-    from policies.config import parse_policy
-    from providers.config import default_choice, parse_providers
+    from agenthost_policies.config import parse_policy
+    from agenthost_providers.config import default_choice, parse_providers
 
     config = load_config(args)
     source = config.source or "<config>"

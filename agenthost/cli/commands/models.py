@@ -23,7 +23,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, console: Console) -> int:
     """Run ``agenthost models``; returns the exit code."""
-    from providers.cli import (
+    from agenthost_providers.cli import (
         explain,
         list_models,
         provider_rows,
@@ -31,7 +31,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         render_selection,
         selection_data,
     )
-    from providers.config import parse_providers
+    from agenthost_providers.config import parse_providers
 
     raw: dict[str, Any] = {}
     source = "<defaults>"

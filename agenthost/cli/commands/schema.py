@@ -86,8 +86,8 @@ def _server() -> dict[str, Any]:
 
 
 def _providers() -> dict[str, Any]:
-    from providers.catalog import MODEL_FIELDS
-    from providers.config import _FIELDS, KINDS  # the provider parser's own key list
+    from agenthost_providers.catalog import MODEL_FIELDS
+    from agenthost_providers.config import _FIELDS, KINDS  # the provider parser's own key list
 
     known: dict[str, Any] = {
         "kind": {"enum": list(KINDS)},
@@ -107,9 +107,9 @@ def _providers() -> dict[str, Any]:
 
 
 def _policy() -> dict[str, Any]:
-    from policies.config import _KEYS, _MODES  # the policy parser's own lists
-    from policies.decision import ActionKind
-    from policies.rules import _ALL_KEYS
+    from agenthost_policies.config import _KEYS, _MODES  # the policy parser's own lists
+    from agenthost_policies.decision import ActionKind
+    from agenthost_policies.rules import _ALL_KEYS
 
     rule = _table({key: {} for key in sorted(_ALL_KEYS)})
     rule["properties"]["kind"] = {"enum": [kind.value for kind in ActionKind]}
