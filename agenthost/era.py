@@ -195,6 +195,13 @@ class ModernEra:
         self._listen_scope: trio.CancelScope | None = None
         self._listening = False
         session._rpc.transport.set_protocol_version(revision)
+        # The short path of exchange(), set up once (bench: "stdio calls/s ..., MCP
+        # 2026-07-28"): the call bound, trio's clock (cheaper than trio.current_time()),
+        # and whether the transport allows the path, known at the first exchange (a
+        # probing transport has no kind before its first message: server/discover).
+        self._call = session._rpc.call
+        self._now = trio.lowlevel.current_clock().current_time
+        self._short: bool | None = None
 
     @property
     def offer(self) -> str:
@@ -346,16 +353,23 @@ class ModernEra:
 
         The short path (stdio, no per-request extensions: the common ``tools/call``) is
         :meth:`_exchange` and :meth:`call` inlined: two coroutine frames fewer to resume,
-        no :class:`SendOptions` to compute (bench: the 2026-07-28 call path).
-        ``tests/test_hot_path_modern.py`` checks it sends what the general path sends.
+        no :class:`SendOptions` to compute, and the stamp spliced in as the bytes it was
+        serialised to once (:meth:`~agenthost.protocol.lifecycle.Stamp.spliced`; bench:
+        "stdio calls/s ..., MCP 2026-07-28"). ``tests/test_hot_path_modern.py`` checks it
+        sends what the general path sends.
         """
         try:
-            rpc = self._session._rpc
-            if extensions is not None or rpc.transport.exchanges_per_request:
+            short = self._short
+            if short is None:
+                transport = self._session._rpc.transport
+                short = self._short = transport.serialises and not transport.exchanges_per_request
+            if extensions is not None or not short:
                 return await self._exchange(method, params, timeout, extensions=extensions)
-            started = trio.current_time()
+            started = self._now()
             try:
-                first = await rpc.call(method, self.stamp.params(params), timeout=timeout)
+                first = await self._call(
+                    method, self.stamp.spliced(params), timeout=timeout, started=started
+                )
             except JSONRPCError as refused:
                 if refused.code != UNSUPPORTED_PROTOCOL_VERSION:
                     raise

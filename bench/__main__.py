@@ -397,7 +397,9 @@ def sampling(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
 
 def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
     """Streamable HTTP, JSON and SSE responses: one server shared by every client."""
-    clients = _with_baseline(args, ["agenthost", "sdk-trio", "sdk-asyncio", TS], ["agenthost"])
+    clients = _with_baseline(
+        args, ["agenthost", "sdk-trio", "sdk-asyncio", TS, "floor"], ["agenthost"]
+    )
     rows = []
     with http_server() as base:
         for mode in ("json", "sse"):
@@ -446,6 +448,17 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                         target="TS x >= 2",  # issue 26
                         passed=vs_ts.ratio >= 2.0,
                         baseline=_vs_base(args, res, "agenthost", key),
+                    ),
+                    # The ceiling of the goals above against this server (issue 26): the
+                    # floor client (bench/floor.py) over the same server, same rounds.
+                    Row(
+                        name=f"{name}, floor",
+                        ours=_rate(med(ah, key)),
+                        reference=(
+                            f"floor {_rate(med(res['floor'], key))}"
+                            f" = {paired(res['floor'], sdk, key)} the best SDK"
+                        ),
+                        ratio=str(paired(ah, res["floor"], key)),
                     ),
                 ]
     return rows

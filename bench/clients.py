@@ -125,10 +125,18 @@ async def _sdk(argv: list[str], url: str | None) -> AsyncIterator[Call]:
 
 @asynccontextmanager
 async def _floor(argv: list[str], url: str | None) -> AsyncIterator[Call]:
-    from bench.floor import open_floor_client
+    from bench.floor import open_floor_client, open_http_floor_client
 
     if url is not None:
-        raise ValueError("the floor client speaks stdio only")
+        async with open_http_floor_client(url) as http:
+            await http.request("tools/list", {})
+
+            async def call_http(tool: str, arguments: dict[str, Any]) -> str:
+                result = await http.call_tool(tool, arguments)
+                return result["content"][0]["text"]  # type: ignore[no-any-return]
+
+            yield call_http
+        return
     async with open_floor_client(argv) as client:
         await client.request("tools/list", {})
 

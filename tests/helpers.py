@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
+import orjson
 import trio
 
 from agenthost.asks import ClientHandlers, RequestContext
@@ -67,6 +68,9 @@ class RecordingTransport(Transport):
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
         self.name = inner.name
+        self.serialises = inner.serialises
+        #: Every message sent, as the JSON the peer reads (a pre-serialised fragment in
+        #: one, the 2026-07-28 stamp, decoded like the rest).
         self.sent: list[dict[str, Any]] = []
         #: The options each message was sent with (same order as ``sent``).
         self.options: list[SendOptions] = []
@@ -82,7 +86,7 @@ class RecordingTransport(Transport):
         deadline: float = math.inf,
         options: SendOptions = NO_OPTIONS,
     ) -> None:
-        self.sent.append(jsonrpc.to_object(message))
+        self.sent.append(orjson.loads(jsonrpc.encode(message)))
         self.options.append(options)
         await self.inner.send(message, deadline=deadline, options=options)
 
@@ -120,6 +124,37 @@ class RecordingTransport(Transport):
                 answers = self.request_methods.get(message["id"])
             validate_outgoing(message, rev, answers_method=answers)
         return len(self.sent)
+
+
+class WireTransport(Transport):
+    """Wraps an in-memory transport so that what crosses it is what a pipe would carry:
+    each message sent is serialised and decoded again before the peer gets it. Why: the
+    client's stdio short paths (the 2026-07-28 stamp spliced as bytes) apply only to a
+    transport that serialises, and this one lets a scripted peer with a mock clock
+    drive them."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def send(
+        self,
+        message: jsonrpc.Message,
+        *,
+        deadline: float = math.inf,
+        options: SendOptions = NO_OPTIONS,
+    ) -> None:
+        (decoded,) = jsonrpc.decode(jsonrpc.encode(message))
+        await self.inner.send(decoded, deadline=deadline, options=options)
+
+    async def receive(self) -> jsonrpc.Message:
+        return await self.inner.receive()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def set_protocol_version(self, version: str) -> None:
+        self.inner.set_protocol_version(version)
 
 
 #: A policy for tests that exercise something other than consent: headless, and the

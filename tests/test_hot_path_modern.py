@@ -8,6 +8,10 @@ generated arguments, caller ``_meta`` (keys that collide with the stamp's includ
 level and capabilities (with and without ask handlers), and their wire messages must be
 equal, id aside, as must the results. (Not schema-checked: a generated caller ``_meta``
 may hold what the schema forbids, which both paths pass on alike.)
+
+The stamp itself is spliced in as bytes serialised once (``Stamp.spliced``): on generated
+params, stamps and levels, the request line it gives decodes to the one ``Stamp.params``
+gives.
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ import sys
 from typing import Any
 
 import hypothesis
+import orjson
 import trio
 from hypothesis import strategies as st
 
 from agenthost.connection import open_session
 from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure
+from agenthost.protocol.jsonrpc import Request, encode_line
 from agenthost.protocol.lifecycle import (
     META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
+    Stamp,
 )
 from agenthost.protocol.types import CallToolResult
 from agenthost.transports.stdio import open_stdio_transport
@@ -83,3 +90,29 @@ def test_short_modern_call_sends_what_the_general_path_sends(
     data: st.DataObject, with_handlers: bool
 ) -> None:
     trio.run(_compare, data, with_handlers, 10)
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    params=st.none() | st.dictionaries(st.text(max_size=4), _json, max_size=4),
+    meta=st.none() | st.dictionaries(_meta_key, _json, max_size=3),
+    capabilities=st.dictionaries(st.text(max_size=6), st.dictionaries(st.text(max_size=4), _json)),
+    info=st.fixed_dictionaries({"name": st.text(max_size=8), "version": st.text(max_size=4)}),
+    level=st.none() | st.sampled_from(_LEVELS),
+)
+def test_the_spliced_stamp_decodes_to_the_merged_one(
+    params: dict[str, Any] | None,
+    meta: dict[str, Any] | None,
+    capabilities: dict[str, Any],
+    info: dict[str, Any],
+    level: str | None,
+) -> None:
+    if params is not None and meta is not None:
+        params["_meta"] = meta  # a caller's own _meta (progressToken...): merged, not spliced
+    stamp = Stamp("2026-07-28", capabilities, info, level)
+    before = orjson.dumps(params)
+    spliced = encode_line(Request(7, m.TOOLS_CALL, stamp.spliced(params)))
+    general = encode_line(Request(7, m.TOOLS_CALL, stamp.params(params)))
+    assert spliced.endswith(b"\n") and spliced.count(b"\n") == 1
+    assert orjson.loads(spliced) == orjson.loads(general)
+    assert orjson.dumps(params) == before  # the caller's params are left as they were

@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from agenthost import __version__
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.connection import open_session
 from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
@@ -24,6 +25,7 @@ from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRoot
 from agenthost.session import ClientSession
 from agenthost.testing import memory_transport_pair
 from agenthost.transports.memory import MemoryTransport
+from tests.helpers import WireTransport
 
 SERVER_INFO = {"name": "m", "version": "1"}
 #: ``(round, params) -> result`` for each tools/call the peer receives.
@@ -42,8 +44,10 @@ ELICIT = {
 class ModernPeer:
     """A minimal 2026-07-28 server: discover, and tools/call answered by a script."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, pauses: dict[int, float] | None = None) -> None:
         self.script = script
+        #: Seconds to think before answering tools/call number n (from 1).
+        self.pauses = pauses or {}
         self.calls: list[Request] = []
         self.times: list[float] = []
         self.lists = 0
@@ -77,6 +81,7 @@ class ModernPeer:
                 else:
                     self.calls.append(message)
                     self.times.append(trio.current_time())
+                    await trio.sleep(self.pauses.get(len(self.calls), 0))
                     result = self.script(len(self.calls), dict(message.params or {}))
                 await transport.send(Response(message.id, result))
 
@@ -95,14 +100,21 @@ async def on_roots(ctx: RequestContext, params: Any) -> ListRootsResult:
 
 @asynccontextmanager
 async def modern_session(
-    script: Script, *, handlers: ClientHandlers | None = None, **kwargs: Any
+    script: Script,
+    *,
+    handlers: ClientHandlers | None = None,
+    wire: bool = False,
+    pauses: dict[int, float] | None = None,
+    **kwargs: Any,
 ) -> AsyncIterator[tuple[ClientSession, ModernPeer]]:
+    """``wire``: messages cross serialised (:class:`WireTransport`), so the client takes
+    its stdio short path; else as objects (its general path)."""
     client, server = memory_transport_pair(name="m")
-    peer = ModernPeer(script)
+    peer = ModernPeer(script, pauses)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(peer.serve, server)
         async with open_session(
-            client,
+            WireTransport(client) if wire else client,
             name="m",
             handlers=handlers or ClientHandlers(elicitation=on_elicit, roots=on_roots),
             era="auto",
@@ -168,8 +180,9 @@ async def test_state_only_rounds_back_off(autojump_clock: trio.testing.MockClock
     assert [c.params["requestState"] for c in peer.calls[1:]] == ["s1", "s2", "s3", "s4"]  # type: ignore[index]
 
 
+@pytest.mark.parametrize("wire", [False, True], ids=["objects", "serialised"])
 async def test_one_timeout_covers_the_whole_exchange(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, wire: bool
 ) -> None:
     async def slow_elicit(ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult:
         await trio.sleep(4)
@@ -179,12 +192,18 @@ async def test_one_timeout_covers_the_whole_exchange(
         return {"resultType": "input_required", "inputRequests": {"k": ELICIT}}
 
     handlers = ClientHandlers(elicitation=slow_elicit)
-    async with modern_session(script, handlers=handlers) as (session, peer):
+    async with modern_session(script, handlers=handlers, wire=wire, pauses={1: 5.5}) as (
+        session,
+        peer,
+    ):
         start = trio.current_time()
         with pytest.raises(AgentHostTimeout):
             await session.call_tool("t", {}, timeout=10)
         assert trio.current_time() - start == pytest.approx(10, abs=1e-6)
-    assert len(peer.calls) == 3  # rounds at 0, 4 and 8 s; the third ask is cut at 10 s
+    # round 1 answered at 5.5 s (within its deadline: the call's), round 2 sent at 9.5 s
+    # and answered at once, the second ask cut at 10 s (the rounds count from the
+    # call's start, not from round 1's answer)
+    assert [t - start for t in peer.times] == pytest.approx([0, 9.5], abs=1e-6)
 
 
 async def test_cancelling_the_call_cancels_the_whole_exchange(
@@ -249,3 +268,21 @@ async def test_list_results_are_cached_for_their_ttl(
         await trio.testing.wait_all_tasks_blocked()
         await session.list_tools()
         assert peer.lists == 3
+
+
+async def test_a_peer_that_reads_message_objects_gets_the_stamp_as_plain_json() -> None:
+    # Over stdio the stamp goes out as bytes serialised once (Stamp.spliced); a memory
+    # transport hands the objects over, so its peer must find a plain _meta to read.
+    async with modern_session(lambda n, params: done("ok")) as (session, peer):
+        await session.call_tool("t", {"a": 1})
+        await session.call_tool("t", {"a": 2}, meta={"k": "v"})
+    for call in peer.calls:
+        meta = (call.params or {})["_meta"]
+        assert type(meta) is dict
+        assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        # (the default title equals the name, so the stamp leaves it out: BaseMetadata)
+        assert meta["io.modelcontextprotocol/clientInfo"] == {
+            "name": "agenthost",
+            "version": __version__,
+        }
+    assert (peer.calls[1].params or {})["_meta"]["k"] == "v"

@@ -75,6 +75,10 @@ class Transport(ABC):
 
     #: The server's name, used in every error and log line the transport produces.
     name: str = "server"
+    #: Messages are serialised here (:func:`~agenthost.protocol.jsonrpc.encode`, orjson),
+    #: so a pre-serialised part of one (an ``orjson.Fragment``: the 2026-07-28 stamp)
+    #: goes out as its bytes. False for a transport that hands the objects to its peer.
+    serialises: bool = True
 
     @property
     def exchanges_per_request(self) -> bool:

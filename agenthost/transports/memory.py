@@ -20,6 +20,9 @@ __all__ = ["MemoryTransport", "memory_transport_pair"]
 class MemoryTransport(Transport):
     """One end of a :func:`memory_transport_pair`."""
 
+    #: The peer reads the message objects: they must hold plain JSON values only.
+    serialises = False
+
     def __init__(
         self,
         send_channel: trio.MemorySendChannel[jsonrpc.Message],
