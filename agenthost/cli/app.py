@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from agenthost.cli import auth
 from agenthost.cli.commands import (
@@ -210,7 +210,25 @@ def run() -> int:
     with _collector_tuned(process_ends=True):
         code = _main(None)
         sys.stdout.flush()
+    if "temporalio" in sys.modules:
+        _exit_before_finalizing(code)
     return code
+
+
+def _exit_before_finalizing(code: int) -> NoReturn:
+    """End the process without interpreter finalization, once Temporal's SDK was loaded.
+
+    The Temporal client's Rust runtime keeps threads that call back into Python; one that
+    releases its thread state while the main thread finalizes aborts the process
+    ("Fatal Python error: PyGILState_Release ... finalizing", exit -6), after the command
+    had printed its answer: `runs show run-nosuchrun` did so 4 times in 25 under load.
+    Everything the command writes is flushed here, and agenthost registers no atexit
+    work, so skipping finalization loses nothing.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -168,6 +168,46 @@ def test_the_cli_follows_a_run_with_the_output_of_a_local_run(tmp_path: Path) ->
     assert "-- stopped: end_turn; 2 model turns, 1 tool calls (0 denied)" in run.stderr
 
 
+#: Runs the console script's entry point with an atexit hook that marks interpreter
+#: finalization (the hook runs only if the process finalizes).
+_MARK_FINALIZATION = (
+    "import atexit, pathlib, sys; from agenthost.cli.app import run;"
+    " atexit.register(pathlib.Path(sys.argv.pop(1)).touch); sys.argv[0] = 'agenthost';"
+    " sys.exit(run())"
+)
+
+
+def test_a_runs_command_ends_without_finalizing_under_temporals_threads(tmp_path: Path) -> None:
+    """Temporal's Rust threads call into Python: finalizing beside them aborted the CLI.
+
+    `runs show run-nosuchrun` printed its error and then died with "Fatal Python error:
+    PyGILState_Release ... finalizing" (exit -6) 4 times in 25 under CPU load; the console
+    script now ends with ``os._exit`` once the Temporal SDK is loaded (nothing is lost:
+    output is flushed and agenthost registers no atexit work). The marker shows which way
+    the process ended, deterministically, where the abort itself needs load to show.
+    """
+    config_path = write_config(tmp_path, [], rules=[])
+    marker = tmp_path / "finalized"
+
+    async def body() -> subprocess.CompletedProcess[str]:
+        env = await WorkflowEnvironment.start_time_skipping(
+            test_server_existing_path=str(TEST_SERVER)
+        )
+        async with env:
+            address = env.client.service_client.config.target_host
+            argv = [sys.executable, "-c", _MARK_FINALIZATION, str(marker), "--config"]
+            argv += [str(config_path), "runs", "show", "run-nosuchrun", "--temporal", address]
+            return await asyncio.to_thread(
+                subprocess.run, argv, capture_output=True, text=True, timeout=60
+            )
+
+    done = asyncio.run(body())
+    assert done.returncode == 2, done.stderr
+    assert "no run 'run-nosuchrun'" in done.stderr
+    assert "Fatal Python error" not in done.stderr
+    assert not marker.exists()
+
+
 def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
     config_path = write_config(
         tmp_path,
