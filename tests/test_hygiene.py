@@ -104,3 +104,20 @@ def test_private_state_is_read_only_where_still_listed() -> None:
     assert new == [], "tests read private state (use a public accessor or the behaviour)"
     stale = sorted(KNOWN_PRIVATE_STATE - set(found))
     assert stale == [], f"clean now: remove from KNOWN_PRIVATE_STATE: {stale}"
+
+
+def test_serial_tests_live_where_make_test_collects_them() -> None:
+    """`make test`'s second phase collects only the Makefile's ``SERIAL_PATHS``: a test
+    marked ``serial`` anywhere else would run in neither phase."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = next(x for x in makefile.splitlines() if x.startswith("SERIAL_PATHS ="))
+    homes = [ROOT / part for part in line.split("=", 1)[1].split()]
+    assert homes and all(home.is_dir() for home in homes), line
+    marked = [
+        path.relative_to(ROOT).as_posix()
+        for path in TESTS.rglob("*.py")
+        if path != Path(__file__).resolve() and "mark.serial" in path.read_text(encoding="utf-8")
+    ]
+    assert marked, "no serial marks found: the check reads the wrong thing"
+    outside = [name for name in marked if not any((ROOT / name).is_relative_to(h) for h in homes)]
+    assert outside == [], f"serial tests outside SERIAL_PATHS ({line}): {outside}"
