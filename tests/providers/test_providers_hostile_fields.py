@@ -20,6 +20,7 @@ import httpx2
 import pytest
 
 from agenthost.errors import ProviderError
+from agenthost_providers import openai_responses as responses_module
 from agenthost_providers.anthropic import AnthropicProvider
 from agenthost_providers.base import Message, Request, TextDelta
 from agenthost_providers.config import build_provider, parse_providers
@@ -210,3 +211,42 @@ async def test_chat_completions_and_anthropic_token_counts_that_are_not_numbers(
         with pytest.raises(ProviderError, match=f"{MALFORMED}.*output_tokens"):
             await claude.complete(_ask("claude-sonnet-5-5"))
 
+
+async def test_kept_reasoning_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept reasoning is bounded by count (REASONING_KEPT) and by size: a server whose
+    reasoning items are megabytes each would otherwise keep 256 of them alive."""
+    monkeypatch.setattr(responses_module, "REASONING_BYTES", 10_000, raising=False)
+    bodies: list[dict[str, Any]] = []
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        n = len(bodies)
+        reasoning = {
+            "type": "reasoning",
+            "id": f"rs_{n}",
+            "summary": [],
+            "encrypted_content": "g" * 3_000,
+        }
+        return httpx2.Response(
+            200, json=responses_body([reasoning, function_call(f"c{n}", "get_weather", {})])
+        )
+
+    async with _responses(api) as provider:
+        replies = [await provider.complete(_ask()) for _ in range(6)]
+        history = tuple(Message(role="assistant", content=r.content) for r in replies)
+        await provider.complete(
+            Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
+        )
+    kept = [item["id"] for item in bodies[-1]["input"] if item["type"] == "reasoning"]
+    assert kept == ["rs_4", "rs_5", "rs_6"]  # the newest that fit in 10,000 bytes
+
+    # One response's reasoning larger than the whole bound is not kept at all.
+    monkeypatch.setattr(responses_module, "REASONING_BYTES", 1_000, raising=False)
+    bodies.clear()
+    async with _responses(api) as provider:
+        reply = await provider.complete(_ask())
+        history = (Message(role="assistant", content=reply.content),)
+        await provider.complete(
+            Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
+        )
+    assert [item["type"] for item in bodies[-1]["input"]] == ["function_call"]
