@@ -14,14 +14,29 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
+import attrs
 import trio
 
 from agenthost.errors import ProviderError
 
-from .base import ModelInfo, Request, StreamEvent, ToolResultContent, check_capabilities
+from .base import (
+    Completed,
+    ModelInfo,
+    Request,
+    Result,
+    StreamEvent,
+    TextContent,
+    TextDelta,
+    ToolResultContent,
+    ToolUseContent,
+    ToolUseEvent,
+    Usage,
+    check_capabilities,
+)
 
 __all__ = [
     "AdapterBase",
+    "checked",
     "dumps_arguments",
     "parse_tool_input",
     "provider_error",
@@ -86,6 +101,79 @@ def malformed_response(
     else:
         what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     return ProviderError(f"malformed response from the API ({what})", provider=provider)
+
+
+def checked(result: Result, provider: str) -> Result:
+    """``result`` once its fields hold the types the agent relies on; else a provider error.
+
+    Why: the SDKs build their models without validating, so a field holds whatever the body
+    held (``"usage": {"input_tokens": "40"}``, a ``"name": null`` tool call). Passed on, such
+    a value failed later, outside the adapter, as a traceback (the agent adding up tokens, the
+    terminal writing a delta); a negative token count would also lower a token budget.
+    """
+    # Typed as the fields should be, held as the body had them: Any until checked.
+    model: Any = result.model
+    counts: tuple[Any, Any] = (result.usage.input_tokens, result.usage.output_tokens)
+    if model is None or None in counts:
+        # Left out by some compatible servers: not known, which is not malformed.
+        usage = Usage(input_tokens=counts[0] or 0, output_tokens=counts[1] or 0)
+        result = attrs.evolve(result, model=model or "", usage=usage)
+    problem = _result_problem(result)
+    if problem is not None:
+        raise malformed_response(TypeError(problem), provider)
+    return result
+
+
+def _result_problem(result: Result) -> str | None:
+    if _not(result.model, str):
+        return f"the model name is {type(result.model).__name__}"
+    if result.stop_reason is not None and _not(result.stop_reason, str):
+        return f"the stop reason is {type(result.stop_reason).__name__}"
+    for field, count in (
+        ("input", result.usage.input_tokens),
+        ("output", result.usage.output_tokens),
+    ):
+        if _not(count, int) or isinstance(count, bool) or count < 0:
+            shown = count if isinstance(count, int) else type(count).__name__
+            return f"usage {field}_tokens is {shown}, not a token count"
+    for block in result.content:
+        problem = _block_problem(block)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _block_problem(block: object) -> str | None:
+    if isinstance(block, TextContent) and _not(block.text, str):
+        return f"a text is {type(block.text).__name__}"
+    if isinstance(block, ToolUseContent):
+        for field, value in (("id", block.id), ("name", block.name)):
+            if _not(value, str):
+                return f"a tool call's {field} is {type(value).__name__}"
+        if _not(block.input, Mapping):
+            return f"a tool call's input is {type(block.input).__name__}"
+    return None
+
+
+def _not(value: object, kind: type) -> bool:
+    """Whether ``value`` is not a ``kind``; taking ``object``, so a field typed ``kind``
+    can be checked (the SDKs do not check it) without the check reading as always true."""
+    return not isinstance(value, kind)
+
+
+def _checked_event(event: StreamEvent, provider: str) -> StreamEvent:
+    """A stream event as :func:`checked` would take it (see there why)."""
+    problem: str | None = None
+    if isinstance(event, TextDelta):
+        if _not(event.text, str):
+            problem = f"a text delta is {type(event.text).__name__}"
+    elif isinstance(event, ToolUseEvent):
+        problem = _block_problem(event.tool_use)
+    elif isinstance(event, Completed):
+        return Completed(result=checked(event.result, provider))
+    if problem is not None:
+        raise malformed_response(TypeError(problem), provider)
+    return event
 
 
 def _request_url(exc: BaseException) -> str | None:
@@ -170,7 +258,7 @@ class AdapterBase:
     ) -> AsyncGenerator[StreamEvent, None]:
         try:
             async for event in events:
-                yield event
+                yield _checked_event(event, self._name)
         except ProviderError:
             raise
         except MALFORMED as exc:

@@ -37,6 +37,7 @@ from agenthost.errors import ProviderError, UnsupportedContent
 from ._common import (
     MALFORMED,
     AdapterBase,
+    checked,
     malformed_response,
     parse_tool_input,
     provider_error,
@@ -133,7 +134,7 @@ class AnthropicProvider(AdapterBase):
         if isinstance(message, str | bytes):  # not JSON: e.g. an SSE stream
             raise malformed_response(None, self.name, message)
         try:
-            return _result(message)
+            return checked(_result(message), self.name)
         except ProviderError:
             raise
         except MALFORMED as exc:

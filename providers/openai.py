@@ -40,6 +40,7 @@ from agenthost.errors import ProviderError, UnsupportedContent
 from ._common import (
     MALFORMED,
     AdapterBase,
+    checked,
     dumps_arguments,
     malformed_response,
     parse_tool_input,
@@ -147,7 +148,7 @@ class OpenAIClient(AdapterBase):
         if isinstance(response, str | bytes):  # not JSON: e.g. an SSE stream
             raise malformed_response(None, self.name, response)
         try:
-            return parse(response)
+            return checked(parse(response), self.name)
         except ProviderError:
             raise
         except MALFORMED as exc:

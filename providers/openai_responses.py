@@ -35,6 +35,7 @@ reasons, a malformed response is a provider error):
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 #: Responses whose reasoning items are kept for the next requests; a conversation sends
 #: back only its latest ones in practice, so this bounds memory, not usefulness.
 REASONING_KEPT = 256
+#: And their total size (JSON characters): reasoning is normally kilobytes per response, but
+#: a server sending megabytes each must not have 256 of them held for the process's life.
+REASONING_BYTES = 16 * 1024 * 1024
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 
@@ -88,9 +92,10 @@ class OpenAIResponsesProvider(OpenAIClient):
     native_tool_search = True
 
     @functools.cached_property
-    def _reasoning(self) -> OrderedDict[str, list[dict[str, Any]]]:
-        """The first call id of a response -> the reasoning items that preceded its calls
-        (at most :data:`REASONING_KEPT` responses, the oldest dropped first)."""
+    def _reasoning(self) -> OrderedDict[str, tuple[int, list[dict[str, Any]]]]:
+        """The first call id of a response -> the size and the reasoning items that preceded
+        its calls (at most :data:`REASONING_KEPT` responses and :data:`REASONING_BYTES`
+        in all, the oldest dropped first)."""
         return OrderedDict()
 
     async def complete(self, request: Request) -> Result:
@@ -172,7 +177,8 @@ class OpenAIResponsesProvider(OpenAIClient):
 
     def _assistant(self, message: Message, search: str | None) -> list[dict[str, Any]]:
         uses = [b for b in message.content if isinstance(b, ToolUseContent)]
-        items: list[dict[str, Any]] = list(self._reasoning.get(uses[0].id, ())) if uses else []
+        kept = self._reasoning.get(uses[0].id) if uses else None
+        items: list[dict[str, Any]] = list(kept[1]) if kept else []
         text = []
         for block in message.content:
             if isinstance(block, TextContent):
@@ -319,9 +325,16 @@ class OpenAIResponsesProvider(OpenAIClient):
 
     def _keep_reasoning(self, first: Content, items: list[dict[str, Any]]) -> None:
         assert isinstance(first, ToolUseContent)
-        self._reasoning[first.id] = items
-        while len(self._reasoning) > REASONING_KEPT:
-            self._reasoning.popitem(last=False)
+        kept = self._reasoning
+        kept.pop(first.id, None)
+        size = len(json.dumps(items))
+        if size > REASONING_BYTES:  # larger than the whole bound: sent back without it
+            log.debug("%s: reasoning of %d characters not kept", self.name, size)
+            return
+        kept[first.id] = (size, items)
+        total = sum(n for n, _ in kept.values())
+        while len(kept) > REASONING_KEPT or total > REASONING_BYTES:
+            total -= kept.popitem(last=False)[1][0]
 
 
 def _one_line(message: object) -> str:

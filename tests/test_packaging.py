@@ -162,3 +162,29 @@ def test_the_installed_command_runs_the_offline_demo(installed: Installed, tmp_p
 
 def _no_state(folder: str, names: list[str]) -> set[str]:
     return {n for n in names if n.startswith("audit") or n == "__pycache__"}
+
+
+def test_the_sdist_leaves_out_the_demo_audit_log(tmp_path: Path) -> None:
+    """The demo policy (examples/policy.toml) appends every decision, with its tool
+    arguments, to examples/audit.jsonl; examples/.gitignore keeps it out of git, but the
+    sdist is built from the working tree and hatchling reads only the root .gitignore. A
+    release built after trying the demo must not ship that log. The build runs on a copy
+    of the tracked files, so the log is never written into this checkout."""
+    source = tmp_path / "source"
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        path = REPO / name
+        if path.is_file() and not path.is_symlink():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
+    (source / "examples" / "audit.jsonl").write_text('{"tool": "notes__read_note"}\n')
+    home = tmp_path / "home"
+    home.mkdir()
+    _python("-m", "build", "--sdist", "--outdir", str(tmp_path / "dist"), str(source), home=home)
+    (sdist,) = (tmp_path / "dist").glob("agenthost-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        paths = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert "examples/policy.toml" in paths
+    assert [p for p in paths if p.endswith(".jsonl") and "audit" in p] == []

@@ -1,0 +1,252 @@
+"""A vendor answer whose fields hold the wrong types is a provider error, for every adapter.
+
+The vendor SDKs build their response models without validating, so ``"input_tokens": "40"``
+or a tool call's ``"name": null`` reached the agent as is and failed there (the agent adding
+up tokens, the terminal writing a delta) as a traceback; a negative token count lowered a
+token budget. ``agenthost run`` is driven as a subprocess against a local HTTP server that
+answers in the Responses API's shapes; the rest against each SDK with only HTTP mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from agenthost.errors import ProviderError
+from agenthost_providers import openai_responses as responses_module
+from agenthost_providers.anthropic import AnthropicProvider
+from agenthost_providers.base import Message, Request, TextDelta
+from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.openai import OpenAIProvider
+from agenthost_providers.openai_responses import OpenAIResponsesProvider
+from tests.providers.providers_helpers import (
+    WEATHER,
+    Handler,
+    anthropic_message,
+    client_for,
+    function_call,
+    openai_completion,
+    output_text,
+    responses_body,
+    sse,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+MALFORMED = "malformed response from the API"
+
+FAKE_API = r"""
+import http.server, json, sys
+
+BODY = json.load(open(sys.argv[1]))
+
+class Api(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if request.get("stream"):
+            event = {"type": "response.completed", "sequence_number": 0, "response": BODY}
+            data = f"event: response.completed\ndata: {json.dumps(event)}\n\n".encode()
+            kind = "text/event-stream"
+        else:
+            data, kind = json.dumps(BODY).encode(), "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Api)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_run_reports_a_token_count_that_is_not_a_number_in_one_line(tmp_path: Path) -> None:
+    body = responses_body([output_text("Paris.")])
+    body["usage"]["input_tokens"] = "40"
+    (tmp_path / "body.json").write_text(json.dumps(body))
+    (tmp_path / "api.py").write_text(FAKE_API)
+    with subprocess.Popen(
+        [sys.executable, str(tmp_path / "api.py"), str(tmp_path / "body.json")],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as llm:
+        try:
+            assert llm.stdout is not None
+            port = int(llm.stdout.readline())
+            config = tmp_path / "agenthost.toml"
+            config.write_text(
+                '[policy]\nmode = "headless"\n'
+                '[providers.openai]\nkind = "openai"\napi = "responses"\n'
+                f'base_url = "http://127.0.0.1:{port}/v1"\n'
+                'default_model = "gpt-6.2-sol"\nmax_retries = 0\n'
+            )
+            env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+            env.pop("OPENAI_BASE_URL", None)
+            env["OPENAI_API_KEY"] = "test-key"
+            proc = subprocess.run(
+                [sys.executable, "-m", "agenthost", "-c", str(config), "run", "Capital?"],
+                capture_output=True,
+                text=True,
+                timeout=90,
+                cwd=tmp_path,
+                env=env,
+            )
+        finally:
+            llm.terminate()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 4, (proc.stdout, proc.stderr)
+    # The run's summary line, then the failure in one line.
+    errors = [
+        line for line in proc.stderr.splitlines() if "error" in line and "0 tokens" not in line
+    ]
+    assert len(errors) == 1 and MALFORMED in errors[0] and "input_tokens" in errors[0], errors
+
+
+def _responses(handler: Handler) -> OpenAIResponsesProvider:
+    settings = parse_providers({"openai": {"api": "responses"}}, source="t.toml").get("openai")
+    provider = build_provider(settings, {"OPENAI_API_KEY": "k"}, http_client=client_for(handler))
+    assert isinstance(provider, OpenAIResponsesProvider)
+    return provider
+
+
+def _ask(model: str = "gpt-6.2-sol") -> Request:
+    return Request(
+        model=model, messages=(Message.user("Weather?"),), max_tokens=50, tools=(WEATHER,)
+    )
+
+
+def _with(body: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    target: Any = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+def _call() -> list[dict[str, Any]]:
+    return [function_call("call_1", "get_weather", {"city": "Paris"})]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        (("usage", "input_tokens"), "40", "input_tokens"),
+        (("usage", "output_tokens"), -1_000_000, "output_tokens"),
+        (("usage", "output_tokens"), True, "output_tokens"),
+        (("model",), 7, "model name"),
+        (("output", 0, "name"), None, "name"),
+        (("output", 0, "call_id"), 12, "id"),
+    ],
+)
+async def test_responses_fields_of_the_wrong_type(
+    path: tuple[str | int, ...], value: object, named: str
+) -> None:
+    body = _with(responses_body(_call()), path, value)
+    async with _responses(lambda _: httpx2.Response(200, json=body)) as provider:
+        with pytest.raises(ProviderError, match=MALFORMED) as info:
+            await provider.complete(_ask())
+    assert named in str(info.value)
+    final = {"type": "response.completed", "sequence_number": 1, "response": body}
+    async with _responses(lambda _: sse([("response.completed", final)])) as provider:
+        with pytest.raises(ProviderError, match=MALFORMED):
+            async with provider.stream(_ask()) as stream:
+                async for _ in stream:
+                    pass
+
+
+async def test_a_streamed_text_delta_that_is_not_text() -> None:
+    delta = {
+        "type": "response.output_text.delta",
+        "sequence_number": 0,
+        "item_id": "msg_1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": {"text": "Paris"},
+        "logprobs": [],
+    }
+    final = {"type": "response.completed", "sequence_number": 1, "response": responses_body([])}
+    events = [("response.output_text.delta", delta), ("response.completed", final)]
+    got: list[object] = []
+    async with _responses(lambda _: sse(events)) as provider:
+        with pytest.raises(ProviderError, match=r"text delta is dict"):
+            async with provider.stream(_ask()) as stream:
+                async for event in stream:
+                    got.append(event)
+    assert not any(isinstance(e, TextDelta) for e in got)
+
+
+async def test_chat_completions_and_anthropic_token_counts_that_are_not_numbers() -> None:
+    completion = json.loads(openai_completion({"content": "Paris."}).content)
+    completion["usage"]["prompt_tokens"] = "many"
+    reply = httpx2.Response(200, json=completion)
+    settings = parse_providers({"openai": {}}, source="t.toml").get("openai")
+    chat = build_provider(
+        settings, {"OPENAI_API_KEY": "k"}, http_client=client_for(lambda _: reply)
+    )
+    assert isinstance(chat, OpenAIProvider)
+    async with chat:
+        with pytest.raises(ProviderError, match=f"{MALFORMED}.*input_tokens"):
+            await chat.complete(_ask())
+
+    answer = json.loads(anthropic_message([{"type": "text", "text": "Paris."}]).content)
+    answer["usage"]["output_tokens"] = "six"
+    message = httpx2.Response(200, json=answer)
+    settings = parse_providers({"anthropic": {}}, source="t.toml").get("anthropic")
+    claude = build_provider(
+        settings, {"ANTHROPIC_API_KEY": "k"}, http_client=client_for(lambda _: message)
+    )
+    assert isinstance(claude, AnthropicProvider)
+    async with claude:
+        with pytest.raises(ProviderError, match=f"{MALFORMED}.*output_tokens"):
+            await claude.complete(_ask("claude-sonnet-5-5"))
+
+
+async def test_kept_reasoning_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept reasoning is bounded by count (REASONING_KEPT) and by size: a server whose
+    reasoning items are megabytes each would otherwise keep 256 of them alive."""
+    monkeypatch.setattr(responses_module, "REASONING_BYTES", 10_000, raising=False)
+    bodies: list[dict[str, Any]] = []
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        n = len(bodies)
+        reasoning = {
+            "type": "reasoning",
+            "id": f"rs_{n}",
+            "summary": [],
+            "encrypted_content": "g" * 3_000,
+        }
+        return httpx2.Response(
+            200, json=responses_body([reasoning, function_call(f"c{n}", "get_weather", {})])
+        )
+
+    async with _responses(api) as provider:
+        replies = [await provider.complete(_ask()) for _ in range(6)]
+        history = tuple(Message(role="assistant", content=r.content) for r in replies)
+        await provider.complete(
+            Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
+        )
+    kept = [item["id"] for item in bodies[-1]["input"] if item["type"] == "reasoning"]
+    assert kept == ["rs_4", "rs_5", "rs_6"]  # the newest that fit in 10,000 bytes
+
+    # One response's reasoning larger than the whole bound is not kept at all.
+    monkeypatch.setattr(responses_module, "REASONING_BYTES", 1_000, raising=False)
+    bodies.clear()
+    async with _responses(api) as provider:
+        reply = await provider.complete(_ask())
+        history = (Message(role="assistant", content=reply.content),)
+        await provider.complete(
+            Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
+        )
+    assert [item["type"] for item in bodies[-1]["input"]] == ["function_call"]
