@@ -35,6 +35,7 @@ reasons, a malformed response is a provider error):
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 from collections import OrderedDict
@@ -93,17 +94,24 @@ class OpenAIResponsesProvider(OpenAIClient):
 
     @functools.cached_property
     def _reasoning(self) -> OrderedDict[str, tuple[int, list[dict[str, Any]]]]:
-        """The first call id of a response -> the size and the reasoning items that preceded
-        its calls (at most :data:`REASONING_KEPT` responses and :data:`REASONING_BYTES`
-        in all, the oldest dropped first)."""
+        """The conversation a response answered and its first call id -> the size and the
+        reasoning items that preceded its calls (at most :data:`REASONING_KEPT` responses
+        and :data:`REASONING_BYTES` in all, the oldest dropped first).
+
+        Keyed by the conversation too (a digest of the system prompt and every message
+        before the response), not by the call id alone: one provider serves the agent and
+        every server's sampling requests, and a request that merely reuses a call id
+        (a compatible backend may number them) must not be sent another conversation's
+        reasoning."""
         return OrderedDict()
 
     async def complete(self, request: Request) -> Result:
         """Send one Responses call; see :meth:`agenthost_providers.base.Provider.complete`."""
         params = self._params(request)
         search = _search_tool(request.tools)
+        before = _conversation(request).hexdigest()
         return await self._answer(
-            self._client.responses.create, params, lambda r: self._result(r, search)
+            self._client.responses.create, params, lambda r: self._result(r, search, before)
         )
 
     @asynccontextmanager
@@ -112,11 +120,13 @@ class OpenAIResponsesProvider(OpenAIClient):
         params = self._params(request)
         params["stream"] = True
         raw = await self._open(self._client.responses.create, params)
-        events = self._events(raw, _search_tool(request.tools))
+        events = self._events(raw, _search_tool(request.tools), _conversation(request).hexdigest())
         async with self._streaming(raw, events) as stream:
             yield stream
 
-    async def _events(self, raw: Any, search: str | None) -> AsyncGenerator[StreamEvent, None]:
+    async def _events(
+        self, raw: Any, search: str | None, before: str
+    ) -> AsyncGenerator[StreamEvent, None]:
         final: Any = None
         try:
             async for event in raw:
@@ -132,7 +142,7 @@ class OpenAIResponsesProvider(OpenAIClient):
             raise provider_error(exc, self.name, timeout=self._timeout) from exc
         if final is None:
             raise ProviderError("the stream ended without a final response", provider=self.name)
-        result = self._result(final, search)
+        result = self._result(final, search, before)
         for use in result.tool_uses:
             yield ToolUseEvent(tool_use=use)
         yield Completed(result=result)
@@ -168,16 +178,18 @@ class OpenAIResponsesProvider(OpenAIClient):
         }
         definitions = {t.name: t for t in request.tools}
         items: list[dict[str, Any]] = []
+        before = _conversation(request, messages=False)
         for message in request.messages:
             if message.role == "assistant":
-                items.extend(self._assistant(message, search))
+                items.extend(self._assistant(message, search, before.hexdigest()))
             else:
                 items.extend(self._user(message, searches, definitions))
+            before.update(repr(message).encode())
         return items
 
-    def _assistant(self, message: Message, search: str | None) -> list[dict[str, Any]]:
+    def _assistant(self, message: Message, search: str | None, before: str) -> list[dict[str, Any]]:
         uses = [b for b in message.content if isinstance(b, ToolUseContent)]
-        kept = self._reasoning.get(uses[0].id) if uses else None
+        kept = self._reasoning.get(f"{before}:{uses[0].id}") if uses else None
         items: list[dict[str, Any]] = list(kept[1]) if kept else []
         text = []
         for block in message.content:
@@ -273,7 +285,7 @@ class OpenAIResponsesProvider(OpenAIClient):
 
     # -------------------------------------------------------------------- response side
 
-    def _result(self, response: Any, search: str | None) -> Result:
+    def _result(self, response: Any, search: str | None, before: str) -> Result:
         if response.status == "failed":
             error = getattr(response, "error", None)
             message = getattr(error, "message", None) or "the response failed"
@@ -303,7 +315,7 @@ class OpenAIResponsesProvider(OpenAIClient):
             else:
                 log.debug("skipping %s output item: not MCP sampling content", item.type)
         if uses and reasoning:
-            self._keep_reasoning(uses[0], reasoning)
+            self._keep_reasoning(before, uses[0], reasoning)
         content: list[Content] = [TextContent(text="".join(text))] if text else []
         content.extend(uses)
         return Result(
@@ -323,18 +335,29 @@ class OpenAIResponsesProvider(OpenAIClient):
         call_id = item.call_id or item.id
         return ToolUseContent(id=call_id, name=search, input=dict(arguments))
 
-    def _keep_reasoning(self, first: Content, items: list[dict[str, Any]]) -> None:
+    def _keep_reasoning(self, before: str, first: Content, items: list[dict[str, Any]]) -> None:
         assert isinstance(first, ToolUseContent)
         kept = self._reasoning
-        kept.pop(first.id, None)
+        key = f"{before}:{first.id}"
+        kept.pop(key, None)
         size = len(json.dumps(items))
         if size > REASONING_BYTES:  # larger than the whole bound: sent back without it
             log.debug("%s: reasoning of %d characters not kept", self.name, size)
             return
-        kept[first.id] = (size, items)
+        kept[key] = (size, items)
         total = sum(n for n, _ in kept.values())
         while len(kept) > REASONING_KEPT or total > REASONING_BYTES:
             total -= kept.popitem(last=False)[1][0]
+
+
+def _conversation(request: Request, *, messages: bool = True) -> hashlib._Hash:
+    """A running digest of the conversation: the system prompt, then (``messages``) every
+    message of ``request``; the key under which a response's reasoning is kept."""
+    digest = hashlib.sha256(repr(request.system_prompt).encode())
+    if messages:
+        for message in request.messages:
+            digest.update(repr(message).encode())
+    return digest
 
 
 def _one_line(message: object) -> str:

@@ -14,7 +14,14 @@ from typing import Any
 import httpx2
 import typing_extensions
 
-from agenthost_providers.base import Tool
+from agenthost_providers.base import (
+    Message,
+    Provider,
+    Request,
+    TextContent,
+    Tool,
+    ToolResultContent,
+)
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]
@@ -271,3 +278,24 @@ def conforms(value: Mapping[str, Any], typed: type) -> None:
         if key in value and origin is typing_extensions.Literal:
             allowed = typing_extensions.get_args(hint)
             assert value[key] in allowed, (typed.__name__, key, value[key], allowed)
+
+
+async def calls_in_one_conversation(
+    provider: Provider, rounds: int, tool: Tool, model: str = "gpt-6.2-sol"
+) -> tuple[Message, ...]:
+    """``rounds`` model turns of one growing conversation, each answering its tool call
+    with "ok": the messages a final request of that conversation carries."""
+    messages: tuple[Message, ...] = (Message.user("go"),)
+    for _ in range(rounds):
+        reply = await provider.complete(
+            Request(model=model, messages=messages, max_tokens=10, tools=(tool,))
+        )
+        answer = ToolResultContent(
+            tool_use_id=reply.tool_uses[0].id, content=(TextContent(text="ok"),)
+        )
+        messages = (
+            *messages,
+            Message(role="assistant", content=reply.content),
+            Message.user(answer),
+        )
+    return messages

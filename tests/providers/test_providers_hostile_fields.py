@@ -30,6 +30,7 @@ from tests.providers.providers_helpers import (
     WEATHER,
     Handler,
     anthropic_message,
+    calls_in_one_conversation,
     client_for,
     function_call,
     openai_completion,
@@ -232,8 +233,7 @@ async def test_kept_reasoning_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatc
         )
 
     async with _responses(api) as provider:
-        replies = [await provider.complete(_ask()) for _ in range(6)]
-        history = tuple(Message(role="assistant", content=r.content) for r in replies)
+        history = await calls_in_one_conversation(provider, 6, WEATHER)
         await provider.complete(
             Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
         )
@@ -244,9 +244,9 @@ async def test_kept_reasoning_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(responses_module, "REASONING_BYTES", 1_000, raising=False)
     bodies.clear()
     async with _responses(api) as provider:
-        reply = await provider.complete(_ask())
-        history = (Message(role="assistant", content=reply.content),)
+        history = await calls_in_one_conversation(provider, 1, WEATHER)
         await provider.complete(
             Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
         )
-    assert [item["type"] for item in bodies[-1]["input"]] == ["function_call"]
+    kinds = [item["type"] for item in bodies[-1]["input"]]
+    assert kinds == ["message", "function_call", "function_call_output"]

@@ -56,6 +56,7 @@ from tests.providers.providers_helpers import (
     WEATHER,
     Handler,
     Recorder,
+    calls_in_one_conversation,
     client_for,
     conforms,
     function_call,
@@ -448,6 +449,34 @@ async def test_a_streamed_tool_search_call_is_a_use_of_the_search_tool() -> None
     assert isinstance(got[1], Completed) and got[1].result.stop_reason == TOOL_USE
 
 
+async def test_kept_reasoning_goes_only_to_the_conversation_it_came_from() -> None:
+    """A request from another conversation (a server's sampling request, say) whose
+    assistant message reuses a call id gets none of the first conversation's reasoning."""
+    rec = Recorder(
+        responses_reply([REASONING, function_call("call_1", "get_weather", {"city": "Paris"})]),
+        responses_reply([output_text("done")]),
+    )
+    first_request = ask("Weather?", tools=(WEATHER,))
+    async with make(rec) as provider:
+        first = await provider.complete(first_request)
+        other = Request(
+            model="gpt-6.2-sol",
+            messages=(
+                Message.user(TextContent(text="Something else entirely")),
+                Message(role="assistant", content=first.content),
+                Message.user(
+                    ToolResultContent(tool_use_id="call_1", content=(TextContent(text="x"),))
+                ),
+            ),
+            max_tokens=100,
+            tools=(WEATHER,),
+        )
+        await provider.complete(other)
+    kinds = [item["type"] for item in rec.bodies[1]["input"]]
+    assert "reasoning" not in kinds, rec.bodies[1]["input"]
+    assert kinds == ["message", "function_call", "function_call_output"]
+
+
 async def test_kept_reasoning_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(responses_module, "REASONING_KEPT", 3)
     bodies: list[dict[str, Any]] = []
@@ -458,13 +487,16 @@ async def test_kept_reasoning_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         return responses_reply([{**REASONING, "id": f"rs_{n}"}, function_call(f"c{n}", "f", {})])
 
     async with make(api) as provider:
-        replies = [await provider.complete(ask(tools=(WEATHER,))) for _ in range(5)]
-        history = tuple(Message(role="assistant", content=r.content) for r in replies)
+        history = await calls_in_one_conversation(provider, 5, WEATHER)
         await provider.complete(
             Request(model="gpt-6.2-sol", messages=history, max_tokens=10, tools=(WEATHER,))
         )
     # Only the last three responses' reasoning is still kept, each before its own call.
-    kinds = [(item["type"], item.get("id") or item.get("call_id")) for item in bodies[-1]["input"]]
+    kinds = [
+        (item["type"], item.get("id") or item.get("call_id"))
+        for item in bodies[-1]["input"]
+        if item["type"] in ("reasoning", "function_call")
+    ]
     assert kinds == [
         ("function_call", "c1"),
         ("function_call", "c2"),
