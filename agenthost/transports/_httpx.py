@@ -89,7 +89,8 @@ def ssl_context() -> ssl.SSLContext:
     Every ``httpx.AsyncClient`` builds its own context unless given one, and loading the
     CA bundle costs ~20 ms of CPU: a connection with OAuth made three (the MCP client, the
     authorization-server client, the lean path), and a CLI command pays it per server. A
-    context is safe to share between connections; nothing here changes it after creation.
+    context is safe to share between connections: httpcore sets the same ALPN protocols on
+    it at every connect, and nothing else changes it after creation.
     """
     return httpx.create_ssl_context()
 
