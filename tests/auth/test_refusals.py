@@ -93,7 +93,9 @@ async def test_legacy_sse_a_dead_login_ends_the_session_with_one_line(tmp_path: 
 
     async with auth_server(tmp_path, fault="no-refresh", transport="sse") as url:
         URL_OPENER.set(opener)
-        async with agenthost.connect(config(url, "sse", login_timeout=1.0)) as session:
+        # The first login (the person is there) must fit in this too: 1 s failed under CI
+        # load at the connect; the dead login then waits all of it.
+        async with agenthost.connect(config(url, "sse", login_timeout=6.0)) as session:
             await session.list_tools()
             await revoke_access_token(url)
             person.clear()  # gone: the login the refused refresh leads to never ends
