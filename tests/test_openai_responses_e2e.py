@@ -19,6 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.forkserver import peer_python
 from tests.helpers import host_with_provider, sampling_policy, stdio, text_of
 from tests.providers.providers_helpers import output_text, responses_reply
 
@@ -79,7 +80,7 @@ def test_run_with_the_responses_api_searches_and_calls_the_found_tool(tmp_path: 
     api, log = tmp_path / "api.py", tmp_path / "requests.jsonl"
     api.write_text(FAKE_RESPONSES_API)
     servers = "".join(
-        f"[servers.{theme}]\ncommand = {json.dumps(sys.executable)}\n"
+        f"[servers.{theme}]\ncommand = {json.dumps(peer_python())}\n"
         f"args = {json.dumps([str(PEER), theme])}\n"
         for theme in ("calendar", "mail")
     )

@@ -41,6 +41,7 @@ import agenthost
 from agenthost.auth import URL_OPENER
 from agenthost.transports._httpx import ssl_context
 from tests.auth.sdk_peer import auth_server, browser, config, peer_log
+from tests.forkserver import peer_python
 from tests.peers.http_launch import PEERS, PY, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -111,7 +112,7 @@ def serving(argv: list[str], port: int) -> Iterator[None]:
 def https_port(tls_files: TLSFiles) -> Iterator[int]:
     """The SDK server on TLS for the whole module."""
     port = free_port()
-    argv = [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+    argv = [peer_python(), str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
     argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
     with serving(argv, port):
         yield port
@@ -123,7 +124,7 @@ def wss_port(tls_files: TLSFiles) -> Iterator[int]:
     port = free_port()
     argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port)]
     argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
-    argv += ["--", PY, str(PEERS / "sdk_server.py")]
+    argv += ["--", peer_python(), str(PEERS / "sdk_server.py")]
     with serving(argv, port):
         yield port
 

@@ -14,6 +14,7 @@ import trio
 
 from agenthost.auth import FileTokenStore, OAuthSettings
 from agenthost.config.model import ServerConfig
+from tests.forkserver import peer_python
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 
 __all__ = [
@@ -44,7 +45,7 @@ async def auth_server(
     ``localhost`` and its key, to serve HTTPS); yields its MCP URL. Observations land in
     ``tmp_path/peer.log``."""
     port = free_port()
-    argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
+    argv = [peer_python(), SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
     argv += ["--transport", transport]
     if fault:
         argv += ["--fault", fault]
