@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import trio
 import trustme
 
 import agenthost
@@ -347,3 +348,73 @@ async def test_oauth_login_and_call_over_https(
     # The MCP POSTs took the lean path on TLS: the first refused (no token yet), then
     # the initialize and the call with the token.
     assert len([line for line in lean_posts if '"HTTP/1.1 200' in line]) >= 2, caplog.text
+
+
+async def cli_login(tmp_path: Path, url: str, ca: Path | None) -> tuple[int, str, str]:
+    """``agenthost auth login sdk --no-browser`` as a subprocess, ``ca`` as its only extra
+    trust (``SSL_CERT_FILE``), the browser stand-in (which trusts the same) following the
+    URL it prints; returns (exit code, stdout, stderr)."""
+    tmp_path.mkdir()
+    cfg = write_config(tmp_path, "sdk", url)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _TRUST_AND_ROUTE and not key.endswith("_API_KEY")
+    }
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), AGENTHOST_TOKEN_STORE="file")
+    if ca is not None:
+        env["SSL_CERT_FILE"] = str(ca)
+    process = await trio.lowlevel.open_process(
+        [*AGENTHOST, "--config", str(cfg), "auth", "login", "sdk", "--no-browser"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=REPO,
+    )
+    out, err = bytearray(), bytearray()
+
+    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
+    async def drive() -> None:
+        while process.returncode is None:
+            match = re.search(rb"(https://localhost:\d+/authorize\S+)", err)
+            if match:
+                await browser("sdk", match.group(1).decode())
+                return
+            await trio.sleep(0.05)
+
+    with trio.fail_after(45):
+        async with trio.open_nursery() as nursery:
+            assert process.stdout is not None and process.stderr is not None
+            nursery.start_soon(pump, process.stdout, out)
+            nursery.start_soon(pump, process.stderr, err)
+            nursery.start_soon(drive)
+            code = await process.wait()
+            nursery.cancel_scope.cancel()
+    return code, out.decode(), err.decode()
+
+
+async def test_cli_auth_login_trusts_what_the_transports_trust(
+    tmp_path: Path, tls_files: TLSFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agenthost auth login`` builds its authorization-server client on the shared SSL
+    context, as every transport does: the private CA in ``SSL_CERT_FILE`` is trusted for
+    discovery, registration and the token request; without it, one line names the
+    certificate problem."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))  # for the browser stand-in
+    async with auth_server(tmp_path, tls=(tls_files.cert, tls_files.key)) as url:
+        code, out, err = await cli_login(tmp_path / "trusted", url, tls_files.ca)
+        assert code == 0, err
+        assert out.startswith(f"sdk: logged in with {url.removesuffix('/mcp')}"), out
+        code, out, err = await cli_login(tmp_path / "untrusted", url, None)
+    assert code == 5, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("agenthost: sdk: "), err
+    assert "TLS certificate verify failed: unable to get local issuer certificate" in err, err
+    log = peer_log(tmp_path)
+    assert log.count("consent") == 1, log
+    assert "token authorization_code" in log, log
