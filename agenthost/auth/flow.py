@@ -184,10 +184,18 @@ class OAuth(Exchange, httpx.Auth):
     # -- persistence
 
     async def _load(self) -> None:
+        """Read the saved state, once. ``_loaded`` is set only after the read, with no
+        await between it and the state being in: a caller that sees it set (the lock-free
+        path of :meth:`_valid_token`) finds the state there, and a read cancelled half way
+        is done again by the next caller. Not under the lock in :meth:`status`: a read
+        that finishes after another caller's is dropped (that one may have moved on)."""
+        if not self._loaded:
+            self._adopt(await self._storage().load(self.server))
+
+    def _adopt(self, raw: str | None) -> None:
         if self._loaded:
             return
         self._loaded = True
-        raw = await self._storage().load(self.server)
         if not raw:
             return
         try:

@@ -390,6 +390,30 @@ async def test_a_program_logs_in_through_connect_and_open_host(tmp_path: Path) -
                 pass
 
 
+async def test_a_saved_login_is_seen_by_callers_racing_its_load(tmp_path: Path) -> None:
+    """Two callers of a fresh ``OAuth`` at start: ``status()`` (which loads the saved
+    state without the flow's lock) and a request's ``bearer()``. The one that finds the
+    state "loaded" must find it in: before, ``_load`` said loaded before its read of the
+    store, so ``bearer()`` saw no token (the request went out bare and, after the 401,
+    into a new login) while a valid one was saved."""
+    from agenthost.auth import OAuth
+
+    store = FileTokenStore(tmp_path / "tokens")
+    async with auth_server(tmp_path) as url:
+        async with agenthost.connect(config(url), token_store=store, url_opener=browser) as s:
+            assert not (await s.call_tool("echo", {"message": "log in"})).is_error
+        saved_token = tokens_of(json.loads(await store.load("sdk") or "null"))
+        assert saved_token is not None
+        async with httpx.AsyncClient() as http:
+            oauth = OAuth(server="sdk", url=url, http=http, store=store, opener=None)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(oauth.status)  # starts first, its read in a thread
+                token = await oauth.bearer()
+            assert token == saved_token["access_token"]
+            assert (await oauth.status()).logged_in
+    assert peer_log(tmp_path).count("consent") == 1
+
+
 # --- issue 28: a step-up that cannot help fails that one call ---------------------------
 #
 # The SDK's authorization server (fault ``insufficient-scope``) grants the scope the
