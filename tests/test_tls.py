@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import trio
 import trustme
 
 import agenthost
 from agenthost.auth import URL_OPENER
 from agenthost.transports._httpx import ssl_context
-from tests.auth.sdk_peer import auth_server, browser, config, peer_log
+from tests.auth.sdk_peer import auth_server, browser, cli_login, config, peer_log
 from tests.peers.http_launch import PEERS, PY, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -350,12 +349,10 @@ async def test_oauth_login_and_call_over_https(
     assert len([line for line in lean_posts if '"HTTP/1.1 200' in line]) >= 2, caplog.text
 
 
-async def cli_login(tmp_path: Path, url: str, ca: Path | None) -> tuple[int, str, str]:
-    """``agenthost auth login sdk --no-browser`` as a subprocess, ``ca`` as its only extra
-    trust (``SSL_CERT_FILE``), the browser stand-in (which trusts the same) following the
-    URL it prints; returns (exit code, stdout, stderr)."""
+async def login(tmp_path: Path, url: str, ca: Path | None) -> tuple[int, str, str]:
+    """``agenthost auth login`` (tests/auth/sdk_peer.py's driver) with ``ca`` as its only
+    extra trust (``SSL_CERT_FILE``) and a token store of its own in ``tmp_path``."""
     tmp_path.mkdir()
-    cfg = write_config(tmp_path, "sdk", url)
     env = {
         key: value
         for key, value in os.environ.items()
@@ -364,37 +361,7 @@ async def cli_login(tmp_path: Path, url: str, ca: Path | None) -> tuple[int, str
     env.update(XDG_DATA_HOME=str(tmp_path / "data"), AGENTHOST_TOKEN_STORE="file")
     if ca is not None:
         env["SSL_CERT_FILE"] = str(ca)
-    process = await trio.lowlevel.open_process(
-        [*AGENTHOST, "--config", str(cfg), "auth", "login", "sdk", "--no-browser"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=REPO,
-    )
-    out, err = bytearray(), bytearray()
-
-    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
-        async for chunk in stream:
-            into += chunk
-
-    async def drive() -> None:
-        while process.returncode is None:
-            match = re.search(rb"(https://localhost:\d+/authorize\S+)", err)
-            if match:
-                await browser("sdk", match.group(1).decode())
-                return
-            await trio.sleep(0.05)
-
-    with trio.fail_after(45):
-        async with trio.open_nursery() as nursery:
-            assert process.stdout is not None and process.stderr is not None
-            nursery.start_soon(pump, process.stdout, out)
-            nursery.start_soon(pump, process.stderr, err)
-            nursery.start_soon(drive)
-            code = await process.wait()
-            nursery.cancel_scope.cancel()
-    return code, out.decode(), err.decode()
+    return await cli_login(write_config(tmp_path, "sdk", url), env)
 
 
 async def test_cli_auth_login_trusts_what_the_transports_trust(
@@ -406,10 +373,10 @@ async def test_cli_auth_login_trusts_what_the_transports_trust(
     certificate problem."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))  # for the browser stand-in
     async with auth_server(tmp_path, tls=(tls_files.cert, tls_files.key)) as url:
-        code, out, err = await cli_login(tmp_path / "trusted", url, tls_files.ca)
+        code, out, err = await login(tmp_path / "trusted", url, tls_files.ca)
         assert code == 0, err
         assert out.startswith(f"sdk: logged in with {url.removesuffix('/mcp')}"), out
-        code, out, err = await cli_login(tmp_path / "untrusted", url, None)
+        code, out, err = await login(tmp_path / "untrusted", url, None)
     assert code == 5, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
