@@ -42,7 +42,7 @@ import signal
 import socket
 import sys
 
-__all__ = ["PRELOAD", "launch", "peer_python", "serve"]
+__all__ = ["PRELOAD", "launch", "peer_python", "serve", "server_pid"]
 
 #: What the peers import, so a child does not import it again. The SDK (server and
 #: client sides, uvicorn for the HTTP modes) and agenthost's client (the conformance
@@ -93,8 +93,11 @@ def launch(path: str, argv: list[str]) -> int:
     try:
         sock.connect(path)
     except OSError as exc:
-        print(f"test fork server: cannot connect to {path}: {exc}", file=sys.stderr)
-        return 1
+        # The server is gone: start the peer cold (slower, same behaviour), and say so
+        # where the suite looks when it ends (see _start's stop).
+        with contextlib.suppress(OSError), open(f"{path}.cold", "a") as note:
+            print(f"{argv[:2]}: {exc}", file=note)
+        os.execv(sys.executable, [sys.executable, *argv])
     sent = socket.send_fds(sock, [data], list(_STDIO))
     sock.sendall(data[sent:])
     for fd in _STDIO:  # the peer holds them now; ours would keep pipes open past its end
@@ -270,17 +273,41 @@ def serve(path: str) -> None:
     print("ready", flush=True)
     while True:
         for key, _events in sel.select():
-            if key.fileobj == parent:
-                if not os.read(parent, 1 << 12):
-                    for launcher in launchers.values():
-                        launcher.kill(signal.SIGKILL)
+            try:
+                if _event(key, parent, listener, sel, launchers):
                     return
-            elif key.fileobj is listener:
-                _accept(listener, sel, launchers)
-            elif isinstance(key.data, tuple):
-                _reap(key.data[1], sel, launchers)
-            elif not key.data.on_readable():
-                sel.unregister(key.fileobj)  # its peer's exit still answers nobody
+            except Exception:  # one launcher's trouble must not end the others' server
+                import traceback
+
+                traceback.print_exc()
+
+
+def _event(
+    key: selectors.SelectorKey,
+    parent: int,
+    listener: socket.socket,
+    sel: selectors.BaseSelector,
+    launchers: dict[int, _Launcher],
+) -> bool:
+    """Handle one ready file; True when the server should end (its parent is gone)."""
+    if key.fileobj == parent:
+        if os.read(parent, 1 << 12):
+            return False
+        for launcher in launchers.values():
+            launcher.kill(signal.SIGKILL)
+        return True
+    if key.fileobj is listener:
+        _accept(listener, sel, launchers)
+    elif isinstance(key.data, tuple):
+        _reap(key.data[1], sel, launchers)
+    else:
+        launcher = key.data
+        assert isinstance(launcher, _Launcher)
+        # Reaped earlier in this same batch of events, its connection is closed: nothing
+        # to do (and its pid may be another process's by now).
+        if launchers.get(launcher.pid) is launcher and not launcher.on_readable():
+            sel.unregister(key.fileobj)  # its peer's exit still answers nobody
+    return False
 
 
 def _accept(
@@ -326,6 +353,12 @@ def _reap(pid: int, sel: selectors.BaseSelector, launchers: dict[int, _Launcher]
 
 
 _STARTED: dict[str, str | None] = {}
+_PID: list[int] = []
+
+
+def server_pid() -> int | None:
+    """The fork server's pid once :func:`peer_python` started it (for its own tests)."""
+    return _PID[0] if _PID else None
 
 
 def peer_python() -> str:
@@ -355,17 +388,29 @@ def _start() -> str | None:
     folder = tempfile.mkdtemp(prefix="ahfork-")
     path = os.path.join(folder, "s")
     here = os.path.abspath(__file__)
-    proc = subprocess.Popen(
-        [sys.executable, here, "serve", path],
-        cwd=os.path.dirname(os.path.dirname(here)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
+    log = os.path.join(folder, "log")
+    with open(log, "wb") as errors:
+        proc = subprocess.Popen(
+            [sys.executable, here, "serve", path],
+            cwd=os.path.dirname(os.path.dirname(here)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            start_new_session=True,  # a signal to the suite's process group is not for it
+        )
     assert proc.stdout is not None
 
     def stop() -> None:
+        """End the server; say so if it ended early or peers had to start cold."""
+        died = proc.poll()
         proc.kill()
         proc.wait()
+        trouble = [f"it exited early ({died})"] if died is not None else []
+        for name in (log, f"{path}.cold"):
+            with contextlib.suppress(OSError), open(name) as f:
+                trouble += [line.rstrip() for line in f][-20:]
+        if trouble:
+            print("test fork server trouble:", *trouble, sep="\n  ", file=sys.__stderr__)
         shutil.rmtree(folder, ignore_errors=True)
 
     # One line once it listens (EOF if it failed to start); bounded like every wait here.
@@ -375,6 +420,7 @@ def _start() -> str | None:
         warnings.warn("test fork server did not start; peers start cold", stacklevel=3)
         return None
     atexit.register(stop)
+    _PID.append(proc.pid)
     wrapper = os.path.join(folder, "python")
     launcher = shlex.join([sys.executable, "-I", "-S", here, "launch", path])
     with open(wrapper, "w") as f:
