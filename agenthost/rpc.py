@@ -8,8 +8,12 @@ with backpressure, and runs the peer's requests through one handler. The MCP ses
 (:mod:`agenthost.session`) sits on top and decides what the messages mean.
 
 Concurrency model (STYLE.md 2): one reader task takes every message off the transport and
-dispatches it by type. A response wakes the task that sent the request (no channel hop:
-the waiting task is rescheduled directly). A peer's request runs in a task of its own, so
+dispatches it by type (:meth:`RPC._dispatch`). Over a transport whose requests are
+exchanges of their own (Streamable HTTP: ``inline_exchanges``), the calling task makes
+the exchange and hands what the response carries to that same dispatch, so its answer
+needs no reader at all (bench: "HTTP JSON/SSE calls/s, 1 in flight, SDK"). A response
+wakes the task that sent the request (no channel hop: the waiting task is rescheduled
+directly). A peer's request runs in a task of its own, so
 a slow sampling request never blocks the reader; at most ``max_peer_requests`` at once,
 the excess answered by the reader itself (a ping with its result, others with an error),
 so a peer that floods us and stops reading gets backpressure. Notifications go through
