@@ -27,6 +27,8 @@ from typing import Literal
 
 import pytest
 
+from tests.forkserver import peer_python
+
 __all__ = [
     "CRASHY_SERVER",
     "EVERYTHING_DIR",
@@ -124,13 +126,15 @@ def sdk_server_cmd(
     """The official-SDK peer (tests/peers/sdk_server.py); HTTP modes need ``port``.
 
     Streamable HTTP serves ``http://127.0.0.1:<port>/mcp``; SSE ``/sse`` + ``/messages/``.
+    It starts from the suite's fork server (tests/forkserver.py: the same script, without
+    importing the SDK again each time).
     """
     args = [str(SDK_SERVER), mode]
     if mode != "stdio":
         if port is None:
             raise ValueError(f"sdk_server_cmd({mode!r}) needs a port")
         args += ["--port", str(port)]
-    return sys.executable, args
+    return peer_python(), args
 
 
 def crashy_cmd(*flags: str) -> Command:

@@ -44,6 +44,7 @@ from agenthost.transports.probing import ProbingTransport
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost.transports.websocket import WebSocketTransport
 from agenthost_providers.config import build_provider, parse_providers
+from tests.forkserver import peer_python
 from tests.peers.http_launch import EVERYTHING, PEERS, PY, bind_localhost_preload, free_port, serve
 from tests.providers.providers_helpers import anthropic_message
 from tests.schemacheck import validate_outgoing
@@ -431,7 +432,7 @@ async def open_sdk_peer(
         return
     port = free_port()
     if transport == "websocket":
-        argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port), "--", PY]
+        argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port), "--", peer_python()]
         argv.append(str(PEERS / "sdk_server.py"))
         argv.append("stdio")
         config = ServerConfig(name="sdk", transport="websocket", url=f"ws://127.0.0.1:{port}/")
@@ -441,7 +442,7 @@ async def open_sdk_peer(
             yield ws
         return
     path = {"streamable-http": "/mcp", "sse": "/sse"}[transport]
-    argv = [PY, str(PEERS / "sdk_server.py"), transport, "--port", str(port)]
+    argv = [peer_python(), str(PEERS / "sdk_server.py"), transport, "--port", str(port)]
     url = f"http://127.0.0.1:{port}{path}"
     async with serve(argv, port, env=env), _remote("http", url) as probing:
         assert isinstance(probing, ProbingTransport)

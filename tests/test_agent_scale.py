@@ -8,13 +8,13 @@ CLI, the SDK, the catalog's prices and the agent all run as a user runs them.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agenthost_providers.catalog import load_catalog
+from tests.forkserver import peer_python
 from tests.helpers import MessagesServer, cli_with_anthropic_key
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
@@ -29,7 +29,7 @@ def write_config(
 ) -> Path:
     extra = ', "--media"' if media else ""
     servers = "".join(
-        f"[servers.{t}]\ncommand = {json.dumps(sys.executable)}\n"
+        f"[servers.{t}]\ncommand = {json.dumps(peer_python())}\n"
         f"args = [{json.dumps(str(PEER))}, {json.dumps(t)}{extra}]\n\n"
         for t in themes.split()
     )

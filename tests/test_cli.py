@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.forkserver import peer_python
 from tests.helpers import run_cli as run
 
 Command = tuple[str, list[str]]
@@ -307,7 +308,7 @@ def test_example_config_through_the_cli(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", examples, ignore=shutil.ignore_patterns("audit.jsonl"))
     config = examples / "agenthost.toml"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["AGENTHOST_PYTHON"] = sys.executable
+    env["AGENTHOST_PYTHON"] = peer_python()
 
     def cli(*args: str) -> tuple[int, Any]:
         proc = subprocess.run(

@@ -56,6 +56,7 @@ from agenthost_policies import (
 from agenthost_providers.config import available_models, default_choice, parse_providers
 from agenthost_providers.scripted import REPLAY_MODEL, ScriptedProvider
 from agenthost_providers.selection import ModelPreferences, select_model
+from tests.forkserver import peer_python
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -115,7 +116,7 @@ async def notes_session(
 ) -> AsyncIterator[ClientSession]:
     """The notes server as a child process, with an initialized agenthost session."""
     async with (
-        open_stdio_transport(sys.executable, [str(NOTES_SERVER), *args], name="notes") as stdio,
+        open_stdio_transport(peer_python(), [str(NOTES_SERVER), *args], name="notes") as stdio,
         open_session(
             stdio,
             name="notes",

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.forkserver import peer_python
+
 Command = tuple[str, list[str]]
 AGENTHOST = [sys.executable, "-m", "agenthost"]
 REPO = Path(__file__).resolve().parent.parent
@@ -278,7 +280,7 @@ def test_every_command_in_the_examples_readme_works_as_written(tmp_path: Path) -
     shutil.copytree(
         REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("*.jsonl")
     )
-    env = {"AGENTHOST_PYTHON": sys.executable}
+    env = {"AGENTHOST_PYTHON": peer_python()}
     commands = examples_readme_commands()
     assert len(commands) >= 7, commands
     for command in commands:
@@ -651,7 +653,7 @@ async def test_call_detach_prints_a_task_id_that_later_commands_follow(tmp_path:
     from tests.peers.http_launch import free_port, serve
 
     port = free_port()
-    argv = [sys.executable, str(REPO / "tests" / "peers" / "tasks_server.py")]
+    argv = [peer_python(), str(REPO / "tests" / "peers" / "tasks_server.py")]
     async with serve([*argv, "streamable-http", "--port", str(port)], port):
         config = tmp_path / "agenthost.toml"
         config.write_text(f'[servers.tk]\nurl = "http://127.0.0.1:{port}/mcp"\n' + HEADLESS_ALLOW)

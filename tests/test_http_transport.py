@@ -38,6 +38,7 @@ from agenthost.session import ClientSession
 from agenthost.transports.base import Transport
 from agenthost.transports.http import HTTP_ERROR_CODE, open_streamable_http_transport
 from agenthost.transports.probing import open_http_transport
+from tests.forkserver import peer_python
 from tests.peers.http_launch import (
     PEERS,
     PY,
@@ -52,7 +53,7 @@ TOKEN = "s3cr3t-T0KEN-abcdef123456"
 
 
 def sdk_argv(mode: str, port: int) -> list[str]:
-    return [PY, str(PEERS / "sdk_server.py"), mode, "--port", str(port)]
+    return [peer_python(), str(PEERS / "sdk_server.py"), mode, "--port", str(port)]
 
 
 def fault_argv(port: int, token: str | None = None) -> list[str]:

@@ -37,7 +37,8 @@ from agenthost.transports.http import StreamableHTTPTransport, open_streamable_h
 from agenthost.transports.lean import MAX_HEAD, LeanPool, encode_headers
 from bench.measure import BENCH_DIR
 from bench.runner import node
-from tests.peers.http_launch import PEERS, PY, free_port, serve
+from tests.forkserver import peer_python
+from tests.peers.http_launch import PEERS, free_port, serve
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -99,7 +100,7 @@ async def forwarding(target: int) -> AsyncIterator[tuple[Forwarder, int]]:
 
 
 def sdk_argv(port: int) -> list[str]:
-    return [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+    return [peer_python(), str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
 
 
 @asynccontextmanager

@@ -9,7 +9,6 @@ as a model would). And a real server's sampling request answered through the ada
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,102 +18,33 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.forkserver import peer_python
 from tests.helpers import host_with_provider, sampling_policy, stdio, text_of
-from tests.providers.providers_helpers import output_text, responses_reply
+from tests.providers.providers_helpers import (
+    output_text,
+    responses_reply,
+    run_with_fake_responses_api,
+)
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
 
 pytestmark = pytest.mark.timeout(120)
 
-FAKE_RESPONSES_API = r"""
-import http.server, json, sys
-
-LOG = open(sys.argv[1], "a")
-
-def reply(output):
-    return {"id": "resp_1", "object": "response", "created_at": 1790000000,
-            "status": "completed", "error": None, "incomplete_details": None,
-            "model": "gpt-6.2-sol", "output": output, "parallel_tool_calls": True,
-            "tool_choice": "auto", "tools": [],
-            "usage": {"input_tokens": 40, "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": 45}}
-
-class Api(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        LOG.write(json.dumps({"path": self.path, "body": body}) + "\n")
-        LOG.flush()
-        kinds = [item.get("type") for item in body["input"]]
-        if "tool_search_output" not in kinds:
-            output = [{"type": "tool_search_call", "id": "tsc_1", "call_id": "call_s",
-                       "execution": "client", "status": "completed",
-                       "arguments": {"query": "create a calendar event"}}]
-        elif "function_call_output" not in kinds:
-            found = body["input"][kinds.index("tool_search_output")]["tools"][0]["name"]
-            output = [{"type": "function_call", "id": "fc_1", "call_id": "call_f",
-                       "name": found, "arguments": "{\"name\": \"standup\"}",
-                       "status": "completed"}]
-        else:
-            output = [{"type": "message", "id": "msg_1", "role": "assistant",
-                       "status": "completed",
-                       "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}]
-        data = json.dumps(reply(output)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-server = http.server.HTTPServer(("127.0.0.1", 0), Api)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
-
 
 def test_run_with_the_responses_api_searches_and_calls_the_found_tool(tmp_path: Path) -> None:
-    api, log = tmp_path / "api.py", tmp_path / "requests.jsonl"
-    api.write_text(FAKE_RESPONSES_API)
     servers = "".join(
-        f"[servers.{theme}]\ncommand = {json.dumps(sys.executable)}\n"
+        f"[servers.{theme}]\ncommand = {json.dumps(peer_python())}\n"
         f"args = {json.dumps([str(PEER), theme])}\n"
         for theme in ("calendar", "mail")
     )
-    with subprocess.Popen(
-        [sys.executable, str(api), str(log)], stdout=subprocess.PIPE, text=True
-    ) as llm:
-        try:
-            assert llm.stdout is not None
-            port = int(llm.stdout.readline())
-            config = tmp_path / "agenthost.toml"
-            config.write_text(
-                servers + "[agent]\ntool_search = true\n"
-                '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n'
-                "[providers.openai]\n"
-                'kind = "openai"\napi = "responses"\n'
-                f'base_url = "http://127.0.0.1:{port}/v1"\n'
-                'default_model = "gpt-6.2-sol"\nmax_retries = 0\n'
-            )
-            env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-            env.pop("OPENAI_BASE_URL", None)
-            env["OPENAI_API_KEY"] = "test-key"
-            task = "add a standup to the calendar"
-            proc = subprocess.run(
-                [sys.executable, "-m", "agenthost", "-c", str(config), "run", task, "--json"],
-                capture_output=True,
-                text=True,
-                timeout=90,
-                cwd=tmp_path,
-                env=env,
-            )
-        finally:
-            llm.terminate()
+    config = (
+        servers + "[agent]\ntool_search = true\n"
+        '[policy]\nmode = "headless"\npreset = "unsafe-allow-everything"\n'
+    )
+    task = "add a standup to the calendar"
+    proc, requests = run_with_fake_responses_api(tmp_path, config, ["run", task, "--json"])
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
-    requests = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["path"] for r in requests] == ["/v1/responses"] * 3
     first = requests[0]["body"]
     assert first["tools"][-1] == {

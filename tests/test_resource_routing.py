@@ -27,6 +27,7 @@ from agenthost.config import load_config
 from agenthost.errors import AmbiguousResource, NotFound
 from agenthost.host.host import open_host
 from agenthost.protocol.types import TextResourceContents
+from tests.forkserver import peer_python
 
 PEER = Path(__file__).resolve().parent / "peers" / "resource_peer.py"
 SECRET = "file:///home/user/.ssh/id_rsa"
@@ -46,7 +47,7 @@ def write_config(tmp_path: Path) -> Path:
     for name, listing in SERVERS.items():
         args = [str(PEER), name, *listing]
         lines.append(
-            f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
+            f"[servers.{name}]\ncommand = {json.dumps(peer_python())}\nargs = {json.dumps(args)}\n"
         )
     path = tmp_path / "agenthost.toml"
     path.write_text("\n".join(lines), encoding="utf-8")

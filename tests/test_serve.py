@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +28,7 @@ from agenthost.serve import Gateway, open_gateway
 from agenthost.session import ClientSession
 from agenthost.transports.memory import memory_transport_pair
 from agenthost_policies import read_audit
+from tests.forkserver import peer_python
 from tests.helpers import AGENTHOST, REPO, stdio
 
 Command = tuple[str, list[str]]
@@ -65,7 +65,7 @@ def _drive(
     environ.update(env)
     serve = [*AGENTHOST, "--config", str(config), "serve"]
     proc = subprocess.run(
-        [sys.executable, str(SDK_CLIENT), scenario, mode, "--", *serve],
+        [peer_python(), str(SDK_CLIENT), scenario, mode, "--", *serve],
         capture_output=True,
         text=True,
         timeout=120,

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from agenthost.serve.http import MAX_SESSIONS
+from tests.forkserver import peer_python
 from tests.helpers import AGENTHOST, REPO, alive
 
 Command = tuple[str, list[str]]
@@ -88,7 +89,7 @@ def _serving(config: Path, bind: str = "127.0.0.1:0", **env: str) -> Iterator[tu
 
 def _drive(url: str, scenario: str, mode: str, **env: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(SDK_CLIENT), scenario, mode, "--", url],
+        [peer_python(), str(SDK_CLIENT), scenario, mode, "--", url],
         capture_output=True,
         text=True,
         timeout=120,

@@ -35,6 +35,7 @@ from agenthost.serve import open_gateway
 from agenthost.tool_tasks import cancel_task, list_tasks
 from agenthost.transports.memory import memory_transport_pair
 from agenthost_policies import read_audit
+from tests.forkserver import peer_python
 from tests.helpers import AGENTHOST, REPO, stdio
 
 Command = tuple[str, list[str]]
@@ -189,7 +190,7 @@ def test_a_2026_07_28_client_runs_tasks_through_the_gateway(
 ) -> None:
     """Over HTTP its requests have no session (the task id is the key); over stdio the
     tasks are the one session's."""
-    client = [sys.executable, str(PEERS / "fastmcp_tasks_client.py")]
+    client = [peer_python(), str(PEERS / "fastmcp_tasks_client.py")]
     if transport == "stdio":
         config = tmp_path / "agenthost.toml"
         config.write_text(_config(tmp_path, everything_cmd()))
@@ -227,7 +228,7 @@ def test_a_task_run_call_is_consented_once_through_the_client(
     round), before any task exists; the answer lets the upstream create the task."""
     stderr: list[str] = []
     with _serving(tmp_path, everything_cmd(), decision="ask", log=stderr) as url:
-        seen = _run([sys.executable, str(PEERS / "fastmcp_tasks_client.py"), url, "ask"])
+        seen = _run([peer_python(), str(PEERS / "fastmcp_tasks_client.py"), url, "ask"])
     assert len(seen["forms"]) == 1 and "research" in seen["forms"][0]
     assert seen["text"] == "Report on asked: 1 sources read."
     # The client got the gateway's task (the SDK followed it to the result above).
@@ -273,7 +274,7 @@ async def test_a_sessions_tasks_are_bounded_and_end_with_it(
     log = tmp_path / "peer.jsonl"
     server = stdio(
         "tk",
-        (sys.executable, [str(PEERS / "tasks_server.py"), "stdio"]),
+        (peer_python(), [str(PEERS / "tasks_server.py"), "stdio"]),
         env={"AGENTHOST_PEER_LOG": str(log)},
     )
     config = HostConfig(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from agenthost_providers.base import (
     ToolResultContent,
     ToolUseContent,
 )
+from tests.forkserver import peer_python
 from tests.helpers import MessagesServer, cli_with_anthropic_key
 
 PEER = Path(__file__).parent / "peers" / "many_tools_server.py"
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.timeout(150)
 def write_config(tmp_path: Path, base_url: str, *, server: bool = True) -> Path:
     path = tmp_path / "agenthost.toml"
     servers = (
-        f"[servers.db]\ncommand = {json.dumps(sys.executable)}\n"
+        f"[servers.db]\ncommand = {json.dumps(peer_python())}\n"
         f'args = [{json.dumps(str(PEER))}, "db"]\n'
     )
     path.write_text(

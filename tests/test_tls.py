@@ -40,7 +40,8 @@ import trustme
 import agenthost
 from agenthost.auth import URL_OPENER
 from agenthost.transports._httpx import ssl_context
-from tests.auth.sdk_peer import auth_server, browser, config, peer_log
+from tests.auth.sdk_peer import auth_server, browser, cli_login, config, peer_log
+from tests.forkserver import peer_python
 from tests.peers.http_launch import PEERS, PY, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -111,7 +112,7 @@ def serving(argv: list[str], port: int) -> Iterator[None]:
 def https_port(tls_files: TLSFiles) -> Iterator[int]:
     """The SDK server on TLS for the whole module."""
     port = free_port()
-    argv = [PY, str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
+    argv = [peer_python(), str(PEERS / "sdk_server.py"), "streamable-http", "--port", str(port)]
     argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
     with serving(argv, port):
         yield port
@@ -123,7 +124,7 @@ def wss_port(tls_files: TLSFiles) -> Iterator[int]:
     port = free_port()
     argv = [PY, str(PEERS / "ws_bridge.py"), "--port", str(port)]
     argv += ["--certfile", str(tls_files.cert), "--keyfile", str(tls_files.key)]
-    argv += ["--", PY, str(PEERS / "sdk_server.py")]
+    argv += ["--", peer_python(), str(PEERS / "sdk_server.py")]
     with serving(argv, port):
         yield port
 
@@ -347,3 +348,41 @@ async def test_oauth_login_and_call_over_https(
     # The MCP POSTs took the lean path on TLS: the first refused (no token yet), then
     # the initialize and the call with the token.
     assert len([line for line in lean_posts if '"HTTP/1.1 200' in line]) >= 2, caplog.text
+
+
+async def login(tmp_path: Path, url: str, ca: Path | None) -> tuple[int, str, str]:
+    """``agenthost auth login`` (tests/auth/sdk_peer.py's driver) with ``ca`` as its only
+    extra trust (``SSL_CERT_FILE``) and a token store of its own in ``tmp_path``."""
+    tmp_path.mkdir()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _TRUST_AND_ROUTE and not key.endswith("_API_KEY")
+    }
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), AGENTHOST_TOKEN_STORE="file")
+    if ca is not None:
+        env["SSL_CERT_FILE"] = str(ca)
+    return await cli_login(write_config(tmp_path, "sdk", url), env)
+
+
+async def test_cli_auth_login_trusts_what_the_transports_trust(
+    tmp_path: Path, tls_files: TLSFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agenthost auth login`` builds its authorization-server client on the shared SSL
+    context, as every transport does: the private CA in ``SSL_CERT_FILE`` is trusted for
+    discovery, registration and the token request; without it, one line names the
+    certificate problem."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))  # for the browser stand-in
+    async with auth_server(tmp_path, tls=(tls_files.cert, tls_files.key)) as url:
+        code, out, err = await login(tmp_path / "trusted", url, tls_files.ca)
+        assert code == 0, err
+        assert out.startswith(f"sdk: logged in with {url.removesuffix('/mcp')}"), out
+        code, out, err = await login(tmp_path / "untrusted", url, None)
+    assert code == 5, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("agenthost: sdk: "), err
+    assert "TLS certificate verify failed: unable to get local issuer certificate" in err, err
+    log = peer_log(tmp_path)
+    assert log.count("consent") == 1, log
+    assert "token authorization_code" in log, log

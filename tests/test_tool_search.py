@@ -9,7 +9,6 @@ the agent run for real.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from agenthost.config.model import AgentSettings, HostConfig, ServerConfig
 from agenthost.host.host import open_host
 from agenthost_providers.base import Request, Tool, ToolUseContent
 from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
+from tests.forkserver import peer_python
 from tests.helpers import ALLOW_ALL, host_with_anthropic, host_with_provider
 from tests.peers.many_tools_server import THEMES, tools_of
 from tests.providers.providers_helpers import (
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def servers(themes: Sequence[str] = tuple(THEMES)) -> list[ServerConfig]:
     return [
-        ServerConfig(name=t, transport="stdio", command=sys.executable, args=(str(PEER), t))
+        ServerConfig(name=t, transport="stdio", command=peer_python(), args=(str(PEER), t))
         for t in themes
     ]
 

@@ -8,6 +8,7 @@ started as a subprocess on a free 127.0.0.1 port and killed in a ``finally``.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import pytest
@@ -139,3 +140,54 @@ async def test_remote_config_builds_a_websocket_transport_with_timeouts() -> Non
     with trio.fail_after(5), pytest.raises(TransportClosed, match="ws: cannot reach"):
         async with open_remote_transport(config):
             pass
+
+
+async def _refusing_server(
+    stream: trio.SocketStream, *, chunk: bytes, pause: float, sent: list[int]
+) -> None:
+    """Refuses the upgrade with HTTP 403 (its status line in two writes) and a chunked
+    body that never ends, sent as fast as it goes or trickled."""
+    try:
+        await stream.receive_some(65536)  # the upgrade request
+        await stream.send_all(b"HTTP/1.1 4")
+        await trio.sleep(0.05)
+        await stream.send_all(b"03 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n")
+        frame = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+        while True:
+            await stream.send_all(frame)
+            sent[0] += len(frame)
+            await trio.sleep(pause)
+    except trio.BrokenResourceError:
+        pass
+    finally:
+        await stream.aclose()
+
+
+@pytest.mark.parametrize(
+    ("chunk", "pause"),
+    [(b"x" * 65536, 0), (b"slow\n", 0.05)],
+    ids=["endless-fast-body", "endless-trickled-body"],
+)
+async def test_a_refusal_with_an_endless_body_ends_at_its_status_line(
+    chunk: bytes, pause: float
+) -> None:
+    """Before: the body was read (and concatenated) until the connect timeout, which
+    then said "no WebSocket handshake", not the status."""
+    sent = [0]
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    connect_timeout = 5.0
+    async with trio.open_nursery() as nursery:
+        handler = partial(_refusing_server, chunk=chunk, pause=pause, sent=sent)
+        nursery.start_soon(trio.serve_listeners, handler, listeners)
+        started = trio.current_time()
+        with trio.fail_after(20), pytest.raises(TransportError) as info:
+            async with open_websocket_transport(
+                f"ws://127.0.0.1:{port}", name="refuser", connect_timeout=connect_timeout
+            ):
+                pass
+        took = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    refused = f"refuser: ws://127.0.0.1:{port} refused the WebSocket handshake with HTTP 403"
+    assert str(info.value) == refused
+    assert took < connect_timeout / 2, (took, sent[0])

@@ -78,7 +78,7 @@ from agenthost.auth.state import (
 from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError, RequestUnauthorized
 from agenthost.redaction import redact_url
-from agenthost.transports._httpx import RENEWED
+from agenthost.transports._httpx import RENEWED, tls_failure
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -184,10 +184,18 @@ class OAuth(Exchange, httpx.Auth):
     # -- persistence
 
     async def _load(self) -> None:
+        """Read the saved state, once. ``_loaded`` is set only after the read, with no
+        await between it and the state being in: a caller that sees it set (the lock-free
+        path of :meth:`_valid_token`) finds the state there, and a read cancelled half way
+        is done again by the next caller. Not under the lock in :meth:`status`: a read
+        that finishes after another caller's is dropped (that one may have moved on)."""
+        if not self._loaded:
+            self._adopt(await self._storage().load(self.server))
+
+    def _adopt(self, raw: str | None) -> None:
         if self._loaded:
             return
         self._loaded = True
-        raw = await self._storage().load(self.server)
         if not raw:
             return
         try:
@@ -746,7 +754,7 @@ class OAuth(Exchange, httpx.Auth):
                 values = response.headers.get_list("www-authenticate")
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach {redact_url(self.url)}: {type(exc).__name__}",
+                f"cannot reach {redact_url(self.url)}: {tls_failure(exc) or type(exc).__name__}",
                 "check the server's URL",
             ) from None
         if status in (401, 403):

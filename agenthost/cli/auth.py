@@ -88,7 +88,11 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     config = load_config(args)
     servers = _oauth_servers(config, args.server)
     results: list[OAuthStatus] = []
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=30.0)) as http:
+    from agenthost.transports._httpx import ssl_context
+
+    # The transports' SSL context: a login trusts exactly what the calls after it trust.
+    timeout = httpx.Timeout(10.0, read=30.0)
+    async with httpx.AsyncClient(timeout=timeout, verify=ssl_context()) as http:
         for server in servers:
             assert server.url is not None
             if server.oauth is not None and not server.oauth.enabled:

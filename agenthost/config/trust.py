@@ -377,6 +377,26 @@ def _read_env_files(
     return absent
 
 
+def _project_file(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The project folder of a config file and the file's resolved path: what trust (and
+    its revocation) is bound to.
+
+    Raises:
+        ConfigError: the config is a link to a file outside its project.
+    """
+    given = Path(os.path.abspath(path))
+    root = _project_root(given).resolve()
+    resolved = given.resolve()
+    if not _within(root, resolved):
+        raise ConfigError(
+            f"this project config is a link to {_shown(resolved)}, outside the project"
+            f" ({_shown(root)}); not read: a link may not bring another folder's config"
+            " (or its trust) here",
+            path=str(path),
+        )
+    return root, resolved
+
+
 def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
     """Read a project config and the files it imports as bytes; describe, never expand.
 
@@ -390,17 +410,8 @@ def inspect_project(path: str | os.PathLike[str]) -> ProjectFile:
             links out of its project, or an import path uses a variable (a project
             file's imports are digested before anything is expanded).
     """
-    given = Path(os.path.abspath(path))
-    root = _project_root(given).resolve()
-    resolved = given.resolve()
+    root, resolved = _project_file(path)
     source = str(path)
-    if not _within(root, resolved):
-        raise ConfigError(
-            f"this project config is a link to {_shown(resolved)}, outside the project"
-            f" ({_shown(root)}); not read: a link may not bring another folder's config"
-            " (or its trust) here",
-            path=source,
-        )
     data_bytes = _read_bytes(resolved, source=source)
     dialect, data = _parse(data_bytes, resolved)
     contents = {str(resolved): data_bytes}
@@ -742,15 +753,24 @@ class TrustStore:
         return entry
 
     def revoke(self, path: str | os.PathLike[str] | None = None) -> list[TrustRecord]:
-        """Forget the answer for ``path`` (a config file or project folder), or every answer."""
+        """Forget the answer for ``path`` (a config file or project folder), or every answer.
+
+        A config file is taken as :func:`inspect_project` takes it (the answer was recorded
+        for that): a link inside its project is the file it names; a link out of it is
+        refused, so a repository's link cannot make this forget another project's answer.
+
+        Raises:
+            ConfigError: ``path`` is a config that links out of its project.
+        """
+        folder = path is not None and Path(path).is_dir()
+        homes = _homes(Path(path).resolve()) if path is not None and folder else set()
+        target = str(_project_file(path)[1]) if path is not None and not folder else None
         with self._locked():
             records = self._read()
             if path is None:
                 gone, kept = records, []
             else:
-                target = Path(path).resolve()
-                homes = _homes(target) if target.is_dir() else set()
-                gone = [r for r in records if r.path == str(target) or Path(r.path).parent in homes]
+                gone = [r for r in records if r.path == target or Path(r.path).parent in homes]
                 kept = [r for r in records if r not in gone]
             if gone:
                 self._write(kept)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import ssl
 import urllib.parse
 from collections import deque
@@ -44,6 +45,12 @@ __all__ = ["WebSocketTransport", "open_websocket_transport"]
 log = logging.getLogger("agenthost.transports.websocket")
 
 _MESSAGE_TOO_BIG = 1009
+
+#: The status line of the server's answer to the upgrade request (RFC 9112 section 4).
+_STATUS_LINE = re.compile(rb"HTTP/\d\.\d ([0-9]{3})[ \r]")
+#: Bytes read looking for that line's end: more than any real status line, far less than
+#: the header limit (16 KiB) that h11, under wsproto, applies after us.
+_STATUS_LINE_MAX = 1024
 
 
 class WebSocketTransport(Transport):
@@ -117,6 +124,53 @@ class WebSocketTransport(Transport):
         self._closed = True
         with trio.CancelScope(shield=True), trio.move_on_after(self._shutdown_timeout):
             await self._ws.aclose()
+
+
+def _refused(safe: str, status: int, name: str) -> TransportError:
+    return TransportError(f"{safe} refused the WebSocket handshake with HTTP {status}", server=name)
+
+
+class _UpgradeWatch(trio.abc.Stream):
+    """The connection's stream, whose answer to the upgrade is read here first.
+
+    trio-websocket reads a refusal's body to its end, appending each 4 KiB to one bytes
+    object, before it reports the status: a server that refuses with an endless body held
+    the host at full CPU, with memory growing, until the connect timeout, which then blamed
+    "no handshake". The body is never shown, so a refusal ends at its status line: in
+    bounded memory (:data:`_STATUS_LINE_MAX`) and as soon as the line arrives. After a
+    ``101`` the stream is only passed through (one flag test per read).
+    """
+
+    def __init__(self, inner: trio.abc.Stream, *, name: str, safe: str) -> None:
+        self.inner = inner
+        self.watching = True
+        self._head = b""
+        self._name = name
+        self._safe = safe
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self.inner.receive_some(max_bytes)
+        if self.watching:
+            self._watch(data)
+        return data
+
+    def _watch(self, data: bytes | bytearray) -> None:
+        self._head += data[:_STATUS_LINE_MAX]
+        if b"\n" not in self._head and len(self._head) < _STATUS_LINE_MAX and data:
+            return
+        self.watching = False  # one line decides; what is not HTTP is wsproto's to refuse
+        match = _STATUS_LINE.match(self._head)
+        if match is not None and int(match[1]) != 101:
+            raise _refused(self._safe, int(match[1]), self._name)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 async def _open_stream(
@@ -202,7 +256,9 @@ async def open_websocket_transport(
                         stream, authority, resource = await _open_stream(url, name=name, safe=safe)
                         connection = await trio_websocket.wrap_client_stream(
                             nursery,
-                            stream,
+                            # Typed as the two concrete streams only for its `local` and
+                            # `remote` properties, which agenthost never reads.
+                            _UpgradeWatch(stream, name=name, safe=safe),  # type: ignore[arg-type]
                             authority,
                             resource,
                             subprotocols=["mcp"],
@@ -236,10 +292,8 @@ async def open_websocket_transport(
                     with trio.CancelScope(shield=True), trio.move_on_after(shutdown_timeout):
                         await connection.aclose()
                     nursery.cancel_scope.cancel()
-    except trio_websocket.ConnectionRejected as exc:
-        raise TransportError(
-            f"{safe} refused the WebSocket handshake with HTTP {exc.status_code}", server=name
-        ) from None
+    except trio_websocket.ConnectionRejected as exc:  # a status line only h11 could read
+        raise _refused(safe, exc.status_code, name) from None
     except trio_websocket.HandshakeError as exc:
         raise TransportError(
             f"WebSocket handshake with {safe} failed: {type(exc).__name__}", server=name

@@ -4,7 +4,10 @@ use it: run it, act as the person's browser, read what it logged and what we sav
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,12 +17,14 @@ import trio
 
 from agenthost.auth import FileTokenStore, OAuthSettings
 from agenthost.config.model import ServerConfig
+from tests.forkserver import peer_python
 from tests.peers.http_launch import PEERS, PY, free_port, serve
 
 __all__ = [
     "SERVER",
     "auth_server",
     "browser",
+    "cli_login",
     "config",
     "peer_log",
     "revoke_access_token",
@@ -44,7 +49,7 @@ async def auth_server(
     ``localhost`` and its key, to serve HTTPS); yields its MCP URL. Observations land in
     ``tmp_path/peer.log``."""
     port = free_port()
-    argv = [PY, SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
+    argv = [peer_python(), SERVER, "--port", str(port), "--token-lifetime", str(lifetime)]
     argv += ["--transport", transport]
     if fault:
         argv += ["--fault", fault]
@@ -109,3 +114,47 @@ async def revoke_access_token(url: str) -> None:
             auth=(client["client_id"], client["client_secret"]),
         )
     assert revoked.status_code == 200, revoked.text
+
+
+#: The authorization URL ``auth login --no-browser`` prints (the peer on HTTP or HTTPS).
+_AUTHORIZE_URL = re.compile(rb"(https?://(?:127\.0\.0\.1|localhost):\d+/authorize\S+)")
+
+
+async def cli_login(
+    cfg: Path, env: Mapping[str, str], *, use_browser: bool = True
+) -> tuple[int, str, str]:
+    """``agenthost --config CFG auth login sdk --no-browser`` in ``env``, with the browser
+    stand-in (``use_browser``) following the URL the command prints; returns (exit code,
+    stdout, stderr)."""
+    argv = [sys.executable, "-m", "agenthost", "--config", str(cfg), "auth", "login", "sdk"]
+    process = await trio.lowlevel.open_process(
+        [*argv, "--no-browser"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    out, err = bytearray(), bytearray()
+
+    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
+    async def drive() -> None:
+        while process.returncode is None:
+            match = _AUTHORIZE_URL.search(err)
+            if match:
+                await browser("sdk", match.group(1).decode())
+                return
+            await trio.sleep(0.05)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            assert process.stdout is not None and process.stderr is not None
+            nursery.start_soon(pump, process.stdout, out)
+            nursery.start_soon(pump, process.stderr, err)
+            if use_browser:
+                nursery.start_soon(drive)
+            code = await process.wait()
+    return code, out.decode(), err.decode()

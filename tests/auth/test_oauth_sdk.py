@@ -28,6 +28,7 @@ from agenthost.errors import AuthorizationError
 from tests.auth.sdk_peer import (
     auth_server,
     browser,
+    cli_login,
     config,
     peer_log,
     revoke_access_token,
@@ -123,21 +124,7 @@ async def test_concurrent_401s_refresh_once(tmp_path: Path) -> None:
         URL_OPENER.set(browser)
         async with agenthost.connect(config(url)) as session:
             await session.list_tools()
-            state = await saved()
-            assert state is not None
-            entry = state["issuers"][state["current"]]
-            async with httpx.AsyncClient() as http:
-                client = entry["client"]
-                revoked = await http.post(
-                    url.removesuffix("/mcp") + "/revoke",
-                    data={
-                        "token": entry["tokens"]["access_token"],
-                        "client_id": client["client_id"],
-                        "client_secret": client["client_secret"],
-                    },
-                    auth=(client["client_id"], client["client_secret"]),
-                )
-                assert revoked.status_code == 200, revoked.text
+            await revoke_access_token(url)
             URL_OPENER.set(None)
             results: list[bool | None] = []
 
@@ -238,44 +225,6 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-async def cli_login(tmp_path: Path, cfg: Path, *, use_browser: bool = True) -> tuple[int, str, str]:
-    """``agenthost auth login sdk --no-browser``, with the browser stand-in reading the URL
-    the command prints; returns (exit code, stdout, stderr)."""
-    process = await trio.lowlevel.open_process(
-        [*AGENTHOST, "--config", str(cfg), "auth", "login", "sdk", "--no-browser"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=cli_env(tmp_path),
-        cwd=REPO,
-    )
-    out, err = bytearray(), bytearray()
-
-    async def pump(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
-        async for chunk in stream:
-            into += chunk
-
-    async def drive() -> None:
-        while True:
-            match = re.search(rb"(http://127\.0\.0\.1:\d+/authorize\S+)", err)
-            if match:
-                await browser("sdk", match.group(1).decode())
-                return
-            if process.returncode is not None:
-                return
-            await trio.sleep(0.05)
-
-    with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            assert process.stdout is not None and process.stderr is not None
-            nursery.start_soon(pump, process.stdout, out)
-            nursery.start_soon(pump, process.stderr, err)
-            if use_browser:
-                nursery.start_soon(drive)
-            code = await process.wait()
-    return code, out.decode(), err.decode()
-
-
 def run_cli(tmp_path: Path, cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*AGENTHOST, "--config", str(cfg), *args],
@@ -291,7 +240,7 @@ def run_cli(tmp_path: Path, cfg: Path, *args: str) -> subprocess.CompletedProces
 async def test_cli_login_status_call_logout(tmp_path: Path) -> None:
     async with auth_server(tmp_path) as url:
         cfg = write_config(tmp_path, url)
-        code, out, err = await cli_login(tmp_path, cfg)
+        code, out, err = await cli_login(cfg, cli_env(tmp_path))
         assert code == 0, err
         assert out.startswith("sdk: logged in with http://127.0.0.1:"), out
         # Issue 27: the terminal says what it is waiting for, and how to stop waiting.
@@ -329,7 +278,7 @@ async def test_cli_bad_input_exit_5_one_line_nothing_stored(
 ) -> None:
     async with auth_server(tmp_path, fault=fault) as url:
         cfg = write_config(tmp_path, url)
-        code, _, err = await cli_login(tmp_path, cfg, use_browser=needs_browser)
+        code, _, err = await cli_login(cfg, cli_env(tmp_path), use_browser=needs_browser)
     assert code == 5, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("agenthost: sdk: authorization failed:"), err
@@ -344,7 +293,7 @@ async def test_cli_expired_refresh_token_exit_5_and_forgotten(tmp_path: Path) ->
     # server refuses every refresh.
     async with auth_server(tmp_path, lifetime=2, fault="no-refresh") as url:
         cfg = write_config(tmp_path, url)
-        code, _, err = await cli_login(tmp_path, cfg)
+        code, _, err = await cli_login(cfg, cli_env(tmp_path))
         assert code == 0, err
         assert tokens_of(await saved()) is not None
         await trio.sleep(1.1)
@@ -388,6 +337,30 @@ async def test_a_program_logs_in_through_connect_and_open_host(tmp_path: Path) -
         with pytest.raises(agenthost.AuthorizationError):
             async with agenthost.connect(config(url)):
                 pass
+
+
+async def test_a_saved_login_is_seen_by_callers_racing_its_load(tmp_path: Path) -> None:
+    """Two callers of a fresh ``OAuth`` at start: ``status()`` (which loads the saved
+    state without the flow's lock) and a request's ``bearer()``. The one that finds the
+    state "loaded" must find it in: before, ``_load`` said loaded before its read of the
+    store, so ``bearer()`` saw no token (the request went out bare and, after the 401,
+    into a new login) while a valid one was saved."""
+    from agenthost.auth import OAuth
+
+    store = FileTokenStore(tmp_path / "tokens")
+    async with auth_server(tmp_path) as url:
+        async with agenthost.connect(config(url), token_store=store, url_opener=browser) as s:
+            assert not (await s.call_tool("echo", {"message": "log in"})).is_error
+        saved_token = tokens_of(json.loads(await store.load("sdk") or "null"))
+        assert saved_token is not None
+        async with httpx.AsyncClient() as http:
+            oauth = OAuth(server="sdk", url=url, http=http, store=store, opener=None)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(oauth.status)  # starts first, its read in a thread
+                token = await oauth.bearer()
+            assert token == saved_token["access_token"]
+            assert (await oauth.status()).logged_in
+    assert peer_log(tmp_path).count("consent") == 1
 
 
 # --- issue 28: a step-up that cannot help fails that one call ---------------------------
@@ -450,7 +423,7 @@ async def test_cli_a_step_up_that_cannot_help_is_one_line_and_exit_5(tmp_path: P
             f'[servers.sdk]\nurl = "{url}"\n\n[policy]\nmode = "headless"\n\n'
             '[[policy.rules]]\nkind = "tool"\nserver = "sdk"\nname = "*"\ndecision = "allow"\n'
         )
-        code, _, err = await cli_login(tmp_path, cfg)
+        code, _, err = await cli_login(cfg, cli_env(tmp_path))
         assert code == 0, err
         call = await trio.to_thread.run_sync(run_cli, tmp_path, cfg, "call", "sdk__admin", "{}")
         assert call.returncode == 5, call.stderr

@@ -18,23 +18,21 @@ Run it by hand for the scores (``.venv/bin/python -m tests.conformance.harness``
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
 import re
-import select
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
+
+from tests.forkserver import peer_python
 
 __all__ = [
     "CLIENT",
@@ -54,7 +52,6 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO_ROOT / "node_modules"
 CLIENT = Path(__file__).resolve().with_name("client.py")
-FORKSERVER = CLIENT.with_name("forkserver.py")
 
 #: Pinned suite version -> the npm alias it is installed under (package.json).
 VERSIONS: Mapping[str, str] = {
@@ -193,55 +190,17 @@ def node_for(version: str) -> str:
 def client_command(python: str = sys.executable) -> str:
     """``--command`` for the suite: it splits on spaces and runs the result with a shell.
 
-    With this interpreter, the command is the fork server's launcher (forkserver.py: the
-    same client, forked from a warm process instead of started cold, ~0.5 s of CPU less
-    per client); otherwise, or with ``AGENTHOST_CONFORMANCE_FORK=0``, ``client.py`` itself.
+    With this interpreter, ``client.py`` starts from the suite's fork server
+    (tests/forkserver.py: the same client, forked from a warm process instead of started
+    cold, ~0.5 s of CPU less per client; ``AGENTHOST_TEST_FORK=0`` turns it off).
     """
-    path = _fork_server() if python == sys.executable else None
-    if path is None:
-        return shlex.join([python, str(CLIENT)])
-    return shlex.join([python, "-I", "-S", str(FORKSERVER), "launch", path])
+    if python == sys.executable:
+        with _FORK_LOCK:  # the batch asks from several threads; one server per process
+            python = peer_python()
+    return shlex.join([python, str(CLIENT)])
 
 
 _FORK_LOCK = threading.Lock()
-
-
-def _fork_server() -> str | None:
-    """Start the fork server once per process; its socket path, or None where it cannot run.
-
-    Locked: the batch (test_conformance.py) asks for the command from several threads at
-    once, and each would otherwise start a server of its own.
-    """
-    with _FORK_LOCK:
-        return _start_fork_server()
-
-
-@functools.cache
-def _start_fork_server() -> str | None:
-    if os.environ.get("AGENTHOST_CONFORMANCE_FORK") == "0" or not hasattr(os, "pidfd_open"):
-        return None
-    path = os.path.join(tempfile.mkdtemp(prefix="ahfork-"), "s")
-    proc = subprocess.Popen(
-        [sys.executable, str(FORKSERVER), "serve", path],
-        cwd=REPO_ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    # One line once it listens (EOF if it failed to start); bounded like every wait here.
-    readable, _, _ = select.select([proc.stdout], [], [], 120)
-    if not readable or proc.stdout.readline().strip() != b"ready":
-        _stop(proc, path)
-        warnings.warn("conformance fork server did not start; clients start cold", stacklevel=2)
-        return None
-    atexit.register(_stop, proc, path)
-    return path
-
-
-def _stop(proc: subprocess.Popen[bytes], path: str) -> None:
-    proc.kill()
-    proc.wait()
-    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def _suite_argv(version: str) -> list[str]:

@@ -8,8 +8,12 @@ Responses APIs document, SSE framing included.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx2
 import typing_extensions
@@ -22,6 +26,7 @@ from agenthost_providers.base import (
     Tool,
     ToolResultContent,
 )
+from agenthost_providers.config import build_provider, parse_providers
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]
@@ -52,6 +57,31 @@ class Recorder:
 
 def client_for(handler: Handler) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+
+
+P = TypeVar("P", bound=Provider)
+
+
+def make_provider(
+    kind: type[P], table: Mapping[str, Mapping[str, Any]], env: Mapping[str, str], api: Handler
+) -> P:
+    """The one provider of ``table`` (a ``[providers]`` table), built as the config builds
+    it, its HTTP API answered by ``api``."""
+    ((name, entry),) = table.items()
+    settings = parse_providers({name: dict(entry)}, source="t.toml").get(name)
+    http = api.client() if isinstance(api, Recorder) else client_for(api)
+    provider = build_provider(settings, dict(env), http_client=http)
+    assert isinstance(provider, kind), provider
+    return provider
+
+
+#: What a request asks unless a test says otherwise.
+QUESTION = "What is the capital of France?"
+
+
+def ask_model(text: str = QUESTION, *, model: str, max_tokens: int = 100, **fields: Any) -> Request:
+    """A request of one user message (``fields``: the rest of :class:`Request`)."""
+    return Request(model=model, messages=(Message.user(text),), max_tokens=max_tokens, **fields)
 
 
 def sse(events: Iterable[tuple[str | None, Any]]) -> httpx2.Response:
@@ -299,3 +329,46 @@ async def calls_in_one_conversation(
             Message.user(answer),
         )
     return messages
+
+
+#: ``fake_responses_api.py``: OpenAI's Responses API stood in for, in a process of its own.
+FAKE_RESPONSES_API = Path(__file__).with_name("fake_responses_api.py")
+
+
+def run_with_fake_responses_api(
+    tmp_path: Path, config: str, args: Sequence[str], *, body: Mapping[str, Any] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """``agenthost -c CONFIG ARGS`` as a user runs it, with an ``openai`` provider (Responses
+    API) whose API is :data:`FAKE_RESPONSES_API` (``body``: its one answer; None: the
+    tool-search conversation). ``config`` is the rest of the config file. Returns the
+    finished command and the requests the API received."""
+    log = tmp_path / "requests.jsonl"
+    argv = [sys.executable, str(FAKE_RESPONSES_API), str(log)]
+    if body is not None:
+        (tmp_path / "body.json").write_text(json.dumps(body))
+        argv.append(str(tmp_path / "body.json"))
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as llm:
+        try:
+            assert llm.stdout is not None
+            port = int(llm.stdout.readline())
+            path = tmp_path / "agenthost.toml"
+            path.write_text(
+                config + '[providers.openai]\nkind = "openai"\napi = "responses"\n'
+                f'base_url = "http://127.0.0.1:{port}/v1"\n'
+                'default_model = "gpt-6.2-sol"\nmax_retries = 0\n'
+            )
+            env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+            env.pop("OPENAI_BASE_URL", None)
+            env["OPENAI_API_KEY"] = "test-key"
+            proc = subprocess.run(
+                [sys.executable, "-m", "agenthost", "-c", str(path), *args],
+                capture_output=True,
+                text=True,
+                timeout=90,
+                cwd=tmp_path,
+                env=env,
+            )
+        finally:
+            llm.terminate()
+    requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return proc, requests

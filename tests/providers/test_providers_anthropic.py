@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import httpx2
 import pytest
@@ -33,26 +34,20 @@ from tests.providers.providers_helpers import (
     Recorder,
     anthropic_error,
     anthropic_message,
-    client_for,
+    ask_model,
+    make_provider,
     sse,
 )
 
 SECRET = "sk-" + "ant-test-DO-NOT-LEAK-1234"  # a fake key, built so no scanner takes it for one
 
 
-def make(handler: Handler, **kw: object) -> AnthropicProvider:
-    config = parse_providers({"anthropic": {}}, source="t.toml")
-    provider = build_provider(
-        config.get("anthropic"),
-        {"ANTHROPIC_API_KEY": SECRET},
-        http_client=handler.client() if isinstance(handler, Recorder) else client_for(handler),
-    )
-    assert isinstance(provider, AnthropicProvider)
-    return provider
+def make(handler: Handler) -> AnthropicProvider:
+    env = {"ANTHROPIC_API_KEY": SECRET}
+    return make_provider(AnthropicProvider, {"anthropic": {}}, env, handler)
 
 
-def ask(text: str = "What is the capital of France?", **kw: object) -> Request:
-    return Request(model="claude-sonnet-5-5", messages=(Message.user(text),), max_tokens=100, **kw)  # type: ignore[arg-type]
+ask = partial(ask_model, model="claude-sonnet-5-5")
 
 
 async def test_text_with_system_prompt() -> None:

@@ -10,9 +10,6 @@ answers in the Responses API's shapes; the rest against each SDK with only HTTP 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +19,21 @@ import pytest
 from agenthost.errors import ProviderError
 from agenthost_providers import openai_responses as responses_module
 from agenthost_providers.anthropic import AnthropicProvider
-from agenthost_providers.base import Message, Request, TextDelta
-from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.base import Request, TextDelta
 from agenthost_providers.openai import OpenAIProvider
 from agenthost_providers.openai_responses import OpenAIResponsesProvider
 from tests.providers.providers_helpers import (
     WEATHER,
     Handler,
     anthropic_message,
+    ask_model,
     calls_in_one_conversation,
-    client_for,
     function_call,
+    make_provider,
     openai_completion,
     output_text,
     responses_body,
+    run_with_fake_responses_api,
     sse,
 )
 
@@ -43,68 +41,12 @@ pytestmark = pytest.mark.timeout(120)
 
 MALFORMED = "malformed response from the API"
 
-FAKE_API = r"""
-import http.server, json, sys
-
-BODY = json.load(open(sys.argv[1]))
-
-class Api(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if request.get("stream"):
-            event = {"type": "response.completed", "sequence_number": 0, "response": BODY}
-            data = f"event: response.completed\ndata: {json.dumps(event)}\n\n".encode()
-            kind = "text/event-stream"
-        else:
-            data, kind = json.dumps(BODY).encode(), "application/json"
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-server = http.server.HTTPServer(("127.0.0.1", 0), Api)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
-
 
 def test_run_reports_a_token_count_that_is_not_a_number_in_one_line(tmp_path: Path) -> None:
     body = responses_body([output_text("Paris.")])
     body["usage"]["input_tokens"] = "40"
-    (tmp_path / "body.json").write_text(json.dumps(body))
-    (tmp_path / "api.py").write_text(FAKE_API)
-    with subprocess.Popen(
-        [sys.executable, str(tmp_path / "api.py"), str(tmp_path / "body.json")],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as llm:
-        try:
-            assert llm.stdout is not None
-            port = int(llm.stdout.readline())
-            config = tmp_path / "agenthost.toml"
-            config.write_text(
-                '[policy]\nmode = "headless"\n'
-                '[providers.openai]\nkind = "openai"\napi = "responses"\n'
-                f'base_url = "http://127.0.0.1:{port}/v1"\n'
-                'default_model = "gpt-6.2-sol"\nmax_retries = 0\n'
-            )
-            env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-            env.pop("OPENAI_BASE_URL", None)
-            env["OPENAI_API_KEY"] = "test-key"
-            proc = subprocess.run(
-                [sys.executable, "-m", "agenthost", "-c", str(config), "run", "Capital?"],
-                capture_output=True,
-                text=True,
-                timeout=90,
-                cwd=tmp_path,
-                env=env,
-            )
-        finally:
-            llm.terminate()
+    config = '[policy]\nmode = "headless"\n'
+    proc, _ = run_with_fake_responses_api(tmp_path, config, ["run", "Capital?"], body=body)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 4, (proc.stdout, proc.stderr)
     # The run's summary line, then the failure in one line.
@@ -115,16 +57,12 @@ def test_run_reports_a_token_count_that_is_not_a_number_in_one_line(tmp_path: Pa
 
 
 def _responses(handler: Handler) -> OpenAIResponsesProvider:
-    settings = parse_providers({"openai": {"api": "responses"}}, source="t.toml").get("openai")
-    provider = build_provider(settings, {"OPENAI_API_KEY": "k"}, http_client=client_for(handler))
-    assert isinstance(provider, OpenAIResponsesProvider)
-    return provider
+    table = {"openai": {"api": "responses"}}
+    return make_provider(OpenAIResponsesProvider, table, {"OPENAI_API_KEY": "k"}, handler)
 
 
 def _ask(model: str = "gpt-6.2-sol") -> Request:
-    return Request(
-        model=model, messages=(Message.user("Weather?"),), max_tokens=50, tools=(WEATHER,)
-    )
+    return ask_model("Weather?", model=model, max_tokens=50, tools=(WEATHER,))
 
 
 def _with(body: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
@@ -191,11 +129,7 @@ async def test_chat_completions_and_anthropic_token_counts_that_are_not_numbers(
     completion = json.loads(openai_completion({"content": "Paris."}).content)
     completion["usage"]["prompt_tokens"] = "many"
     reply = httpx2.Response(200, json=completion)
-    settings = parse_providers({"openai": {}}, source="t.toml").get("openai")
-    chat = build_provider(
-        settings, {"OPENAI_API_KEY": "k"}, http_client=client_for(lambda _: reply)
-    )
-    assert isinstance(chat, OpenAIProvider)
+    chat = make_provider(OpenAIProvider, {"openai": {}}, {"OPENAI_API_KEY": "k"}, lambda _: reply)
     async with chat:
         with pytest.raises(ProviderError, match=f"{MALFORMED}.*input_tokens"):
             await chat.complete(_ask())
@@ -203,11 +137,8 @@ async def test_chat_completions_and_anthropic_token_counts_that_are_not_numbers(
     answer = json.loads(anthropic_message([{"type": "text", "text": "Paris."}]).content)
     answer["usage"]["output_tokens"] = "six"
     message = httpx2.Response(200, json=answer)
-    settings = parse_providers({"anthropic": {}}, source="t.toml").get("anthropic")
-    claude = build_provider(
-        settings, {"ANTHROPIC_API_KEY": "k"}, http_client=client_for(lambda _: message)
-    )
-    assert isinstance(claude, AnthropicProvider)
+    env = {"ANTHROPIC_API_KEY": "k"}
+    claude = make_provider(AnthropicProvider, {"anthropic": {}}, env, lambda _: message)
     async with claude:
         with pytest.raises(ProviderError, match=f"{MALFORMED}.*output_tokens"):
             await claude.complete(_ask("claude-sonnet-5-5"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 
 import httpx2
 import pytest
@@ -33,7 +34,8 @@ from tests.providers.providers_helpers import (
     WEATHER,
     Handler,
     Recorder,
-    client_for,
+    ask_model,
+    make_provider,
     openai_chunk,
     openai_completion,
     openai_error,
@@ -45,21 +47,12 @@ SECRET = "sk-" + "proj-test-DO-NOT-LEAK-5678"  # a fake key, built so no scanner
 
 def make(handler: Handler, *, local: bool = False) -> OpenAIProvider:
     if local:
-        raw = {"local": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:8080/v1"}}
-        settings, env = parse_providers(raw, source="t.toml").get("local"), {}
-    else:
-        settings = parse_providers({"openai": {}}, source="t.toml").get("openai")
-        env = {"OPENAI_API_KEY": SECRET}
-    http = handler.client() if isinstance(handler, Recorder) else client_for(handler)
-    provider = build_provider(settings, env, http_client=http)
-    assert isinstance(provider, OpenAIProvider)
-    return provider
+        entry = {"kind": "openai-compatible", "base_url": "http://127.0.0.1:8080/v1"}
+        return make_provider(OpenAIProvider, {"local": entry}, {}, handler)
+    return make_provider(OpenAIProvider, {"openai": {}}, {"OPENAI_API_KEY": SECRET}, handler)
 
 
-def ask(
-    text: str = "What is the capital of France?", model: str = "gpt-6.2-sol", **kw: object
-) -> Request:
-    return Request(model=model, messages=(Message.user(text),), max_tokens=100, **kw)  # type: ignore[arg-type]
+ask = partial(ask_model, model="gpt-6.2-sol")
 
 
 async def test_text_with_system_prompt() -> None:

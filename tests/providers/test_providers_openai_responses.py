@@ -8,6 +8,7 @@ run for real. Every request item is checked against the SDK's own TypedDicts
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import httpx2
@@ -49,17 +50,19 @@ from agenthost_providers.base import (
     ToolUseContent,
     ToolUseEvent,
 )
-from agenthost_providers.config import build_provider, parse_providers
+from agenthost_providers.config import parse_providers
 from agenthost_providers.openai_responses import OpenAIResponsesProvider
 from tests.providers.providers_helpers import (
     PNG,
+    QUESTION,
     WEATHER,
     Handler,
     Recorder,
+    ask_model,
     calls_in_one_conversation,
-    client_for,
     conforms,
     function_call,
+    make_provider,
     openai_error,
     output_text,
     responses_body,
@@ -78,15 +81,11 @@ REASONING = {
 
 
 def make(api: Handler, **entry: Any) -> OpenAIResponsesProvider:
-    raw = {"openai": {"api": "responses", **entry}}
-    settings = parse_providers(raw, source="t.toml").get("openai")
-    provider = build_provider(settings, {"OPENAI_API_KEY": SECRET}, http_client=client_for(api))
-    assert isinstance(provider, OpenAIResponsesProvider)
-    return provider
+    table = {"openai": {"api": "responses", **entry}}
+    return make_provider(OpenAIResponsesProvider, table, {"OPENAI_API_KEY": SECRET}, api)
 
 
-def ask(text: str = "Capital of France?", **kw: Any) -> Request:
-    return Request(model="gpt-6.2-sol", messages=(Message.user(text),), max_tokens=100, **kw)
+ask = partial(ask_model, model="gpt-6.2-sol")
 
 
 def test_the_api_key_is_validated_in_one_line() -> None:
@@ -117,7 +116,7 @@ async def test_text_request_and_answer() -> None:
             {
                 "type": "message",
                 "role": "user",
-                "content": [{"type": "input_text", "text": "Capital of France?"}],
+                "content": [{"type": "input_text", "text": QUESTION}],
             }
         ],
         "max_output_tokens": 100,

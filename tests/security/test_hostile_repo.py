@@ -120,6 +120,42 @@ def test_a_config_that_links_into_another_project_is_refused(tmp_path: Path) -> 
         repo.listener.close()
 
 
+def test_revoke_takes_a_link_as_trust_does(tmp_path: Path) -> None:
+    """Before: ``trust --revoke`` resolved its path through any link, so in a repository
+    whose ``agenthost.toml -> ../trusted/agenthost.toml`` (a link ``trust`` refuses), it
+    forgot the *other* project's answer. Now a link out of the project is refused by
+    both; a link inside it is that file, for both."""
+    repo = Repo(tmp_path, "agenthost.toml")
+    try:
+        trusted = tmp_path / "trusted"
+        trusted.mkdir()
+        (trusted / "agenthost.toml").write_text("")
+        assert repo.run("trust", str(trusted)).returncode == 0
+        repo.config.unlink()
+        repo.config.symlink_to(Path("..") / "trusted" / "agenthost.toml")
+        for args in (["trust"], ["trust", "--revoke"], ["trust", "--revoke", "agenthost.toml"]):
+            proc = repo.run(*args)
+            assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+            assert "outside the project" in proc.stderr, (args, proc.stderr)
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        listed = json.loads(repo.run("trust", "--list", "--json").stdout)["projects"]
+        assert [p["path"] for p in listed] == [str((trusted / "agenthost.toml").resolve())]
+        # A link inside the project: granted and revoked as the file it names.
+        (repo.root / "conf").mkdir()
+        (repo.root / "conf" / "agenthost.toml").write_text("")
+        repo.config.unlink()
+        repo.config.symlink_to(Path("conf") / "agenthost.toml")
+        assert repo.run("trust").returncode == 0
+        revoked = repo.run("trust", "--revoke", "--json")
+        assert revoked.returncode == 0, revoked.stderr
+        gone = [r["path"] for r in json.loads(revoked.stdout)["revoked"]]
+        assert gone == [str((repo.root / "conf" / "agenthost.toml").resolve())]
+        listed = json.loads(repo.run("trust", "--list", "--json").stdout)["projects"]
+        assert [p["path"] for p in listed] == [str((trusted / "agenthost.toml").resolve())]
+    finally:
+        repo.listener.close()
+
+
 @pytest.mark.parametrize("folder", [".vscode", ".cursor"])
 def test_relative_paths_in_an_editor_folder_are_checked_where_they_are_read(
     tmp_path: Path, folder: str

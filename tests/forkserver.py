@@ -1,0 +1,348 @@
+"""A fork server for the suite's Python peers: one warm interpreter, a fork per start.
+
+Why: the official ``mcp`` SDK takes about 0.8 s of CPU to import, and the suite starts
+Python peers built on it (tests/peers/sdk_server.py and its siblings, the conformance
+client, the example notes server) many hundreds of times; on the 2-core CI machine that
+import was the largest single cost of ``make test``. The peer itself, the code the tests
+talk to, is unchanged: the same script, run as ``__main__`` with the same argv,
+environment, working directory and stdio, in a child forked from a process that has only
+imported the libraries it uses (no event loop, no thread, no socket of the libraries
+opened before the fork).
+
+Two roles, one file:
+
+* ``python forkserver.py serve SOCKET``: imports :data:`PRELOAD`, listens on a Unix socket,
+  and for every launcher forks a child that takes the launcher's stdin, stdout and stderr
+  (passed over the socket), its environment, working directory and arguments, and runs the
+  script with :func:`runpy.run_path` (or a module with ``-m``). It reports the child's exit
+  status back, forwards the signals the launcher receives, and kills the child when its
+  launcher goes away. Single-threaded (``selectors`` and pidfds), so a fork never copies a
+  lock another thread holds.
+* ``python -I -S forkserver.py launch SOCKET SCRIPT ARGS...``: what a test runs instead of
+  ``python SCRIPT ARGS...``. Standard library only, started without ``site``: about 15 ms.
+  SIGTERM, SIGINT and SIGHUP are passed on to the peer; the launcher ends as the peer did
+  (the same exit status, or killed by the same signal).
+
+What differs from a cold start, and why the suite still tells the truth: the peer process
+is the fork server's child, not the launcher's, so it is outside the launcher's process
+group and its ``/proc/PID/environ`` is the fork server's (its ``os.environ`` is the
+launcher's). Nothing in the tests that use it looks at either: the tests of process
+groups, orphans and ``/proc`` tagging (tests/hostile, the stdio transport's own tests)
+start their peers cold. Linux only (``os.pidfd_open``); :func:`peer_python` falls back
+to the plain interpreter elsewhere, or with ``AGENTHOST_TEST_FORK=0``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+
+__all__ = ["PRELOAD", "launch", "peer_python", "serve"]
+
+#: What the peers import, so a child does not import it again. The SDK (server and
+#: client sides, uvicorn for the HTTP modes) and agenthost's client (the conformance
+#: client; the transports and the OAuth flow it imports on first use).
+PRELOAD = (
+    "mcp",
+    "mcp.server",
+    "mcp.server.mcpserver",
+    "mcp.client",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "uvicorn",
+    "starlette.applications",
+    "anyio",
+    "httpx",
+    "trio",
+    "agenthost",
+    "agenthost.auth.flow",
+    "agenthost.auth.store",
+    "agenthost.connection",
+    "agenthost.transports.http",
+    "agenthost.transports.lean",
+)
+
+_HEADER = 8
+_STDIO = (0, 1, 2)
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+# -- the launcher (standard library only: it starts with -I -S)
+
+
+def launch(path: str, argv: list[str]) -> int:
+    """Hand this process's stdio, environment and ``argv`` to the server; the peer's status."""
+    body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    data = len(body).to_bytes(_HEADER, "big") + body
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError as exc:
+        print(f"test fork server: cannot connect to {path}: {exc}", file=sys.stderr)
+        return 1
+    sent = socket.send_fds(sock, [data], list(_STDIO))
+    sock.sendall(data[sent:])
+    for fd in _STDIO:  # the peer holds them now; ours would keep pipes open past its end
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):
+            sock.sendall(b"%d\n" % signum)
+
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
+    line = sock.makefile("rb").readline()
+    try:
+        code = int(line)
+    except ValueError:
+        return 1
+    if code < 0:  # killed by a signal: so is the launcher, as its parent would see it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+# -- the server
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, len(_STDIO))
+    while len(data) < _HEADER:
+        more = conn.recv(1 << 16)
+        if not more:
+            raise EOFError("launcher closed before its request")
+        data += more
+    size = int.from_bytes(data[:_HEADER], "big")
+    body = bytearray(data[_HEADER:])
+    while len(body) < size:
+        more = conn.recv(1 << 16)
+        if not more:
+            raise EOFError("launcher closed mid-request")
+        body += more
+    request = json.loads(bytes(body))
+    if not isinstance(request, dict) or len(fds) != len(_STDIO):
+        raise ValueError("malformed launcher request")
+    return request, fds
+
+
+def _run_child(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: become the launcher's peer process, then exit. Never returns."""
+    import runpy
+
+    code = 1
+    try:
+        for target, fd in zip(_STDIO, fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        env, argv, cwd = request["env"], request["argv"], request["cwd"]
+        assert isinstance(env, dict) and isinstance(argv, list) and isinstance(cwd, str)
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        os.chdir(cwd)
+        for signum in _FORWARDED:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        args = [str(arg) for arg in argv]
+        if args[:1] == ["-m"] and len(args) > 1:
+            sys.argv = args[1:]
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        else:
+            script = os.path.abspath(args[0])
+            sys.argv = [script, *args[1:]]
+            sys.path[0] = os.path.dirname(script)  # as `python SCRIPT` sets it
+            runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+class _Launcher:
+    """One launcher's connection and the forked peer it stands for."""
+
+    def __init__(self, conn: socket.socket, pid: int, pidfd: int) -> None:
+        self.conn, self.pid, self.pidfd = conn, pid, pidfd
+        self.pending = b""
+
+    def on_readable(self) -> bool:
+        """A signal to pass on, or the launcher's end (killed: so ends its peer); False then."""
+        try:
+            data = self.conn.recv(64)
+        except OSError:
+            data = b""
+        if not data:
+            self.kill(signal.SIGKILL)
+            return False
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                self.kill(int(line))
+        return True
+
+    def kill(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, ValueError, OSError):
+            os.kill(self.pid, signum)
+
+
+def serve(path: str) -> None:
+    """Accept launchers until the parent goes away; one forked peer per launcher."""
+    import importlib
+    import threading
+
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    if threading.active_count() != 1:  # a fork would copy another thread's locks
+        print("test fork server: a preloaded module started a thread", file=sys.stderr)
+        sys.exit(1)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(128)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, None)
+    # The parent holds our stdin: its end (it exited, or was killed) ends us and every peer.
+    parent = sys.stdin.fileno()
+    sel.register(parent, selectors.EVENT_READ, None)
+    launchers: dict[int, _Launcher] = {}  # pid -> launcher
+    print("ready", flush=True)
+    while True:
+        for key, _events in sel.select():
+            if key.fileobj == parent:
+                if not os.read(parent, 1 << 12):
+                    for launcher in launchers.values():
+                        launcher.kill(signal.SIGKILL)
+                    return
+            elif key.fileobj is listener:
+                _accept(listener, sel, launchers)
+            elif isinstance(key.data, tuple):
+                _reap(key.data[1], sel, launchers)
+            elif not key.data.on_readable():
+                sel.unregister(key.fileobj)  # its peer's exit still answers nobody
+
+
+def _accept(
+    listener: socket.socket, sel: selectors.BaseSelector, launchers: dict[int, _Launcher]
+) -> None:
+    conn, _ = listener.accept()
+    try:
+        request, fds = _recv_request(conn)
+    except (OSError, EOFError, ValueError):
+        conn.close()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        listener.close()
+        conn.close()
+        for other in launchers.values():
+            other.conn.close()
+            os.close(other.pidfd)
+        _run_child(request, fds)
+    for fd in fds:
+        os.close(fd)
+    launcher = _Launcher(conn, pid, os.pidfd_open(pid))
+    launchers[pid] = launcher
+    sel.register(launcher.pidfd, selectors.EVENT_READ, ("exit", pid))
+    sel.register(conn, selectors.EVENT_READ, launcher)
+
+
+def _reap(pid: int, sel: selectors.BaseSelector, launchers: dict[int, _Launcher]) -> None:
+    launcher = launchers.pop(pid)
+    _, status = os.waitpid(pid, 0)
+    sel.unregister(launcher.pidfd)
+    os.close(launcher.pidfd)
+    with contextlib.suppress(KeyError, ValueError):
+        sel.unregister(launcher.conn)
+    with contextlib.suppress(OSError):
+        launcher.conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+    launcher.conn.close()
+
+
+# -- the suite's side
+
+
+_STARTED: dict[str, str | None] = {}
+
+
+def peer_python() -> str:
+    """An executable that runs ``SCRIPT ARGS...`` (or ``-m MODULE ARGS...``) like Python does.
+
+    The first call in a process starts the fork server (its parent is this process: it
+    ends with it) and writes a two-line shell wrapper around the launcher; later calls
+    return the same wrapper. Where the server cannot run: ``sys.executable``. Locked by
+    the caller if threads may race (the conformance batch does).
+    """
+    if "path" not in _STARTED:
+        _STARTED["path"] = _start()
+    return _STARTED["path"] or sys.executable
+
+
+def _start() -> str | None:
+    import atexit
+    import select
+    import shlex
+    import shutil
+    import subprocess
+    import tempfile
+    import warnings
+
+    if os.environ.get("AGENTHOST_TEST_FORK") == "0" or not hasattr(os, "pidfd_open"):
+        return None
+    folder = tempfile.mkdtemp(prefix="ahfork-")
+    path = os.path.join(folder, "s")
+    here = os.path.abspath(__file__)
+    proc = subprocess.Popen(
+        [sys.executable, here, "serve", path],
+        cwd=os.path.dirname(os.path.dirname(here)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+
+    def stop() -> None:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    # One line once it listens (EOF if it failed to start); bounded like every wait here.
+    readable, _, _ = select.select([proc.stdout], [], [], 120)
+    if not readable or proc.stdout.readline().strip() != b"ready":
+        stop()
+        warnings.warn("test fork server did not start; peers start cold", stacklevel=3)
+        return None
+    atexit.register(stop)
+    wrapper = os.path.join(folder, "python")
+    launcher = shlex.join([sys.executable, "-I", "-S", here, "launch", path])
+    with open(wrapper, "w") as f:
+        f.write(f'#!/bin/sh\nexec {launcher} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
+if __name__ == "__main__":
+    role, socket_path, *rest = sys.argv[1:]
+    if role == "launch":
+        sys.exit(launch(socket_path, rest))
+    serve(socket_path)
