@@ -65,6 +65,16 @@ PRELOAD = (
     "agenthost.connection",
     "agenthost.transports.http",
     "agenthost.transports.lean",
+    # The CLI (``-m agenthost``) and what its commands import on first use.
+    "agenthost.cli.app",
+    "agenthost.host",
+    "agenthost.agent",
+    "agenthost.transports.stdio",
+    "agenthost_providers.anthropic",
+    "agenthost_providers.openai",
+    "agenthost_providers.openai_responses",
+    "anthropic",
+    "openai",
 )
 
 _HEADER = 8
@@ -146,6 +156,7 @@ def _run_child(request: dict[str, object], fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
         os.chdir(cwd)
+        _reopen_stdio()
         for signum in _FORWARDED:
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -175,6 +186,37 @@ def _run_child(request: dict[str, object], fds: list[int]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _reopen_stdio() -> None:
+    """Python's standard streams as a fresh interpreter would set them up for *these* fds.
+
+    The fork server's own were made for its pipes at its start: a terminal on stdout
+    would stay block-buffered, and ``PYTHONIOENCODING``/``PYTHONUNBUFFERED`` or the locale
+    of the launcher's environment would be ignored.
+    """
+    import io
+    import locale
+
+    with contextlib.suppress(locale.Error):
+        locale.setlocale(locale.LC_CTYPE, "")
+    encoding, _, errors = (os.environ.get("PYTHONIOENCODING") or "").partition(":")
+    encoding = encoding or locale.getencoding()
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    streams = []
+    for fd in _STDIO:
+        raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+        buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        streams.append(
+            io.TextIOWrapper(
+                buffered,
+                encoding=encoding,
+                errors="backslashreplace" if fd == 2 else (errors or "strict"),
+                line_buffering=fd == 2 or (fd == 1 and raw.isatty()),
+                write_through=unbuffered and fd != 0,
+            )
+        )
+    sys.stdin, sys.stdout, sys.stderr = streams
 
 
 class _Launcher:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 Command = tuple[str, list[str]]
 """``(command, args)``: what a stdio ``ServerConfig`` takes."""
 
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[1]
 
 

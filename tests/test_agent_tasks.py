@@ -29,6 +29,7 @@ from agenthost_providers.base import Message, TextContent, ToolResultContent, To
 from agenthost_providers.config import build_provider, parse_providers
 from agenthost_providers.scripted import ScriptedProvider, ScriptedTurn
 from tests.conftest import node_bin
+from tests.forkserver import peer_python
 from tests.helpers import ALLOW_ALL
 from tests.providers.providers_helpers import anthropic_message, openai_completion
 
@@ -414,7 +415,6 @@ def test_cli_run_shows_the_task_running_and_its_late_result(
 ) -> None:
     import os
     import subprocess
-    import sys
 
     command, args = everything_cmd()
     (tmp_path / "script.toml").write_text(
@@ -453,7 +453,7 @@ preset = "unsafe-allow-everything"
 
     def agenthost(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+            [peer_python(), "-m", "agenthost", "--config", str(config), *argv],
             capture_output=True,
             text=True,
             timeout=90,

@@ -18,7 +18,7 @@ from tests.forkserver import peer_python
 from tests.helpers import run_cli as run
 
 Command = tuple[str, list[str]]
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.forkserver import peer_python
+
 Command = tuple[str, list[str]]
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 #: Each test runs several agenthost processes (each starting its servers): up to ~15 s
 #: alone on the 2-core machine, several times that under a full parallel run.
 pytestmark = pytest.mark.timeout(180)

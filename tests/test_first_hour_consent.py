@@ -18,15 +18,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.forkserver import peer_python
+
 Command = tuple[str, list[str]]
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 #: Several agenthost processes per test, each starting a real server: ~10 s alone on the
 #: 2-core machine, several times that under a full parallel run.
 pytestmark = pytest.mark.timeout(180)

@@ -23,7 +23,7 @@ import pytest
 from tests.forkserver import peer_python
 
 Command = tuple[str, list[str]]
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parent.parent
 #: Each test runs a few agenthost processes, each starting its servers.
 pytestmark = pytest.mark.timeout(180)

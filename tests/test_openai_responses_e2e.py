@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +93,7 @@ def test_a_bad_api_value_is_one_line_naming_the_key(tmp_path: Path) -> None:
     config = tmp_path / "agenthost.toml"
     config.write_text('[providers.openai]\nkind = "openai"\napi = "assistants"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "agenthost", "-c", str(config), "models"],
+        [peer_python(), "-m", "agenthost", "-c", str(config), "models"],
         capture_output=True,
         text=True,
         timeout=60,

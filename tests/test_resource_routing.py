@@ -16,7 +16,6 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -56,7 +55,7 @@ def write_config(tmp_path: Path) -> Path:
 
 def read(config: Path, uri: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), "read", uri, *extra],
+        [peer_python(), "-m", "agenthost", "--config", str(config), "read", uri, *extra],
         capture_output=True,
         text=True,
         timeout=60,
@@ -93,7 +92,7 @@ def test_cli_read_asks_on_a_terminal_which_server(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agenthost", "--config", str(config), "read", "notes://7"],
+        [peer_python(), "-m", "agenthost", "--config", str(config), "read", "notes://7"],
         stdin=slave,
         stderr=slave,
         stdout=subprocess.PIPE,

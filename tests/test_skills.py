@@ -29,6 +29,7 @@ from agenthost.skills import (
 )
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost_policies import read_audit
+from tests.forkserver import peer_python
 
 PEER = str(Path(__file__).resolve().parent / "peers" / "skills_server.py")
 PDF = "skill://pdf-processing/SKILL.md"
@@ -166,7 +167,7 @@ decision = "allow"
 
     def agenthost(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+            [peer_python(), "-m", "agenthost", "--config", str(config), *argv],
             capture_output=True,
             text=True,
             timeout=60,

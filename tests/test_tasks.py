@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from agenthost.tool_tasks import (
     wants_task,
 )
 from agenthost.transports.stdio import open_stdio_transport
+from tests.forkserver import peer_python
 from tests.helpers import ALLOW_ALL, RecordingTransport, cancel_once_running
 
 Command = tuple[str, list[str]]
@@ -171,7 +171,7 @@ decision = "allow"
 def _agenthost(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+        [peer_python(), "-m", "agenthost", "--config", str(config), *argv],
         capture_output=True,
         text=True,
         timeout=90,

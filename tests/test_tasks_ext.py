@@ -54,6 +54,7 @@ from agenthost.transports.http import open_streamable_http_transport
 from agenthost.transports.stdio import open_stdio_transport
 from agenthost_policies import read_audit
 from tests.conftest import PEERS_DIR, free_port
+from tests.forkserver import peer_python
 from tests.helpers import ALLOW_ALL, RecordingTransport
 from tests.peers.http_launch import serve
 from tests.schemacheck import validate_envelope, validate_outgoing
@@ -420,7 +421,7 @@ async def test_optional_tools_run_as_tasks_past_task_after(
 def _agenthost(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+        [peer_python(), "-m", "agenthost", "--config", str(config), *argv],
         capture_output=True,
         text=True,
         timeout=90,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ from agenthost.session import ClientSession
 from agenthost.tool_tasks import call_tool_as_task, list_tasks, wants_task
 from agenthost.transports.http import open_streamable_http_transport
 from tests.conftest import everything_http_cmd, free_port
+from tests.forkserver import peer_python
 from tests.helpers import ALLOW_ALL, RecordingTransport, cancel_once_running
 from tests.peers.http_launch import bind_localhost_preload, serve
 
@@ -114,7 +114,7 @@ async def test_host_call_tool_over_http_runs_the_task(tmp_path: Path) -> None:
 def _agenthost(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run(
-        [sys.executable, "-m", "agenthost", "--config", str(config), *argv],
+        [peer_python(), "-m", "agenthost", "--config", str(config), *argv],
         capture_output=True,
         text=True,
         timeout=90,

@@ -27,7 +27,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from tests.peers.http_launch import PEERS, PY, free_port
 
 pytestmark = pytest.mark.timeout(60)
 
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[1]
 #: What decides the trust and the path in the CLI: cleared, then set by each test.
 _TRUST_AND_ROUTE = frozenset(

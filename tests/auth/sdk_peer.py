@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -126,7 +125,7 @@ async def cli_login(
     """``agenthost --config CFG auth login sdk --no-browser`` in ``env``, with the browser
     stand-in (``use_browser``) following the URL the command prints; returns (exit code,
     stdout, stderr)."""
-    argv = [sys.executable, "-m", "agenthost", "--config", str(cfg), "auth", "login", "sdk"]
+    argv = [peer_python(), "-m", "agenthost", "--config", str(cfg), "auth", "login", "sdk"]
     process = await trio.lowlevel.open_process(
         [*argv, "--no-browser"],
         stdin=subprocess.DEVNULL,

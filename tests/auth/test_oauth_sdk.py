@@ -15,7 +15,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -35,10 +34,11 @@ from tests.auth.sdk_peer import (
     saved,
     tokens_of,
 )
+from tests.forkserver import peer_python
 
 pytestmark = pytest.mark.timeout(90)
 
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[2]
 
 

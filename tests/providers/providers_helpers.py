@@ -27,6 +27,7 @@ from agenthost_providers.base import (
     ToolResultContent,
 )
 from agenthost_providers.config import build_provider, parse_providers
+from tests.forkserver import peer_python
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]
@@ -361,7 +362,7 @@ def run_with_fake_responses_api(
             env.pop("OPENAI_BASE_URL", None)
             env["OPENAI_API_KEY"] = "test-key"
             proc = subprocess.run(
-                [sys.executable, "-m", "agenthost", "-c", str(path), *args],
+                [peer_python(), "-m", "agenthost", "-c", str(path), *args],
                 capture_output=True,
                 text=True,
                 timeout=90,

@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from tests.forkserver import peer_python
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL_SERVER = REPO_ROOT / "bench" / "minimal_server.py"
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 #: The four discovered names (agenthost.config.PROJECT_CONFIGS).
 FILE_NAMES = ("agenthost.toml", ".mcp.json", ".vscode/mcp.json", ".cursor/mcp.json")
 SECRET = "s3cr3t-value-never-shown"

@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from tests.forkserver import peer_python
 from tests.security.hostile_auth import Answer, HostileAuth, hostile_auth
 
 pytestmark = pytest.mark.timeout(90)
 
-AGENTHOST = [sys.executable, "-m", "agenthost"]
+AGENTHOST = [peer_python(), "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[2]
 
 
