@@ -8,8 +8,12 @@ with backpressure, and runs the peer's requests through one handler. The MCP ses
 (:mod:`agenthost.session`) sits on top and decides what the messages mean.
 
 Concurrency model (STYLE.md 2): one reader task takes every message off the transport and
-dispatches it by type. A response wakes the task that sent the request (no channel hop:
-the waiting task is rescheduled directly). A peer's request runs in a task of its own, so
+dispatches it by type (:meth:`RPC._dispatch`). Over a transport whose requests are
+exchanges of their own (Streamable HTTP: ``inline_exchanges``), the calling task makes
+the exchange and hands what the response carries to that same dispatch, so its answer
+needs no reader at all (bench: "HTTP JSON/SSE calls/s, 1 in flight, SDK"). A response
+wakes the task that sent the request (no channel hop: the waiting task is rescheduled
+directly). A peer's request runs in a task of its own, so
 a slow sampling request never blocks the reader; at most ``max_peer_requests`` at once,
 the excess answered by the reader itself (a ping with its result, others with an error),
 so a peer that floods us and stops reading gets backpressure. Notifications go through
@@ -99,7 +103,7 @@ NotificationSink = Callable[[str, Mapping[str, Any]], Awaitable[None]]
 class _Waiter:
     """One pending request: the task waiting for it, or the outcome if it came first."""
 
-    __slots__ = ("deadline", "done", "outcome", "sent", "task")
+    __slots__ = ("deadline", "done", "exchange", "outcome", "sent", "task")
 
     def __init__(self, deadline: float) -> None:
         self.task: trio.lowlevel.Task | None = None
@@ -110,20 +114,26 @@ class _Waiter:
         self.deadline = deadline
         #: The request is over, however it ended (its deadline no longer matters).
         self.done = False
+        #: The request's id while the caller's own task exchanges it (an inline HTTP
+        #: POST): no task is parked, so a timeout aborts the exchange instead.
+        self.exchange: RequestId | None = None
 
     def abort(self, _: Any) -> trio.lowlevel.Abort:
         # Cancelled while parked: forget the task so a late response cannot wake it twice.
         self.task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
-    def time_out(self) -> None:
-        """Wake the waiting task with :data:`_TIMED_OUT` (or leave it for the sender)."""
+    def time_out(self, abort: Callable[[RequestId], None]) -> None:
+        """Wake the waiting task with :data:`_TIMED_OUT` (or leave it for the sender,
+        ``abort``-ing the exchange it is in the middle of)."""
         task = self.task
         if task is not None:
             self.task = None
             trio.lowlevel.reschedule(task, outcome.Value(_TIMED_OUT))
         elif self.outcome is None:
             self.outcome = outcome.Value(_TIMED_OUT)
+            if self.exchange is not None:
+                abort(self.exchange)
 
 
 #: What a waiter receives when its deadline passed (see RPC._watch_deadlines).
@@ -244,7 +254,6 @@ class RPC:
 
     async def _read_loop(self) -> None:
         transport = self.transport
-        pending = self._pending
         count = 0
         message: Message | None = None
         batch: Sequence[Message] | None = None
@@ -260,35 +269,11 @@ class RPC:
                     if count % _YIELD_EVERY == 0:
                         await trio.lowlevel.checkpoint()
                     kind = type(message)
-                    if kind is Response or kind is ErrorResponse:
+                    if kind is Response or kind is ErrorResponse:  # the common case, first
                         assert isinstance(message, Response | ErrorResponse)
-                        waiter = pending.pop(message.id, None) if message.id is not None else None
-                        if waiter is None:
-                            self._unmatched(message)
-                            continue
-                        if waiter.task is not None:
-                            trio.lowlevel.reschedule(waiter.task, outcome.Value(message))
-                            waiter.task = None
-                        else:
-                            waiter.outcome = outcome.Value(message)
-                    elif kind is InvalidResponse:
-                        assert isinstance(message, InvalidResponse)
-                        self._invalid_response(message)
-                    elif kind is Request:
-                        assert isinstance(message, Request)
-                        assert self._nursery is not None
-                        if self._asks >= self._max_asks:
-                            await self._answer_inline(message)
-                            continue
-                        self._asks += 1
-                        # Register the request's cancel scope now, in the reader: a
-                        # notifications/cancelled read in the same batch must find it.
-                        scope = trio.CancelScope()
-                        self._incoming[message.id] = scope
-                        self._nursery.start_soon(self._answer, message, scope, self._notes_queued)
+                        self._settle(message)
                     else:
-                        assert isinstance(message, Notification)
-                        await self._on_notification(message)
+                        await self._dispatch(message)
         except TransportError as exc:
             self.close(exc)
         except BaseException:
@@ -296,6 +281,46 @@ class RPC:
             raise
         finally:
             self.close(TransportClosed("session closed", server=self.name))
+
+    def _settle(self, message: Response | ErrorResponse) -> None:
+        """Hand a response to the request waiting for it (its task, or its waiter)."""
+        waiter = self._pending.pop(message.id, None) if message.id is not None else None
+        if waiter is None:
+            self._unmatched(message)
+        elif waiter.task is not None:
+            trio.lowlevel.reschedule(waiter.task, outcome.Value(message))
+            waiter.task = None
+        else:
+            waiter.outcome = outcome.Value(message)
+
+    async def _dispatch(self, message: Message) -> None:
+        """Act on one message from the peer: the reader's dispatch, and what a
+        transport's :meth:`~agenthost.transports.base.Transport.exchange` hands back from
+        the caller's task (so a response's server requests and notifications take the
+        same path, in order, whichever task read them)."""
+        kind = type(message)
+        if kind is Response or kind is ErrorResponse:
+            assert isinstance(message, Response | ErrorResponse)
+            self._settle(message)
+        elif kind is InvalidResponse:
+            assert isinstance(message, InvalidResponse)
+            self._invalid_response(message)
+        elif kind is Request:
+            assert isinstance(message, Request)
+            if self._nursery is None or self._closed is not None:
+                return  # the endpoint is gone: nobody would answer it
+            if self._asks >= self._max_asks:
+                await self._answer_inline(message)
+                return
+            self._asks += 1
+            # Register the request's cancel scope now, in the reader: a
+            # notifications/cancelled read in the same batch must find it.
+            scope = trio.CancelScope()
+            self._incoming[message.id] = scope
+            self._nursery.start_soon(self._answer, message, scope, self._notes_queued)
+        else:
+            assert isinstance(message, Notification)
+            await self._on_notification(message)
 
     def _invalid_response(self, message: InvalidResponse) -> None:
         """Fail the request a malformed response answers, at once (it would wait forever)."""
@@ -441,12 +466,24 @@ class RPC:
             self._watch(waiter, timeout)
         self._pending[request_id] = waiter
         request = Request(request_id, method, params)
+        transport = self.transport
         try:
             try:
                 # Write the request, then wait for its answer, or take it if it came first
                 # (inline, not a helper coroutine: one frame less to resume per call).
-                await self.transport.send(request, deadline=waiter.deadline, options=options)
-                waiter.sent = True
+                if transport.inline_exchanges:
+                    # The POST runs in this task and hands its answer to _dispatch here:
+                    # no task, channel or reader between the socket and the caller (bench:
+                    # "HTTP JSON/SSE calls/s, 1 in flight, SDK"). Sent as soon as it
+                    # starts, as a POST task started for it was (a cancel then tells the
+                    # server); a timeout aborts it (_Waiter.time_out).
+                    waiter.sent = True
+                    waiter.exchange = request_id
+                    await transport.exchange(request, self._dispatch, options=options)
+                    waiter.exchange = None
+                else:
+                    await transport.send(request, deadline=waiter.deadline, options=options)
+                    waiter.sent = True
                 early = waiter.outcome
                 if early is not None:
                     message = early.unwrap()
@@ -542,7 +579,7 @@ class RPC:
                         break
                     queue.popleft()
                     if not head.done:
-                        head.time_out()
+                        head.time_out(self.transport.abort)
                 if not queue:
                     del self._deadlines[limit]
             self._watch_at = earliest

@@ -21,6 +21,13 @@ Contract, in the shape of ``trio.abc.Channel[Message]``:
   session has sent ``notifications/cancelled`` and this releases what the exchange
   holds (issue 14: without it, ~100 timed-out requests held every pooled connection).
   Others ignore it.
+* ``exchange(request, deliver, options=...)``, only where ``inline_exchanges`` is True:
+  send a request *in the caller's task* and hand every message its response carries
+  to ``deliver``, in order, before returning (the caller wakes with its answer and no
+  task in between: issue 26, "HTTP ... 1 in flight"). A message that comes later (a
+  resumed stream, what follows the response) still arrives through ``receive()``, as
+  does a failure of the whole transport. Cancelling the caller aborts the exchange, as
+  ``abort`` would.
 * ``receive()`` is called from one task only (the session's reader). It returns the next
   message, skipping (and logging) frames that are not valid JSON-RPC, and raises
   :class:`~agenthost.errors.TransportClosed` once the peer is gone for good.
@@ -34,7 +41,7 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
@@ -43,7 +50,7 @@ import attrs
 from agenthost.errors import ProtocolError
 from agenthost.protocol import jsonrpc
 
-__all__ = ["NO_OPTIONS", "SendOptions", "Transport", "decode_frame"]
+__all__ = ["NO_OPTIONS", "Deliver", "SendOptions", "Transport", "decode_frame"]
 
 
 def _frozen(headers: Mapping[str, str]) -> Mapping[str, str]:
@@ -69,6 +76,10 @@ DEFAULT_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
 #: The options of a message that needs none.
 NO_OPTIONS: Final = SendOptions()
 
+#: Where :meth:`Transport.exchange` hands each message of a response: the endpoint's
+#: dispatch, the same one its reader applies to what :meth:`Transport.receive` returns.
+Deliver = Callable[[jsonrpc.Message], Awaitable[None]]
+
 
 class Transport(ABC):
     """Base class of every transport. See the module docstring for the contract."""
@@ -79,12 +90,24 @@ class Transport(ABC):
     #: so a pre-serialised part of one (an ``orjson.Fragment``: the 2026-07-28 stamp)
     #: goes out as its bytes. False for a transport that hands the objects to its peer.
     serialises: bool = True
+    #: Requests go through :meth:`exchange`, in the caller's task (see the module doc).
+    #: A plain attribute, read once per request on every transport's call path.
+    inline_exchanges: bool = False
 
     @property
     def exchanges_per_request(self) -> bool:
         """Each request is its own exchange (an HTTP POST): headers in
         :class:`SendOptions` apply and :meth:`abort` cancels a request."""
         return False
+
+    async def exchange(
+        self, request: jsonrpc.Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
+    ) -> None:
+        """Send ``request`` and deliver what its response carries (see the module doc).
+
+        Only called where :attr:`inline_exchanges` is True.
+        """
+        raise NotImplementedError
 
     @abstractmethod
     async def send(

@@ -6,7 +6,8 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   ``Accept: application/json, text/event-stream``. A notification or response is answered
   202 (an error status is raised to the sender). A request is answered with one JSON
   message or an SSE stream that may carry server requests and notifications before the
-  response; that stream is read by a background task, so :meth:`send` returns at once.
+  response, read by the caller's task (:meth:`StreamableHTTPTransport.exchange`) up to
+  its answer, or by a task of its own for a request given to :meth:`send`.
 * ``Mcp-Session-Id`` from the first response that carries one (the answer to a legacy
   ``initialize``) goes on every later request; ``MCP-Protocol-Version`` too, from
   2025-06-18 on (the session tells us the revision). A message's
@@ -16,9 +17,9 @@ Wire rules this module follows (see ``basic/transports.mdx`` of each revision):
   revision the transport opens no GET stream; a request sent with ``abort_on_cancel`` is
   cancelled by :meth:`StreamableHTTPTransport.abort`, which closes its POST.
 * Once ``initialize`` is answered and the session has told us the negotiated revision, a
-  ``GET`` opens the stream of server-initiated messages; 405 means
-  the server has none. It is re-opened when it ends (2025-11-25 servers may close streams
-  at will and ask to be polled) after the server's ``retry`` delay, with ``Last-Event-ID``.
+  ``GET`` opens the stream of server-initiated messages (405: the server has none),
+  re-opened when it ends (2025-11-25 servers may close streams at will and ask to be
+  polled) after the server's ``retry`` delay, with ``Last-Event-ID``.
 * A response stream that breaks before its response is resumed with ``GET`` +
   ``Last-Event-ID`` when the server gave event ids (2025-03-26 on), after ``retry``, a
   bounded number of times. (2026-07-28 drops resumption: a client re-issues the request
@@ -54,11 +55,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Final
 
 import httpx
-import orjson
 import trio
 
 from agenthost._version import __version__
@@ -71,9 +71,9 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.protocol import jsonrpc
-from agenthost.protocol.jsonrpc import ErrorObject, Request, RequestId
+from agenthost.protocol.jsonrpc import Request, RequestId
 from agenthost.protocol.revisions import at_least, is_modern
-from agenthost.protocol.sse import ServerSentEvent, SSEParser
+from agenthost.protocol.sse import SSEParser
 from agenthost.redaction import add_runtime_secret, redact_url
 from agenthost.transports._httpx import (
     RENEWED,
@@ -85,19 +85,24 @@ from agenthost.transports._httpx import (
 from agenthost.transports.base import (
     DEFAULT_MAX_MESSAGE_SIZE,
     NO_OPTIONS,
+    Deliver,
     SendOptions,
 )
 from agenthost.transports.http_base import (
+    _DRAIN_SECONDS,
+    _MODERN_CODES,
     HTTP_ERROR_CODE,
     MAX_REDIRECTS,
     HTTPResponse,
     HTTPTransportBase,
     _content_type,
+    _delay,
+    _jsonrpc_error,
     _summary,
     auth_hint,
     redirect_note,
 )
-from agenthost.transports.lean import Handoff, LeanPool, LeanRoute
+from agenthost.transports.lean import Handoff, LeanPool, LeanResponse, LeanRoute
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -113,34 +118,10 @@ log = logging.getLogger("agenthost.transports.http")
 _ACCEPT_BOTH: Final = "application/json, text/event-stream"
 _SSE: Final = "text/event-stream"
 _JSON: Final = "application/json"
-_DEFAULT_RETRY: Final = 1.0
-_MAX_RETRY: Final = 30.0
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
-#: How long a response stream may run on after its response before it is dropped.
-_DRAIN_SECONDS: Final = 1.0
 #: How long a request waits, once, for the GET stream's answer (see :meth:`_await_listener`).
 _LISTEN_WAIT: Final = 3.0
 _USER_AGENT: Final = f"agenthost/{__version__}"
-
-
-#: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
-#: protocol version): a 4xx carrying one comes from a modern Streamable HTTP server.
-_MODERN_CODES: Final = frozenset({-32020, -32021, -32022})
-
-
-def _jsonrpc_error(body: bytes) -> ErrorObject | None:
-    """The JSON-RPC error object of an error response body, if that is what it is."""
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    error = obj.get("error") if isinstance(obj, dict) else None
-    if not isinstance(error, dict):
-        return None
-    code, message = error.get("code"), error.get("message")
-    if type(code) is not int or not isinstance(message, str):
-        return None
-    return ErrorObject(code, message, error.get("data"))
 
 
 class StreamableHTTPTransport(HTTPTransportBase):
@@ -186,8 +167,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._resume_attempts = resume_attempts
         self._open_get = open_get_stream
         self._get_started = False
-        #: Set once the GET stream was answered (or given up on): see _await_listener.
-        self._listening = trio.Event()
+        self._listening = trio.Event()  # the GET stream answered, or given up on
         self._initialized = False
         self._deleted = False
         #: The cancel scope of each request's POST, for :meth:`abort`.
@@ -202,6 +182,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._headers_for,
                 _USER_AGENT,
             )
+
+    #: Requests are POSTed from the caller's task (:meth:`exchange`).
+    inline_exchanges = True
 
     @property
     def exchanges_per_request(self) -> bool:
@@ -222,7 +205,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
             and self._initialized
             and self.protocol_version is not None
             and not is_modern(self.protocol_version)
-            and self.protocol_version is not None
             and not self._get_started
             and not self._closed
             and self._failure is None
@@ -253,9 +235,8 @@ class StreamableHTTPTransport(HTTPTransportBase):
         body: bytes | None,
         timeout: httpx.Timeout,
     ) -> AsyncIterator[HTTPResponse]:
-        """One POST (``body``) or GET to the endpoint: on the lean path when it can take
-        it, else through httpx with :meth:`_stream`'s redirect rule. The headers are
-        ours (:meth:`_headers_for`), then ``extra``, then the Content-Type of a body."""
+        """One POST (``body``) or GET: on the lean path when it can take it, else through
+        httpx (:meth:`_stream`'s redirect rule). Headers: ours, ``extra``, Content-Type."""
         lean = self._lean
         handoff = Handoff.HTTPX
         if lean is not None:
@@ -321,6 +302,19 @@ class StreamableHTTPTransport(HTTPTransportBase):
             return
         with trio.fail_at(deadline):
             await self._post_message(body, options)
+
+    async def exchange(
+        self, request: Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
+    ) -> None:
+        """POST ``request`` from the caller's task; what the response carries goes to
+        ``deliver`` up to the response (issue 26: no task or channel between socket and
+        caller); what follows it, and a resumed stream, come through :meth:`receive`.
+
+        Cancellation: the POST is closed, as by :meth:`abort`. Raises: TransportError
+        (the transport is closed or failed, before the POST).
+        """
+        self._check_open()
+        await self._post_request(request.id, jsonrpc.encode(request), options, False, deliver)
 
     def abort(self, request_id: RequestId) -> None:
         """Drop the POST of ``request_id``, which the session gave up on.
@@ -396,10 +390,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
         body: bytes,
         options: SendOptions,
         probe: bool,
+        into: Deliver | None = None,
         *,
         task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """POST one request and deliver everything its response carries.
+        """POST one request and deliver everything its response carries (``into``: in
+        the caller's task, see :meth:`exchange`; None: through :meth:`receive`).
 
         Cancellation: :meth:`abort` cancels this POST (the request's stream closes,
         which a 2026-07-28 server takes as the cancellation); nothing is delivered.
@@ -413,9 +409,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 if not probe:
                     await self._await_listener()
                 with self._map_errors():
-                    async with self._exchange(
-                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
-                    ) as response:
+                    async with AsyncExitStack() as stack:  # a drain may take it over
+                        response = await stack.enter_async_context(
+                            self._exchange(
+                                "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
+                            )
+                        )
                         status = response.status_code
                         log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
                         if probe and status in _PROBE_STATUSES:
@@ -428,7 +427,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             # Compatibility"): this is Streamable HTTP; answer with it.
                             task_status.started(None)
                             started = True
-                            await self._deliver_jsonrpc_error(request_id, error, status)
+                            await self._deliver_jsonrpc_error(request_id, error, status, into)
                             return
                         task_status.started(None)
                         started = True
@@ -438,9 +437,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             and not self._take_session_id(response)
                         ):
                             return
-                        await self._handle_response(response, request_id, had_session)
+                        await self._handle_response(response, request_id, had_session, into, stack)
             except MessageTooLarge as exc:
-                await self._deliver_error(request_id, str(exc), None)
+                await self._deliver_error(request_id, str(exc), None, into)
             except RequestUnauthorized as exc:
                 # Only this request was refused: its caller gets it, the session goes on.
                 if not started:
@@ -448,7 +447,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                         raise
                     task_status.started(None)
                     started = True
-                await self._deliver_failure(request_id, exc)
+                await self._deliver_failure(request_id, exc, into)
             except AuthorizationError as exc:
                 # From the client's OAuth flow (auth hook): the server is unusable until
                 # someone logs in, so the transport ends with the reason.
@@ -466,10 +465,11 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     task_status.started(None)
                     started = True
                 await self._deliver_error(
-                    request_id, f"HTTP request failed: {reason_of(exc)}", None
+                    request_id, f"HTTP request failed: {reason_of(exc)}", None, into
                 )
             finally:
-                self._requests.pop(request_id, None)
+                if self._requests.get(request_id) is scope:  # (a resumption may own it now)
+                    del self._requests[request_id]
         if started and not self._initialized and 200 <= status < 300:
             self._initialized = True
             self._start_get_stream()
@@ -496,20 +496,26 @@ class StreamableHTTPTransport(HTTPTransportBase):
         return True
 
     async def _handle_response(
-        self, response: HTTPResponse, request_id: RequestId, had_session: bool
+        self,
+        response: HTTPResponse,
+        request_id: RequestId,
+        had_session: bool,
+        into: Deliver | None,
+        stack: AsyncExitStack,
     ) -> None:
+        """Deliver what ``response`` carries; ``stack`` holds it open (see _post_request)."""
         status = response.status_code
         if status == 404 and had_session:
             self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
             return
         if 300 <= status < 400:
-            await self._deliver_error(request_id, redirect_note(response), status)
+            await self._deliver_error(request_id, redirect_note(response), status, into)
             return
         if status >= 400 or status < 200:
             body = await self._read_quietly(response)
             error = _jsonrpc_error(body)
             if error is not None:
-                await self._deliver_jsonrpc_error(request_id, error, status)
+                await self._deliver_jsonrpc_error(request_id, error, status, into)
                 return
             summary = _summary(body, self._redact)
             await self._deliver_error(
@@ -517,6 +523,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 f"HTTP {status} {response.reason_phrase} from the server: {summary}"
                 f"{auth_hint(status, authorizing=self._client.auth is not None)}",
                 status,
+                into,
             )
             return
         if status in (202, 204):
@@ -525,54 +532,53 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if kind == _SSE:
             parser = SSEParser(max_size=self._max)
             events = response.aiter_bytes()  # one iterator: httpx's cannot be restarted
-            if not await self._consume(events, parser, request_id):
-                await self._resume(request_id, parser)
+            if not await self._consume(events, parser, request_id, into):
+                if into is None:
+                    await self._resume(request_id, parser)
+                else:  # in a task that abort() cancels; its answer comes through receive()
+                    scope = self._requests[request_id] = trio.CancelScope()
+                    self._nursery.start_soon(self._resume, request_id, parser, scope)
                 return
             # The server ends the stream after the response: read to that end, so the
             # connection goes back to the pool (issue 26: it was one connect per call).
-            with trio.move_on_after(_DRAIN_SECONDS):
-                await self._consume(events, parser, None)
+            # The caller that exchanges inline does not wait for that end to come.
+            if into is None or (isinstance(response, LeanResponse) and response.at_end):
+                with trio.move_on_after(_DRAIN_SECONDS):
+                    await self._consume(events, parser, None)
+            else:
+                self._nursery.start_soon(self._drain, stack.pop_all(), events, parser)
         elif kind == _JSON:
-            if not await self._deliver_frame(await self._read_limited(response), request_id):
+            body = await self._read_limited(response)
+            if not await self._deliver_frame(body, request_id, into):
                 await self._deliver_error(
-                    request_id, "the server's JSON reply held no response to this request", status
+                    request_id,
+                    "the server's JSON reply held no response to this request",
+                    status,
+                    into,
                 )
         else:
             await self._deliver_error(
-                request_id, f"unexpected Content-Type {kind or '(none)'!r} in reply", status
+                request_id, f"unexpected Content-Type {kind or '(none)'!r} in reply", status, into
             )
 
-    async def _consume(
-        self, body: AsyncIterator[bytes], parser: SSEParser, watch: RequestId | None
-    ) -> bool:
-        """Deliver the messages of a stream's ``body``; True once the response to
-        ``watch`` came (the rest of ``body`` can still be read).
-
-        A broken connection just ends the stream (False): the caller decides whether to
-        resume. Too large a message propagates.
+    async def _resume(
+        self, request_id: RequestId, parser: SSEParser, scope: trio.CancelScope | None = None
+    ) -> None:
+        """Re-attach to a broken response stream with ``Last-Event-ID``, or give up; as a
+        task of its own in ``scope`` (registered for :meth:`abort`) after :meth:`exchange`.
         """
-        try:
-            with self._map_errors():
-                async for chunk in body:
-                    for event in parser.feed(chunk):
-                        if await self._on_event(event, watch):
-                            return True
-        except (MessageTooLarge, AuthorizationError):
-            raise
-        except TransportError as exc:
-            log.debug("%s: stream broke: %s", self.name, reason_of(exc))
-        return False
+        if scope is None:
+            return await self._resume_attempts_for(request_id, parser)
+        with self._tracked(scope):
+            try:
+                await self._resume_attempts_for(request_id, parser)
+            except MessageTooLarge as exc:
+                await self._deliver_error(request_id, str(exc), None)
+            finally:
+                if self._requests.get(request_id) is scope:
+                    del self._requests[request_id]
 
-    async def _on_event(self, event: ServerSentEvent, watch: RequestId | None) -> bool:
-        if event.event != "message":
-            log.debug("%s: ignoring SSE event of type %r", self.name, event.event)
-            return False
-        if not event.data:
-            return False  # a priming event (id and/or retry only)
-        return await self._deliver_frame(event.data, watch)
-
-    async def _resume(self, request_id: RequestId, parser: SSEParser) -> None:
-        """Re-attach to a broken response stream with ``Last-Event-ID``, or give up."""
+    async def _resume_attempts_for(self, request_id: RequestId, parser: SSEParser) -> None:
         if not parser.last_event_id or not self._resumable():
             await self._deliver_error(
                 request_id,
@@ -736,12 +742,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
             await self._close_background()
             if self._lean is not None:
                 await self._lean.pool.aclose()
-
-
-def _delay(retry_ms: int | None, attempt: int) -> float:
-    """Seconds to wait before reconnecting: the server's ``retry``, backing off on failure."""
-    base = retry_ms / 1000 if retry_ms is not None else _DEFAULT_RETRY
-    return float(min(base * (2 ** max(0, attempt - 1)), max(base, _MAX_RETRY)))
 
 
 @asynccontextmanager

@@ -14,19 +14,31 @@ import logging
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Any, Final, Protocol
 
 import httpx
 import orjson
 import trio
 
-from agenthost.errors import AgentHostError, MessageTooLarge, TransportClosed, TransportError
+from agenthost.errors import (
+    AgentHostError,
+    AuthorizationError,
+    MessageTooLarge,
+    TransportClosed,
+    TransportError,
+)
 from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import ErrorObject, ErrorResponse, RequestId, Response
+from agenthost.protocol.sse import ServerSentEvent, SSEParser
 from agenthost.redaction import add_named_secret, add_secrets_of_url, redact, redact_url
-from agenthost.transports._httpx import map_httpx_errors
-from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, Transport, decode_frame
+from agenthost.transports._httpx import map_httpx_errors, reason_of
+from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, Deliver, Transport, decode_frame
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -66,6 +78,36 @@ HTTP_ERROR_CODE: Final = -32000
 MAX_REDIRECTS: Final = 5
 
 _SUMMARY_CHARS: Final = 200
+#: How long a response stream may run on after its response before it is dropped.
+_DRAIN_SECONDS: Final = 1.0
+_DEFAULT_RETRY: Final = 1.0
+_MAX_RETRY: Final = 30.0
+
+
+#: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
+#: protocol version): a 4xx carrying one comes from a modern Streamable HTTP server.
+_MODERN_CODES: Final = frozenset({-32020, -32021, -32022})
+
+
+def _jsonrpc_error(body: bytes) -> ErrorObject | None:
+    """The JSON-RPC error object of an error response body, if that is what it is."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = obj.get("error") if isinstance(obj, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    return ErrorObject(code, message, error.get("data"))
+
+
+def _delay(retry_ms: int | None, attempt: int) -> float:
+    """Seconds to wait before reconnecting: the server's ``retry``, backing off on failure."""
+    base = retry_ms / 1000 if retry_ms is not None else _DEFAULT_RETRY
+    return float(min(base * (2 ** max(0, attempt - 1)), max(base, _MAX_RETRY)))
 
 
 def _within_origin(sent: httpx.Request, follow: httpx.Request) -> bool:
@@ -232,8 +274,14 @@ class HTTPTransportBase(Transport):
         """Hand one message to ``receive()``; raises ClosedResourceError once closed."""
         await self._in.send(message)
 
-    async def _deliver_frame(self, data: str | bytes, watch: RequestId | None = None) -> bool:
-        """Decode and deliver one frame; True if it held the response to ``watch``."""
+    async def _deliver_frame(
+        self, data: str | bytes, watch: RequestId | None = None, into: Deliver | None = None
+    ) -> bool:
+        """Decode and deliver one frame; True if it held the response to ``watch``.
+
+        ``into``: where its messages go (an inline exchange's caller); else ``receive()``.
+        """
+        send = self._in.send if into is None else into
         queue: deque[jsonrpc.Message] = deque()
         decode_frame(data, queue, log, self.name)
         found = False
@@ -248,19 +296,25 @@ class HTTPTransportBase(Transport):
                 and message.id == watch
             ):
                 found = True
-            await self._in.send(message)
+            await send(message)
         return found
 
-    async def _deliver_error(self, request_id: RequestId, message: str, status: int | None) -> None:
+    async def _deliver_error(
+        self, request_id: RequestId, message: str, status: int | None, into: Deliver | None = None
+    ) -> None:
         """Answer ``request_id`` locally: the server will not (HTTP error, broken stream)."""
         data = {"httpStatus": status} if status is not None else None
         log.warning("%s: request %r failed: %s", self.name, request_id, message)
-        await self._in.send(ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data)))
+        reply = ErrorResponse(request_id, ErrorObject(HTTP_ERROR_CODE, message, data))
+        await (self._in.send if into is None else into)(reply)
 
-    async def _deliver_failure(self, request_id: RequestId, error: AgentHostError) -> None:
+    async def _deliver_failure(
+        self, request_id: RequestId, error: AgentHostError, into: Deliver | None = None
+    ) -> None:
         """Fail ``request_id`` alone with ``error``, raised to its caller as is."""
         log.info("%s: request %r failed: %s", self.name, request_id, error)  # the caller says it
-        await self._in.send(jsonrpc.InvalidResponse(request_id, str(error), error))
+        failure = jsonrpc.InvalidResponse(request_id, str(error), error)
+        await (self._in.send if into is None else into)(failure)
 
     # -- failure and background tasks
 
@@ -276,13 +330,14 @@ class HTTPTransportBase(Transport):
             scope.cancel()
 
     @contextmanager
-    def _tracked(self) -> Iterator[trio.CancelScope]:
-        """Run a background task's body in a scope the transport can cancel on close.
+    def _tracked(self, scope: trio.CancelScope | None = None) -> Iterator[trio.CancelScope]:
+        """Run a background task's body in a scope the transport can cancel on close
+        (``scope``, made before the task started, or a new one).
 
         The nursery's own scope cannot be used: the user's ``async with`` block runs in it.
         Delivery into a closed transport ends the task quietly.
         """
-        with trio.CancelScope() as scope:
+        with scope or trio.CancelScope() as scope:
             self._scopes.add(scope)
             if self._closed or self._failure is not None:
                 scope.cancel()
@@ -358,7 +413,7 @@ class HTTPTransportBase(Transport):
         return _summary(await self._read_quietly(response), self._redact)
 
     async def _deliver_jsonrpc_error(
-        self, request_id: RequestId, error: ErrorObject, status: int
+        self, request_id: RequestId, error: ErrorObject, status: int, into: Deliver | None = None
     ) -> None:
         """An HTTP error whose body is a JSON-RPC error: surfaced as is (code, message,
         data), the message scrubbed of secrets, for the request it answers."""
@@ -369,11 +424,58 @@ class HTTPTransportBase(Transport):
             status,
             self._redact(error.message[:_SUMMARY_CHARS]),
         )
-        await self._in.send(
-            ErrorResponse(
-                request_id, ErrorObject(error.code, self._redact(error.message), error.data)
-            )
+        reply = ErrorResponse(
+            request_id, ErrorObject(error.code, self._redact(error.message), error.data)
         )
+        await (self._in.send if into is None else into)(reply)
+
+    async def _drain(
+        self, response: AsyncExitStack, events: AsyncIterator[bytes], parser: SSEParser
+    ) -> None:
+        """Read a response stream on after its response (delivered through receive()),
+        bounded, then close it: the connection is reused if it ended."""
+        with self._tracked(), trio.move_on_after(_DRAIN_SECONDS):
+            try:
+                with self._map_errors():
+                    async with response:
+                        await self._consume(events, parser, None)
+            except TransportError as exc:  # too large, or refused: the request is answered
+                log.debug("%s: response stream dropped: %s", self.name, reason_of(exc))
+
+    async def _consume(
+        self,
+        body: AsyncIterator[bytes],
+        parser: SSEParser,
+        watch: RequestId | None,
+        into: Deliver | None = None,
+    ) -> bool:
+        """Deliver the messages of a stream's ``body``; True once the response to
+        ``watch`` came (the rest of ``body`` can still be read).
+
+        A broken connection just ends the stream (False): the caller decides whether to
+        resume. Too large a message propagates.
+        """
+        try:
+            with self._map_errors():
+                async for chunk in body:
+                    for event in parser.feed(chunk):
+                        if await self._on_event(event, watch, into):
+                            return True
+        except (MessageTooLarge, AuthorizationError):
+            raise
+        except TransportError as exc:
+            log.debug("%s: stream broke: %s", self.name, reason_of(exc))
+        return False
+
+    async def _on_event(
+        self, event: ServerSentEvent, watch: RequestId | None, into: Deliver | None
+    ) -> bool:
+        if event.event != "message":
+            log.debug("%s: ignoring SSE event of type %r", self.name, event.event)
+            return False
+        if not event.data:
+            return False  # a priming event (id and/or retry only)
+        return await self._deliver_frame(event.data, watch, into)
 
     def _map_errors(self, url: str | None = None) -> AbstractContextManager[None]:
         """:func:`map_httpx_errors` for this server: its name, its secrets scrubbed."""

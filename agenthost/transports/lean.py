@@ -245,6 +245,11 @@ class LeanResponse:
             size = sum(map(len, self._chunks))
         return self._complete
 
+    @property
+    def at_end(self) -> bool:
+        """Everything of the body was handed out: reading on needs no I/O."""
+        return self._complete and not self._chunks
+
     async def aclose(self) -> None:
         """Give the connection back (read to its end and kept alive) or close it."""
         conn, self._conn = self._conn, None

@@ -26,7 +26,13 @@ from agenthost.protocol import jsonrpc
 from agenthost.protocol.jsonrpc import Request
 from agenthost.redaction import redact_url
 from agenthost.transports._httpx import open_http_client
-from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
+from agenthost.transports.base import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    NO_OPTIONS,
+    Deliver,
+    SendOptions,
+    Transport,
+)
 from agenthost.transports.http import (
     StreamableHTTPTransport,
 )
@@ -114,6 +120,12 @@ class ProbingTransport(Transport):
             chosen = self._chosen
         await chosen.send(message, deadline=deadline, options=options)
 
+    async def exchange(
+        self, request: Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
+    ) -> None:
+        assert self._chosen is not None  # inline_exchanges is the chosen one's
+        await self._chosen.exchange(request, deliver, options=options)
+
     @property
     def exchanges_per_request(self) -> bool:
         chosen = self._chosen
@@ -169,6 +181,7 @@ class ProbingTransport(Transport):
     def _decide(self, transport: Transport, kind: str) -> None:
         self._chosen = transport
         self.kind = kind
+        self.inline_exchanges = transport.inline_exchanges
         if self._version is not None:
             transport.set_protocol_version(self._version)
         log.debug("%s: speaking %s", self.name, kind)
