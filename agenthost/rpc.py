@@ -452,6 +452,8 @@ class RPC:
         Cancellation: the server is told (``notifications/cancelled``, or the exchange is
         aborted when ``options.abort_on_cancel``); the endpoint stays usable.
         """
+        # one piece: the per-request hot path (bench: "stdio calls/s", "HTTP ... calls/s");
+        # a helper coroutine per step is a frame more to resume on every call.
         if self._closed is not None:
             self.check_open()
         request_id = next(self._ids)

@@ -99,7 +99,8 @@ def launch(path: str, argv: list[str]) -> int:
             print(f"{argv[:2]}: {exc}", file=note)
         os.execv(sys.executable, [sys.executable, *argv])
     sent = socket.send_fds(sock, [data], list(_STDIO))
-    sock.sendall(data[sent:])
+    if sent < len(data):  # (an empty send would fail once a quick peer has come and gone)
+        sock.sendall(data[sent:])
     for fd in _STDIO:  # the peer holds them now; ours would keep pipes open past its end
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_RDWR), fd)

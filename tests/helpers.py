@@ -55,7 +55,11 @@ if TYPE_CHECKING:
 Command = tuple[str, list[str]]
 """``(command, args)``: what a stdio ``ServerConfig`` takes."""
 
+#: The CLI as a subprocess, forked warm by the suite's fork server (tests/forkserver.py).
 AGENTHOST = [peer_python(), "-m", "agenthost"]
+#: The CLI started cold, for a test that looks at its process tree (its children by
+#: parent pid): through the fork server the CLI is not the launcher's child.
+AGENTHOST_COLD = [sys.executable, "-m", "agenthost"]
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from agenthost.serve.http import MAX_SESSIONS
 from tests.forkserver import peer_python
-from tests.helpers import AGENTHOST, REPO, alive
+from tests.helpers import AGENTHOST, AGENTHOST_COLD, REPO, alive
 
 Command = tuple[str, list[str]]
 SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
@@ -59,7 +59,7 @@ def _env(**extra: str) -> dict[str, str]:
 @contextmanager
 def _serving(config: Path, bind: str = "127.0.0.1:0", **env: str) -> Iterator[tuple[str, Any]]:
     proc = subprocess.Popen(
-        [*AGENTHOST, "--config", str(config), "serve", "--http", bind],
+        [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", bind],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
