@@ -54,6 +54,8 @@ PRELOAD = (
     "mcp.client",
     "mcp.client.stdio",
     "mcp.client.streamable_http",
+    "fastmcp",  # the tasks peer (tests/peers/tasks_server.py)
+    "fastmcp_tasks",
     "uvicorn",
     "starlette.applications",
     "anyio",

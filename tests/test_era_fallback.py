@@ -28,6 +28,7 @@ from agenthost.errors import BackChannelRequired
 from agenthost.host.host import Host
 from agenthost.protocol.revisions import Era
 from tests.conftest import PEER_LOG_ENV, PEERS_DIR, free_port
+from tests.forkserver import peer_python
 from tests.helpers import FakeAnthropic, Recorder, host_with, sampling_policy, text_of
 from tests.peers.http_launch import serve
 
@@ -38,7 +39,7 @@ def config(peer_log: Path, *args: str, **kwargs: Any) -> ServerConfig:
     return ServerConfig(
         name="bc",
         transport="stdio",
-        command=sys.executable,
+        command=peer_python(),
         args=(str(PEER), *args),
         env={PEER_LOG_ENV: str(peer_log)},
         **kwargs,

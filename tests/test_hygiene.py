@@ -121,3 +121,12 @@ def test_serial_tests_live_where_make_test_collects_them() -> None:
     assert marked, "no serial marks found: the check reads the wrong thing"
     outside = [name for name in marked if not any((ROOT / name).is_relative_to(h) for h in homes)]
     assert outside == [], f"serial tests outside SERIAL_PATHS ({line}): {outside}"
+
+
+def test_the_longest_files_list_names_files_that_exist() -> None:
+    """conftest.LONGEST_FILES orders the run (longest first); a renamed file would fall to
+    the back of the queue without a word."""
+    from tests.conftest import LONGEST_FILES
+
+    missing = [name for name in LONGEST_FILES if not (ROOT / name).is_file()]
+    assert missing == [], f"renamed or gone: update LONGEST_FILES: {missing}"

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,7 +50,7 @@ command = {json.dumps(command)}
 args = {json.dumps(args)}
 
 [servers.tk]
-command = {json.dumps(sys.executable)}
+command = {json.dumps(peer_python())}
 args = [{json.dumps(str(PEERS / "tasks_server.py"))}, "stdio"]
 env = {{ AGENTHOST_PEER_LOG = {json.dumps(str(tmp_path / "peer.jsonl"))} }}
 

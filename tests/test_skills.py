@@ -46,7 +46,7 @@ def server(log: Path, *flags: str) -> ServerConfig:
     return ServerConfig(
         name="sk",
         transport="stdio",
-        command=sys.executable,
+        command=peer_python(),
         args=(PEER, *flags),
         env={"AGENTHOST_PEER_LOG": str(log)},
     )
@@ -148,11 +148,11 @@ def test_cli_lists_and_shows_skills(tmp_path: Path) -> None:
     config.write_text(
         f"""
 [servers.sk]
-command = {json.dumps(sys.executable)}
+command = {json.dumps(peer_python())}
 args = [{json.dumps(PEER)}]
 
 [servers.bad]
-command = {json.dumps(sys.executable)}
+command = {json.dumps(peer_python())}
 args = [{json.dumps(PEER)}, "--tamper", "digest"]
 
 [policy]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -73,7 +72,7 @@ def text_of(result: Any) -> str:
 @asynccontextmanager
 async def http_peer(env: dict[str, str] | None = None) -> AsyncIterator[str]:
     port = free_port()
-    argv = [sys.executable, str(PEER), "streamable-http", "--port", str(port)]
+    argv = [peer_python(), str(PEER), "streamable-http", "--port", str(port)]
     async with serve(argv, port, env=env):
         yield f"http://127.0.0.1:{port}/mcp"
 
@@ -94,7 +93,7 @@ def peer_session(
     ) -> AsyncIterator[Opened]:
         if kind == "stdio":
             async with open_stdio_transport(
-                sys.executable, [str(PEER), "stdio"], name="tk", env=env
+                peer_python(), [str(PEER), "stdio"], name="tk", env=env
             ) as stdio:
                 wire = RecordingTransport(stdio)
                 async with open_session(wire, name="tk", handlers=handlers, era="modern") as s:
@@ -308,7 +307,7 @@ def stdio_server(**options: Any) -> ServerConfig:
     return ServerConfig(
         name="tk",
         transport="stdio",
-        command=sys.executable,
+        command=peer_python(),
         args=(str(PEER), "stdio"),
         protocol=MODERN,
         **options,

@@ -15,19 +15,19 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.harness import VERSIONS, node_for, package_dir
+from tests.forkserver import peer_python
 from tests.helpers import AGENTHOST, REPO
 
 UPSTREAM = REPO / "tests" / "peers" / "conformance_server.py"
 CONFIG = f"""
 [servers.conformance]
-command = {json.dumps(sys.executable)}
+command = {json.dumps(peer_python())}
 args = [{json.dumps(str(UPSTREAM))}]
 
 [gateway]
