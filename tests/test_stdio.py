@@ -249,21 +249,29 @@ async def test_concurrent_large_sends_stay_whole_under_cancellation() -> None:
                 else:
                     corrupt.append(message)  # type: ignore[arg-type]
 
+        scopes = [trio.CancelScope() for _ in sizes]
+
         async def sender(i: int) -> None:
             request = Request(i, "blob", {"blob": "x" * sizes[i]})
-            if i % 5 == 0:
-                # Cancelled while parked behind the full pipe: its bytes are already
-                # queued, so they must still leave whole (or the framing would break).
-                with trio.move_on_after(0.05):
-                    await transport.send(request)
-            else:
+            with scopes[i]:
                 await transport.send(request)
+
+        async def cancel_the_parked() -> None:
+            # Once every sender is parked behind the full pipe (their bytes queued), the
+            # fifth ones are cancelled: their bytes must still leave whole (or the framing
+            # would break). Waiting for that moment, not for a fixed time: on a loaded
+            # machine a sender may not have started within any fixed time.
+            await trio.testing.wait_all_tasks_blocked()
+            for i in sizes:
+                if i % 5 == 0:
+                    scopes[i].cancel()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader)
             async with trio.open_nursery() as senders:
                 for i in sizes:
                     senders.start_soon(sender, i)
+                senders.start_soon(cancel_the_parked)
             with trio.fail_after(20):
                 while not all(i in answered for i in sizes if i % 5):
                     await trio.sleep(0.01)
