@@ -32,7 +32,7 @@ import httpx
 import orjson
 
 from agenthost.auth.settings import is_loopback
-from agenthost.transports._httpx import tls_failure
+from agenthost.transports._httpx import failure_name
 
 __all__ = [
     "AuthServerMetadata",
@@ -355,8 +355,7 @@ async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:
                 if len(body) > MAX_DOCUMENT:
                     raise DiscoveryError(f"{url} is larger than {MAX_DOCUMENT} bytes")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        why = tls_failure(exc) or type(exc).__name__
-        raise DiscoveryError(f"cannot fetch {url}: {why}") from None
+        raise DiscoveryError(f"cannot fetch {url}: {failure_name(exc)}") from None
     try:
         return status, orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -39,7 +39,7 @@ from agenthost.auth.settings import OAuthSettings
 from agenthost.auth.state import Client, IssuerState, Tokens, now
 from agenthost.errors import AuthorizationError
 from agenthost.redaction import add_runtime_secret, add_secret, redact_url
-from agenthost.transports._httpx import tls_failure
+from agenthost.transports._httpx import failure_name
 
 __all__ = ["Exchange", "Redactor"]
 
@@ -541,9 +541,8 @@ class Exchange:
                         )
             return response, bytes(body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            why = tls_failure(exc) or type(exc).__name__
             raise self._error(
-                f"cannot reach the {what} {redact_url(endpoint)}: {why}", fix
+                f"cannot reach the {what} {redact_url(endpoint)}: {failure_name(exc)}", fix
             ) from None
 
     @contextmanager

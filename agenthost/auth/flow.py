@@ -78,7 +78,7 @@ from agenthost.auth.state import (
 from agenthost.auth.store import TOKEN_STORE, TokenStore, default_token_store, process_lock
 from agenthost.errors import AuthorizationError, RequestUnauthorized
 from agenthost.redaction import redact_url
-from agenthost.transports._httpx import RENEWED, tls_failure
+from agenthost.transports._httpx import RENEWED, failure_name
 
 __all__ = ["MAX_STEP_UPS", "OAuth", "OAuthStatus"]
 
@@ -754,7 +754,7 @@ class OAuth(Exchange, httpx.Auth):
                 values = response.headers.get_list("www-authenticate")
         except httpx.HTTPError as exc:
             raise self._error(
-                f"cannot reach {redact_url(self.url)}: {tls_failure(exc) or type(exc).__name__}",
+                f"cannot reach {redact_url(self.url)}: {failure_name(exc)}",
                 "check the server's URL",
             ) from None
         if status in (401, 403):

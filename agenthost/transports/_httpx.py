@@ -42,6 +42,7 @@ from agenthost.redaction import redact, redact_url
 __all__ = [
     "BearerAuth",
     "describe",
+    "failure_name",
     "lean_allowed",
     "map_httpx_errors",
     "new_client",
@@ -122,6 +123,12 @@ def tls_failure(exc: BaseException) -> str | None:
         cause = cause.__cause__ or cause.__context__
         seen += 1
     return None
+
+
+def failure_name(exc: BaseException) -> str:
+    """The TLS problem behind ``exc`` (:func:`tls_failure`), else its type's name: for a
+    one-line "cannot reach" that must not show the message (httpx puts URLs in it)."""
+    return tls_failure(exc) or type(exc).__name__
 
 
 #: OpenSSL's ``X509_V_ERR_*`` codes that mean "no trusted CA vouches for this chain":

@@ -197,15 +197,14 @@ async def _open_stream(
     if not secure:
         return stream, authority, resource
     # Here, not at the top: httpx (which builds the shared context) only for wss://.
-    from agenthost.transports._httpx import ssl_context, tls_failure
+    from agenthost.transports._httpx import failure_name, ssl_context
 
     tls = trio.SSLStream(stream, ssl_context(), server_hostname=host, https_compatible=True)
     try:
         await tls.do_handshake()
     except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
         await trio.aclose_forcefully(stream)
-        why = tls_failure(exc) or type(exc).__name__
-        raise TransportClosed(f"cannot reach {safe}: {why}", server=name) from None
+        raise TransportClosed(f"cannot reach {safe}: {failure_name(exc)}", server=name) from None
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
