@@ -34,6 +34,7 @@ to the plain interpreter elsewhere, or with ``AGENTHOST_TEST_FORK=0``.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import json
 import os
@@ -103,9 +104,10 @@ def launch(path: str, argv: list[str]) -> int:
     sent = socket.send_fds(sock, [data], list(_STDIO))
     if sent < len(data):  # (an empty send would fail once a quick peer has come and gone)
         sock.sendall(data[sent:])
+    null = os.open(os.devnull, os.O_RDWR)
     for fd in _STDIO:  # the peer holds them now; ours would keep pipes open past its end
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+        os.dup2(null, fd)
+    os.close(null)
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(OSError):
@@ -355,13 +357,11 @@ def _reap(pid: int, sel: selectors.BaseSelector, launchers: dict[int, _Launcher]
 # -- the suite's side
 
 
-_STARTED: dict[str, str | None] = {}
-_PID: list[int] = []
-
-
-def server_pid() -> int | None:
-    """The fork server's pid once :func:`peer_python` started it (for its own tests)."""
-    return _PID[0] if _PID else None
+#: The started server, ``(wrapper, pid)``, or None where it cannot run; unset before the
+#: first :func:`peer_python`. ``_thread``'s lock: the launcher imports this module too, and
+#: ``threading`` would cost it start-up time for nothing.
+_SERVER: list[tuple[str, int] | None] = []
+_SERVER_LOCK = _thread.allocate_lock()
 
 
 def peer_python() -> str:
@@ -369,15 +369,27 @@ def peer_python() -> str:
 
     The first call in a process starts the fork server (its parent is this process: it
     ends with it) and writes a two-line shell wrapper around the launcher; later calls
-    return the same wrapper. Where the server cannot run: ``sys.executable``. Locked by
-    the caller if threads may race (the conformance batch does).
+    return the same wrapper, from any thread (the conformance batch asks from several at
+    once). Where the server cannot run: ``sys.executable``.
     """
-    if "path" not in _STARTED:
-        _STARTED["path"] = _start()
-    return _STARTED["path"] or sys.executable
+    server = _server()
+    return sys.executable if server is None else server[0]
 
 
-def _start() -> str | None:
+def server_pid() -> int | None:
+    """The fork server's pid once :func:`peer_python` started it (for its own tests)."""
+    server = _server()
+    return None if server is None else server[1]
+
+
+def _server() -> tuple[str, int] | None:
+    with _SERVER_LOCK:
+        if not _SERVER:
+            _SERVER.append(_start())
+        return _SERVER[0]
+
+
+def _start() -> tuple[str, int] | None:
     import atexit
     import select
     import shlex
@@ -423,13 +435,12 @@ def _start() -> str | None:
         warnings.warn("test fork server did not start; peers start cold", stacklevel=3)
         return None
     atexit.register(stop)
-    _PID.append(proc.pid)
     wrapper = os.path.join(folder, "python")
     launcher = shlex.join([sys.executable, "-I", "-S", here, "launch", path])
     with open(wrapper, "w") as f:
         f.write(f'#!/bin/sh\nexec {launcher} "$@"\n')
     os.chmod(wrapper, 0o755)
-    return wrapper
+    return wrapper, proc.pid
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -195,12 +194,8 @@ def client_command(python: str = sys.executable) -> str:
     cold, ~0.5 s of CPU less per client; ``AGENTHOST_TEST_FORK=0`` turns it off).
     """
     if python == sys.executable:
-        with _FORK_LOCK:  # the batch asks from several threads; one server per process
-            python = peer_python()
+        python = peer_python()
     return shlex.join([python, str(CLIENT)])
-
-
-_FORK_LOCK = threading.Lock()
 
 
 def _suite_argv(version: str) -> list[str]:
