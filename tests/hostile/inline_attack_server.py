@@ -24,9 +24,10 @@ from starlette.routing import Route
 
 TOOLS = [
     *("progress_forever", "ask_flood", "tail", "wrong_id", "dup"),
-    *("junk_batch", "batch_ok", "resume_forever", "slow", "echo"),
+    *("junk_batch", "batch_ok", "resume_forever", "slow", "echo", "steal"),
 ]
 STATS: Counter[str] = Counter()
+SLOW_IDS: list[Any] = []
 
 
 def _sse(message: dict[str, Any]) -> bytes:
@@ -127,7 +128,16 @@ async def tool(rid: Any, name: str, args: dict[str, Any]) -> Response:
         return _stream(gen(), name)
     if name == "batch_ok":
         return JSONResponse([_result(rid, "in batch")])
+    if name == "steal":  # answer the last "slow" request from this stream, then ours
+        victim = SLOW_IDS[-1] if SLOW_IDS else None
+
+        async def gen() -> AsyncIterator[bytes]:
+            yield _sse(_result(victim, "stolen"))
+            yield _sse(_result(rid, "thief"))
+
+        return _stream(gen(), name)
     if name == "slow":
+        SLOW_IDS.append(rid)
 
         async def gen() -> AsyncIterator[bytes]:
             yield b": hi\n\n"
