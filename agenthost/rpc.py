@@ -103,7 +103,7 @@ NotificationSink = Callable[[str, Mapping[str, Any]], Awaitable[None]]
 class _Waiter:
     """One pending request: the task waiting for it, or the outcome if it came first."""
 
-    __slots__ = ("deadline", "done", "exchange", "outcome", "sent", "task")
+    __slots__ = ("deadline", "done", "exchange", "outcome", "owner", "sent", "task")
 
     def __init__(self, deadline: float) -> None:
         self.task: trio.lowlevel.Task | None = None
@@ -117,6 +117,8 @@ class _Waiter:
         #: The request's id while the caller's own task exchanges it (an inline HTTP
         #: POST): no task is parked, so a timeout aborts the exchange instead.
         self.exchange: RequestId | None = None
+        #: The caller's task, while ``exchange`` is set.
+        self.owner: trio.lowlevel.Task | None = None
 
     def abort(self, _: Any) -> trio.lowlevel.Abort:
         # Cancelled while parked: forget the task so a late response cannot wake it twice.
@@ -292,6 +294,11 @@ class RPC:
             waiter.task = None
         else:
             waiter.outcome = outcome.Value(message)
+            if waiter.exchange is not None and waiter.owner is not trio.lowlevel.current_task():
+                # Answered on another stream (another request's, the GET stream) while
+                # the caller still reads its own POST, which the server may hold open
+                # for ever: end that POST, so the caller takes the answer now.
+                self.transport.abort(waiter.exchange)
 
     async def _dispatch(self, message: Message) -> None:
         """Act on one message from the peer: the reader's dispatch, and what a
@@ -481,6 +488,7 @@ class RPC:
                     # server); a timeout aborts it (_Waiter.time_out).
                     waiter.sent = True
                     waiter.exchange = request_id
+                    waiter.owner = trio.lowlevel.current_task()
                     await transport.exchange(request, self._dispatch, options=options)
                     waiter.exchange = None
                 else:

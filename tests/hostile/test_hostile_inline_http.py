@@ -225,14 +225,6 @@ async def test_resume_rate_is_bounded_whatever_retry_the_server_sends() -> None:
         assert gets <= 20 * elapsed, f"{gets} resume GETs in {elapsed:.1f}s"
 
 
-@pytest.mark.xfail(
-    reason="attack finding: when a request's answer arrives on another stream (here: the"
-    " response stream of another request) while its own inline POST stream stays open,"
-    " rpc._dispatch settles the waiter but the caller stays inside transport.exchange"
-    " reading its own stream: the call never returns and its timeout no longer bites"
-    " (the watchdog dropped it), a hang for ever",
-    strict=True,
-)
 async def test_answer_for_another_in_flight_request() -> None:
     """A stream answers a different in-flight request: it is the same server, so the
     victim may take that answer (or time out); but it must return within its timeout,
