@@ -82,6 +82,10 @@ _SUMMARY_CHARS: Final = 200
 _DRAIN_SECONDS: Final = 1.0
 _DEFAULT_RETRY: Final = 1.0
 _MAX_RETRY: Final = 30.0
+#: The shortest wait before a reconnect, whatever ``retry`` the server sends: a server
+#: sending ``retry: 1`` and a new event id on every stream had the client re-GET in a busy
+#: loop (~500 GETs/s) for as long as the request ran (tests/hostile/test_hostile_inline_http.py).
+_MIN_RETRY: Final = 0.1
 
 
 #: 2026-07-28 error codes (header mismatch, missing client capability, unsupported
@@ -106,7 +110,7 @@ def _jsonrpc_error(body: bytes) -> ErrorObject | None:
 
 def _delay(retry_ms: int | None, attempt: int) -> float:
     """Seconds to wait before reconnecting: the server's ``retry``, backing off on failure."""
-    base = retry_ms / 1000 if retry_ms is not None else _DEFAULT_RETRY
+    base = max(retry_ms / 1000, _MIN_RETRY) if retry_ms is not None else _DEFAULT_RETRY
     return float(min(base * (2 ** max(0, attempt - 1)), max(base, _MAX_RETRY)))
 
 
