@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Final
 
 import httpx
@@ -102,7 +102,7 @@ from agenthost.transports.http_base import (
     auth_hint,
     redirect_note,
 )
-from agenthost.transports.lean import Handoff, LeanPool, LeanResponse, LeanRoute
+from agenthost.transports.lean import Exchange, Handoff, LeanPool, LeanResponse, LeanRoute
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -226,44 +226,40 @@ class StreamableHTTPTransport(HTTPTransportBase):
         """Connections the lean path opened so far; None when it is not used (httpx is)."""
         return self._lean.pool.opened if self._lean is not None else None
 
-    @asynccontextmanager
-    async def _exchange(
+    def _exchange(
         self,
         method: str,
         accept: str,
         extra: Mapping[str, str],
         body: bytes | None,
         timeout: httpx.Timeout,
-    ) -> AsyncIterator[HTTPResponse]:
+    ) -> Exchange:
         """One POST (``body``) or GET: on the lean path when it can take it, else through
         httpx (:meth:`_stream`'s redirect rule). Headers: ours, ``extra``, Content-Type."""
-        lean = self._lean
-        handoff = Handoff.HTTPX
-        if lean is not None:
-            state = (self.session_id, self.protocol_version)
-            response = await lean.send(
-                method, accept, extra, body, state=state, read_timeout=timeout.read
-            )
-            if not isinstance(response, Handoff):
-                try:
-                    yield response
-                finally:
-                    await response.aclose()
-                return
-            handoff = response
+        state = (self.session_id, self.protocol_version)
+        return Exchange(self._lean, self._via_httpx, method, accept, extra, body, timeout, state)
+
+    def _via_httpx(
+        self,
+        handoff: Handoff,
+        method: str,
+        accept: str,
+        extra: Mapping[str, str],
+        body: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> AbstractAsyncContextManager[httpx.Response]:
         headers = {**self._headers_for(accept), **extra}
         if body is not None:
             headers["Content-Type"] = _JSON
         extensions = {RENEWED: True} if handoff is Handoff.RENEWED else None
-        async with self._stream(
+        return self._stream(
             method,
             self._target,
             content=body,
             headers=headers,
             timeout=timeout,
             extensions=extensions,
-        ) as httpx_response:
-            yield httpx_response
+        )
 
     def _has_sessions(self) -> bool:
         # 2026-07-28 has none: a modern client never keeps (or echoes) a session id.
@@ -409,12 +405,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 if not probe:
                     await self._await_listener()
                 with self._map_errors():
-                    async with AsyncExitStack() as stack:  # a drain may take it over
-                        response = await stack.enter_async_context(
-                            self._exchange(
-                                "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
-                            )
-                        )
+                    exchange = self._exchange(  # a drain may take it over
+                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
+                    )
+                    async with exchange as response:
                         status = response.status_code
                         log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
                         if probe and status in _PROBE_STATUSES:
@@ -437,7 +431,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             and not self._take_session_id(response)
                         ):
                             return
-                        await self._handle_response(response, request_id, had_session, into, stack)
+                        await self._handle_response(
+                            response, request_id, had_session, into, exchange
+                        )
             except MessageTooLarge as exc:
                 await self._deliver_error(request_id, str(exc), None, into)
             except RequestUnauthorized as exc:
@@ -501,9 +497,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         request_id: RequestId,
         had_session: bool,
         into: Deliver | None,
-        stack: AsyncExitStack,
+        exchange: Exchange,
     ) -> None:
-        """Deliver what ``response`` carries; ``stack`` holds it open (see _post_request)."""
+        """Deliver what ``response`` carries; ``exchange`` holds it open (see _post_request)."""
         status = response.status_code
         if status == 404 and had_session:
             self._fail(SessionExpired, "the server no longer knows this session (HTTP 404)")
@@ -546,7 +542,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 with trio.move_on_after(_DRAIN_SECONDS):
                     await self._consume(events, parser, None)
             else:
-                self._nursery.start_soon(self._drain, stack.pop_all(), events, parser)
+                self._nursery.start_soon(self._drain, exchange.detach(), events, parser)
         elif kind == _JSON:
             body = await self._read_limited(response)
             if not await self._deliver_frame(body, request_id, into):
