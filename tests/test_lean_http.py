@@ -411,6 +411,36 @@ async def test_waiting_for_a_connection_is_bounded() -> None:
         assert pool.opened == 3
 
 
+async def test_a_released_connection_goes_to_the_request_waiting_for_one() -> None:
+    """One slot: requests queue for it in order, each handed the released slot; one that
+    gave up waiting (cancelled) does not take a slot with it."""
+
+    async def keep_alive(stream: trio.SocketStream) -> None:
+        while await read_request(stream):
+            await trio.sleep(0.05)
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async with scripted(keep_alive) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5, max_connections=1)
+        done: list[int] = []
+
+        async def one(index: int) -> None:
+            assert await body_of(pool) == b"ok"
+            done.append(index)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for index in range(5):
+                    nursery.start_soon(one, index)
+                    await trio.testing.wait_all_tasks_blocked()
+                with trio.move_on_after(0.01):  # a waiter that gives up
+                    await body_of(pool)
+            assert done == [0, 1, 2, 3, 4]
+            assert await body_of(pool) == b"ok"  # the slot of the one that gave up is free
+        assert pool.opened == 1
+        await pool.aclose()
+
+
 async def test_nothing_listening_is_transport_closed() -> None:
     pool = LeanPool(f"http://127.0.0.1:{free_port()}/mcp", server="s", connect_timeout=5)
     with pytest.raises(TransportClosed, match="cannot reach"):

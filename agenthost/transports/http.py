@@ -410,7 +410,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
                     )
                     async with exchange as response:
                         status = response.status_code
-                        log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
+                        if log.isEnabledFor(logging.DEBUG):
+                            log.debug(
+                                "%s: POST request %r -> HTTP %d", self.name, request_id, status
+                            )
                         if probe and status in _PROBE_STATUSES:
                             body = await self._read_quietly(response)
                             error = _jsonrpc_error(body)

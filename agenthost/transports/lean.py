@@ -43,6 +43,7 @@ import math
 import select
 import socket
 import ssl
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -309,10 +310,6 @@ class LeanResponse:
         if not self._head_done and self._head_bytes > MAX_HEAD:
             raise self._broken(f"response headers larger than {MAX_HEAD} bytes")
 
-    async def _read_head(self) -> None:
-        while not self._head_done:
-            await self._fill()
-
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body's pieces as they arrive (no copies: the parser's own bytes)."""
         chunks = self._chunks
@@ -402,7 +399,12 @@ class LeanPool:
         self._connect_timeout = connect_timeout
         self._idle_seconds = idle_seconds
         self._ssl_context = ssl_context
-        self._slots = trio.Semaphore(max_connections)
+        #: Free connection slots; a request that finds none parks in ``_waiting`` and is
+        #: handed the slot of the next connection released (trio.Semaphore's rule, without
+        #: its method calls per request).
+        self._free = max_connections
+        self._waiting = trio.lowlevel.ParkingLot()
+        self._parked = 0
         self._idle: list[_Connection] = []
         self._closed = False
         #: Connections opened so far (tests and the bench count them).
@@ -448,7 +450,8 @@ class LeanPool:
                 raise response._broken("sending the request timed out") from None
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise response._broken(f"sending failed: {type(exc).__name__}") from None
-            await response._read_head()
+            while not response._head_done:
+                await response._fill()
         except BaseException:
             await response.aclose()
             raise
@@ -465,13 +468,17 @@ class LeanPool:
     async def _acquire(self) -> _Connection:
         if self._closed:
             raise TransportClosed("the connection pool is closed", server=self.server)
-        try:
+        if self._free:
             # A free slot is taken without a cancel scope or a scheduler pass (the send
             # that follows checkpoints; bench: "HTTP JSON calls/s, 1 in flight").
-            self._slots.acquire_nowait()
-        except trio.WouldBlock:
-            with trio.move_on_after(self._connect_timeout) as waited:
-                await self._slots.acquire()
+            self._free -= 1
+        else:
+            self._parked += 1
+            try:
+                with trio.move_on_after(self._connect_timeout) as waited:
+                    await self._waiting.park()  # woken holding a released slot
+            finally:
+                self._parked -= 1
             if waited.cancelled_caught:
                 raise TransportClosed(
                     "no connection to the server came free in time (every pooled connection"
@@ -479,7 +486,7 @@ class LeanPool:
                     server=self.server,
                 ) from None
         try:
-            now = trio.current_time()
+            now = time.monotonic()  # real time: servers drop idle connections by it
             while self._idle:
                 conn = self._idle.pop()
                 if now - conn.idle_since <= self._idle_seconds and not _stale(conn):
@@ -487,7 +494,7 @@ class LeanPool:
                 await conn.aclose()
             return _Connection(await self._connect())
         except BaseException:
-            self._slots.release()
+            self._release_slot()
             raise
 
     async def _connect(self) -> trio.abc.Stream:
@@ -516,12 +523,17 @@ class LeanPool:
 
     async def release(self, conn: _Connection, *, reusable: bool) -> None:
         """A response is done with ``conn``: keep it idle, or close it."""
-        self._slots.release()
+        self._release_slot()
         if reusable and not self._closed:
-            conn.idle_since = trio.current_time()
+            conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
             await conn.aclose()
+
+    def _release_slot(self) -> None:
+        # (A waiter that timed out has left the lot but may not have counted itself out.)
+        if not (self._parked and self._waiting.unpark()):
+            self._free += 1
 
     async def aclose(self) -> None:
         """Close the idle connections; busy ones close when their responses do."""

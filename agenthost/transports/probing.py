@@ -182,6 +182,10 @@ class ProbingTransport(Transport):
         self._chosen = transport
         self.kind = kind
         self.inline_exchanges = transport.inline_exchanges
+        if transport.inline_exchanges:
+            # Every request's exchange goes straight to the chosen transport: a coroutine
+            # frame less per call (bench: "HTTP JSON calls/s, 1 in flight").
+            self.exchange = transport.exchange  # type: ignore[method-assign]
         if self._version is not None:
             transport.set_protocol_version(self._version)
         log.debug("%s: speaking %s", self.name, kind)
