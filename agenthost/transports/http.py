@@ -541,7 +541,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             # The server ends the stream after the response: read to that end, so the
             # connection goes back to the pool (issue 26: it was one connect per call).
             # The caller that exchanges inline does not wait for that end to come.
-            if into is None or (isinstance(response, LeanResponse) and response.at_end):
+            if isinstance(response, LeanResponse) and response.at_end:
+                pass  # the end is in (the usual case): nothing to read, nothing to bound
+            elif into is None:
                 with trio.move_on_after(_DRAIN_SECONDS):
                     await self._consume(events, parser, None)
             else:

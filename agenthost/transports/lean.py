@@ -310,20 +310,13 @@ class LeanResponse:
         if not self._head_done and self._head_bytes > MAX_HEAD:
             raise self._broken(f"response headers larger than {MAX_HEAD} bytes")
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body's pieces as they arrive (no copies: the parser's own bytes)."""
-        chunks = self._chunks
-        while True:
-            while chunks:
-                yield chunks.popleft()
-            if self._complete:
-                return
-            await self._fill()
+        return _Body(self)
 
     async def read(self, limit: int) -> bytes | None:
         """The whole body, or None once it is larger than ``limit`` bytes (what is left
-        unread then closes the connection). :meth:`aiter_bytes`'s async generator costs
-        a hook call and a weak set entry per response in Trio: the JSON reply needs none."""
+        unread then closes the connection), without an iterator."""
         chunks = self._chunks
         size = sum(map(len, chunks))
         while not self._complete:
@@ -362,6 +355,29 @@ class LeanResponse:
         if conn is not None:
             reusable = self._complete and self._keep_alive and not self._chunks
             await self._pool.release(conn, reusable=reusable)
+
+
+class _Body:
+    """:meth:`LeanResponse.aiter_bytes`: a class, not an async generator, which Trio
+    registers (a hook call, a weak set entry) and finalises in a task of its own when
+    dropped unfinished, as the SSE reader leaves one after the answer."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: LeanResponse) -> None:
+        self._response = response
+
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
+        response = self._response
+        chunks = response._chunks
+        while not chunks:
+            if response._complete:
+                raise StopAsyncIteration
+            await response._fill()
+        return chunks.popleft()
 
 
 class LeanPool:
