@@ -291,19 +291,28 @@ class OAuth(Exchange, httpx.Auth):
         there is none (then only the auth flow can get one); ``""`` for a DPoP-bound
         token (each request needs a proof of its own: only the auth flow sends it).
 
-        Why public: the lean HTTP path (:mod:`agenthost.transports.lean`) attaches the
-        token from this same state and hands a 401/403 to :meth:`refused`.
+        Public: the lean HTTP path attaches the token and hands a 401/403 to :meth:`refused`.
         """
+        if (now := self.bearer_now())[0]:
+            return now[1]
         token = await self._valid_token()
         state = self._state
         return "" if token and state and state.tokens and state.tokens.dpop else token
 
+    def bearer_now(self) -> tuple[bool, str | None]:
+        """``(True, bearer())`` when that needs no wait, else ``(False, None)``: the lean
+        path starts a request without yielding (bench: "HTTP JSON calls/s, 1 in flight")."""
+        if not self._loaded or self._lock.locked():
+            return False, None
+        state = self._state
+        tokens = state.tokens if state is not None else None
+        if tokens is None or not tokens.expiring():
+            return True, None if tokens is None else ("" if tokens.dpop else tokens.access_token)
+        return False, None
+
     async def _valid_token(self) -> str | None:
         """The access token to send, refreshed first when it is about to expire."""
-        if self._loaded and not self._lock.locked():
-            # The common case, without the lock (whose checkpoint costs every request a
-            # scheduler pass; bench: "HTTP JSON calls/s, 1 in flight"): nothing to load,
-            # no refresh or login under way, and no token or one not about to expire.
+        if self._loaded and not self._lock.locked():  # no lock (a checkpoint): as bearer_now
             state = self._state
             if state is None or state.tokens is None:
                 return None

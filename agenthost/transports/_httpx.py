@@ -76,6 +76,10 @@ class BearerAuth(Protocol):
 
     async def bearer(self) -> str | None: ...
 
+    def bearer_now(self) -> tuple[bool, str | None]:
+        """``(True, bearer()'s answer)`` when it needs no wait, else ``(False, None)``."""
+        ...
+
     async def refused(
         self, status: int, challenges: list[str], sent: str | None, *, renewed: bool
     ) -> bool:

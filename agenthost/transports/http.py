@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Final
 
 import httpx
@@ -76,7 +76,6 @@ from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import SSEParser
 from agenthost.redaction import add_runtime_secret, redact_url
 from agenthost.transports._httpx import (
-    RENEWED,
     BearerAuth,
     lean_allowed,
     open_http_client,
@@ -90,7 +89,9 @@ from agenthost.transports.base import (
 )
 from agenthost.transports.http_base import (
     _DRAIN_SECONDS,
+    _JSON,
     _MODERN_CODES,
+    _NO_RESPONSE,
     HTTP_ERROR_CODE,
     MAX_REDIRECTS,
     HTTPResponse,
@@ -102,7 +103,7 @@ from agenthost.transports.http_base import (
     auth_hint,
     redirect_note,
 )
-from agenthost.transports.lean import Exchange, Handoff, LeanPool, LeanResponse, LeanRoute
+from agenthost.transports.lean import Exchange, LeanPool, LeanResponse, LeanRoute, Started
 
 __all__ = [
     "HTTP_ERROR_CODE",
@@ -117,7 +118,6 @@ log = logging.getLogger("agenthost.transports.http")
 
 _ACCEPT_BOTH: Final = "application/json, text/event-stream"
 _SSE: Final = "text/event-stream"
-_JSON: Final = "application/json"
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
 #: How long a request waits, once, for the GET stream's answer (see :meth:`_await_listener`).
 _LISTEN_WAIT: Final = 3.0
@@ -170,8 +170,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self._listening = trio.Event()  # the GET stream answered, or given up on
         self._initialized = False
         self._deleted = False
-        #: The cancel scope of each request's POST, for :meth:`abort`.
-        self._requests: dict[RequestId, trio.CancelScope] = {}
         #: The lean path (issue 26), when this client and URL allow it.
         self._lean: LeanRoute | None = None
         if lean_allowed(client, url):
@@ -233,32 +231,13 @@ class StreamableHTTPTransport(HTTPTransportBase):
         extra: Mapping[str, str],
         body: bytes | None,
         timeout: httpx.Timeout,
+        started: Started | None = None,
     ) -> Exchange:
         """One POST (``body``) or GET: on the lean path when it can take it, else through
         httpx (:meth:`_stream`'s redirect rule). Headers: ours, ``extra``, Content-Type."""
         state = (self.session_id, self.protocol_version)
-        return Exchange(self._lean, self._via_httpx, method, accept, extra, body, timeout, state)
-
-    def _via_httpx(
-        self,
-        handoff: Handoff,
-        method: str,
-        accept: str,
-        extra: Mapping[str, str],
-        body: bytes | None,
-        timeout: httpx.Timeout,
-    ) -> AbstractAsyncContextManager[httpx.Response]:
-        headers = {**self._headers_for(accept), **extra}
-        if body is not None:
-            headers["Content-Type"] = _JSON
-        extensions = {RENEWED: True} if handoff is Handoff.RENEWED else None
-        return self._stream(
-            method,
-            self._target,
-            content=body,
-            headers=headers,
-            timeout=timeout,
-            extensions=extensions,
+        return Exchange(
+            self._lean, self._via_httpx, method, accept, extra, body, timeout, state, started
         )
 
     def _has_sessions(self) -> bool:
@@ -310,7 +289,20 @@ class StreamableHTTPTransport(HTTPTransportBase):
         (the transport is closed or failed, before the POST).
         """
         self._check_open()
-        await self._post_request(request.id, jsonrpc.encode(request), options, False, deliver)
+        body = jsonrpc.encode(request)
+        lean = self._lean
+        started = None
+        if (
+            lean is not None
+            and self._initialized
+            and (self._listening.is_set() or not self._get_started)  # _await_listener's
+        ):
+            state = (self.session_id, self.protocol_version)
+            started = lean.start("POST", _ACCEPT_BOTH, options.headers, body, state)
+        if started is None or not await self._answered(
+            request.id, started[0], deliver, sessionless=self.session_id is None
+        ):
+            await self._post_request(request.id, body, options, False, deliver, started)
 
     def abort(self, request_id: RequestId) -> None:
         """Drop the POST of ``request_id``, which the session gave up on.
@@ -387,11 +379,13 @@ class StreamableHTTPTransport(HTTPTransportBase):
         options: SendOptions,
         probe: bool,
         into: Deliver | None = None,
+        begun: Started | None = None,
         *,
         task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """POST one request and deliver everything its response carries (``into``: in
         the caller's task, see :meth:`exchange`; None: through :meth:`receive`).
+        ``begun``: the POST went already (:meth:`_answered` hands it on).
 
         Cancellation: :meth:`abort` cancels this POST (the request's stream closes,
         which a 2026-07-28 server takes as the cancellation); nothing is delivered.
@@ -401,12 +395,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
         status = 0  # no response (yet): a failure before one must not read it unset
         with self._tracked() as scope:
             self._requests[request_id] = scope
+            if begun is not None and begun[0].cancelled:
+                scope.cancel()  # aborted while its head was read
             try:
                 if not probe:
                     await self._await_listener()
                 with self._map_errors():
                     exchange = self._exchange(  # a drain may take it over
-                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout
+                        "POST", _ACCEPT_BOTH, options.headers, body, self._stream_timeout, begun
                     )
                     async with exchange as response:
                         status = response.status_code
@@ -551,12 +547,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         elif kind == _JSON:
             body = await self._read_limited(response)
             if not await self._deliver_frame(body, request_id, into):
-                await self._deliver_error(
-                    request_id,
-                    "the server's JSON reply held no response to this request",
-                    status,
-                    into,
-                )
+                await self._deliver_error(request_id, _NO_RESPONSE, status, into)
         else:
             await self._deliver_error(
                 request_id, f"unexpected Content-Type {kind or '(none)'!r} in reply", status, into

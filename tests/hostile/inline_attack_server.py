@@ -25,6 +25,7 @@ from starlette.routing import Route
 TOOLS = [
     *("progress_forever", "ask_flood", "tail", "wrong_id", "dup"),
     *("junk_batch", "batch_ok", "resume_forever", "slow", "echo", "steal"),
+    *("json_hang", "json_with_log", "json_with_ping"),
 ]
 STATS: Counter[str] = Counter()
 SLOW_IDS: list[Any] = []
@@ -52,6 +53,19 @@ def _stream(gen: AsyncIterator[bytes], name: str) -> StreamingResponse:
 
 
 async def tool(rid: Any, name: str, args: dict[str, Any]) -> Response:
+    if name == "json_hang":  # a JSON reply that never comes: not even its status line
+        STATS["json_hang"] += 1
+        await anyio.sleep_forever()
+    if name == "json_with_log":  # a notification before the answer, in one JSON batch
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "before the answer"},
+        }
+        return JSONResponse([note, _result(rid, "after the log")])
+    if name == "json_with_ping":  # a server request before the answer, in one JSON batch
+        ping = {"jsonrpc": "2.0", "id": "srv-ping", "method": "ping"}
+        return JSONResponse([ping, _result(rid, "after the ping")])
     if name == "echo":
         return JSONResponse(_result(rid, str(args.get("message"))))
     if name == "progress_forever":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -260,3 +260,70 @@ async def test_concurrent_cancel_storms_do_not_exhaust_the_pool() -> None:
         print(s)
         assert s.get("post:notifications/cancelled", 0) == s.get("post:tools/call", 0) - 1
         assert s.get("open_streams", 0) == 0
+
+
+# -- the scope-free JSON exchange (issue 26): a request on an idle connection runs with no
+# cancel scope of its own; abort() closes its connection instead. These drive every way
+# out of it: a timeout, the session closing, deliveries that may wait.
+
+
+async def test_a_json_reply_that_never_comes_times_out_and_the_next_call_works() -> None:
+    async with attack_server() as (config, surl), connect(config) as session:
+        for round_ in range(3):
+            assert _text(await session.call_tool("echo", {"message": "warm"})) == "warm"
+            start = trio.current_time()
+            with trio.fail_after(10), pytest.raises(AgentHostTimeout):
+                await session.call_tool("json_hang", {}, timeout=0.5)
+            elapsed = trio.current_time() - start
+            assert elapsed < 1.5, f"round {round_}: timed out after {elapsed:.2f}s"
+            with trio.fail_after(5):
+                assert _text(await session.call_tool("echo", {"message": "ok"})) == "ok"
+        await trio.sleep(0.3)
+        s = stats(surl)
+        assert s.get("json_hang", 0) == 3
+        assert s.get("post:notifications/cancelled", 0) == 3
+
+
+async def test_closing_the_session_ends_a_waiting_json_exchange() -> None:
+    async with attack_server() as (config, _surl):
+        outcome: list[str] = []
+        with trio.fail_after(10):
+            async with connect(config) as session, trio.open_nursery() as nursery:
+                assert _text(await session.call_tool("echo", {"message": "warm"})) == "warm"
+
+                async def hang() -> None:
+                    try:
+                        await session.call_tool("json_hang", {}, timeout=None)
+                    except Exception as exc:  # the session's closing error
+                        outcome.append(type(exc).__name__)
+
+                nursery.start_soon(hang)
+                await trio.sleep(0.3)
+                await session.aclose()
+        assert outcome and outcome[0] != "AgentHostTimeout", outcome
+
+
+async def test_a_json_batch_with_a_notification_delivers_it_before_the_answer() -> None:
+    async with attack_server() as (config, _surl), connect(config) as session:
+        seen: list[str] = []
+
+        async def on_log(context: Any, params: Mapping[str, Any]) -> None:
+            seen.append(str(params.get("data")))
+
+        session.add_listener("notifications/message", on_log)
+        for _ in range(3):
+            with trio.fail_after(5):
+                result = await session.call_tool("json_with_log", {})
+            assert _text(result) == "after the log"
+        assert seen == ["before the answer"] * 3, seen
+
+
+async def test_a_json_batch_with_a_server_request_answers_it() -> None:
+    async with attack_server() as (config, surl), connect(config) as session:
+        for _ in range(3):
+            with trio.fail_after(5):
+                assert _text(await session.call_tool("json_with_ping", {})) == "after the ping"
+        with trio.fail_after(5):
+            while stats(surl).get("client_responses", 0) < 3:
+                await trio.sleep(0.05)
+        assert stats(surl).get("client_errors", 0) == 0
