@@ -441,6 +441,46 @@ async def test_a_released_connection_goes_to_the_request_waiting_for_one() -> No
         await pool.aclose()
 
 
+async def test_a_started_request_aborted_from_another_task_ends_its_wait() -> None:
+    """LeanPool.start() sends with no wait and no cancel scope; cancel() (abort, a closing
+    transport) closes the connection: a wait on it ends, and one that has not begun
+    refuses to (a TransportError, not an error about a closed descriptor)."""
+
+    async def keep_alive_then_hang(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await read_request(stream)
+        await trio.sleep_forever()
+
+    async with scripted(keep_alive_then_hang) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        assert pool.start("POST", b"", b"{}") is None  # no idle connection yet
+        assert await body_of(pool) == b"ok"
+        response = pool.start("POST", b"", b"{}")
+        assert response is not None  # on the idle connection, sent without a wait
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_soon, response)
+                with pytest.raises(TransportError, match="broke"):
+                    await response.finish_head()
+        assert pool.start("POST", b"", b"{}") is None  # that connection is gone
+        # Aborted before its wait began: refused at once; its slot comes back.
+        assert await body_of(pool) == b"ok"  # a new connection (each answers once)
+        response = pool.start("POST", b"", b"{}")
+        assert response is not None
+        response.cancel()
+        with trio.fail_after(5), pytest.raises(TransportError, match="aborted"):
+            await response.finish_head()
+        assert await body_of(pool) == b"ok"
+        assert pool.opened == 3
+        await pool.aclose()
+
+
+async def _cancel_soon(response: Any) -> None:
+    await trio.sleep(0.1)
+    response.cancel()
+
+
 async def test_nothing_listening_is_transport_closed() -> None:
     pool = LeanPool(f"http://127.0.0.1:{free_port()}/mcp", server="s", connect_timeout=5)
     with pytest.raises(TransportClosed, match="cannot reach"):

@@ -266,6 +266,8 @@ class LeanResponse:
         conn = self._conn
         if conn is None:
             raise self._broken("the response was closed")
+        if self.cancelled:  # its socket is closed: no wait may start on it
+            raise self._broken("the request was aborted")
         try:
             data = await conn.receive(self._read_timeout, wait_first=self._awaiting)
             self._awaiting = False
