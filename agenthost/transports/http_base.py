@@ -429,7 +429,9 @@ class HTTPTransportBase(Transport):
                 ):
                     handed_on = not response.cancelled
                     return response.cancelled
-                body = await self._read_limited(response)
+                body = await response.read(self._max)
+                if body is None:
+                    raise self._too_large()
             except MessageTooLarge as exc:
                 if not response.cancelled:
                     await self._deliver_error(request_id, str(exc), None, into)
@@ -441,7 +443,9 @@ class HTTPTransportBase(Transport):
                 return True
             queue: deque[jsonrpc.Message] = deque()
             decode_frame(body, queue, log, self.name)
-            if all(type(message) in _ANSWERS for message in queue):
+            if (len(queue) == 1 and type(queue[0]) in _ANSWERS) or all(
+                type(message) in _ANSWERS for message in queue
+            ):
                 found = await self._deliver_queue(queue, request_id, into)  # never waits
             else:  # a notification or server request may wait to be taken: in a scope
                 with self._tracked() as scope:
@@ -525,22 +529,21 @@ class HTTPTransportBase(Transport):
         if type(response) is LeanResponse:  # no async generator per body (issue 26)
             body = await response.read(self._max)
             if body is None:
-                raise MessageTooLarge(
-                    f"response body larger than the maximum of {self._max} bytes",
-                    server=self.name,
-                )
+                raise self._too_large()
             return body
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > self._max:
-                raise MessageTooLarge(
-                    f"response body larger than the maximum of {self._max} bytes",
-                    server=self.name,
-                )
+                raise self._too_large()
             chunks.append(chunk)
         return b"".join(chunks)
+
+    def _too_large(self) -> MessageTooLarge:
+        return MessageTooLarge(
+            f"response body larger than the maximum of {self._max} bytes", server=self.name
+        )
 
     async def _read_quietly(self, response: HTTPResponse) -> bytes:
         """An error response's body, or nothing if it cannot be read (or is too large)."""
