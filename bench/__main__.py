@@ -738,8 +738,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq", type=int, default=3000, help="sequential calls per round")
     parser.add_argument("--conc", type=int, default=20000, help="calls per round, 64 in flight")
     parser.add_argument("--warmup", type=int, default=3000, help="untimed calls first (V8)")
-    parser.add_argument("--http-rounds", type=int, default=3)
-    parser.add_argument("--http-seq", type=int, default=1000, help="sequential HTTP calls")
+    # 5 rounds of 3000: with 3 of 1000 (a quarter second each) one round's noise moved the
+    # median ratio of the 1-in-flight rows by a fifth (issue 26: 3.26-5.04x in one run).
+    parser.add_argument("--http-rounds", type=int, default=5)
+    parser.add_argument("--http-seq", type=int, default=3000, help="sequential HTTP calls")
     parser.add_argument("--http-conc", type=int, default=5000, help="HTTP calls, 64 in flight")
     parser.add_argument("--large", type=_mib_sizes, default=[1, 8, 32], help="MiB, e.g. 1,8,32")
     parser.add_argument("--large-rounds", type=int, default=3)
