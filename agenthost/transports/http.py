@@ -91,7 +91,6 @@ from agenthost.transports.http_base import (
     _DRAIN_SECONDS,
     _JSON,
     _MODERN_CODES,
-    _NO_RESPONSE,
     HTTP_ERROR_CODE,
     MAX_REDIRECTS,
     HTTPResponse,
@@ -99,6 +98,7 @@ from agenthost.transports.http_base import (
     _content_type,
     _delay,
     _jsonrpc_error,
+    _no_response,
     _summary,
     auth_hint,
     redirect_note,
@@ -545,9 +545,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             else:
                 self._nursery.start_soon(self._drain, exchange.detach(), events, parser)
         elif kind == _JSON:
-            body = await self._read_limited(response)
-            if not await self._deliver_frame(body, request_id, into):
-                await self._deliver_error(request_id, _NO_RESPONSE, status, into)
+            queue, problem = self._decode_reply(await self._read_limited(response))
+            if not await self._deliver_queue(queue, request_id, into):
+                await self._deliver_error(request_id, _no_response(problem), status, into)
         else:
             await self._deliver_error(
                 request_id, f"unexpected Content-Type {kind or '(none)'!r} in reply", status, into

@@ -26,6 +26,7 @@ from agenthost.errors import (
     AgentHostError,
     AuthorizationError,
     MessageTooLarge,
+    ProtocolError,
     TransportClosed,
     TransportError,
 )
@@ -123,6 +124,16 @@ _SUMMARY_CHARS: Final = 200
 _DRAIN_SECONDS: Final = 1.0
 _JSON: Final = "application/json"
 _NO_RESPONSE: Final = "the server's JSON reply held no response to this request"
+
+
+def _no_response(problem: str | None) -> str:
+    """Why a JSON reply answered nothing: no response to this request in it, or it is not
+    JSON-RPC at all (one bad member of a batch fails the whole frame)."""
+    if problem is None:
+        return _NO_RESPONSE
+    return f"the server's JSON reply is not valid JSON-RPC ({problem}): no response to this request"
+
+
 #: What an inline exchange delivers without a wait (its caller's answer, or another's).
 _ANSWERS: Final = frozenset({Response, ErrorResponse, jsonrpc.InvalidResponse})
 _DEFAULT_RETRY: Final = 1.0
@@ -338,6 +349,16 @@ class HTTPTransportBase(Transport):
         decode_frame(data, queue, log, self.name)
         return await self._deliver_queue(queue, watch, into)
 
+    def _decode_reply(self, body: bytes) -> tuple[deque[jsonrpc.Message], str | None]:
+        """A JSON reply's messages, or none and why the reply is not JSON-RPC (logged)."""
+        queue: deque[jsonrpc.Message] = deque()
+        try:
+            queue.extend(jsonrpc.decode(body))
+        except ProtocolError as exc:
+            log.warning("%s: skipping malformed JSON reply: %s", self.name, exc)
+            return queue, str(exc)
+        return queue, None
+
     async def _deliver_queue(
         self, queue: deque[jsonrpc.Message], watch: RequestId | None, into: Deliver | None
     ) -> bool:
@@ -441,8 +462,7 @@ class HTTPTransportBase(Transport):
                     reason = f"HTTP request failed: {reason_of(exc)}"
                     await self._deliver_error(request_id, reason, None, into)
                 return True
-            queue: deque[jsonrpc.Message] = deque()
-            decode_frame(body, queue, log, self.name)
+            queue, problem = self._decode_reply(body)
             if (len(queue) == 1 and type(queue[0]) in _ANSWERS) or all(
                 type(message) in _ANSWERS for message in queue
             ):
@@ -454,7 +474,7 @@ class HTTPTransportBase(Transport):
                         scope.cancel()
                     found = await self._deliver_queue(queue, request_id, into)
             if not found and not response.cancelled:
-                await self._deliver_error(request_id, _NO_RESPONSE, 200, into)
+                await self._deliver_error(request_id, _no_response(problem), 200, into)
             return True
         finally:
             self._scopes.discard(response)
