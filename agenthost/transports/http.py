@@ -434,7 +434,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
                             response, request_id, had_session, into, exchange
                         )
             except MessageTooLarge as exc:
-                await self._deliver_error(request_id, str(exc), None, into)
+                await self._deliver_error(request_id, reason_of(exc), None, into)
             except RequestUnauthorized as exc:
                 # Only this request was refused: its caller gets it, the session goes on.
                 if not started:
@@ -565,7 +565,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
             try:
                 await self._resume_attempts_for(request_id, parser)
             except MessageTooLarge as exc:
-                await self._deliver_error(request_id, str(exc), None)
+                await self._deliver_error(request_id, reason_of(exc), None)
             finally:
                 if self._requests.get(request_id) is scope:
                     del self._requests[request_id]

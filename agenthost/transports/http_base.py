@@ -455,7 +455,7 @@ class HTTPTransportBase(Transport):
                     raise self._too_large()
             except MessageTooLarge as exc:
                 if not response.cancelled:
-                    await self._deliver_error(request_id, str(exc), None, into)
+                    await self._deliver_error(request_id, reason_of(exc), None, into)
                 return True
             except TransportError as exc:
                 if not response.cancelled:

@@ -208,6 +208,8 @@ class LeanResponse:
     _unsent: bytes | memoryview = b""
     #: :meth:`cancel` was called: the exchange was aborted.
     cancelled = False
+    #: An interim (1xx) response's head is being read.
+    _interim = False
 
     def __init__(
         self,
@@ -242,8 +244,17 @@ class LeanResponse:
         self.headers[key] = text if old is None else f"{old}, {text}"
 
     def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            # An interim response (103 Early Hints, 100 Continue): not the answer. Its
+            # head is dropped and the final one read next, as httpx does.
+            self._interim = True
+            self.headers = {}
+            self.challenges = []
+            self._reason = b""
+            return
         self._head_done = True
-        self.status_code = self._parser.get_status_code()
+        self.status_code = status
         self.reason_phrase = self._reason.decode("latin-1")
         self._until_eof = (
             "content-length" not in self.headers
@@ -256,6 +267,9 @@ class LeanResponse:
             self._chunks.append(body)
 
     def on_message_complete(self) -> None:
+        if self._interim:  # the end of an interim response (it has no body)
+            self._interim = False
+            return
         self._complete = True
         self._keep_alive = self._parser.should_keep_alive()
 
