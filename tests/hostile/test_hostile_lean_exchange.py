@@ -647,6 +647,35 @@ async def test_eof_delimited_json_that_never_ends_times_out() -> None:
         assert _text(await session.call_tool("echo", {"message": "z"})) == "z"
 
 
+async def test_a_failing_transport_ends_20_waiting_scope_free_exchanges() -> None:
+    """One call's 404 (session expired) fails the transport: the 20 calls waiting on
+    their own connections end at once with it, not at their timeouts."""
+    errors: Counter[str] = Counter()
+    async with session_on({"slow": slow, "expired": expired}) as (session, _srv, transport):
+        await warm(session)
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def caller() -> None:
+                    try:
+                        await session.call_tool("slow", {}, timeout=30)
+                    except AgentHostError as exc:
+                        errors[type(exc).__name__] += 1
+
+                for _ in range(20):
+                    nursery.start_soon(caller)
+                await trio.sleep(0.3)
+                start = trio.current_time()
+                try:
+                    await session.call_tool("expired", {}, timeout=5)
+                except AgentHostError as exc:
+                    errors["expired:" + type(exc).__name__] += 1
+        took = trio.current_time() - start
+    print(errors, f"all ended {took:.3f}s after the 404; opened {transport.connections_opened}")
+    assert sum(errors.values()) == 21
+    assert took < 2
+
+
 TOOLS: dict[str, Tool] = {"echo_then_close": echo_then_close, "slow": slow}
 
 
