@@ -465,17 +465,17 @@ async def process_session(lean: bool) -> AsyncIterator[tuple[Any, StreamableHTTP
             await process.wait()
 
 
-@pytest.mark.xfail(
-    reason="no retry of a request whose reused idle connection the server closed or reset"
-    " before any response byte: lean 10-14 of 150 calls fail at delay 0 (httpx 2 of 150),"
-    " both ~50% at 1 ms",
-    strict=False,
-)
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "httpx"])
 @pytest.mark.parametrize("delay", [0.0, 0.001])
-async def test_server_process_closing_idle_keep_alive_never_fails_a_call(
+async def test_server_process_closing_idle_keep_alive_fails_calls_cleanly(
     lean: bool, delay: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A server that closes its keep-alive connections just after answering, without
+    ``Connection: close`` (RFC 9112 9.6 asks for it), races the next request on that
+    connection: some calls fail (at delay 0, lean 10-14 of 150, httpx 2; at 1 ms both
+    about half). They are not retried, as httpx does not: a POST the server may have
+    read must not run twice. What must hold: each failure is one clean line, and the
+    session goes on."""
     monkeypatch.setenv(LEAN_ENV, "1" if lean else "0")
     async with process_session(lean) as (session, _transport):
         failures: list[str] = []
@@ -488,7 +488,12 @@ async def test_server_process_closing_idle_keep_alive_never_fails_a_call(
             except AgentHostError as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
         print(f"lean={lean} delay={delay}: {len(failures)} of 150 failed; {failures[:1]}")
-        assert not failures
+        for failure in failures:
+            assert "\n" not in failure and "Traceback" not in failure, failure
+        await trio.sleep(0.1)  # the last close is in: no race left for the next call
+        with trio.fail_after(5):  # the session survived every broken connection
+            got = _text(await session.call_tool("echo", {"message": "end"}))
+        assert got == "end"
 
 
 async def record_slow(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
@@ -565,17 +570,7 @@ async def early_hints(stream: trio.SocketStream, rid: Any, args: Any, srv: Serve
 
 @pytest.mark.parametrize(
     "lean",
-    [
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="lean path takes 103 Early Hints as the final response (HTTP 103 error)"
-                " when the 200 comes in a later read; httpx skips 1xx",
-                strict=True,
-            ),
-        ),
-        False,
-    ],
+    [True, False],
     ids=["lean", "httpx"],
 )
 async def test_informational_1xx_before_the_answer_is_skipped(
@@ -625,11 +620,6 @@ async def test_endless_chunked_json_is_bounded(lean: bool, monkeypatch: pytest.M
         assert _text(await session.call_tool("echo", {"message": "z"})) == "z"
 
 
-@pytest.mark.xfail(
-    reason="MessageTooLarge's text is quoted with its server prefix: 'atk: atk: response"
-    " body larger ...' (both paths)",
-    strict=True,
-)
 async def test_too_large_error_names_the_server_once() -> None:
     async with session_on({"endless_chunked": endless_chunked}) as (session, _srv, _transport):
         await warm(session)
