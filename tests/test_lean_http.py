@@ -533,16 +533,21 @@ async def test_a_connection_dropped_before_any_response_answers_the_request() ->
 
 class _Count(trio.abc.Instrument):
     """Tasks spawned and task steps (each a scheduler pass that ran a task), but for the
-    task that reads an SSE stream on after its response was delivered: the SDK's server
-    ends its streams in a write of their own, which the caller does not wait for."""
+    task that reads an SSE stream on after its response was delivered (the SDK's server
+    ends its streams in a write of their own, which the caller does not wait for) and a
+    new connection's connect attempt."""
 
     def __init__(self) -> None:
         self.spawned = 0
         self.steps = 0
+        self.names: list[str] = []
 
     def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        if not task.name.endswith("._drain"):
+        # A connect's own attempt task is not the exchange's: the pool opens a connection
+        # when every one is busy (under load, a drain may still hold the last one).
+        if not task.name.endswith("._drain") and "open_tcp_stream" not in task.name:
             self.spawned += 1
+            self.names.append(task.name)
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if not task.name.endswith("._drain"):
@@ -575,7 +580,7 @@ async def test_a_call_spawns_no_task_and_wakes_its_caller_directly(
     # 3 (SDK) with a scheduler pass for the write; now a request the socket takes at once
     # does not yield, and the wait for its answer is the one step (the SDK's server writes
     # the head and body of its reply apart: a second).
-    assert count.spawned == 0
+    assert count.spawned == 0, count.names
     assert count.steps / calls < (2.5 if kind == "sdk" else 1.5)
 
 

@@ -240,6 +240,9 @@ class LeanRoute:
             }
             if not any(name.lower() == "user-agent" for name in headers):
                 headers["User-Agent"] = self._user_agent
+            if not any(name.lower() == "accept-encoding" for name in headers):
+                # No content coding: the lean path reads bodies as they come (httpx decodes).
+                headers["Accept-Encoding"] = "identity"
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
             if has_body:

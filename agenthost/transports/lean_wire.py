@@ -210,6 +210,9 @@ class LeanResponse:
     cancelled = False
     #: An interim (1xx) response's head is being read.
     _interim = False
+    #: Bytes came after the final response (junk, or a response nobody asked for): they
+    #: are dropped and the connection is not reused.
+    _spilled = False
 
     def __init__(
         self,
@@ -233,9 +236,14 @@ class LeanResponse:
     # -- httptools callbacks (called from inside feed_data)
 
     def on_status(self, status: bytes) -> None:
+        if self._head_done:  # bytes after the final head: another response, unasked
+            self._spilled = True
+            return
         self._reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._spilled:
+            return
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         if key == "www-authenticate":
@@ -244,6 +252,8 @@ class LeanResponse:
         self.headers[key] = text if old is None else f"{old}, {text}"
 
     def on_headers_complete(self) -> None:
+        if self._spilled:
+            return
         status = self._parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             # An interim response (103 Early Hints, 100 Continue): not the answer. Its
@@ -263,10 +273,12 @@ class LeanResponse:
         )
 
     def on_body(self, body: bytes) -> None:
-        if body:
+        if body and not self._spilled:
             self._chunks.append(body)
 
     def on_message_complete(self) -> None:
+        if self._spilled:
+            return
         if self._interim:  # the end of an interim response (it has no body)
             self._interim = False
             return
@@ -303,7 +315,11 @@ class LeanResponse:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            raise self._broken(f"malformed HTTP response: {exc}") from None
+            if not self._complete:
+                raise self._broken(f"malformed HTTP response: {exc}") from None
+            self._spilled = True  # junk after a whole answer: the answer stands
+        if self._spilled:  # the connection carries bytes nobody asked for: not reused
+            self._keep_alive = False
         if not self._head_done and self._head_bytes > MAX_HEAD:
             raise self._broken(f"response headers larger than {MAX_HEAD} bytes")
 
@@ -332,6 +348,12 @@ class LeanResponse:
                     raise self._broken(f"sending failed: {type(exc).__name__}") from None
             while not self._head_done:
                 await self._fill()
+            encoding = self.headers.get("content-encoding")
+            if encoding is not None and encoding.lower() != "identity":
+                raise self._broken(
+                    f"the server sent a {encoding!r}-encoded reply though the request asked"
+                    " for none (Accept-Encoding: identity)"
+                )
         except BaseException:
             await self.aclose()
             raise
