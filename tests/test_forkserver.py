@@ -64,9 +64,11 @@ def test_a_module_runs_with_dash_m() -> None:
 def test_sigterm_reaches_the_peer_and_the_launcher_ends_as_it_did(tmp_path: Path) -> None:
     script = _script(
         tmp_path,
-        "import signal, sys, time\n"
+        "import os, signal, sys, time\n"
         "def bye(*_):\n"
-        "    print('got sigterm', flush=True)\n"
+        # os.write, not print: the signal may come while print('ready') is still in its
+        # flush, and the buffered writer refuses a reentrant call (seen once in CI).
+        "    os.write(1, b'got sigterm\\n')\n"
         "    sys.exit(3)\n"
         "signal.signal(signal.SIGTERM, bye)\n"
         "print('ready', flush=True)\n"
