@@ -292,11 +292,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         body = jsonrpc.encode(request)
         lean = self._lean
         started = None
-        if (
-            lean is not None
-            and self._initialized
-            and (self._listening.is_set() or not self._get_started)  # _await_listener's
-        ):
+        if lean is not None and self._initialized and not self._listener_pending():
             state = (self.session_id, self.protocol_version)
             started = lean.start("POST", _ACCEPT_BOTH, options.headers, body, state)
         if started is None or not await self._answered(
@@ -621,6 +617,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
             None,
         )
 
+    def _listener_pending(self) -> bool:
+        return self._get_started and not self._listening.is_set()
+
     async def _await_listener(self) -> None:
         """Wait (once, bounded) for the GET stream's answer before a request goes out.
 
@@ -631,7 +630,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
         conformance suite under CPU load). A server that holds its GET answer back is
         waited for :data:`_LISTEN_WAIT` seconds, once per session.
         """
-        if self._get_started and not self._listening.is_set():
+        if self._listener_pending():
             with trio.move_on_after(_LISTEN_WAIT):
                 await self._listening.wait()
             self._listening.set()

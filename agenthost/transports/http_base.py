@@ -62,20 +62,17 @@ class _Tracked:
     """:meth:`HTTPTransportBase._tracked`'s manager: a class, as every HTTP request enters
     one (bench: "HTTP JSON calls/s, 1 in flight")."""
 
-    __slots__ = ("_owner", "_scope", "_scopes")
+    __slots__ = ("_owner", "_scope")
 
-    def __init__(
-        self, scopes: set[Cancellable], scope: trio.CancelScope, owner: HTTPTransportBase
-    ) -> None:
-        self._scopes = scopes
-        self._scope = scope
+    def __init__(self, owner: HTTPTransportBase, scope: trio.CancelScope) -> None:
         self._owner = owner
+        self._scope = scope
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope
         scope.__enter__()
-        self._scopes.add(scope)
         owner = self._owner
+        owner._scopes.add(scope)
         if owner._closed or owner._failure is not None:
             scope.cancel()
         return scope
@@ -87,7 +84,7 @@ class _Tracked:
         tb: TracebackType | None,
     ) -> bool:
         scope = self._scope
-        self._scopes.discard(scope)
+        self._owner._scopes.discard(scope)
         if isinstance(exc, (trio.ClosedResourceError, trio.BrokenResourceError)):
             scope.__exit__(None, None, None)  # delivery into a closed transport: quiet end
             return True
@@ -416,7 +413,7 @@ class HTTPTransportBase(Transport):
         The nursery's own scope cannot be used: the user's ``async with`` block runs in it.
         Delivery into a closed transport ends the task quietly.
         """
-        return _Tracked(self._scopes, scope or trio.CancelScope(), self)
+        return _Tracked(self, scope or trio.CancelScope())
 
     async def _answered(
         self, request_id: RequestId, response: LeanResponse, into: Deliver, *, sessionless: bool
@@ -450,9 +447,7 @@ class HTTPTransportBase(Transport):
                 ):
                     handed_on = not response.cancelled
                     return response.cancelled
-                body = await response.read(self._max)
-                if body is None:
-                    raise self._too_large()
+                body = await self._read_limited(response)
             except MessageTooLarge as exc:
                 if not response.cancelled:
                     await self._deliver_error(request_id, reason_of(exc), None, into)

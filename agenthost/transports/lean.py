@@ -167,13 +167,10 @@ class LeanRoute:
                 token = None if auth is None else await auth.bearer()  # None: not logged in
                 if token == "":  # DPoP (RFC 9449): a proof per request, which httpx's auth makes
                     return _handoff(renewed)
-                head = self._head(accept, token, body is not None, tuple(extra), state)
-                lines = encode_headers(extra) if extra else b""
-                if head is None or lines is None:
+                lines = self._lines(accept, token, body, extra, state)
+                if lines is None:
                     return _handoff(renewed)
-                response = await self.pool.request(
-                    method, head + lines, body, read_timeout=read_timeout
-                )
+                response = await self.pool.request(method, lines, body, read_timeout=read_timeout)
             status = response.status_code
             if 300 <= status < 400:
                 await response.aclose()
@@ -212,12 +209,24 @@ class LeanRoute:
             ready, token = self._auth.bearer_now()
             if not ready or token == "":
                 return None
+        lines = self._lines(accept, token, body, extra, state)
+        if lines is None:
+            return None
+        response = self.pool.start(method, lines, body)
+        return None if response is None else (response, token)
+
+    def _lines(
+        self,
+        accept: str,
+        token: str | None,
+        body: bytes | None,
+        extra: Mapping[str, str],
+        state: tuple[Any, ...],
+    ) -> bytes | None:
+        """Every header line of a request, or None when one cannot go as is (httpx)."""
         head = self._head(accept, token, body is not None, tuple(extra), state)
         lines = encode_headers(extra) if extra else b""
-        if head is None or lines is None:
-            return None
-        response = self.pool.start(method, head + lines, body)
-        return None if response is None else (response, token)
+        return None if head is None or lines is None else head + lines
 
     def _head(
         self,

@@ -4,7 +4,6 @@ timeout, block it on handlers, or wedge the connection pool."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -24,6 +23,7 @@ from agenthost.errors import AgentHostTimeout, JSONRPCError
 from agenthost.protocol.types import TextContent
 from agenthost.transports._httpx import LEAN_ENV
 from tests.conftest import free_port
+from tests.peers.http_launch import wait_for_port
 
 SERVER = Path(__file__).with_name("inline_attack_server.py")
 
@@ -41,13 +41,7 @@ async def attack_server() -> AsyncIterator[tuple[ServerConfig, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        with trio.fail_after(10):
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                        break
-                except OSError:
-                    await trio.sleep(0.02)
+        await wait_for_port(port, process, timeout=10)
         config = ServerConfig(
             name="atk",
             transport="streamable-http",

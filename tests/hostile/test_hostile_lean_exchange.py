@@ -11,7 +11,6 @@ import random
 import re
 import socket
 import struct
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +28,7 @@ from agenthost.protocol.types import TextContent
 from agenthost.transports._httpx import LEAN_ENV
 from agenthost.transports.http import StreamableHTTPTransport
 from tests.conftest import free_port
+from tests.peers.http_launch import serve
 
 Tool = Callable[[trio.SocketStream, Any, dict[str, Any], "Server"], Awaitable[bool]]
 
@@ -438,15 +438,7 @@ async def process_session(lean: bool) -> AsyncIterator[tuple[Any, StreamableHTTP
     server's close over a real socket, not within one Trio run."""
     port = free_port()
     argv = [sys.executable, "-m", "tests.hostile.test_hostile_lean_exchange", str(port)]
-    process = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL)
-    try:
-        with trio.fail_after(10):
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                        break
-                except OSError:
-                    await trio.sleep(0.02)
+    async with serve(argv, port):
         config = ServerConfig(
             name="atk",
             transport="streamable-http",
@@ -459,10 +451,6 @@ async def process_session(lean: bool) -> AsyncIterator[tuple[Any, StreamableHTTP
             assert (transport.connections_opened is not None) is lean
             async with open_session(transport, name="atk") as session:
                 yield session, transport
-    finally:
-        process.kill()
-        with trio.CancelScope(shield=True):
-            await process.wait()
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "httpx"])
