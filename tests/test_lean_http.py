@@ -279,6 +279,56 @@ async def test_keep_alive_reuse_and_an_early_close() -> None:
         await pool.aclose()
 
 
+async def test_the_no_io_ends_of_a_response_keep_only_a_whole_answer() -> None:
+    """``whole()`` hands out a body only when all of it is in, and ``close_now()`` pools a
+    connection only when it was read to its end and the pool is open (else the caller's
+    ``aclose()`` closes it)."""
+    split: list[bool] = []  # the answers to send in two pieces, in order
+
+    async def script(stream: trio.SocketStream) -> None:
+        while await read_request(stream):
+            if split and split.pop(0):
+                await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nha")
+                await trio.sleep(0.2)
+                await stream.send_all(b"lf")
+            else:
+                await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async with scripted(script) as url:
+        pool = LeanPool(url, server="s", connect_timeout=5)
+        response = await pool.request("POST", b"", b"{}", read_timeout=5)
+        await response.finish_head()
+        assert response.whole(1) is None  # over the limit: read() says so
+        assert response.whole(2) == b"ok"
+        assert response.close_now()
+        assert pool.opened == 1 and await body_of(pool) == b"ok" and pool.opened == 1
+
+        split.append(True)
+        halved = await pool.request("POST", b"", b"{}", read_timeout=5)
+        await halved.finish_head()
+        assert halved.whole(100) is None  # half of it came: the rest needs a read
+        assert not halved.close_now()  # not read to its end: not pooled (nothing done)
+        assert await halved.read(100) == b"half"
+        other = await pool.request("POST", b"", b"{}", read_timeout=5)  # a second connection
+        await other.finish_head()
+        assert other.whole(100) == b"ok"
+        await pool.aclose()
+        assert not halved.close_now()  # whole now, but the pool is closed: nothing kept
+        assert not other.close_now()
+        await halved.aclose()
+        await other.aclose()
+        assert pool.opened == 2
+        assert await _refused(pool)
+
+
+async def _refused(pool: LeanPool) -> bool:
+    try:
+        await pool.request("POST", b"", b"{}", read_timeout=5)
+    except TransportClosed:
+        return True
+    return False
+
+
 async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
     closed = trio.Event()
 

@@ -13,7 +13,7 @@ import html
 import logging
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, Protocol
@@ -346,18 +346,19 @@ class HTTPTransportBase(Transport):
         decode_frame(data, queue, log, self.name)
         return await self._deliver_queue(queue, watch, into)
 
-    def _decode_reply(self, body: bytes) -> tuple[deque[jsonrpc.Message], str | None]:
+    def _decode_reply(self, body: bytes) -> tuple[list[jsonrpc.Message], str | None]:
         """A JSON reply's messages, or none and why the reply is not JSON-RPC (logged)."""
-        queue: deque[jsonrpc.Message] = deque()
         try:
-            queue.extend(jsonrpc.decode(body))
+            return jsonrpc.decode(body), None
         except ProtocolError as exc:
             log.warning("%s: skipping malformed JSON reply: %s", self.name, exc)
-            return queue, str(exc)
-        return queue, None
+            return [], str(exc)
 
     async def _deliver_queue(
-        self, queue: deque[jsonrpc.Message], watch: RequestId | None, into: Deliver | None
+        self,
+        queue: Sequence[jsonrpc.Message],
+        watch: RequestId | None,
+        into: Deliver | None,
     ) -> bool:
         """:meth:`_deliver_frame` of a decoded frame."""
         send = self._in.send if into is None else into
@@ -447,7 +448,9 @@ class HTTPTransportBase(Transport):
                 ):
                     handed_on = not response.cancelled
                     return response.cancelled
-                body = await self._read_limited(response)
+                body = response.whole(self._max)
+                if body is None:
+                    body = await self._read_limited(response)
             except MessageTooLarge as exc:
                 if not response.cancelled:
                     await self._deliver_error(request_id, reason_of(exc), None, into)
@@ -458,6 +461,9 @@ class HTTPTransportBase(Transport):
                     await self._deliver_error(request_id, reason, None, into)
                 return True
             queue, problem = self._decode_reply(body)
+            if len(queue) == 1 and type(queue[0]) is Response and queue[0].id == request_id:
+                await into(queue[0])  # the answer alone (never waits)
+                return True
             if (len(queue) == 1 and type(queue[0]) in _ANSWERS) or all(
                 type(message) in _ANSWERS for message in queue
             ):
@@ -475,7 +481,7 @@ class HTTPTransportBase(Transport):
             self._scopes.discard(response)
             if self._requests.get(request_id) is response:
                 del self._requests[request_id]
-            if not handed_on:
+            if not handed_on and not response.close_now():
                 await response.aclose()
 
     def _via_httpx(
