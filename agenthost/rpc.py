@@ -476,6 +476,7 @@ class RPC:
         self._pending[request_id] = waiter
         request = Request(request_id, method, params)
         transport = self.transport
+        message: Any = None
         try:
             try:
                 # Write the request, then wait for its answer, or take it if it came first
@@ -489,13 +490,20 @@ class RPC:
                     waiter.sent = True
                     waiter.exchange = request_id
                     waiter.owner = trio.lowlevel.current_task()
-                    await transport.exchange(request, self._dispatch, options=options)
+                    answer = await transport.exchange(request, self._dispatch, options=options)
                     waiter.exchange = None
+                    # The reply was the answer alone: settled here, as _settle would (no
+                    # delivery coroutine or outcome object: bench, "HTTP JSON calls/s").
+                    if answer is not None and self._pending.pop(request_id, None) is waiter:
+                        message = answer
+                    elif answer is not None:  # settled already (the session closed)
+                        self._unmatched(answer)
                 else:
                     await transport.send(request, deadline=waiter.deadline, options=options)
                     waiter.sent = True
-                early = waiter.outcome
-                if early is not None:
+                if message is not None:
+                    pass
+                elif (early := waiter.outcome) is not None:
                     message = early.unwrap()
                 else:
                     waiter.task = trio.lowlevel.current_task()

@@ -24,10 +24,11 @@ Contract, in the shape of ``trio.abc.Channel[Message]``:
 * ``exchange(request, deliver, options=...)``, only where ``inline_exchanges`` is True:
   send a request *in the caller's task* and hand every message its response carries
   to ``deliver``, in order, before returning (the caller wakes with its answer and no
-  task in between: issue 26, "HTTP ... 1 in flight"). A message that comes later (a
-  resumed stream, what follows the response) still arrives through ``receive()``, as
-  does a failure of the whole transport. Cancelling the caller aborts the exchange, as
-  ``abort`` would.
+  task in between: issue 26, "HTTP ... 1 in flight"); or return the answer when it is
+  all the response carries (no delivery, no outcome object for the common reply). A
+  message that comes later (a resumed stream, what follows the response) still arrives
+  through ``receive()``, as does a failure of the whole transport. Cancelling the caller
+  aborts the exchange, as ``abort`` would.
 * ``receive()`` is called from one task only (the session's reader). It returns the next
   message, skipping (and logging) frames that are not valid JSON-RPC, and raises
   :class:`~agenthost.errors.TransportClosed` once the peer is gone for good.
@@ -102,8 +103,9 @@ class Transport(ABC):
 
     async def exchange(
         self, request: jsonrpc.Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
-    ) -> None:
-        """Send ``request`` and deliver what its response carries (see the module doc).
+    ) -> jsonrpc.Response | None:
+        """Send ``request`` and deliver what its response carries, or return its answer
+        when that is all (see the module doc).
 
         Only called where :attr:`inline_exchanges` is True.
         """

@@ -71,7 +71,7 @@ from agenthost.errors import (
     TransportError,
 )
 from agenthost.protocol import jsonrpc
-from agenthost.protocol.jsonrpc import Request, RequestId
+from agenthost.protocol.jsonrpc import Request, RequestId, Response
 from agenthost.protocol.revisions import at_least, is_modern
 from agenthost.protocol.sse import SSEParser
 from agenthost.redaction import add_runtime_secret, redact_url
@@ -280,10 +280,11 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
     async def exchange(
         self, request: Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
-    ) -> None:
+    ) -> Response | None:
         """POST ``request`` from the caller's task; what the response carries goes to
         ``deliver`` up to the response (issue 26: no task or channel between socket and
         caller); what follows it, and a resumed stream, come through :meth:`receive`.
+        A plain JSON reply holding the answer alone is returned instead.
 
         Cancellation: the POST is closed, as by :meth:`abort`. Raises: TransportError
         (the transport is closed or failed, before the POST).
@@ -295,10 +296,14 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if lean is not None and self._initialized and not self._listener_pending():
             state = (self.session_id, self.protocol_version)
             started = lean.start("POST", _ACCEPT_BOTH, options.headers, body, state)
-        if started is None or not await self._answered(
-            request.id, started[0], deliver, sessionless=self.session_id is None
-        ):
-            await self._post_request(request.id, body, options, False, deliver, started)
+        if started is not None:
+            answered = await self._answered(
+                request.id, started[0], deliver, sessionless=self.session_id is None
+            )
+            if answered is not False:
+                return None if answered is True else answered
+        await self._post_request(request.id, body, options, False, deliver, started)
+        return None
 
     def abort(self, request_id: RequestId) -> None:
         """Drop the POST of ``request_id``, which the session gave up on.

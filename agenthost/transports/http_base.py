@@ -418,11 +418,13 @@ class HTTPTransportBase(Transport):
 
     async def _answered(
         self, request_id: RequestId, response: LeanResponse, into: Deliver, *, sessionless: bool
-    ) -> bool:
-        """The scope-free rest of an exchange :meth:`LeanRoute.start` began; False when
-        its answer is other than a plain JSON reply (then :meth:`_post_request` takes the
-        open response on, in a cancel scope). ``sessionless``: the transport has no session
-        id yet (a reply that sets one goes the long way too).
+    ) -> bool | Response:
+        """The scope-free rest of an exchange :meth:`LeanRoute.start` began: the answer
+        when the reply is it alone (the caller takes it: no delivery), True when the
+        reply's messages were delivered, False when its answer is other than a plain JSON
+        reply (then :meth:`_post_request` takes the open response on, in a cancel scope).
+        ``sessionless``: the transport has no session id yet (a reply that sets one goes
+        the long way too).
 
         Why: a cancel scope per request cost a sixth of the client's instructions per
         call (bench: "HTTP JSON calls/s, 1 in flight"). Without one, :meth:`abort` and a
@@ -462,8 +464,7 @@ class HTTPTransportBase(Transport):
                 return True
             queue, problem = self._decode_reply(body)
             if len(queue) == 1 and type(queue[0]) is Response and queue[0].id == request_id:
-                await into(queue[0])  # the answer alone (never waits)
-                return True
+                return queue[0]  # the answer alone
             if (len(queue) == 1 and type(queue[0]) in _ANSWERS) or all(
                 type(message) in _ANSWERS for message in queue
             ):

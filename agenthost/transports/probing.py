@@ -23,7 +23,7 @@ import trio
 
 from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
-from agenthost.protocol.jsonrpc import Request
+from agenthost.protocol.jsonrpc import Request, Response
 from agenthost.redaction import redact_url
 from agenthost.transports._httpx import open_http_client
 from agenthost.transports.base import (
@@ -122,9 +122,9 @@ class ProbingTransport(Transport):
 
     async def exchange(
         self, request: Request, deliver: Deliver, *, options: SendOptions = NO_OPTIONS
-    ) -> None:
+    ) -> Response | None:
         assert self._chosen is not None  # inline_exchanges is the chosen one's
-        await self._chosen.exchange(request, deliver, options=options)
+        return await self._chosen.exchange(request, deliver, options=options)
 
     @property
     def exchanges_per_request(self) -> bool:
