@@ -303,6 +303,14 @@ async def test_the_no_io_ends_of_a_response_keep_only_a_whole_answer() -> None:
         assert response.close_now()
         assert pool.opened == 1 and await body_of(pool) == b"ok" and pool.opened == 1
 
+        aborted = await pool.request("POST", b"", b"{}", read_timeout=5)
+        await aborted.finish_head()
+        aborted.cancel()  # aborted after its answer came: its socket is closed
+        assert aborted.whole(100) == b"ok"
+        assert not aborted.close_now()  # never pooled
+        await aborted.aclose()
+        assert await body_of(pool) == b"ok" and pool.opened == 2
+
         split.append(True)
         halved = await pool.request("POST", b"", b"{}", read_timeout=5)
         await halved.finish_head()
@@ -317,7 +325,7 @@ async def test_the_no_io_ends_of_a_response_keep_only_a_whole_answer() -> None:
         assert not other.close_now()
         await halved.aclose()
         await other.aclose()
-        assert pool.opened == 2
+        assert pool.opened == 3
         assert await _refused(pool)
 
 

@@ -426,7 +426,7 @@ class LeanResponse:
         conn, self._conn = self._conn, None
         if conn is not None:
             reusable = self._complete and self._keep_alive and not self._chunks
-            await self._pool.release(conn, reusable=reusable)
+            await self._pool.release(conn, reusable=reusable and not self.cancelled)
 
     def close_now(self) -> bool:
         """:meth:`aclose` when it needs no I/O (the connection goes back to the pool, or
@@ -434,8 +434,9 @@ class LeanResponse:
         conn = self._conn
         if conn is None:
             return True
-        if not (self._complete and self._keep_alive and not self._chunks) or self._pool.closed:
-            return False
+        reusable = self._complete and self._keep_alive and not self._chunks
+        if not reusable or self.cancelled or self._pool.closed:
+            return False  # (an aborted exchange's socket is closed already)
         self._conn = None
         self._pool.keep(conn)
         return True
