@@ -1,0 +1,372 @@
+"""Attack on the answer-alone HTTP path: a plain 200 JSON reply that is one Response with
+the request's id is returned by ``transport.exchange()`` and settled by ``rpc.call()``
+itself (``_answered`` -> ``LeanResponse.whole`` / ``close_now`` / ``LeanPool.keep``).
+
+The hostile MCP server is a raw Trio TCP server (every byte is the test's choice, see
+``test_hostile_scope_free``); the client is the real transport and session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport, open_session
+from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError
+from agenthost.session import ClientSession
+from agenthost.transports.http import StreamableHTTPTransport
+from tests.hostile.test_hostile_scope_free import (
+    McpServer,
+    json_reply,
+    mcp_server,
+    text_of,
+    until,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+REVISION = "2025-06-18"
+TOKEN = "Bearer sk-attack3-DO-NOT-PRINT-7f3a9c"
+
+
+@pytest.fixture(autouse=True)
+def clean_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """No traceback, no ERROR, and never the Authorization token, at any level."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    bad = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not bad, bad[:5]
+    assert "DO-NOT-PRINT" not in caplog.text
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@asynccontextmanager
+async def session_to(
+    server: McpServer, *, max_message_size: int = 16 * 1024 * 1024
+) -> AsyncIterator[tuple[ClientSession, StreamableHTTPTransport]]:
+    config = ServerConfig(
+        name="atk",
+        transport="streamable-http",
+        url=server.url,
+        headers={"Authorization": TOKEN},
+        max_message_size=max_message_size,
+        timeouts=Timeouts(connect=3.0, shutdown=1.0),
+    )
+    async with open_remote_transport(config) as transport:
+        assert isinstance(transport, StreamableHTTPTransport)
+        async with open_session(
+            transport, name="atk", protocol_version=REVISION, request_timeout=10.0
+        ) as session:
+            # One call first: its connection goes idle, so the next takes the lean start.
+            assert text_of(await session.call_tool("echo", {"message": "warm"})) == "warm"
+            yield session, transport
+
+
+def raw_reply(body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
+        % (extra, len(body), body)
+    )
+
+
+def result_body(rid_json: str, text: str) -> bytes:
+    content = json.dumps({"content": [{"type": "text", "text": text}]})
+    return f'{{"jsonrpc":"2.0","id":{rid_json},"result":{content}}}'.encode()
+
+
+# -- an answer whose id is the request's in another JSON type -----------------------------
+
+
+async def odd_id(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    form = {
+        "string": json.dumps(str(rid)),
+        "float": f"{rid}.0",
+        "exponent": f"{rid}e0",
+        "true": "true",
+        "null": "null",
+        "object": json.dumps({"id": rid}),
+    }[args["form"]]
+    await stream.send_all(raw_reply(result_body(form, "odd")))
+    return True
+
+
+@pytest.mark.parametrize("form", ["string", "float", "exponent", "true", "null", "object"])
+async def test_an_answer_with_the_id_in_another_type_is_not_taken(
+    form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """5 is not "5", 5.0, 5e0 or true (the spec: string or integer): the call fails at
+    once with a clear error, and the connection and session go on."""
+    async with mcp_server({"odd_id": odd_id}) as server, session_to(server) as (s, t):
+        opened = t.connections_opened
+        with trio.fail_after(3), pytest.raises(AgentHostError) as caught:
+            await s.call_tool("odd_id", {"form": form})
+        assert "response" in str(caught.value).lower(), caught.value
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+        assert t.connections_opened == opened  # a whole reply: its connection was kept
+
+
+# -- an ErrorResponse alone; batches ---------------------------------------------------------
+
+
+async def error_alone(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    body = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32042, "message": "refused here"}}
+    await stream.send_all(raw_reply(json.dumps(body).encode()))
+    return True
+
+
+async def test_an_error_response_alone_is_the_callers_error_and_the_connection_kept() -> None:
+    async with mcp_server({"error_alone": error_alone}) as server, session_to(server) as (s, t):
+        opened = t.connections_opened
+        for _ in range(20):
+            with trio.fail_after(3), pytest.raises(JSONRPCError) as caught:
+                await s.call_tool("error_alone", {})
+            assert caught.value.code == -32042
+        assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+        assert t.connections_opened == opened
+
+
+async def batch(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    one = json.loads(result_body(json.dumps(rid), "first"))
+    two = json.loads(result_body(json.dumps(rid), "second"))
+    err = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "second"}}
+    members = {"one": [one], "twice": [one, two], "result_then_error": [one, err]}[args["shape"]]
+    await stream.send_all(raw_reply(json.dumps(members).encode()))
+    return True
+
+
+@pytest.mark.parametrize("shape", ["one", "twice", "result_then_error"])
+async def test_a_batch_answer_is_delivered_once(
+    shape: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with mcp_server({"batch": batch}) as server, session_to(server) as (s, _):
+        for _ in range(10):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("batch", {"shape": shape})) == "first"
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+
+
+# -- 64 callers, each answered with ANOTHER in-flight caller's id ----------------------------
+
+
+class Rotation:
+    """Holds ``size`` calls, then answers each with the id (and tag) of the next one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.tags: dict[Any, str] = {}
+        self.order: list[Any] = []
+        self.full = trio.Event()
+
+    async def __call__(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        self.tags[rid] = str(args["tag"])
+        self.order.append(rid)
+        if len(self.order) == self.size:
+            self.full.set()
+        await self.full.wait()
+        other = self.order[(self.order.index(rid) + 1) % self.size]
+        await stream.send_all(json_reply(other, self.tags[other]))
+        return True
+
+
+async def test_64_callers_each_answered_with_another_callers_id() -> None:
+    """Every caller ends well before its timeout; none gets another caller's answer (a
+    caller that gets a result gets the one whose tag is its own)."""
+    rotation = Rotation(64)
+    got: dict[int, str] = {}
+    failed: dict[int, str] = {}
+    async with mcp_server({"rotate": rotation}) as server, session_to(server) as (s, _):
+
+        async def caller(tag: int) -> None:
+            try:
+                got[tag] = text_of(await s.call_tool("rotate", {"tag": tag}, timeout=20))
+            except AgentHostError as exc:
+                failed[tag] = str(exc)
+
+        with trio.fail_after(8):
+            async with trio.open_nursery() as nursery:
+                for tag in range(64):
+                    nursery.start_soon(caller, tag)
+        assert len(got) + len(failed) == 64
+        assert all(text == str(tag) for tag, text in got.items()), got
+        assert not any("timed out" in why for why in failed.values()), failed
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+    print(f"answered {len(got)}, failed {len(failed)}: {next(iter(failed.values()), '')}")
+
+
+# -- the framing of the body ---------------------------------------------------------------
+
+
+async def framing(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    body = result_body(json.dumps(rid), "héllo wörld")
+    how = args["how"]
+    if how == "short":  # Content-Length one byte short: the rest is junk on the connection
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body) - 1, body)
+        )
+    elif how == "long":  # Content-Length ten bytes long: the body never ends
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body) + 10, body)
+        )
+    else:  # chunked, the chunks of the given size (splitting a UTF-8 letter), one write
+        size = int(how.split("-")[1])
+        chunks = b"".join(
+            b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size])
+            for i in range(0, len(body), size)
+        )
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+        )
+    return True
+
+
+@pytest.mark.parametrize("how", ["chunked-1", "chunked-7", "chunked-100000"])
+async def test_a_chunked_answer_in_one_packet(how: str) -> None:
+    async with mcp_server({"framing": framing}) as server, session_to(server) as (s, t):
+        opened = t.connections_opened
+        for _ in range(5):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("framing", {"how": how})) == "héllo wörld"
+        assert t.connections_opened == opened
+
+
+async def test_a_content_length_one_byte_short_fails_that_call_only() -> None:
+    async with mcp_server({"framing": framing}) as server, session_to(server) as (s, _):
+        with trio.fail_after(3), pytest.raises(AgentHostError):
+            await s.call_tool("framing", {"how": "short"})
+        for i in range(3):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
+
+
+async def test_a_content_length_too_long_times_out_and_the_next_call_works() -> None:
+    async with mcp_server({"framing": framing}) as server, session_to(server) as (s, _):
+        with trio.fail_after(3), pytest.raises(AgentHostTimeout):
+            await s.call_tool("framing", {"how": "long"}, timeout=0.3)
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+        await until(lambda: len(server.cancelled) == 1)
+
+
+# -- a body larger than the maximum, arriving in one read ---------------------------------
+
+
+async def big(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    await stream.send_all(json_reply(rid, "x" * int(args["size"])))
+    return True
+
+
+@pytest.mark.parametrize("over", [0, 1, 2000])
+async def test_a_body_at_or_over_the_maximum_in_one_read(over: int) -> None:
+    limit = 4096
+    async with mcp_server({"big": big}) as server:
+        async with session_to(server, max_message_size=limit) as (s, _):
+            size = limit - len(json_reply(7, "")) + len(b"HTTP/1.1 200 OK\r\n") + over
+            with trio.fail_after(3):
+                try:
+                    result = await s.call_tool("big", {"size": size})
+                except AgentHostError as exc:
+                    assert over > 0, exc
+                    assert "larger than the maximum" in str(exc), exc
+                else:
+                    assert over == 0 or len(text_of(result)) == size
+            for i in range(3):
+                with trio.fail_after(3):
+                    assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
+
+
+# -- a forged answer for the NEXT request, sent ahead on the idle connection -------------
+
+
+async def presend(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    await stream.send_all(json_reply(rid, "mine"))
+    await trio.sleep(0.05)  # the connection is idle in the client's pool by now
+    forged = json_reply(rid + 1, "forged")
+    await stream.send_all(forged + forged)
+    return True
+
+
+async def test_a_forged_answer_sent_ahead_on_an_idle_connection_is_not_taken() -> None:
+    async with mcp_server({"presend": presend}) as server, session_to(server) as (s, _):
+        for _ in range(5):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("presend", {})) == "mine"
+            await trio.sleep(0.1)  # the forged bytes are in
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("echo", {"message": "real"})) == "real"
+
+
+# -- the answer racing the caller's timeout, many times ----------------------------------
+
+
+class Racy:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.rids: list[Any] = []
+
+    async def __call__(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        self.rids.append(rid)
+        await trio.sleep(self.rng.uniform(0.035, 0.065))
+        await stream.send_all(json_reply(rid, f"{rid}:{args['tag']}"))
+        return True
+
+
+async def test_answers_racing_a_50ms_timeout_480_times(caplog: pytest.LogCaptureFixture) -> None:
+    """No answer delivered twice or to another call, one notifications/cancelled per
+    timed-out call (none for an answered one), the next call works, connections bounded."""
+    racy = Racy(7)
+    outcomes: Counter[str] = Counter()
+    answered: list[Any] = []
+    workers, rounds = 8, 60
+    async with mcp_server({"racy": racy}) as server, session_to(server) as (s, t):
+        base = t.connections_opened or 0
+
+        async def worker(w: int) -> None:
+            for i in range(rounds):
+                tag = f"{w}.{i}"
+                try:
+                    text = text_of(await s.call_tool("racy", {"tag": tag}, timeout=0.05))
+                except AgentHostTimeout:
+                    outcomes["timeout"] += 1
+                else:
+                    rid, _, echoed = text.partition(":")
+                    assert echoed == tag, (text, tag)
+                    answered.append(int(rid))
+                    outcomes["answer"] += 1
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for w in range(workers):
+                    nursery.start_soon(worker, w)
+        print(dict(outcomes), "opened", (t.connections_opened or 0) - base)
+        assert sum(outcomes.values()) == workers * rounds
+        assert len(set(answered)) == len(answered)
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+        await until(lambda: len(server.cancelled) >= outcomes["timeout"])
+        await trio.sleep(0.1)
+        assert len(server.cancelled) == outcomes["timeout"]
+        assert len(set(server.cancelled)) == len(server.cancelled)
+        assert not set(server.cancelled) & set(answered)
+        assert set(server.cancelled) <= set(racy.rids)
+        opened = (t.connections_opened or 0) - base
+        assert opened <= outcomes["timeout"] + 2 * workers + 4, (opened, dict(outcomes))
+    unknown = [w for w in warnings_of(caplog) if "unknown request id" in w]
+    assert not unknown, unknown[:3]
