@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,20 +24,137 @@ import trio
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError
+from agenthost.protocol.types import TextContent
 from agenthost.session import ClientSession
 from agenthost.transports.http import StreamableHTTPTransport
-from tests.hostile.test_hostile_scope_free import (
-    McpServer,
-    json_reply,
-    mcp_server,
-    text_of,
-    until,
-)
 
 pytestmark = pytest.mark.timeout(60)
 
 REVISION = "2025-06-18"
 TOKEN = "Bearer sk-attack3-DO-NOT-PRINT-7f3a9c"
+
+
+Behaviour = Callable[[trio.SocketStream, Any, dict[str, Any]], Awaitable[bool]]
+
+
+def text_of(result: Any) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def json_reply(rid: Any, text: str) -> bytes:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
+    ).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+
+class Reader:
+    """HTTP/1.1 requests off one connection (head, body), pipelined bytes kept."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def _more(self) -> bool:
+        chunk = await self.stream.receive_some(65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+    async def request(self) -> tuple[bytes, bytes] | None:
+        while b"\r\n\r\n" not in self.buffer:
+            if not await self._more():
+                return None
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        found = re.search(rb"(?i)content-length: (\d+)", head)
+        length = int(found.group(1)) if found else 0
+        self.buffer = rest
+        while len(self.buffer) < length:
+            if not await self._more():
+                return None
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return head, body
+
+
+class McpServer:
+    """A raw MCP server: initialize, 202 for notifications, ``tools/call`` by tool name
+    (as in test_hostile_scope_free)."""
+
+    def __init__(self, tools: Mapping[str, Behaviour]) -> None:
+        self.tools = tools
+        self.stats: Counter[str] = Counter()
+        self.cancelled: list[Any] = []
+        self.call_ids: list[Any] = []
+        self.url = ""
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        reader = Reader(stream)
+        try:
+            async with stream:
+                while (request := await reader.request()) is not None:
+                    if not await self.answer(stream, *request):
+                        return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.stats["broken"] += 1
+
+    async def answer(self, stream: trio.SocketStream, head: bytes, body: bytes) -> bool:
+        if head.startswith(b"GET"):
+            await stream.send_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return True
+        if head.startswith(b"DELETE"):
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            return True
+        message = json.loads(body)
+        method = message.get("method")
+        rid = message.get("id")
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "answer-alone-attack", "version": "1"},
+            }
+            data = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+            await stream.send_all(raw_reply(data, b"Mcp-Session-Id: s1\r\n"))
+            return True
+        if rid is None:
+            if method == "notifications/cancelled":
+                self.cancelled.append(message["params"]["requestId"])
+            await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+            return True
+        if method == "tools/call":
+            self.call_ids.append(rid)
+            params = message["params"]
+            return await self.tools[params["name"]](stream, rid, params.get("arguments") or {})
+        await stream.send_all(
+            raw_reply(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode())
+        )
+        return True
+
+
+async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    await stream.send_all(json_reply(rid, str(args.get("message"))))
+    return True
+
+
+@asynccontextmanager
+async def serving(server: McpServer) -> AsyncIterator[McpServer]:
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        server.url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
+        yield server
+        nursery.cancel_scope.cancel()
+
+
+def mcp_server(tools: Mapping[str, Behaviour]) -> AbstractAsyncContextManager[McpServer]:
+    return serving(McpServer({"echo": echo, **tools}))
+
+
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not check():
+            await trio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
@@ -269,27 +388,46 @@ async def test_a_content_length_too_long_times_out_and_the_next_call_works() -> 
 
 
 async def big(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
-    await stream.send_all(json_reply(rid, "x" * int(args["size"])))
+    """A body of exactly ``total`` bytes, sent in one write with its head."""
+    pad = int(args["total"]) - len(result_body(json.dumps(rid), ""))
+    await stream.send_all(raw_reply(result_body(json.dumps(rid), "x" * pad)))
     return True
 
 
-@pytest.mark.parametrize("over", [0, 1, 2000])
-async def test_a_body_at_or_over_the_maximum_in_one_read(over: int) -> None:
-    limit = 4096
-    async with mcp_server({"big": big}) as server:
-        async with session_to(server, max_message_size=limit) as (s, _):
-            size = limit - len(json_reply(7, "")) + len(b"HTTP/1.1 200 OK\r\n") + over
+LIMIT = 4096
+
+
+@pytest.mark.parametrize("total", [LIMIT - 1, LIMIT])
+async def test_a_body_at_the_maximum_in_one_read_is_taken(total: int) -> None:
+    async with (
+        mcp_server({"big": big}) as server,
+        session_to(server, max_message_size=LIMIT) as (
+            s,
+            t,
+        ),
+    ):
+        opened = t.connections_opened
+        for _ in range(3):
             with trio.fail_after(3):
-                try:
-                    result = await s.call_tool("big", {"size": size})
-                except AgentHostError as exc:
-                    assert over > 0, exc
-                    assert "larger than the maximum" in str(exc), exc
-                else:
-                    assert over == 0 or len(text_of(result)) == size
-            for i in range(3):
-                with trio.fail_after(3):
-                    assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
+                result = await s.call_tool("big", {"total": total})
+            assert len(text_of(result)) > LIMIT - 200
+        assert t.connections_opened == opened
+
+
+@pytest.mark.parametrize("total", [LIMIT + 1, LIMIT + 5000, 200_000])
+async def test_a_body_over_the_maximum_in_one_read_fails_that_call_only(total: int) -> None:
+    async with (
+        mcp_server({"big": big}) as server,
+        session_to(server, max_message_size=LIMIT) as (
+            s,
+            _,
+        ),
+    ):
+        for _ in range(3):
+            with trio.fail_after(3), pytest.raises(AgentHostError, match="larger than the max"):
+                await s.call_tool("big", {"total": total})
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
 
 
 # -- a forged answer for the NEXT request, sent ahead on the idle connection -------------
@@ -368,5 +506,219 @@ async def test_answers_racing_a_50ms_timeout_480_times(caplog: pytest.LogCapture
         assert set(server.cancelled) <= set(racy.rids)
         opened = (t.connections_opened or 0) - base
         assert opened <= outcomes["timeout"] + 2 * workers + 4, (opened, dict(outcomes))
+    unknown = [w for w in warnings_of(caplog) if "unknown request id" in w]
+    assert not unknown, unknown[:3]
+
+
+# -- the GET stream delivers the answer while the POST returns it too --------------------
+
+
+class GetStreamServer(McpServer):
+    """An McpServer with a GET stream (SSE) the tools can write on."""
+
+    def __init__(self) -> None:
+        super().__init__({"echo": self.echo, "both": self.both})
+        self.get_stream: trio.SocketStream | None = None
+        self.get_lock = trio.Lock()
+        self.get_open = trio.Event()
+
+    async def echo(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        await stream.send_all(json_reply(rid, str(args.get("message"))))
+        return True
+
+    async def answer(self, stream: trio.SocketStream, head: bytes, body: bytes) -> bool:
+        if head.startswith(b"GET"):
+            self.stats["gets"] += 1
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+            self.get_stream = stream
+            self.get_open.set()
+            await trio.sleep_forever()
+        return await super().answer(stream, head, body)
+
+    async def on_get(self, message: dict[str, Any]) -> None:
+        assert self.get_stream is not None
+        async with self.get_lock:
+            data = json.dumps(message).encode()
+            await self.get_stream.send_all(b"event: message\ndata: " + data + b"\n\n")
+
+    async def both(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        order = args["order"]
+        mine = json.loads(result_body(json.dumps(rid), "post"))
+        on_get = json.loads(result_body(json.dumps(rid), "get"))
+        if order == "get_first":
+            await self.on_get(on_get)
+            await trio.sleep(0.005)
+            await stream.send_all(raw_reply(json.dumps(mine).encode()))
+        elif order == "post_first":
+            await stream.send_all(raw_reply(json.dumps(mine).encode()))
+            await self.on_get(on_get)
+        else:  # at once
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.on_get, on_get)
+                nursery.start_soon(stream.send_all, raw_reply(json.dumps(mine).encode()))
+        return True
+
+
+@pytest.mark.parametrize("order", ["get_first", "post_first", "at_once"])
+async def test_the_answer_on_the_get_stream_and_in_the_post_is_taken_once(
+    order: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = GetStreamServer()
+    got: Counter[str] = Counter()
+    async with serving(server), session_to(server) as (s, _):
+        with trio.fail_after(3):
+            await server.get_open.wait()
+        for _ in range(30):
+            with trio.fail_after(3):
+                got[text_of(await s.call_tool("both", {"order": order}))] += 1
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+    print(dict(got), warnings_of(caplog)[:2])
+    assert sum(got.values()) == 30
+
+
+# -- malformed answers with the request's id; odd HTTP framings -------------------------
+
+
+async def malformed(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    kind = args["kind"]
+    bodies = {
+        "result_string": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":"x"}}',
+        "result_null": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":null}}',
+        "no_jsonrpc": f'{{"id":{json.dumps(rid)},"result":{{}}}}',
+        "both": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":{{}},"error":{{}}}}',
+        "error_no_code": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{{"message":"m"}}}}',
+        "empty": "",
+        "deep": "[" * 5000 + "]" * 5000,
+        "empty_batch": "[]",
+        "nul": "\x00",
+    }
+    await stream.send_all(raw_reply(bodies[kind].encode()))
+    return True
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "result_string",
+        "result_null",
+        "no_jsonrpc",
+        "both",
+        "error_no_code",
+        "empty",
+        "deep",
+        "empty_batch",
+        "nul",
+    ],
+)
+async def test_a_malformed_answer_fails_that_call_at_once(kind: str) -> None:
+    async with mcp_server({"malformed": malformed}) as server, session_to(server) as (s, t):
+        opened = t.connections_opened
+        for _ in range(3):
+            with trio.fail_after(3), pytest.raises(AgentHostError):
+                await s.call_tool("malformed", {"kind": kind})
+        with trio.fail_after(3):
+            assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
+        assert t.connections_opened == opened
+
+
+async def http10(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    """HTTP/1.0 (or Connection: close) and the server closes after it: not kept."""
+    body = result_body(json.dumps(rid), "closing")
+    status = b"HTTP/1.0 200 OK" if args["kind"] == "1.0" else b"HTTP/1.1 200 OK"
+    extra = b"Connection: close\r\n" if args["kind"] == "close" else b""
+    await stream.send_all(
+        status
+        + b"\r\nContent-Type: application/json\r\n"
+        + extra
+        + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    return False
+
+
+@pytest.mark.parametrize("kind", ["1.0", "close"])
+async def test_an_answer_then_the_server_closes(kind: str) -> None:
+    async with mcp_server({"http10": http10}) as server, session_to(server) as (s, t):
+        opened = t.connections_opened or 0
+        for i in range(10):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("http10", {"kind": kind})) == "closing"
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
+        assert (t.connections_opened or 0) - opened >= 9  # none reused after its close
+
+
+# -- the session closes as the answers come -------------------------------------------------
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.0005, 0.001, 0.002, 0.004])
+async def test_the_session_closing_as_50_answers_arrive(
+    delay: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = trio.Event()
+
+    async def held(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        await gate.wait()
+        await stream.send_all(json_reply(rid, str(args["tag"])))
+        return True
+
+    got: dict[int, str] = {}
+    errors: dict[int, str] = {}
+    async with mcp_server({"held": held}) as server:
+
+        async def caller(s: ClientSession, tag: int) -> None:
+            try:
+                got[tag] = text_of(await s.call_tool("held", {"tag": tag}, timeout=20))
+            except AgentHostError as exc:
+                errors[tag] = str(exc)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as outer, session_to(server) as (s, _):
+                for tag in range(50):
+                    outer.start_soon(caller, s, tag)
+                await until(lambda: len(server.call_ids) == 51)
+                gate.set()
+                await trio.sleep(delay)  # the answers are on their way; the session closes
+    print(len(got), "answered;", len(errors), "closed:", next(iter(errors.values()), ""))
+    print(warnings_of(caplog)[:3])
+    assert len(got) + len(errors) == 50
+    assert all(text == str(tag) for tag, text in got.items())
+    assert not any("timed out" in why for why in errors.values()), errors
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rpc.close() fails the pending calls without marking their ids abandoned (as"
+    " _forget does for a timeout or cancel), so the server's answers to calls the client"
+    " itself ended by closing, returned by the exchanges still reading them, are logged as"
+    " WARNING 'ignoring response to unknown request id N': blame on a server that did"
+    " nothing wrong (rpc.call's `elif answer is not None: self._unmatched(answer)`)",
+)
+async def test_answers_to_calls_ended_by_the_sessions_close_are_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for delay in (0.0, 0.0005, 0.001):
+        gate = trio.Event()
+
+        async def held(
+            stream: trio.SocketStream, rid: Any, args: dict[str, Any], gate: trio.Event = gate
+        ) -> bool:
+            await gate.wait()
+            await stream.send_all(json_reply(rid, "late"))
+            return True
+
+        async with mcp_server({"held": held}) as server:
+
+            async def caller(s: ClientSession) -> None:
+                with suppress(AgentHostError):
+                    await s.call_tool("held", {}, timeout=20)
+
+            with trio.fail_after(10):
+                async with trio.open_nursery() as outer, session_to(server) as (s, _):
+                    for _ in range(20):
+                        outer.start_soon(caller, s)
+                    await until(lambda: len(server.call_ids) == 21)
+                    gate.set()
+                    await trio.sleep(delay)
     unknown = [w for w in warnings_of(caplog) if "unknown request id" in w]
     assert not unknown, unknown[:3]
