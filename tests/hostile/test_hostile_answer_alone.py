@@ -722,3 +722,37 @@ async def test_answers_to_calls_ended_by_the_sessions_close_are_not_warned_about
                     await trio.sleep(delay)
     unknown = [w for w in warnings_of(caplog) if "unknown request id" in w]
     assert not unknown, unknown[:3]
+
+
+# -- the server quotes our Authorization header back --------------------------------------
+
+
+async def quote_token(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    error = {"code": -32001, "message": f"bad Authorization: {TOKEN}", "data": {"got": TOKEN}}
+    if args["where"] == "alone":
+        body: Any = {"jsonrpc": "2.0", "id": rid, "error": error}
+    elif args["where"] == "result":  # the answer alone, then an unmatched error quoting it
+        body = [
+            json.loads(result_body(json.dumps(rid), "ok")),
+            {"jsonrpc": "2.0", "id": rid, "error": error},
+        ]
+    else:  # an error for an id nobody sent, then the answer
+        body = [
+            {"jsonrpc": "2.0", "id": 987654, "error": error},
+            json.loads(result_body(json.dumps(rid), "ok")),
+        ]
+    await stream.send_all(raw_reply(json.dumps(body).encode()))
+    return True
+
+
+@pytest.mark.parametrize("where", ["alone", "result", "stranger"])
+async def test_a_token_quoted_back_is_never_printed(where: str) -> None:
+    async with mcp_server({"quote_token": quote_token}) as server, session_to(server) as (s, _):
+        with trio.fail_after(3):
+            if where != "alone":
+                assert text_of(await s.call_tool("quote_token", {"where": where})) == "ok"
+                return
+            with pytest.raises(JSONRPCError) as caught:
+                await s.call_tool("quote_token", {"where": where})
+        exc = caught.value
+        assert "DO-NOT-PRINT" not in f"{exc} {exc!r} {exc.data}"
