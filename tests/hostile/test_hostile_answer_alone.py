@@ -455,32 +455,38 @@ async def test_a_forged_answer_sent_ahead_on_an_idle_connection_is_not_taken() -
 
 
 class Racy:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, low: float, high: float) -> None:
         self.rng = random.Random(seed)
+        self.low, self.high = low, high
         self.rids: list[Any] = []
 
     async def __call__(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
         self.rids.append(rid)
-        await trio.sleep(self.rng.uniform(0.035, 0.065))
+        await trio.sleep(self.rng.uniform(self.low, self.high))
         await stream.send_all(json_reply(rid, f"{rid}:{args['tag']}"))
         return True
 
 
-async def test_answers_racing_a_50ms_timeout_480_times(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("workers", "rounds", "timeout", "spread"), [(8, 60, 0.05, 0.015), (1, 150, 0.02, 0.002)]
+)
+async def test_answers_racing_the_timeout(
+    workers: int, rounds: int, timeout: float, spread: float, caplog: pytest.LogCaptureFixture
+) -> None:
     """No answer delivered twice or to another call, one notifications/cancelled per
     timed-out call (none for an answered one), the next call works, connections bounded."""
-    racy = Racy(7)
+    racy = Racy(7, timeout - spread, timeout + spread)
     outcomes: Counter[str] = Counter()
     answered: list[Any] = []
-    workers, rounds = 8, 60
     async with mcp_server({"racy": racy}) as server, session_to(server) as (s, t):
         base = t.connections_opened or 0
 
         async def worker(w: int) -> None:
             for i in range(rounds):
                 tag = f"{w}.{i}"
+                start = trio.current_time()
                 try:
-                    text = text_of(await s.call_tool("racy", {"tag": tag}, timeout=0.05))
+                    text = text_of(await s.call_tool("racy", {"tag": tag}, timeout=timeout))
                 except AgentHostTimeout:
                     outcomes["timeout"] += 1
                 else:
@@ -488,13 +494,15 @@ async def test_answers_racing_a_50ms_timeout_480_times(caplog: pytest.LogCapture
                     assert echoed == tag, (text, tag)
                     answered.append(int(rid))
                     outcomes["answer"] += 1
+                    # taken though its deadline had passed (the watchdog fired first)
+                    outcomes["late_answer"] += trio.current_time() - start >= timeout
 
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
                 for w in range(workers):
                     nursery.start_soon(worker, w)
         print(dict(outcomes), "opened", (t.connections_opened or 0) - base)
-        assert sum(outcomes.values()) == workers * rounds
+        assert outcomes["answer"] + outcomes["timeout"] == workers * rounds
         assert len(set(answered)) == len(answered)
         with trio.fail_after(3):
             assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
