@@ -764,3 +764,43 @@ async def test_a_token_quoted_back_is_never_printed(where: str) -> None:
                 await s.call_tool("quote_token", {"where": where})
         exc = caught.value
         assert "DO-NOT-PRINT" not in f"{exc} {exc!r} {exc.data}"
+
+
+# -- ambiguous framing (request-smuggling shapes): never a desynchronised connection -------
+
+
+async def ambiguous(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+    body = result_body(json.dumps(rid), "framed")
+    forged = result_body(json.dumps(rid + 1), "forged")
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    shape = args["shape"]
+    if shape == "te_and_cl":  # CL covers the chunked body and a forged answer after it
+        data = chunked + raw_reply(forged)
+        frame = b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n" % len(data)
+    elif shape == "two_lengths":
+        data = body + raw_reply(forged)
+        frame = b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(body), len(data))
+    elif shape == "te_not_last":  # chunked, then identity: the length is not known
+        data = chunked
+        frame = b"Transfer-Encoding: chunked, identity\r\n\r\n"
+    else:  # a negative length
+        data = body
+        frame = b"Content-Length: -1\r\n\r\n"
+    await stream.send_all(head + frame + data)
+    return True
+
+
+@pytest.mark.parametrize("shape", ["te_and_cl", "two_lengths", "te_not_last", "negative"])
+async def test_ambiguous_framing_never_desynchronises(shape: str) -> None:
+    async with mcp_server({"ambiguous": ambiguous}) as server, session_to(server) as (s, _):
+        with trio.fail_after(3):
+            try:
+                text = text_of(await s.call_tool("ambiguous", {"shape": shape}, timeout=0.3))
+            except AgentHostError as exc:
+                text = f"error: {exc}"
+        print(shape, "->", text)
+        assert text == "framed" or text.startswith("error"), text
+        for i in range(3):
+            with trio.fail_after(3):
+                assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
