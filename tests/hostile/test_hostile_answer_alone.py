@@ -804,3 +804,34 @@ async def test_ambiguous_framing_never_desynchronises(shape: str) -> None:
         for i in range(3):
             with trio.fail_after(3):
                 assert text_of(await s.call_tool("echo", {"message": f"e{i}"})) == f"e{i}"
+
+
+# -- more callers than the pool holds: kept connections hand their slots on -----------------
+
+
+async def test_250_callers_through_a_100_connection_pool() -> None:
+    """Answers alone (connections kept without I/O) wake the callers parked for a slot;
+    every call is answered with its own tag, the pool never opens more than 100."""
+    rng = random.Random(5)
+
+    async def jittery(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
+        await trio.sleep(rng.uniform(0, 0.02))
+        await stream.send_all(json_reply(rid, str(args["tag"])))
+        return True
+
+    got: dict[int, str] = {}
+    async with mcp_server({"jittery": jittery}) as server, session_to(server) as (s, t):
+
+        async def caller(tag: int) -> None:
+            for round_ in range(4):
+                text = text_of(await s.call_tool("jittery", {"tag": f"{tag}.{round_}"}))
+                assert text == f"{tag}.{round_}"
+            got[tag] = text
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                for tag in range(250):
+                    nursery.start_soon(caller, tag)
+        print("opened", t.connections_opened)
+        assert len(got) == 250
+        assert (t.connections_opened or 0) <= 101, t.connections_opened
