@@ -13,8 +13,8 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -42,40 +42,26 @@ def text_of(result: Any) -> str:
 
 
 def json_reply(rid: Any, text: str) -> bytes:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-    ).encode()
-    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
+    return raw_reply(result_body(json.dumps(rid), text))
 
 
-class Reader:
+async def read_requests(stream: trio.SocketStream) -> AsyncGenerator[tuple[bytes, bytes], None]:
     """HTTP/1.1 requests off one connection (head, body), pipelined bytes kept."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.buffer = b""
-
-    async def _more(self) -> bool:
-        chunk = await self.stream.receive_some(65536)
-        self.buffer += chunk
-        return bool(chunk)
-
-    async def request(self) -> tuple[bytes, bytes] | None:
-        while b"\r\n\r\n" not in self.buffer:
-            if not await self._more():
-                return None
-        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+    buffer = b""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            if not (chunk := await stream.receive_some(65536)):
+                return
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
         found = re.search(rb"(?i)content-length: (\d+)", head)
         length = int(found.group(1)) if found else 0
-        self.buffer = rest
-        while len(self.buffer) < length:
-            if not await self._more():
-                return None
-        body, self.buffer = self.buffer[:length], self.buffer[length:]
-        return head, body
+        while len(buffer) < length:
+            if not (chunk := await stream.receive_some(65536)):
+                return
+            buffer += chunk
+        yield head, buffer[:length]
+        buffer = buffer[length:]
 
 
 class McpServer:
@@ -90,11 +76,10 @@ class McpServer:
         self.url = ""
 
     async def handle(self, stream: trio.SocketStream) -> None:
-        reader = Reader(stream)
         try:
-            async with stream:
-                while (request := await reader.request()) is not None:
-                    if not await self.answer(stream, *request):
+            async with stream, aclosing(read_requests(stream)) as requests:
+                async for head, body in requests:
+                    if not await self.answer(stream, head, body):
                         return
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self.stats["broken"] += 1
@@ -301,7 +286,9 @@ class Rotation:
         return True
 
 
-async def test_64_callers_each_answered_with_another_callers_id() -> None:
+async def test_64_callers_each_answered_with_another_callers_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Every caller ends well before its timeout; none gets another caller's answer (a
     caller that gets a result gets the one whose tag is its own)."""
     rotation = Rotation(64)
@@ -325,6 +312,9 @@ async def test_64_callers_each_answered_with_another_callers_id() -> None:
         with trio.fail_after(3):
             assert text_of(await s.call_tool("echo", {"message": "ok"})) == "ok"
     print(f"answered {len(got)}, failed {len(failed)}: {next(iter(failed.values()), '')}")
+    # (noted: the transport's own "held no response" error for a caller another reply
+    # settled already is logged as "error response for unknown request id")
+    print(Counter(re.sub(r"\d+", "N", w) for w in warnings_of(caplog)))
 
 
 # -- the framing of the body ---------------------------------------------------------------
@@ -525,14 +515,10 @@ class GetStreamServer(McpServer):
     """An McpServer with a GET stream (SSE) the tools can write on."""
 
     def __init__(self) -> None:
-        super().__init__({"echo": self.echo, "both": self.both})
+        super().__init__({"echo": echo, "both": self.both})
         self.get_stream: trio.SocketStream | None = None
         self.get_lock = trio.Lock()
         self.get_open = trio.Event()
-
-    async def echo(self, stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
-        await stream.send_all(json_reply(rid, str(args.get("message"))))
-        return True
 
     async def answer(self, stream: trio.SocketStream, head: bytes, body: bytes) -> bool:
         if head.startswith(b"GET"):
@@ -588,37 +574,26 @@ async def test_the_answer_on_the_get_stream_and_in_the_post_is_taken_once(
 # -- malformed answers with the request's id; odd HTTP framings -------------------------
 
 
+MALFORMED = {
+    "result_string": '{"jsonrpc":"2.0","id":RID,"result":"x"}',
+    "result_null": '{"jsonrpc":"2.0","id":RID,"result":null}',
+    "no_jsonrpc": '{"id":RID,"result":{}}',
+    "both": '{"jsonrpc":"2.0","id":RID,"result":{},"error":{}}',
+    "error_no_code": '{"jsonrpc":"2.0","id":RID,"error":{"message":"m"}}',
+    "empty": "",
+    "deep": "[" * 5000 + "]" * 5000,
+    "empty_batch": "[]",
+    "nul": "\x00",
+}
+
+
 async def malformed(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
-    kind = args["kind"]
-    bodies = {
-        "result_string": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":"x"}}',
-        "result_null": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":null}}',
-        "no_jsonrpc": f'{{"id":{json.dumps(rid)},"result":{{}}}}',
-        "both": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"result":{{}},"error":{{}}}}',
-        "error_no_code": f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{{"message":"m"}}}}',
-        "empty": "",
-        "deep": "[" * 5000 + "]" * 5000,
-        "empty_batch": "[]",
-        "nul": "\x00",
-    }
-    await stream.send_all(raw_reply(bodies[kind].encode()))
+    body = MALFORMED[args["kind"]].replace("RID", json.dumps(rid))
+    await stream.send_all(raw_reply(body.encode()))
     return True
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "result_string",
-        "result_null",
-        "no_jsonrpc",
-        "both",
-        "error_no_code",
-        "empty",
-        "deep",
-        "empty_batch",
-        "nul",
-    ],
-)
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
 async def test_a_malformed_answer_fails_that_call_at_once(kind: str) -> None:
     async with mcp_server({"malformed": malformed}) as server, session_to(server) as (s, t):
         opened = t.connections_opened
@@ -659,10 +634,8 @@ async def test_an_answer_then_the_server_closes(kind: str) -> None:
 # -- the session closes as the answers come -------------------------------------------------
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.0005, 0.001, 0.002, 0.004])
-async def test_the_session_closing_as_50_answers_arrive(
-    delay: float, caplog: pytest.LogCaptureFixture
-) -> None:
+async def close_as_answers_come(delay: float, callers: int) -> tuple[dict[int, str], list[str]]:
+    """``callers`` calls held by the server, all released as the session closes."""
     gate = trio.Event()
 
     async def held(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
@@ -671,27 +644,32 @@ async def test_the_session_closing_as_50_answers_arrive(
         return True
 
     got: dict[int, str] = {}
-    errors: dict[int, str] = {}
+    errors: list[str] = []
     async with mcp_server({"held": held}) as server:
 
         async def caller(s: ClientSession, tag: int) -> None:
             try:
                 got[tag] = text_of(await s.call_tool("held", {"tag": tag}, timeout=20))
             except AgentHostError as exc:
-                errors[tag] = str(exc)
+                errors.append(str(exc))
 
         with trio.fail_after(10):
             async with trio.open_nursery() as outer, session_to(server) as (s, _):
-                for tag in range(50):
+                for tag in range(callers):
                     outer.start_soon(caller, s, tag)
-                await until(lambda: len(server.call_ids) == 51)
+                await until(lambda: len(server.call_ids) == callers + 1)
                 gate.set()
                 await trio.sleep(delay)  # the answers are on their way; the session closes
-    print(len(got), "answered;", len(errors), "closed:", next(iter(errors.values()), ""))
-    print(warnings_of(caplog)[:3])
+    return got, errors
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.0005, 0.001, 0.002, 0.004])
+async def test_the_session_closing_as_50_answers_arrive(delay: float) -> None:
+    got, errors = await close_as_answers_come(delay, 50)
+    print(len(got), "answered;", len(errors), "closed:", errors[:1])
     assert len(got) + len(errors) == 50
     assert all(text == str(tag) for tag, text in got.items())
-    assert not any("timed out" in why for why in errors.values()), errors
+    assert not any("timed out" in why for why in errors), errors
 
 
 @pytest.mark.xfail(
@@ -706,28 +684,7 @@ async def test_answers_to_calls_ended_by_the_sessions_close_are_not_warned_about
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     for delay in (0.0, 0.0005, 0.001):
-        gate = trio.Event()
-
-        async def held(
-            stream: trio.SocketStream, rid: Any, args: dict[str, Any], gate: trio.Event = gate
-        ) -> bool:
-            await gate.wait()
-            await stream.send_all(json_reply(rid, "late"))
-            return True
-
-        async with mcp_server({"held": held}) as server:
-
-            async def caller(s: ClientSession) -> None:
-                with suppress(AgentHostError):
-                    await s.call_tool("held", {}, timeout=20)
-
-            with trio.fail_after(10):
-                async with trio.open_nursery() as outer, session_to(server) as (s, _):
-                    for _ in range(20):
-                        outer.start_soon(caller, s)
-                    await until(lambda: len(server.call_ids) == 21)
-                    gate.set()
-                    await trio.sleep(delay)
+        await close_as_answers_come(delay, 20)
     unknown = [w for w in warnings_of(caplog) if "unknown request id" in w]
     assert not unknown, unknown[:3]
 
