@@ -404,9 +404,12 @@ class RPC:
             self._closed_event.set()
             log.debug("%s: session closed: %s", self.name, exc)
         reason = str(self._closed)
-        waiters = list(self._pending.values())
+        pending = list(self._pending.items())
         self._pending.clear()
-        for waiter in waiters:
+        for request_id, waiter in pending:
+            # Their answers may still come (an exchange still reading one): the client
+            # ended these, so an answer is no mystery to warn about.
+            self._abandon(request_id)
             error = outcome.Error(closed_error(self._closed, reason, self.name))
             if waiter.task is not None:
                 trio.lowlevel.reschedule(waiter.task, error)
@@ -607,6 +610,10 @@ class RPC:
         (an HTTP POST holds a pooled connection until answered), and its id is kept so a
         late response is not reported as a mystery."""
         self.transport.abort(request_id)
+        self._abandon(request_id)
+
+    def _abandon(self, request_id: RequestId) -> None:
+        """Remember that the client gave ``request_id`` up (bounded)."""
         if len(self._abandoned) > 4096:
             self._abandoned.clear()
         self._abandoned.add(request_id)
