@@ -433,13 +433,27 @@ async def test_a_server_that_never_reads_the_request_times_out_the_write() -> No
 
 
 async def test_a_cancelled_write_closes_its_connection() -> None:
+    connected = trio.Event()
+
     async def never_read(stream: trio.SocketStream) -> None:
+        connected.set()
         await trio.sleep_forever()
 
     async with scripted(never_read) as url:
         pool = LeanPool(url, server="s", connect_timeout=30, max_connections=1)
-        with trio.move_on_after(0.3) as scope:
-            await pool.request("POST", b"", b"x" * (32 * 1024 * 1024), read_timeout=5)
+        scope = trio.CancelScope()
+
+        async def write_forever() -> None:
+            with scope:
+                await pool.request("POST", b"", b"x" * (32 * 1024 * 1024), read_timeout=5)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write_forever)
+            # Cancelled once the write is parked on the full socket (not after a fixed
+            # time: on a loaded machine the connection may not even be open by then).
+            await connected.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
         assert scope.cancelled_caught
         # The one slot came back: a second request gets a connection (and waits for an
         # answer that never comes), not "no connection came free".
