@@ -6,8 +6,10 @@ A stdio server runs in its own process group, so stopping it stops what it start
 server's pid before it is stopped; orphans of a server that crashed are re-parented to
 us (the host is a Linux *child subreaper* while it runs stdio servers:
 :func:`subreaper_acquire`) and recognised by the tag the transport put in their
-environment (:func:`find_orphans`). Everything here is bounded (a fork bomb gets at most
-:data:`MAX_ORPHANS` signals) and blocking ``/proc`` scans run in a worker thread.
+environment (:func:`find_orphans`; after a crash, every process started after the
+server is looked at for the tag, for an orphan that went elsewhere). Everything here is
+bounded (a fork bomb gets at most :data:`MAX_ORPHANS` signals) and blocking ``/proc``
+scans run in a worker thread.
 """
 
 from __future__ import annotations
@@ -92,24 +94,36 @@ def _children_of_self() -> list[int]:
     return found
 
 
-def find_orphans(tag: str, server: int) -> list[tuple[int, bytes]]:
+def find_orphans(tag: str, server: int, *, anywhere: bool = False) -> list[tuple[int, bytes]]:
     """Live children of ours (re-parented orphans) carrying ``tag``, and every descendant
-    of theirs, with their start times; at most :data:`MAX_ORPHANS`."""
+    of theirs, with their start times; at most :data:`MAX_ORPHANS`.
+
+    ``anywhere`` (a server that crashed): every process started after the server is
+    looked at too, not only our children. Why: an orphan reaches us only if the host was
+    a subreaper at the moment of the crash and the kernel's children list showed it to
+    us; one that went elsewhere (init) still carries the tag, and a crash test saw one
+    survive in about one CI run in ten.
+    """
     needle = f"\0{SERVER_TAG_ENV}={tag}\0".encode()  # a whole variable, not a suffix
+    table = _proc_table() if anywhere else None
+    candidates = list(dict.fromkeys(_children_of_self()))
+    if table is not None:
+        candidates += [pid for pid in table if pid > server and pid not in candidates]
     marked: list[int] = []
-    for pid in _children_of_self():
+    for pid in candidates[: MAX_ORPHANS * 8]:
         if pid == server:
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 environ = b"\0" + f.read() + b"\0"
         except OSError:
-            continue  # gone, or a zombie (its environment is gone with it)
+            continue  # gone, not ours to read, or a zombie (its environment is gone)
         if needle in environ:
             marked.append(pid)
     if not marked:
         return []
-    table = _proc_table()
+    if table is None:
+        table = _proc_table()
     children: dict[int, list[int]] = {}
     for child, (parent, *_) in table.items():
         children.setdefault(parent, []).append(child)

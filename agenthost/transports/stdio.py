@@ -45,6 +45,7 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Final
 
 import trio
@@ -635,6 +636,9 @@ class StdioTransport(Transport):
             # Before the server can exit (orphaned descendants lose their ancestry):
             # descendants that left its process group (setsid) are not reached by killpg.
             strays: list[tuple[int, bytes]] = []
+            # It ended (or closed its stdout) before we asked it to: a crash, whose orphans
+            # are looked for among every process, not only ours (see find_orphans).
+            crashed = self._eof or proc.returncode is not None
             if proc.returncode is None:
                 with trio.move_on_after(timeout):
                     strays = await trio.to_thread.run_sync(find_strays, proc.pid)
@@ -653,7 +657,9 @@ class StdioTransport(Transport):
             await reap_group(proc.pid, timeout)
             if self._tag is not None:
                 # Orphaned by the server's exit (a crash, above all) and adopted by us.
-                adopted = await trio.to_thread.run_sync(find_orphans, self._tag, proc.pid)
+                adopted = await trio.to_thread.run_sync(
+                    partial(find_orphans, self._tag, proc.pid, anywhere=crashed)
+                )
                 strays = list(dict.fromkeys([*strays, *adopted]))
             if strays:
                 await reap_strays(self.name, strays, timeout)

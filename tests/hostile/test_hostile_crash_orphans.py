@@ -153,3 +153,37 @@ async def test_a_wrapper_child_that_outlives_the_server_is_reaped_at_close(
     assert set(zombie_children()) & members == set()
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)
+
+
+def _set_subreaper(on: bool) -> None:
+    import ctypes
+
+    assert ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) == 0  # CHILD_SUBREAPER
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc: Linux")
+async def test_an_orphan_that_went_elsewhere_is_found_by_its_tag(tmp_path: Path) -> None:
+    """A crashed server's orphan that the host did not adopt (here: the host is no
+    subreaper at the crash, so the orphan goes to init) still carries the server's tag:
+    the crash's clean-up looks for it among every process, not only the host's children
+    (was: it lived on; a CI run once saw the crash test's grandchild survive)."""
+    config = HostConfig(policy=ALLOW_ALL, servers=[hostile("bad")])
+    pidfile = tmp_path / "grandchild.pid"
+    grandchild = 0
+    try:
+        async with open_host(config) as host:
+            assert await host.supervisor("bad").wait_usable() is ServerState.READY
+            server = host.status()[0].pid
+            assert server is not None
+            _set_subreaper(False)  # the transport's close clears it anyway: no one else uses it
+            actions = [{"spawn_setsid": str(pidfile)}, {"exit": 3}]
+            with trio.fail_after(20):
+                await host.call_tool("bad__act", {"actions": actions})
+                while not pidfile.exists() or not pidfile.read_text():
+                    await trio.sleep(0.02)
+            grandchild = int(pidfile.read_text())
+            assert await wait_gone(server)
+            assert await wait_gone(grandchild), "the orphan that went to init survives"
+    finally:
+        if grandchild and alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
