@@ -31,7 +31,7 @@ from agenthost.transports.http import StreamableHTTPTransport
 pytestmark = pytest.mark.timeout(60)
 
 REVISION = "2025-06-18"
-TOKEN = "Bearer sk-attack3-DO-NOT-PRINT-7f3a9c"
+TOKEN = "Bearer test-key-DO-NOT-PRINT-attack3"
 
 
 Behaviour = Callable[[trio.SocketStream, Any, dict[str, Any]], Awaitable[bool]]
