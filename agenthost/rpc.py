@@ -504,13 +504,13 @@ class RPC:
                 else:
                     await transport.send(request, deadline=waiter.deadline, options=options)
                     waiter.sent = True
-                if message is not None:
-                    pass
-                elif (early := waiter.outcome) is not None:
-                    message = early.unwrap()
-                else:
-                    waiter.task = trio.lowlevel.current_task()
-                    message = await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+                if message is None:  # not settled above: settled meanwhile, or wait
+                    early = waiter.outcome
+                    if early is not None:
+                        message = early.unwrap()
+                    else:
+                        waiter.task = trio.lowlevel.current_task()
+                        message = await trio.lowlevel.wait_task_rescheduled(waiter.abort)
             except trio.TooSlowError:  # the transport could not take it before the deadline
                 message = _TIMED_OUT
             if message is _TIMED_OUT:

@@ -425,8 +425,12 @@ class LeanResponse:
         """Give the connection back (read to its end and kept alive) or close it."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            reusable = self._complete and self._keep_alive and not self._chunks
-            await self._pool.release(conn, reusable=reusable and not self.cancelled)
+            await self._pool.release(conn, reusable=self._reusable)
+
+    @property
+    def _reusable(self) -> bool:
+        """Read to its end, kept alive, not aborted (an aborted one's socket is closed)."""
+        return self._complete and self._keep_alive and not self._chunks and not self.cancelled
 
     def close_now(self) -> bool:
         """:meth:`aclose` when it needs no I/O (the connection goes back to the pool, or
@@ -434,9 +438,8 @@ class LeanResponse:
         conn = self._conn
         if conn is None:
             return True
-        reusable = self._complete and self._keep_alive and not self._chunks
-        if not reusable or self.cancelled or self._pool.closed:
-            return False  # (an aborted exchange's socket is closed already)
+        if not self._reusable or self._pool.closed:
+            return False
         self._conn = None
         self._pool.keep(conn)
         return True

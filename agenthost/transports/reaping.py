@@ -108,7 +108,8 @@ def find_orphans(tag: str, server: int, *, anywhere: bool = False) -> list[tuple
     table = _proc_table() if anywhere else None
     candidates = list(dict.fromkeys(_children_of_self()))
     if table is not None:
-        candidates += [pid for pid in table if pid > server and pid not in candidates]
+        ours = set(candidates)
+        candidates += [pid for pid in table if pid > server and pid not in ours]
     marked: list[int] = []
     for pid in candidates[: MAX_ORPHANS * 8]:
         if pid == server:

@@ -13,133 +13,33 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
-from functools import partial
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 import trio
 
-from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError
-from agenthost.protocol.types import TextContent
 from agenthost.session import ClientSession
 from agenthost.transports.http import StreamableHTTPTransport
+from tests.hostile.raw_mcp import (
+    McpServer,
+    echo,
+    json_reply,
+    mcp_server,
+    raw_reply,
+    result_body,
+    serving,
+    text_of,
+    until,
+    warnings_of,
+)
+from tests.hostile.raw_mcp import session_to as raw_session_to
 
 pytestmark = pytest.mark.timeout(60)
 
-REVISION = "2025-06-18"
 TOKEN = "Bearer test-key-DO-NOT-PRINT-attack3"
-
-
-Behaviour = Callable[[trio.SocketStream, Any, dict[str, Any]], Awaitable[bool]]
-
-
-def text_of(result: Any) -> str:
-    return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-def json_reply(rid: Any, text: str) -> bytes:
-    return raw_reply(result_body(json.dumps(rid), text))
-
-
-async def read_requests(stream: trio.SocketStream) -> AsyncGenerator[tuple[bytes, bytes], None]:
-    """HTTP/1.1 requests off one connection (head, body), pipelined bytes kept."""
-    buffer = b""
-    while True:
-        while b"\r\n\r\n" not in buffer:
-            if not (chunk := await stream.receive_some(65536)):
-                return
-            buffer += chunk
-        head, _, buffer = buffer.partition(b"\r\n\r\n")
-        found = re.search(rb"(?i)content-length: (\d+)", head)
-        length = int(found.group(1)) if found else 0
-        while len(buffer) < length:
-            if not (chunk := await stream.receive_some(65536)):
-                return
-            buffer += chunk
-        yield head, buffer[:length]
-        buffer = buffer[length:]
-
-
-class McpServer:
-    """A raw MCP server: initialize, 202 for notifications, ``tools/call`` by tool name
-    (as in test_hostile_scope_free)."""
-
-    def __init__(self, tools: Mapping[str, Behaviour]) -> None:
-        self.tools = tools
-        self.stats: Counter[str] = Counter()
-        self.cancelled: list[Any] = []
-        self.call_ids: list[Any] = []
-        self.url = ""
-
-    async def handle(self, stream: trio.SocketStream) -> None:
-        try:
-            async with stream, aclosing(read_requests(stream)) as requests:
-                async for head, body in requests:
-                    if not await self.answer(stream, head, body):
-                        return
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            self.stats["broken"] += 1
-
-    async def answer(self, stream: trio.SocketStream, head: bytes, body: bytes) -> bool:
-        if head.startswith(b"GET"):
-            await stream.send_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if head.startswith(b"DELETE"):
-            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-            return True
-        message = json.loads(body)
-        method = message.get("method")
-        rid = message.get("id")
-        if method == "initialize":
-            result = {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "answer-alone-attack", "version": "1"},
-            }
-            data = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
-            await stream.send_all(raw_reply(data, b"Mcp-Session-Id: s1\r\n"))
-            return True
-        if rid is None:
-            if method == "notifications/cancelled":
-                self.cancelled.append(message["params"]["requestId"])
-            await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if method == "tools/call":
-            self.call_ids.append(rid)
-            params = message["params"]
-            return await self.tools[params["name"]](stream, rid, params.get("arguments") or {})
-        await stream.send_all(
-            raw_reply(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode())
-        )
-        return True
-
-
-async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
-    await stream.send_all(json_reply(rid, str(args.get("message"))))
-    return True
-
-
-@asynccontextmanager
-async def serving(server: McpServer) -> AsyncIterator[McpServer]:
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
-        server.url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
-        yield server
-        nursery.cancel_scope.cancel()
-
-
-def mcp_server(tools: Mapping[str, Behaviour]) -> AbstractAsyncContextManager[McpServer]:
-    return serving(McpServer({"echo": echo, **tools}))
-
-
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
@@ -152,42 +52,13 @@ def clean_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert "DO-NOT-PRINT" not in caplog.text
 
 
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-
-
-@asynccontextmanager
-async def session_to(
+def session_to(
     server: McpServer, *, max_message_size: int = 16 * 1024 * 1024
-) -> AsyncIterator[tuple[ClientSession, StreamableHTTPTransport]]:
-    config = ServerConfig(
-        name="atk",
-        transport="streamable-http",
-        url=server.url,
-        headers={"Authorization": TOKEN},
-        max_message_size=max_message_size,
-        timeouts=Timeouts(connect=3.0, shutdown=1.0),
+) -> AbstractAsyncContextManager[tuple[ClientSession, StreamableHTTPTransport]]:
+    """A session that sends the bearer token the tests look for in every log."""
+    return raw_session_to(
+        server, headers={"Authorization": TOKEN}, max_message_size=max_message_size
     )
-    async with open_remote_transport(config) as transport:
-        assert isinstance(transport, StreamableHTTPTransport)
-        async with open_session(
-            transport, name="atk", protocol_version=REVISION, request_timeout=10.0
-        ) as session:
-            # One call first: its connection goes idle, so the next takes the lean start.
-            assert text_of(await session.call_tool("echo", {"message": "warm"})) == "warm"
-            yield session, transport
-
-
-def raw_reply(body: bytes, extra: bytes = b"") -> bytes:
-    return (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
-        % (extra, len(body), body)
-    )
-
-
-def result_body(rid_json: str, text: str) -> bytes:
-    content = json.dumps({"content": [{"type": "text", "text": text}]})
-    return f'{{"jsonrpc":"2.0","id":{rid_json},"result":{content}}}'.encode()
 
 
 # -- an answer whose id is the request's in another JSON type -----------------------------

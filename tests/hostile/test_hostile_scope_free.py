@@ -11,190 +11,27 @@ import gzip
 import json
 import logging
 import random
-import re
 import socket
 import struct
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager
-from functools import partial
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trio
 
-from agenthost.config.model import ServerConfig, Timeouts
-from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import AgentHostError, AgentHostTimeout, JSONRPCError, SessionExpired
-from agenthost.protocol.types import TextContent
 from agenthost.session import ClientSession
-from agenthost.transports.http import StreamableHTTPTransport
+from tests.hostile.raw_mcp import (
+    McpServer,
+    json_reply,
+    mcp_server,
+    session_to,
+    text_of,
+    until,
+)
 
 pytestmark = pytest.mark.timeout(60)
-
-REVISION = "2025-06-18"
-Behaviour = Callable[[trio.SocketStream, Any, dict[str, Any]], Awaitable[bool]]
-
-
-def text_of(result: Any) -> str:
-    return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-def json_reply(rid: Any, text: str, extra: bytes = b"") -> bytes:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-    ).encode()
-    return (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
-        % (extra, len(body), body)
-    )
-
-
-class Reader:
-    """HTTP/1.1 requests off one connection (head, body), pipelined bytes kept."""
-
-    def __init__(self, stream: trio.SocketStream, server: McpServer | None = None) -> None:
-        self.stream = stream
-        self.buffer = b""
-        self.server = server
-
-    async def _more(self) -> bool:
-        chunk = await self.stream.receive_some(65536)
-        self.buffer += chunk
-        return bool(chunk)
-
-    async def request(self) -> tuple[bytes, bytes] | None:
-        while b"\r\n\r\n" not in self.buffer:
-            if not await self._more():
-                return None
-        head, _, rest = self.buffer.partition(b"\r\n\r\n")
-        found = re.search(rb"(?i)content-length: (\d+)", head)
-        length = int(found.group(1)) if found else 0
-        self.buffer = rest
-        if length > 1_000_000 and self.server is not None and self.server.big is not None:
-            await self.server.big(self.stream)
-            return None
-        while len(self.buffer) < length:
-            if not await self._more():
-                return None
-        body, self.buffer = self.buffer[:length], self.buffer[length:]
-        return head, body
-
-
-class McpServer:
-    """A raw MCP server: initialize, 202 for notifications, ``tools/call`` by tool name."""
-
-    def __init__(self, tools: Mapping[str, Behaviour]) -> None:
-        self.tools = tools
-        #: Called instead of reading a request body over 1 MB (the head is in).
-        self.big: Callable[[trio.SocketStream], Awaitable[None]] | None = None
-        self.stats: Counter[str] = Counter()
-        self.cancelled: list[Any] = []
-        self.call_ids: list[Any] = []
-        self.heads: list[bytes] = []
-        self.open = 0
-        self.url = ""
-
-    async def handle(self, stream: trio.SocketStream) -> None:
-        self.open += 1
-        self.stats["connections"] += 1
-        reader = Reader(stream, self)
-        try:
-            async with stream:
-                while (request := await reader.request()) is not None:
-                    head, body = request
-                    self.heads.append(head)
-                    if not await self.answer(stream, head, body):
-                        return
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            self.stats["broken"] += 1
-        finally:
-            self.open -= 1
-
-    async def answer(self, stream: trio.SocketStream, head: bytes, body: bytes) -> bool:
-        if head.startswith(b"GET"):
-            await stream.send_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if head.startswith(b"DELETE"):
-            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if head.startswith(b"POST /moved"):
-            message = json.loads(body)
-            self.stats["moved"] += 1
-            await stream.send_all(json_reply(message["id"], "moved"))
-            return True
-        message = json.loads(body)
-        method = message.get("method")
-        rid = message.get("id")
-        self.stats[f"post:{method}"] += 1
-        if method == "initialize":
-            result = {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "scope-free-attack", "version": "1"},
-            }
-            data = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
-            await stream.send_all(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
-            )
-            return True
-        if rid is None:
-            if method == "notifications/cancelled":
-                self.cancelled.append(message["params"]["requestId"])
-            await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if method == "tools/call":
-            self.call_ids.append(rid)
-            params = message["params"]
-            return await self.tools[params["name"]](stream, rid, params.get("arguments") or {})
-        data = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}).encode()
-        await stream.send_all(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-            % (len(data), data)
-        )
-        return True
-
-
-async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any]) -> bool:
-    await stream.send_all(json_reply(rid, str(args.get("message"))))
-    return True
-
-
-@asynccontextmanager
-async def mcp_server(tools: Mapping[str, Behaviour]) -> AsyncIterator[McpServer]:
-    server = McpServer({"echo": echo, **tools})
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
-        server.url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
-        yield server
-        nursery.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def session_to(
-    server: McpServer, request_timeout: float = 10.0
-) -> AsyncIterator[tuple[ClientSession, StreamableHTTPTransport]]:
-    config = ServerConfig(
-        name="atk",
-        transport="streamable-http",
-        url=server.url,
-        timeouts=Timeouts(connect=3.0, shutdown=1.0),
-    )
-    async with open_remote_transport(config) as transport:
-        assert isinstance(transport, StreamableHTTPTransport)
-        async with open_session(
-            transport, name="atk", protocol_version=REVISION, request_timeout=request_timeout
-        ) as session:
-            # One call first: its connection goes idle, so the next takes the scope-free path.
-            assert text_of(await session.call_tool("echo", {"message": "warm"})) == "warm"
-            yield session, transport
-
-
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
