@@ -95,6 +95,10 @@ class Transport(ABC):
     #: A plain attribute, read once per request on every transport's call path.
     inline_exchanges: bool = False
 
+    #: A caller whose request is the only one in flight may read the answer itself
+    #: (:meth:`take_reading`): stdio.
+    reads_inline: bool = False
+
     @property
     def exchanges_per_request(self) -> bool:
         """Each request is its own exchange (an HTTP POST): headers in
@@ -110,6 +114,25 @@ class Transport(ABC):
         Only called where :attr:`inline_exchanges` is True.
         """
         raise NotImplementedError
+
+    def take_reading(self, request_id: jsonrpc.RequestId) -> bool:
+        """Let the calling task, which sent ``request_id``, read the channel itself until
+        :meth:`release_reading` (see the module doc); False when it may not now.
+
+        Only called where :attr:`reads_inline` is True.
+        """
+        return False
+
+    async def receive_answers(self) -> list[jsonrpc.Response | jsonrpc.ErrorResponse] | None:
+        """For the task that took the reading: wait for the next messages and return the
+        answers at their head, in order; the rest stays for :meth:`receive`. None: nothing
+        was taken, and the reader should go on (anything that is not an answer came, the
+        peer is gone, a large read, or :meth:`abort` woke the caller).
+        """
+        raise NotImplementedError
+
+    def release_reading(self) -> None:
+        """The task that took the reading is done with it: the reader goes on."""
 
     @abstractmethod
     async def send(

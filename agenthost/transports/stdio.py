@@ -162,12 +162,15 @@ def child_environment(
 class StdioTransport(Transport):
     """One server process. Create it with :func:`open_stdio_transport`."""
 
+    reads_inline = True
+
     def __init__(
         self, process: trio.Process, *, name: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     ) -> None:
-        # POSIX pipes: the send path writes to the descriptor directly (see send()).
+        # POSIX pipes: the send path writes to the descriptor directly (see send()), the
+        # read path reads it directly (see _fill() and receive_answers()).
         assert isinstance(process.stdin, trio.lowlevel.FdStream)
-        assert process.stdout is not None
+        assert isinstance(process.stdout, trio.lowlevel.FdStream)
         self.name = name
         self.process = process
         self._stdin = process.stdin
@@ -202,6 +205,16 @@ class StdioTransport(Transport):
         self._large = min(max_message_size, _BATCH_INLINE)
         self._eof = False
         self._closed = False
+        #: A read that :meth:`receive_answers` left for the reader (a large one, or one
+        #: that continues an unfinished line).
+        self._stash: bytes | None = None
+        #: A task is parked in ``wait_readable`` on the server's stdout (only one may be).
+        self._on_fd = False
+        #: The caller reading the pipe itself (:meth:`take_reading`), and its request.
+        self._reading: trio.lowlevel.Task | None = None
+        self._reading_id: jsonrpc.RequestId | None = None
+        #: The reader, parked while a caller reads.
+        self._reader: trio.lowlevel.Task | None = None
         #: The last lines the server wrote to stderr, quoted when it dies: the reason a
         #: server crashed is almost always there.
         self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
@@ -415,10 +428,38 @@ class StdioTransport(Transport):
                 continue
             if self._eof:
                 raise TransportClosed(self._exit_reason("lost"), server=self.name)
-            try:
-                chunk = await self._stdout.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                chunk = b""
+            if self._stash is not None:
+                chunk, self._stash = self._stash, None
+            else:
+                # A turn for the others first (as FdStream.receive_some takes): the callers
+                # the last read woke write their next requests before this read's system
+                # calls, which then run while the server works.
+                await trio.lowlevel.checkpoint()
+                if self._reading is not None:
+                    # A caller reads its answer itself (take_reading): wait until it is done.
+                    self._reader = trio.lowlevel.current_task()
+                    await trio.lowlevel.wait_task_rescheduled(self._unpark_reader)
+                    continue
+                if queue or self._stash is not None:
+                    continue  # what that caller left
+                fd = self._stdout.fileno()  # -1 once closed
+                while True:
+                    try:
+                        chunk = os.read(fd, _READ_SIZE)
+                        break
+                    except BlockingIOError:
+                        self._on_fd = True
+                        try:
+                            await trio.lowlevel.wait_readable(fd)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            chunk = b""
+                            break
+                        finally:
+                            self._on_fd = False
+                        fd = self._stdout.fileno()
+                    except OSError:
+                        chunk = b""
+                        break
             if not chunk:
                 self._eof = True
                 if self._buf.strip():
@@ -455,6 +496,80 @@ class StdioTransport(Transport):
             else:
                 self._split(data, queue)
             self._burst = len(queue) - 1
+
+    def _unpark_reader(self, _: object) -> trio.lowlevel.Abort:
+        self._reader = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def take_reading(self, request_id: jsonrpc.RequestId) -> bool:
+        """Only between reads: nobody on the pipe, nothing read and not yet handed out."""
+        if (
+            self._on_fd
+            or self._reading is not None
+            or self._queue
+            or self._buf
+            or self._held
+            or self._eof
+            or self._stash is not None
+        ):
+            return False
+        self._reading = trio.lowlevel.current_task()
+        self._reading_id = request_id
+        return True
+
+    async def receive_answers(self) -> list[jsonrpc.Response | jsonrpc.ErrorResponse] | None:
+        """One read of the pipe, decoded here when it is small and whole lines (else left
+        to the reader, as a stash). Why: a caller alone takes its answer without the
+        reader task in between, one scheduler pass less per call (bench: "stdio calls/s
+        sequential")."""
+        queue = self._queue
+        if not queue:
+            fd = self._stdout.fileno()
+            while True:
+                try:
+                    chunk = os.read(fd, _READ_SIZE)
+                    break
+                except BlockingIOError:
+                    self._on_fd = True
+                    try:
+                        await trio.lowlevel.wait_readable(fd)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return None  # closed, or abort() woke us
+                    finally:
+                        self._on_fd = False
+                except OSError:
+                    return None
+            if not chunk:
+                return None  # EOF: the reader's next read sees it too
+            if self._buf or len(chunk) > self._large:
+                self._stash = chunk
+                return None
+            self._split(chunk, queue)
+            self._burst = len(queue) - 1
+        answers: list[jsonrpc.Response | jsonrpc.ErrorResponse] = []
+        while queue:
+            head = queue[0]
+            if type(head) is not jsonrpc.Response and type(head) is not jsonrpc.ErrorResponse:
+                break
+            answers.append(queue.popleft())  # type: ignore[arg-type]
+        if not answers and queue:
+            return None
+        if self._in_flight:
+            self._in_flight = max(0, self._in_flight - len(answers))
+        return answers
+
+    def release_reading(self) -> None:
+        self._reading = None
+        self._reading_id = None
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            trio.lowlevel.reschedule(reader)
+
+    def abort(self, request_id: jsonrpc.RequestId) -> None:
+        """The caller reading its own answer gave up on it (timed out): wake it."""
+        if self._on_fd and self._reading is not None and request_id == self._reading_id:
+            trio.lowlevel.notify_closing(self._stdout.fileno())
 
     async def _decode(self, data: bytes | bytearray, queue: deque[jsonrpc.Message]) -> None:
         """:meth:`_split`, in a worker thread for a large ``data`` (as :meth:`_fill` does
