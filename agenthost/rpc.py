@@ -416,6 +416,10 @@ class RPC:
                 waiter.task = None
             else:
                 waiter.outcome = error
+                if waiter.exchange is not None:
+                    # The caller reads its own answer (an inline POST, a stdio caller
+                    # alone): wake it now, not when the server next writes.
+                    self.transport.abort(waiter.exchange)
         for scope in self._incoming.values():
             scope.cancel()
         for _, event in self._drain_waiters:

@@ -435,11 +435,11 @@ class StdioTransport(Transport):
                 # the last read woke write their next requests before this read's system
                 # calls, which then run while the server works.
                 await trio.lowlevel.checkpoint()
-                if self._reading is not None:
-                    # A caller reads its answer itself (take_reading): wait until it is done.
+                while self._reading is not None:
+                    # A caller reads its answer itself (take_reading): wait until it is done
+                    # (no other turn after: a caller alone takes the reading again at once).
                     self._reader = trio.lowlevel.current_task()
                     await trio.lowlevel.wait_task_rescheduled(self._unpark_reader)
-                    continue
                 if queue or self._stash is not None:
                     continue  # what that caller left
                 fd = self._stdout.fileno()  # -1 once closed
