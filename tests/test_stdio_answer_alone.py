@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.connection import open_session
 from agenthost.errors import AgentHostTimeout, TransportClosed
+from agenthost.protocol.types import CallToolResult, TextContent
 from agenthost.session import ClientSession
 from agenthost.transports.stdio import StdioTransport, open_stdio_transport
-from agenthost.protocol.types import CallToolResult, TextContent
 
 PEER = str(Path(__file__).parent / "peers" / "answer_order_server.py")
 
@@ -58,7 +59,9 @@ async def served(
 ) -> AsyncIterator[tuple[ClientSession, StdioTransport, Inline]]:
     handlers = ClientHandlers(notifications=dict(notifications or {}))
     async with (
-        open_stdio_transport(sys.executable, [PEER], name="order", env=dict(env or {})) as transport,
+        open_stdio_transport(
+            sys.executable, [PEER], name="order", env=dict(env or {})
+        ) as transport,
         open_session(transport, name="order", handlers=handlers) as session,
     ):
         assert isinstance(transport, StdioTransport)
@@ -241,12 +244,12 @@ async def test_a_flood_of_stray_answers_does_not_starve_the_loop(
             nonlocal ticks
             while not done:
                 ticks += 1
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
 
         caplog.set_level(logging.ERROR, logger="agenthost.rpc")  # 20k warnings: not the point
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ticker)
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             with trio.fail_after(20):
                 result = await session.call_tool("flood", {"message": "end", "n": 20_000})
             done = True
