@@ -1,6 +1,7 @@
 """The request machinery under every session: one JSON-RPC endpoint over one transport.
 
-This is the only module that uses ``trio.lowlevel``. It knows JSON-RPC, not MCP: it
+With :mod:`agenthost.rpc_waiter` (a pending request) it is the only place above the
+transports that uses ``trio.lowlevel``. It knows JSON-RPC, not MCP: it
 correlates requests with responses, keeps deadlines, turns Trio cancellation into
 ``notifications/cancelled`` (or an aborted exchange, when the message's
 :class:`~agenthost.transports.base.SendOptions` say so), delivers notifications in order
@@ -11,7 +12,10 @@ Concurrency model (STYLE.md 2): one reader task takes every message off the tran
 dispatches it by type (:meth:`RPC._dispatch`). Over a transport whose requests are
 exchanges of their own (Streamable HTTP: ``inline_exchanges``), the calling task makes
 the exchange and hands what the response carries to that same dispatch, so its answer
-needs no reader at all (bench: "HTTP JSON/SSE calls/s, 1 in flight, SDK"). A response
+needs no reader at all (bench: "HTTP JSON/SSE calls/s, 1 in flight, SDK"). Over stdio, a
+request alone in flight reads its answer from the pipe in the calling task while the
+reader parks (``reads_inline``, :meth:`RPC._read_answer`; bench: "stdio calls/s
+sequential"); whatever else it reads goes to the reader, in order. A response
 wakes the task that sent the request (no channel hop: the waiting task is rescheduled
 directly). A peer's request runs in a task of its own, so
 a slow sampling request never blocks the reader; at most ``max_peer_requests`` at once,
@@ -49,7 +53,7 @@ import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import outcome
 import trio
@@ -74,6 +78,7 @@ from agenthost.protocol.jsonrpc import (
     Response,
 )
 from agenthost.redaction import redact, redact_json
+from agenthost.rpc_waiter import TIMED_OUT, Clock, CurrentTime, Waiter
 from agenthost.transports.base import NO_OPTIONS, SendOptions, Transport
 
 __all__ = ["DEFAULT_MAX_PEER_REQUESTS", "RPC", "RequestHandler", "closed_error"]
@@ -98,59 +103,6 @@ _YIELD_EVERY: Final = 64
 RequestHandler = Callable[[Request], Awaitable[dict[str, Any]]]
 #: ``async (method, params) -> None``, called in order from one dispatcher task.
 NotificationSink = Callable[[str, Mapping[str, Any]], Awaitable[None]]
-
-
-class _Waiter:
-    """One pending request: the task waiting for it, or the outcome if it came first."""
-
-    __slots__ = ("deadline", "done", "exchange", "outcome", "owner", "sent", "task")
-
-    def __init__(self, deadline: float) -> None:
-        self.task: trio.lowlevel.Task | None = None
-        self.outcome: outcome.Outcome[Any] | None = None
-        #: The transport accepted the request (the server may see it).
-        self.sent = False
-        #: When the request times out, on Trio's clock (inf: never).
-        self.deadline = deadline
-        #: The request is over, however it ended (its deadline no longer matters).
-        self.done = False
-        #: The request's id while the caller's own task exchanges it (an inline HTTP
-        #: POST): no task is parked, so a timeout aborts the exchange instead.
-        self.exchange: RequestId | None = None
-        #: The caller's task, while ``exchange`` is set.
-        self.owner: trio.lowlevel.Task | None = None
-
-    def abort(self, _: Any) -> trio.lowlevel.Abort:
-        # Cancelled while parked: forget the task so a late response cannot wake it twice.
-        self.task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def time_out(self, abort: Callable[[RequestId], None]) -> None:
-        """Wake the waiting task with :data:`_TIMED_OUT` (or leave it for the sender,
-        ``abort``-ing the exchange it is in the middle of)."""
-        task = self.task
-        if task is not None:
-            self.task = None
-            trio.lowlevel.reschedule(task, outcome.Value(_TIMED_OUT))
-        elif self.outcome is None:
-            self.outcome = outcome.Value(_TIMED_OUT)
-            if self.exchange is not None:
-                abort(self.exchange)
-
-
-#: What a waiter receives when its deadline passed (see RPC._watch_deadlines).
-_TIMED_OUT: Final = object()
-
-
-class _Clock(Protocol):
-    def current_time(self) -> float: ...
-
-
-class _CurrentTime:
-    """``trio.current_time()`` as a clock, until :meth:`RPC.run` has the real one."""
-
-    def current_time(self) -> float:
-        return trio.current_time()
 
 
 class RPC:
@@ -181,7 +133,7 @@ class RPC:
         self._handle_request = handle_request
         self._deliver_notification = deliver
         self._ids = itertools.count(1)
-        self._pending: dict[RequestId, _Waiter] = {}
+        self._pending: dict[RequestId, Waiter] = {}
         self._abandoned: set[RequestId | None] = set()
         self._incoming: dict[RequestId, trio.CancelScope] = {}
         #: Peer requests being answered (handler running or reply being written).
@@ -201,13 +153,13 @@ class RPC:
         self._nursery: trio.Nursery | None = None
         #: Requests with a deadline, one queue per timeout length: a queue's deadlines
         #: only grow, so its head is its earliest live one (see _watch_deadlines).
-        self._deadlines: dict[float, deque[_Waiter]] = {}
+        self._deadlines: dict[float, deque[Waiter]] = {}
         #: The watchdog's sleep, and when it wakes.
         self._watch_scope: trio.CancelScope | None = None
         self._watch_at = math.inf
         #: Trio's clock, read once per request for its deadline (trio.current_time() is
         #: a few calls deeper); taken from the running Trio by run().
-        self._clock: _Clock = _CurrentTime()
+        self._clock: Clock = CurrentTime()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -475,9 +427,9 @@ class RPC:
         # reading its input must not make a request outlive its timeout. It is kept by
         # the watchdog, not by a cancel scope per request (see the module doc).
         if timeout is None:
-            waiter = _Waiter(math.inf)
+            waiter = Waiter(math.inf)
         else:
-            waiter = _Waiter((self._clock.current_time() if started is None else started) + timeout)
+            waiter = Waiter((self._clock.current_time() if started is None else started) + timeout)
         if timeout is not None:
             self._watch(waiter, timeout)
         self._pending[request_id] = waiter
@@ -493,7 +445,7 @@ class RPC:
                     # no task, channel or reader between the socket and the caller (bench:
                     # "HTTP JSON/SSE calls/s, 1 in flight, SDK"). Sent as soon as it
                     # starts, as a POST task started for it was (a cancel then tells the
-                    # server); a timeout aborts it (_Waiter.time_out).
+                    # server); a timeout aborts it (Waiter.time_out).
                     waiter.sent = True
                     waiter.exchange = request_id
                     waiter.owner = trio.lowlevel.current_task()
@@ -522,8 +474,8 @@ class RPC:
                         waiter.task = trio.lowlevel.current_task()
                         message = await trio.lowlevel.wait_task_rescheduled(waiter.abort)
             except trio.TooSlowError:  # the transport could not take it before the deadline
-                message = _TIMED_OUT
-            if message is _TIMED_OUT:
+                message = TIMED_OUT
+            if message is TIMED_OUT:
                 if self._pending.pop(request_id, None) is not None:
                     self._forget(request_id)
                     if cancellable and waiter.sent:
@@ -569,7 +521,7 @@ class RPC:
         )
 
     async def _read_answer(
-        self, request_id: RequestId, waiter: _Waiter
+        self, request_id: RequestId, waiter: Waiter
     ) -> Response | ErrorResponse | None:
         """Read the answer to ``request_id`` in the caller's task (the transport let it
         take the reading: the only request in flight); None when the reader takes over.
@@ -604,7 +556,7 @@ class RPC:
             waiter.exchange = None
             transport.release_reading()
 
-    def _watch(self, waiter: _Waiter, limit: float) -> None:
+    def _watch(self, waiter: Waiter, limit: float) -> None:
         queue = self._deadlines.get(limit)
         if queue is None:
             queue = self._deadlines[limit] = deque()

@@ -51,7 +51,7 @@ from typing import Final
 import trio
 
 from agenthost._util import collapse_single_group
-from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed, TransportError
+from agenthost.errors import TransportClosed, TransportError
 from agenthost.protocol import jsonrpc
 from agenthost.redaction import add_named_secret
 from agenthost.transports.base import (
@@ -59,7 +59,6 @@ from agenthost.transports.base import (
     NO_OPTIONS,
     SendOptions,
     Transport,
-    decode_frame,
 )
 from agenthost.transports.reaping import (
     SERVER_TAG_ENV,
@@ -72,6 +71,7 @@ from agenthost.transports.reaping import (
     subreaper_acquire,
     subreaper_release,
 )
+from agenthost.transports.stdio_read import PipeReader
 
 __all__ = [
     "INHERITED_ENV_VARS",
@@ -120,25 +120,13 @@ INHERITED_ENV_VARS: Final = frozenset(
 
 _tags = itertools.count(1)
 
-_READ_SIZE: Final = 256 * 1024
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
 _COMPACT_AT: Final = 1024 * 1024
 #: Unwritten bytes beyond which a sender waits for the server to read (backpressure).
 _HIGH_WATER: Final = 1024 * 1024
-#: Bytes of complete lines beyond which they are decoded in a worker thread.
-_DECODE_IN_THREAD: Final = 1024 * 1024
-#: A batch line longer than this is decoded a group of members at a time (see
-#: jsonrpc.BatchReader), each group of about ``_BATCH_GROUP`` bytes in the event loop, a
-#: larger one (a large member) in a worker thread: one 14 MB line of 300k pings stalled
-#: the event loop 0.23-0.44 s when parsed whole.
-_BATCH_INLINE: Final = 64 * 1024
-_BATCH_GROUP: Final = 64 * 1024
 _STDERR_TAIL: Final = 20
 #: Seconds to drain a pipe after the server exited, before we stop waiting on it.
 _DRAIN: Final = 0.5
-_WHITESPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
-#: The messages that answer one of our requests (each ends one in flight).
-_ANSWERS: Final = frozenset({jsonrpc.Response, jsonrpc.ErrorResponse, jsonrpc.InvalidResponse})
 
 
 def child_environment(
@@ -159,10 +147,8 @@ def child_environment(
     return env
 
 
-class StdioTransport(Transport):
+class StdioTransport(PipeReader, Transport):
     """One server process. Create it with :func:`open_stdio_transport`."""
-
-    reads_inline = True
 
     def __init__(
         self, process: trio.Process, *, name: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
@@ -175,7 +161,6 @@ class StdioTransport(Transport):
         self.process = process
         self._stdin = process.stdin
         self._stdout = process.stdout
-        self._max = max_message_size
         #: Bytes accepted by :meth:`send` but not yet written, from ``_offset`` on.
         self._backlog = bytearray()
         self._offset = 0
@@ -193,28 +178,8 @@ class StdioTransport(Transport):
         self._burst = 0
         #: Why the pipe cannot be written any more, once it cannot.
         self._broken: str | None = None
-        self._buf = bytearray()
-        self._queue: deque[jsonrpc.Message] = deque()
-        #: A large batch being decoded group by group; ``_buf`` may hold complete lines
-        #: that came after it (``_buffered_lines``), decoded once it is done.
-        self._batch: jsonrpc.BatchReader | None = None
-        self._buffered_lines = False
-        #: Either of the two above: one check per read on the common path.
-        self._held = False
-        #: Lines longer than this are checked against the size limit and for a batch.
-        self._large = min(max_message_size, _BATCH_INLINE)
-        self._eof = False
+        self._init_reading(max_message_size)
         self._closed = False
-        #: A read that :meth:`receive_answers` left for the reader (a large one, or one
-        #: that continues an unfinished line).
-        self._stash: bytes | None = None
-        #: A task is parked in ``wait_readable`` on the server's stdout (only one may be).
-        self._on_fd = False
-        #: The caller reading the pipe itself (:meth:`take_reading`), and its request.
-        self._reading: trio.lowlevel.Task | None = None
-        self._reading_id: jsonrpc.RequestId | None = None
-        #: The reader, parked while a caller reads.
-        self._reader: trio.lowlevel.Task | None = None
         #: The last lines the server wrote to stderr, quoted when it dies: the reason a
         #: server crashed is almost always there.
         self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL)
@@ -395,275 +360,6 @@ class StdioTransport(Transport):
             self._drained.set()
             self._drained = None
         return TransportClosed(reason, server=self.name)
-
-    async def receive(self) -> jsonrpc.Message:
-        if not self._queue:
-            await self._fill()
-        message = self._queue.popleft()
-        if self._in_flight and type(message) in _ANSWERS:
-            self._in_flight -= 1
-        return message
-
-    async def receive_many(self) -> Sequence[jsonrpc.Message]:
-        if not self._queue:
-            await self._fill()
-        batch = list(self._queue)
-        self._queue.clear()
-        if self._in_flight:
-            answers = sum(1 for message in batch if type(message) in _ANSWERS)
-            self._in_flight = max(0, self._in_flight - answers)
-        return batch
-
-    async def _fill(self) -> None:
-        """Read until at least one message is decoded into the queue.
-
-        Raises:
-            TransportClosed: the server is gone and everything it wrote was delivered.
-            MessageTooLarge: a message is longer than ``max_message_size``.
-        """
-        queue = self._queue
-        while not queue:
-            if self._held:
-                await self._resume(queue)
-                continue
-            if self._eof:
-                raise TransportClosed(self._exit_reason("lost"), server=self.name)
-            if self._stash is not None:
-                chunk, self._stash = self._stash, None
-            else:
-                # A turn for the others first (as FdStream.receive_some takes): the callers
-                # the last read woke write their next requests before this read's system
-                # calls, which then run while the server works.
-                await trio.lowlevel.checkpoint()
-                while self._reading is not None:
-                    # A caller reads its answer itself (take_reading): wait until it is done
-                    # (no other turn after: a caller alone takes the reading again at once).
-                    self._reader = trio.lowlevel.current_task()
-                    await trio.lowlevel.wait_task_rescheduled(self._unpark_reader)
-                if queue or self._stash is not None:
-                    continue  # what that caller left
-                fd = self._stdout.fileno()  # -1 once closed
-                while True:
-                    try:
-                        chunk = os.read(fd, _READ_SIZE)
-                        break
-                    except BlockingIOError:
-                        self._on_fd = True
-                        try:
-                            await trio.lowlevel.wait_readable(fd)
-                        except (trio.BrokenResourceError, trio.ClosedResourceError):
-                            chunk = b""
-                            break
-                        finally:
-                            self._on_fd = False
-                        fd = self._stdout.fileno()
-                    except OSError:
-                        chunk = b""
-                        break
-            if not chunk:
-                self._eof = True
-                if self._buf.strip():
-                    decode_frame(self._buf, queue, log, self.name)
-                self._buf.clear()
-                if not queue:
-                    with trio.move_on_after(0.25):
-                        await self.process.wait()
-                    if self._stderr_pumping:
-                        # Under load stdout's EOF can come before the pump has read the
-                        # crash's last stderr lines (seen in the full suite).
-                        with trio.move_on_after(0.25):
-                            await self._stderr_done.wait()
-                continue
-            if b"\n" not in chunk:
-                self._buf += chunk
-                if len(self._buf) > self._max:
-                    self._eof = True
-                    raise MessageTooLarge(
-                        f"message larger than the maximum of {self._max} bytes"
-                        " (raise max_message_size in the server's config if this is expected)",
-                        server=self.name,
-                    )
-                continue
-            data: bytes | bytearray = chunk
-            if self._buf:
-                self._buf += chunk
-                data, self._buf = self._buf, bytearray()
-            if len(data) > _DECODE_IN_THREAD:
-                # A huge frame (a batch of 300k pings is 14 MB) takes ~1 s to decode:
-                # in a worker thread, the event loop (every other server) gets the GIL
-                # back every switch interval instead of waiting for the whole frame.
-                await trio.to_thread.run_sync(self._split, data, queue)
-            else:
-                self._split(data, queue)
-            self._burst = len(queue) - 1
-
-    def _unpark_reader(self, _: object) -> trio.lowlevel.Abort:
-        self._reader = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def take_reading(self, request_id: jsonrpc.RequestId) -> bool:
-        """Only between reads: nobody on the pipe, nothing read and not yet handed out."""
-        if (
-            self._on_fd
-            or self._reading is not None
-            or self._queue
-            or self._buf
-            or self._held
-            or self._eof
-            or self._stash is not None
-        ):
-            return False
-        self._reading = trio.lowlevel.current_task()
-        self._reading_id = request_id
-        return True
-
-    async def receive_answers(self) -> list[jsonrpc.Response | jsonrpc.ErrorResponse] | None:
-        """One read of the pipe, decoded here when it is small and whole lines (else left
-        to the reader, as a stash). Why: a caller alone takes its answer without the
-        reader task in between, one scheduler pass less per call (bench: "stdio calls/s
-        sequential")."""
-        queue = self._queue
-        if not queue:
-            fd = self._stdout.fileno()
-            while True:
-                try:
-                    chunk = os.read(fd, _READ_SIZE)
-                    break
-                except BlockingIOError:
-                    self._on_fd = True
-                    try:
-                        await trio.lowlevel.wait_readable(fd)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        return None  # closed, or abort() woke us
-                    finally:
-                        self._on_fd = False
-                except OSError:
-                    return None
-            if not chunk:
-                return None  # EOF: the reader's next read sees it too
-            if self._buf or len(chunk) > self._large:
-                self._stash = chunk
-                return None
-            self._split(chunk, queue)
-            self._burst = len(queue) - 1
-        answers: list[jsonrpc.Response | jsonrpc.ErrorResponse] = []
-        while queue:
-            head = queue[0]
-            if type(head) is not jsonrpc.Response and type(head) is not jsonrpc.ErrorResponse:
-                break
-            answers.append(queue.popleft())  # type: ignore[arg-type]
-        if not answers and queue:
-            return None
-        if self._in_flight:
-            self._in_flight = max(0, self._in_flight - len(answers))
-        return answers
-
-    def release_reading(self) -> None:
-        self._reading = None
-        self._reading_id = None
-        reader = self._reader
-        if reader is not None:
-            self._reader = None
-            trio.lowlevel.reschedule(reader)
-
-    def abort(self, request_id: jsonrpc.RequestId) -> None:
-        """The caller reading its own answer gave up on it (timed out): wake it."""
-        if self._on_fd and self._reading is not None and request_id == self._reading_id:
-            trio.lowlevel.notify_closing(self._stdout.fileno())
-
-    async def _decode(self, data: bytes | bytearray, queue: deque[jsonrpc.Message]) -> None:
-        """:meth:`_split`, in a worker thread for a large ``data`` (as :meth:`_fill` does
-        inline: one coroutine frame less per read on the common path)."""
-        if len(data) > _DECODE_IN_THREAD:
-            await trio.to_thread.run_sync(self._split, data, queue)
-        else:
-            self._split(data, queue)
-        self._burst = len(queue) - 1
-
-    async def _resume(self, queue: deque[jsonrpc.Message]) -> None:
-        """Go on with what a large batch holds up: its next group, then the lines after it."""
-        if self._batch is not None:
-            # A turn for the other tasks before each group (the queue is empty: a
-            # cancellation here loses nothing).
-            await trio.lowlevel.checkpoint()
-            await self._next_group(self._batch, queue)
-            self._held = self._buffered_lines or self._batch is not None
-            return
-        self._held = False
-        if self._buffered_lines:
-            self._buffered_lines = False
-            lines, self._buf = self._buf, bytearray()
-            await self._decode(lines, queue)
-
-    async def _next_group(self, batch: jsonrpc.BatchReader, queue: deque[jsonrpc.Message]) -> None:
-        """Decode the next group of the batch under way into ``queue``.
-
-        A group of about 64 KiB (a few ms) is decoded here; a larger one (a member bigger
-        than that) in a worker thread like any large frame, so the loop gets the GIL back
-        between orjson calls. :meth:`_fill` checkpoints before each group. Members go
-        into ``queue`` before any checkpoint, so a cancelled receive loses none.
-        """
-        if not self._read_group(batch, queue, _BATCH_GROUP * 2):
-            await trio.to_thread.run_sync(self._read_group, batch, queue, None)
-        self._burst = len(queue) - 1
-
-    def _read_group(
-        self, batch: jsonrpc.BatchReader, queue: deque[jsonrpc.Message], limit: int | None
-    ) -> bool:
-        """One :meth:`BatchReader.read` into ``queue``; False if the group is over ``limit``."""
-        try:
-            members = batch.read(limit)
-        except ProtocolError as exc:
-            log.warning("%s: rest of a batch skipped: %s", self.name, exc)
-            members = []
-        if members is None:
-            return False
-        queue.extend(members)
-        if batch.done:
-            self._batch = None
-        return True
-
-    def _split(self, data: bytes | bytearray, queue: deque[jsonrpc.Message]) -> None:
-        """Decode every complete line of ``data`` in order; keep the unfinished tail.
-
-        Lines are parsed from memoryview slices, not copies: a 10 MiB message costs its
-        buffer and its parsed value, not a third copy in between.
-
-        Raises:
-            MessageTooLarge: a line is longer than ``max_message_size`` (the lines before
-                it are decoded first).
-        """
-        start = 0
-        find = data.find
-        with memoryview(data) as view:
-            while (end := find(b"\n", start)) >= 0:
-                size = end - start
-                if size > self._large:  # one comparison per line for both checks
-                    if size > self._max:
-                        self._eof = True
-                        raise MessageTooLarge(
-                            f"message of {size} bytes is larger than the maximum of"
-                            f" {self._max} bytes",
-                            server=self.name,
-                        )
-                    if size > _BATCH_INLINE and jsonrpc.is_batch(view[start:end]):
-                        # Decoded a group at a time by _fill(); what follows waits for it.
-                        self._batch = jsonrpc.BatchReader(
-                            bytes(view[start:end]), group=_BATCH_GROUP
-                        )
-                        self._held = True
-                        if end + 1 < len(data):
-                            self._buf = bytearray(data[end + 1 :])
-                            self._buffered_lines = b"\n" in self._buf
-                        return
-                if size and not (data[start] in _WHITESPACE and data[start:end].isspace()):
-                    try:  # decode_frame(), inline: this runs once per message
-                        queue.extend(jsonrpc.decode(view[start:end]))
-                    except ProtocolError:
-                        decode_frame(view[start:end], queue, log, self.name)
-                start = end + 1
-        if start < len(data):
-            self._buf = bytearray(data[start:])
 
     def _exit_reason(self, verb: str) -> str:
         code = self.process.returncode
