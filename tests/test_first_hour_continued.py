@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agenthost.cli.commands.call import follow_command
 from tests.forkserver import peer_python
 
 Command = tuple[str, list[str]]
@@ -667,10 +669,21 @@ async def test_call_detach_prints_a_task_id_that_later_commands_follow(tmp_path:
         assert started.returncode == 0, started.stderr
         task_id = started.stdout.strip()
         assert task_id and " " not in task_id, started.stdout
-        assert f"agenthost tasks result tk {task_id}" in started.stderr
-        result = await trio.to_thread.run_sync(lambda: cli("tasks", "result", "tk", task_id))
+        # The printed command, as a user pastes it (a random id may start with a dash).
+        printed = re.search(r"`agenthost (tasks result [^`]+)`", started.stderr)
+        assert printed is not None, started.stderr
+        follow = shlex.split(printed.group(1))
+        assert follow[:3] == ["tasks", "result", "tk"] and follow[-1] == task_id
+        result = await trio.to_thread.run_sync(lambda: cli(*follow))
         assert result.returncode == 0, result.stderr
         assert "Report on tides: 3 sources read." in result.stdout
+        # An id that starts like an option: after "--", an id the server does not know,
+        # not a usage error (a random id did start with "-" and the command failed).
+        dashed = await trio.to_thread.run_sync(
+            lambda: cli(*shlex.split(follow_command("get", "tk", "-bGkFU5x_not-a-task"))[1:])
+        )
+        assert dashed.returncode == 1, dashed.stderr
+        assert "tk: Task -bGkFU5x_not-a-task not found" in dashed.stderr, dashed.stderr
     audit = [json.loads(line) for line in (state_dir() / "audit.jsonl").read_text().splitlines()]
     [outcome] = [r for r in audit if r["event"] == "outcome" and r["name"] == "research"]
     assert outcome["error"] is None, json.dumps(outcome)

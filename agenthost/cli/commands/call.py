@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from agenthost.cli.render import Console, content_text, print_json, say
 if TYPE_CHECKING:
     from agenthost.errors import AmbiguousResource
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "follow_command", "run"]
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -100,6 +101,17 @@ async def _call(args: argparse.Namespace, console: Console) -> int:
     return EXIT_ERROR if result.is_error else EXIT_OK
 
 
+def follow_command(action: str, server: str, task_id: str) -> str:
+    """The ``tasks`` command that follows a detached task, ready to paste.
+
+    The id is the server's choice, any text: quoted for the shell, and after ``--`` when
+    it starts with a dash (a random id did, and the printed command failed as an unknown
+    option).
+    """
+    end = "-- " if task_id.startswith("-") else ""
+    return f"agenthost tasks {action} {shlex.quote(server)} {end}{shlex.quote(task_id)}"
+
+
 async def _detach(
     host: Any, args: argparse.Namespace, arguments: dict[str, Any], server: str, console: Console
 ) -> int:
@@ -119,8 +131,8 @@ async def _detach(
             say(detached.task_id)
             console.line(
                 f"started {args.tool} as task {detached.task_id}; follow it with"
-                f" `agenthost tasks get {server} {detached.task_id}` or"
-                f" `agenthost tasks result {server} {detached.task_id}`"
+                f" `{follow_command('get', server, detached.task_id)}` or"
+                f" `{follow_command('result', server, detached.task_id)}`"
             )
         return EXIT_OK
     console.line(f"{args.tool} does not run as a task here: it ran as a plain call")
