@@ -292,3 +292,35 @@ async def test_closing_the_session_wakes_a_caller_reading_its_own_answer() -> No
                 assert inline.reads > reads  # the slow call reads its own answer
                 await session.aclose()
         assert failure and "closed by the client" in str(failure[0])
+
+
+async def test_a_call_does_not_overtake_what_the_reader_is_still_dispatching() -> None:
+    """The reading changes hands only while the reader waits for a read, never while it
+    still dispatches the last one: an answer read by a caller then would overtake the
+    notifications that came before it."""
+    gate = trio.Event()
+    delivered: list[int] = []
+
+    async def on_log(_: RequestContext, params: Mapping[str, Any]) -> None:
+        await gate.wait()
+        delivered.append(int(params["data"]))
+
+    async with served(notifications={"notifications/message": on_log}) as (session, _, _i):
+        # 1,030 log lines once the call returned: the dispatcher holds the first (gate
+        # closed), the channel takes 1,024 more, and the reader waits with the last few
+        # of its read still to queue.
+        await session.call_tool("log_burst", {"message": "burst", "n": 1030, "seconds": 0.1})
+        await trio.sleep(0.4)
+        seen_at_return: list[int] = []
+
+        async def call() -> None:
+            assert text_of(await session.call_tool("echo", {"message": "after"})) == "after"
+            seen_at_return.append(len(delivered))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await trio.sleep(0.2)
+            gate.set()
+        # The call's answer came after all 1,030: it returns once they are delivered.
+        assert seen_at_return == [1030]
+        assert delivered == list(range(1030))

@@ -92,6 +92,10 @@ class PipeReader:
         self._reading_id: jsonrpc.RequestId | None = None
         #: The reader, parked while a caller reads.
         self._reader: trio.lowlevel.Task | None = None
+        #: The reader is at its turn before a read: the one moment the reading may change
+        #: hands (not while it dispatches what it read last, which an answer read by a
+        #: caller would overtake, nor while a worker thread decodes a large frame).
+        self._between = False
 
     async def receive(self) -> jsonrpc.Message:
         if not self._queue:
@@ -131,12 +135,16 @@ class PipeReader:
                 # A turn for the others first (as FdStream.receive_some takes): the callers
                 # the last read woke write their next requests before this read's system
                 # calls, which then run while the server works.
-                await trio.lowlevel.checkpoint()
-                while self._reading is not None:
-                    # A caller reads its answer itself (take_reading): wait until it is done
-                    # (no other turn after: a caller alone takes the reading again at once).
-                    self._reader = trio.lowlevel.current_task()
-                    await trio.lowlevel.wait_task_rescheduled(self._unpark_reader)
+                self._between = True
+                try:
+                    await trio.lowlevel.checkpoint()
+                    while self._reading is not None:
+                        # A caller reads its answer itself (take_reading): wait until it is
+                        # done (no other turn after: a caller alone takes it again at once).
+                        self._reader = trio.lowlevel.current_task()
+                        await trio.lowlevel.wait_task_rescheduled(self._unpark_reader)
+                finally:
+                    self._between = False
                 if queue or self._stash is not None:
                     continue  # what that caller left
                 fd = self._stdout.fileno()  # -1 once closed
@@ -199,9 +207,10 @@ class PipeReader:
         return trio.lowlevel.Abort.SUCCEEDED
 
     def take_reading(self, request_id: jsonrpc.RequestId) -> bool:
-        """Only between reads: nobody on the pipe, nothing read and not yet handed out."""
+        """Only while the reader takes its turn before a read (:attr:`_between`), and
+        nothing read is still to be handed out."""
         if (
-            self._on_fd
+            not self._between
             or self._reading is not None
             or self._queue
             or self._buf

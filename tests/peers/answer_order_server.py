@@ -19,6 +19,8 @@ Tools (``tools/call`` by name; ``message`` is echoed in every text result):
 - ``notify_later``: answers, then sends ``notifications/tools/list_changed`` after
   ``seconds`` (when the client is idle).
 - ``flood``: ``n`` answers to ids nobody used, then the answer.
+- ``log_burst``: answers, then after ``seconds`` ``n`` ``notifications/message`` in one
+  write.
 - ``exit``: exits with code 7 without answering.
 
 Every received line is appended to ``$AGENTHOST_PEER_LOG`` (when set), one JSON value per
@@ -37,7 +39,18 @@ __all__ = ["main"]
 
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object"}}
-    for name in ("echo", "progress", "ask", "slow", "big", "split", "notify_later", "flood", "exit")
+    for name in (
+        "echo",
+        "progress",
+        "ask",
+        "slow",
+        "big",
+        "split",
+        "notify_later",
+        "flood",
+        "log_burst",
+        "exit",
+    )
 ]
 
 
@@ -133,6 +146,18 @@ def main() -> None:
                 for start in range(0, n, chunk):
                     write(*(answer(base + i, {}) for i in range(start, min(n, start + chunk))))
                 write(text(request_id, message))
+            elif name == "log_burst":
+                logs = [
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": {"level": "info", "data": i},
+                    }
+                    for i in range(int(args["n"]))
+                ]
+                write(text(request_id, message))
+                time.sleep(float(args.get("seconds", 0)))
+                write(*logs)
             elif name == "exit":
                 sys.exit(7)
             else:
