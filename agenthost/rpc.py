@@ -535,6 +535,10 @@ class RPC:
         waiter.exchange = request_id  # a timeout wakes us through transport.abort()
         try:
             while True:
+                if waiter.outcome is not None:
+                    # Timed out or closed while not on the pipe (at the turn below, say):
+                    # transport.abort() had no read to wake.
+                    return None
                 answers = await transport.receive_answers()
                 if answers is None:
                     return None
@@ -547,8 +551,6 @@ class RPC:
                         self._settle(answer)
                 if mine is not None:
                     return mine
-                if waiter.outcome is not None:
-                    return None
                 # Only others' answers or part of a line: a turn for the others before the
                 # next read (a server flooding answers must not starve the loop).
                 await trio.lowlevel.checkpoint()
