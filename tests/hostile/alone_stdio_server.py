@@ -24,6 +24,7 @@ Tools (``tools/call`` by name):
   - ``flood``: a line (``@ID@`` and ``@N@`` substituted, the latter by a counter) written
     over and over until the next request comes in, or ``seconds`` (default 30) passed.
   - ``stderr``: that many bytes of junk written to stderr, in 4 KiB writes.
+  - ``holder``: start a detached ``sleep`` of that many seconds that inherits stdout.
   - ``close_stdout``: close stdout and keep running (until stdin closes).
   - ``exit``: exit with that code at once.
   - ``prefix``: text written just before the next answer to an ``echo`` (same write).
@@ -38,6 +39,7 @@ import fcntl
 import json
 import os
 import select
+import subprocess
 import time
 from typing import Any
 
@@ -160,6 +162,8 @@ def main() -> None:
                         write_all(2, junk)
                 elif "pipe_size" in step:
                     fcntl.fcntl(1, 1031, int(step["pipe_size"]))  # F_SETPIPE_SZ (Linux)
+                elif "holder" in step:  # a detached descendant that keeps stdout open
+                    subprocess.Popen(["sleep", str(step["holder"])], start_new_session=True)
                 elif "close_stdout" in step:
                     os.close(1)
                     stdout_open = False

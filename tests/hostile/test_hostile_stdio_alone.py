@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -596,37 +598,55 @@ def random_steps(rng: random.Random, message: str) -> list[dict[str, Any]]:
     return [{"write": "@ANSWER@\n"}]
 
 
+@pytest.mark.parametrize("how", ["cancel", "timeout"])
 async def test_a_storm_of_cancellations_at_random_points(
-    caplog: pytest.LogCaptureFixture, tmp_path: Path
+    how: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """200 calls, each cancelled after a random 0-4 ms (before its send, while it reads
-    its own answer, between two reads, with half a line read): the session goes on, every
-    call that returns has its own answer, and no late answer to a cancelled call is a
-    mystery."""
+    """200 calls, each cancelled (or timed out) after a random 0-4 ms: before its send,
+    while it reads its own answer, between two reads, with half a line read. The session
+    goes on, every call that returns has its own answer, a timeout bites on time, and no
+    late answer to a call given up is a mystery (only the scripted strays are)."""
     rng = random.Random(20261126)
     log_file = tmp_path / "peer.log"
     async with served(env={"AGENTHOST_PEER_LOG": str(log_file)}) as (session, _, inline):
         await chain(session)
         reads = inline.reads
-        cancelled = answered = 0
+        given_up = answered = 0
         with trio.fail_after(30):
             for i in range(200):
-                with trio.move_on_after(rng.uniform(0, 0.004)) as scope:
-                    steps = random_steps(rng, f"c{i}")
-                    result = await session.call_tool("script", script(f"c{i}", *steps), timeout=5)
-                    assert text_of(result) == f"c{i}"
+                steps = random_steps(rng, f"c{i}")
+                limit = rng.uniform(0, 0.004)
+                started = trio.current_time()
+                with trio.move_on_after(limit if how == "cancel" else 5) as scope:
+                    try:
+                        result = await session.call_tool(
+                            "script",
+                            script(f"c{i}", *steps),
+                            timeout=5 if how == "cancel" else limit,
+                        )
+                        assert text_of(result) == f"c{i}"
+                        answered += 1
+                    except AgentHostTimeout:
+                        assert how == "timeout"
+                        assert trio.current_time() - started < limit + 0.5
+                        given_up += 1
                 if scope.cancelled_caught:
-                    cancelled += 1
-                else:
-                    answered += 1
+                    assert how == "cancel", "a call outlived its timeout by 5 s"
+                    given_up += 1
                 if i % 20 == 19:
                     await echo_ok(session, f"probe{i}")
             await chain(session, 5)
-        assert cancelled > 20 and answered > 20, (cancelled, answered)
+        assert given_up > 20 and answered > 20, (given_up, answered)
         assert inline.reads - reads > 50
         await trio.sleep(0.2)  # the late answers come in
-    stray_ids = [r for r in caplog.records if "unknown request id" in r.getMessage()]
-    unexpected = [r.getMessage() for r in stray_ids if "id 1" not in r.getMessage()]
+    unexpected = [
+        r.getMessage()
+        for r in caplog.records
+        if "unknown request id" in r.getMessage()
+        and not (
+            10**9 <= int(r.getMessage().split("unknown request id ")[1].split()[0]) < 2 * 10**9
+        )
+    ]
     assert not unexpected, unexpected[:5]
 
 
@@ -764,3 +784,135 @@ async def test_leaving_the_transport_while_a_caller_reads_its_own_answer() -> No
     assert trio.current_time() - started < 4
     async with served() as (session, _, _inline):
         await echo_ok(session)  # a fresh server: nothing left behind in this process
+
+
+async def test_a_server_that_exits_while_a_detached_descendant_holds_its_stdout() -> None:
+    """No EOF ever comes (the descendant holds the pipe): the exit watcher closes our end
+    while the caller waits on it; the call fails with the exit reason, promptly."""
+    async with served(shutdown_timeout=0.5) as (session, _, inline):
+        await chain(session)
+        reads = inline.reads
+        started = trio.current_time()
+        with trio.fail_after(4), pytest.raises(TransportClosed) as caught:
+            steps = ({"holder": 20}, {"write": '{"jsonrpc":"2.0","id":@ID@'}, {"exit": 5})
+            await session.call_tool("script", script("x", *steps), timeout=None)
+        assert "exited with code 5" in str(caught.value), caught.value
+        assert trio.current_time() - started < 2.5
+        assert inline.reads > reads
+
+
+async def test_an_answer_over_the_message_size_limit_read_inline() -> None:
+    async with (
+        open_stdio_transport(
+            sys.executable, [SERVER], name="alone", max_message_size=4096, shutdown_timeout=1
+        ) as transport,
+        open_session(transport, name="alone") as session,
+    ):
+        assert isinstance(transport, StdioTransport)
+        inline = Inline(transport)
+        await chain(session)
+        reads = inline.reads
+        with trio.fail_after(3), pytest.raises(AgentHostError) as caught:
+            steps = ({"split_at": 30, "gap": 0.01},)
+            await session.call_tool("script", script("y" * 10_000, *steps), timeout=2)
+        assert "larger than the maximum" in str(caught.value), caught.value
+        assert inline.reads > reads
+
+
+@pytest.mark.parametrize("method", ["ping", "sampling/createMessage", "roots/list"])
+async def test_server_requests_flooded_in_front_of_the_answer(method: str, tmp_path: Path) -> None:
+    log_file = tmp_path / "peer.log"
+    flood = "".join(
+        json.dumps({"jsonrpc": "2.0", "id": f"ask-{i}", "method": method, "params": {}}) + "\n"
+        for i in range(200)
+    )
+    async with served(env={"AGENTHOST_PEER_LOG": str(log_file)}) as (session, _, inline):
+        await chain(session)
+        reads = inline.reads
+        with trio.fail_after(5):
+            steps = ({"write": flood + "@ANSWER@\n"},)
+            assert text_of(await session.call_tool("script", script("asked", *steps))) == "asked"
+        assert inline.reads > reads
+        await echo_ok(session)
+        with trio.fail_after(5):  # every one of them answered, with a result or an error
+            while (
+                len({m.get("id") for m in logged(log_file) if str(m.get("id")).startswith("ask-")})
+                < 200
+            ):
+                await trio.sleep(0.02)
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+#: Ctrl-C (``signal.raise_signal``: the handler runs right there) while a call reads its
+#: own answer: in the caller just after a read (argv[3] == "after-read"), or from another
+#: thread while the caller waits on the pipe ("on-fd").
+CTRL_C_SCRIPT = """
+import signal, sys, threading, trio
+from agenthost.connection import open_session
+from agenthost.transports.stdio import StdioTransport, open_stdio_transport
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+server, log_path, where = sys.argv[1:4]
+reads = 0
+live = False
+original = StdioTransport.receive_answers
+
+async def receive_answers(self):
+    global reads
+    got = await original(self)
+    if live:
+        reads += 1
+        if where == "after-read":
+            signal.raise_signal(signal.SIGINT)
+    return got
+
+StdioTransport.receive_answers = receive_answers
+
+async def main():
+    global live
+    async with (
+        open_stdio_transport(sys.executable, [server], name="alone",
+                             env={"AGENTHOST_PEER_LOG": log_path}) as transport,
+        open_session(transport, name="alone") as session,
+    ):
+        for i in range(30):
+            await session.call_tool("echo", {"message": str(i)})
+        live = True
+        if where == "on-fd":
+            threading.Timer(0.2, signal.raise_signal, (signal.SIGINT,)).start()
+        stray = '{"jsonrpc":"2.0","id":123456789,"result":{}}\\n'
+        steps = [{"write": stray}, {"sleep": 2}, {"write": "@ANSWER@\\n"}]
+        await session.call_tool("script", {"message": "late", "steps": steps}, timeout=None)
+
+try:
+    trio.run(main)
+except BaseException as exc:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    print("inline-reads", reads)
+    if isinstance(exc, KeyboardInterrupt):
+        sys.exit(130)
+    raise
+"""
+
+
+@pytest.mark.parametrize("where", ["after-read", "on-fd"])
+def test_ctrl_c_while_a_caller_reads_its_own_answer_tells_the_server(
+    where: str, tmp_path: Path
+) -> None:
+    log_file = tmp_path / "peer.log"
+    argv = [sys.executable, "-c", CTRL_C_SCRIPT, SERVER, str(log_file), where]
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo}
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, check=False, cwd=repo, env=env
+    )
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    reads = int(done.stdout.split("inline-reads")[1].split()[0])
+    assert reads >= 1, done.stdout
+    messages = logged(log_file)
+    [call] = [m for m in messages if m.get("params", {}).get("name") == "script"]
+    cancelled = [m for m in messages if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [call["id"]], messages[-3:]
