@@ -117,8 +117,8 @@ def stray(request_id: int) -> str:
 
 
 class SlowSink(logging.Handler):
-    """A slow log handler (a remote sink, a blocked terminal): each stray answer's warning
-    takes ``delay`` seconds, in the task that settles it."""
+    """A slow log handler (a remote sink, a blocked terminal): each warning about a stray
+    answer or a malformed line takes ``delay`` seconds, in the task that logs it."""
 
     def __init__(self, delay: float) -> None:
         super().__init__(logging.WARNING)
@@ -126,22 +126,25 @@ class SlowSink(logging.Handler):
         self.hits = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "unknown request id" in record.getMessage():
+        text = record.getMessage()
+        if "unknown request id" in text or "malformed message" in text:
             self.hits += 1
             time.sleep(self.delay)
 
 
 @pytest.mark.xfail(strict=True, reason="a timeout landing at _read_answer's checkpoint is lost")
-async def test_a_timeout_between_two_reads_of_the_caller_still_bites() -> None:
-    """The server writes a stray answer, then nothing. The caller reads it and settles it
-    (unknown id: a warning, which a slow log handler makes outlast the call's deadline),
-    then takes a turn (``checkpoint``) before its next read. The watchdog and the caller
-    are then both due: when the watchdog runs first (Trio orders a batch either way),
-    ``time_out`` sets the outcome and calls ``transport.abort()``, which does nothing (the
-    caller is not on the fd); the caller goes back to ``wait_readable`` without looking
-    at its outcome, and waits for the server's next write, past its timeout, for ever."""
+@pytest.mark.parametrize("junk", ["stray_answer", "malformed_line"])
+async def test_a_timeout_between_two_reads_of_the_caller_still_bites(junk: str) -> None:
+    """The server writes a stray answer (or a malformed line), then nothing. The caller
+    reads it and settles it (unknown id) or skips it (malformed): a warning, which a slow
+    log handler makes outlast the call's deadline. It then takes a turn (``checkpoint``)
+    before its next read. The watchdog and the caller are then both due: when the
+    watchdog runs first (Trio orders a batch either way), ``time_out`` sets the outcome
+    and calls ``transport.abort()``, which does nothing (the caller is not on the fd);
+    the caller goes back to ``wait_readable`` without looking at its outcome, and waits
+    for the server's next write, past its timeout, for ever."""
     sink = SlowSink(0.08)
-    logger = logging.getLogger("agenthost.rpc")
+    logger = logging.getLogger("agenthost")
     async with served() as (session, _, inline):
         hung = False
         attempt = 0
@@ -152,10 +155,12 @@ async def test_a_timeout_between_two_reads_of_the_caller_still_bites() -> None:
                 reads, hits = inline.reads, sink.hits
                 started = trio.current_time()
                 with trio.move_on_after(1) as scope, pytest.raises(AgentHostTimeout):
-                    steps = ({"write": stray(900_000 + attempt)},)
-                    await session.call_tool("script", script("never", *steps), timeout=0.05)
+                    line = stray(900_000 + attempt) if junk == "stray_answer" else "not json\n"
+                    await session.call_tool(
+                        "script", script("never", {"write": line}), timeout=0.05
+                    )
                 assert inline.reads > reads
-                assert sink.hits > hits  # the stray answer was settled
+                assert sink.hits > hits  # the junk was read
                 if scope.cancelled_caught:
                     hung = True
                     break
