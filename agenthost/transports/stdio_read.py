@@ -243,6 +243,7 @@ class PipeReader:
                         return None  # closed, or abort() woke us
                     finally:
                         self._on_fd = False
+                    fd = self._stdout.fileno()  # -1 if closed since: never a reused number
                 except OSError:
                     return None
             if not chunk:

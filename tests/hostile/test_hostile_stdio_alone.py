@@ -132,7 +132,6 @@ class SlowSink(logging.Handler):
             time.sleep(self.delay)
 
 
-@pytest.mark.xfail(strict=True, reason="a timeout landing at _read_answer's checkpoint is lost")
 @pytest.mark.parametrize("junk", ["stray_answer", "malformed_line"])
 async def test_a_timeout_between_two_reads_of_the_caller_still_bites(junk: str) -> None:
     """The server writes a stray answer (or a malformed line), then nothing. The caller
@@ -140,9 +139,10 @@ async def test_a_timeout_between_two_reads_of_the_caller_still_bites(junk: str) 
     log handler makes outlast the call's deadline. It then takes a turn (``checkpoint``)
     before its next read. The watchdog and the caller are then both due: when the
     watchdog runs first (Trio orders a batch either way), ``time_out`` sets the outcome
-    and calls ``transport.abort()``, which does nothing (the caller is not on the fd);
-    the caller goes back to ``wait_readable`` without looking at its outcome, and waits
-    for the server's next write, past its timeout, for ever."""
+    and calls ``transport.abort()``, which does nothing (the caller is not on the fd).
+    Before the fix the caller went back to ``wait_readable`` without looking at its
+    outcome, and waited for the server's next write, past its timeout, for ever (seen:
+    still waiting 1 s later); now it looks before every read."""
     sink = SlowSink(0.08)
     logger = logging.getLogger("agenthost")
     async with served() as (session, _, inline):
@@ -176,17 +176,17 @@ async def test_a_timeout_between_two_reads_of_the_caller_still_bites(junk: str) 
 NOTE = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}'
 
 
-@pytest.mark.xfail(strict=True, reason="take_reading while the reader's _split runs in a thread")
 async def test_a_call_while_the_reader_decodes_a_large_frame_in_a_thread() -> None:
     """The server writes a line of 1.5 MB (JSON whitespace: skipped), then in one write the
     newline, 200k blank lines, a notification ``N1`` and the first half of another one
     (``M1``); ``M1``'s second half comes just before the next answer. The reader decodes
     that 1.7 MB frame in a worker thread (``_DECODE_IN_THREAD``), with ``_buf`` swapped
-    out and the queue still empty: a call made then passes ``take_reading`` and reads the
-    pipe itself, concurrently with the thread's ``_split`` on the same queue and ``_buf``.
-    The caller decodes M1's second half alone (malformed, skipped), and the thread then
-    leaves M1's first half in ``_buf`` in front of the next line: M1 is lost, and the
-    answer overtakes N1, written before it."""
+    out and the queue still empty. Before the fix a call made then passed
+    ``take_reading`` and read the pipe itself, concurrently with the thread's ``_split``
+    on the same queue and ``_buf`` (now the reading changes hands only at the reader's
+    turn before a read). The caller decoded M1's second half alone (malformed, skipped),
+    and the thread then left M1's first half in ``_buf`` in front of the next line: M1 was
+    lost, and the answer overtook N1, written before it."""
     seen: list[str] = []
     answered_before: list[list[str]] = []
 
@@ -758,12 +758,12 @@ async def close_between_reads(attempt: int) -> bool:
         return False
 
 
-@pytest.mark.xfail(strict=True, reason="a session close at _read_answer's checkpoint is lost")
 async def test_closing_the_session_while_the_caller_is_between_two_reads() -> None:
     """As the timeout above, for ``session.aclose()`` from another task: ``close()``
     sets the caller's outcome and calls ``transport.abort()``, a no-op while the caller is
-    not on the fd; the caller then waits on the pipe of a server that stays silent (it
-    ignores its closed stdin) for ever, and the nursery around it with it."""
+    not on the fd; before the fix the caller then waited on the pipe of a server that
+    stays silent (it ignores its closed stdin) for ever, and the nursery around it with
+    it."""
     for attempt in range(12):
         hung = await close_between_reads(attempt)
         if hung:
