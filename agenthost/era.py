@@ -200,8 +200,10 @@ class ModernEra:
         # and whether the transport allows the path, known at the first exchange (a
         # probing transport has no kind before its first message: server/discover).
         self._call = session._rpc.call
-        self._now = trio.lowlevel.current_clock().current_time
-        self._short: bool | None = None
+        #: Trio's clock, read where a request starts (``started`` of RPC.call).
+        self.now = trio.lowlevel.current_clock().current_time
+        #: The short path applies (see :meth:`stamped`; None: not known yet).
+        self.short: bool | None = None
 
     @property
     def offer(self) -> str:
@@ -351,57 +353,120 @@ class ModernEra:
         headers (-32020) re-reads the tools (their ``x-mcp-header``) and is retried once.
         ``extensions``: declared for this request only (an extension's method).
 
-        The short path (stdio, no per-request extensions: the common ``tools/call``) is
-        :meth:`_exchange` and :meth:`call` inlined: two coroutine frames fewer to resume,
-        no :class:`SendOptions` to compute, and the stamp spliced in as the bytes it was
-        serialised to once (:meth:`~agenthost.protocol.lifecycle.Stamp.spliced`; bench:
-        "stdio calls/s ..., MCP 2026-07-28"). ``tests/test_hot_path_modern.py`` checks it
-        sends what the general path sends.
+        The short path (stdio, no per-request extensions: the common request) is
+        :meth:`_exchange` and :meth:`call` inlined: coroutine frames fewer to resume, no
+        :class:`SendOptions` to compute, and the stamp spliced in as the bytes it was
+        serialised to once (:meth:`stamped`; bench: "stdio calls/s ..., MCP 2026-07-28").
+        Only a plain result returns here; the rest is :meth:`recover` and :meth:`finish`,
+        which ``ClientSession.call_tool`` uses around its own inline ``RPC.call`` (this
+        method's frame was 4.5% of a call's instructions). ``tests/test_hot_path_modern.py``
+        checks that both send what the general path sends.
         """
-        try:
-            short = self._short
-            if short is None:
-                transport = self._session._rpc.transport
-                short = self._short = transport.serialises and not transport.exchanges_per_request
-            if extensions is not None or not short:
-                return await self._exchange(method, params, timeout, extensions=extensions)
-            started = self._now()
+        stamped = self.stamped(params) if extensions is None else None
+        if stamped is None:
             try:
-                first = await self._call(
-                    method, self.stamp.spliced(params), timeout=timeout, started=started
-                )
-            except JSONRPCError as refused:
-                if refused.code != UNSUPPORTED_PROTOCOL_VERSION:
-                    raise
-                first = await self._refused(
-                    refused,
-                    method,
-                    params,
-                    timeout=timeout,
-                    cancellable=True,
-                    final=False,
-                    retry=True,
-                    extensions=None,
-                )
-            else:
-                meta = first.get("_meta")
-                if meta is not None:
-                    info = server_info(first)
-                    if info is not None:
-                        self._session._server_info = info
+                return await self._exchange(method, params, timeout, extensions=extensions)
+            except JSONRPCError as exc:
+                return await self._mapped(exc, method, params, timeout, retry, extensions)
+        started = self.now()
+        try:
+            first = await self._call(method, stamped, timeout=timeout, started=started)
+        except JSONRPCError as exc:
+            return await self.recover(exc, method, params, timeout, started, retry=retry)
+        if "_meta" in first or "resultType" in first:
+            return await self.finish(first, method, params, timeout, started, retry=retry)
+        return first
+
+    def stamped(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``params`` stamped for the short path (sent by ``RPC.call`` as they are), or
+        None where it does not apply: a transport that does not serialise, or whose
+        requests are exchanges of their own (HTTP: headers and aborts per request), known
+        once the first request went out (a probing transport has no kind before it)."""
+        short = self.short
+        if short is None:
+            short = self.know_transport()
+        return self.stamp.spliced(params) if short else None
+
+    def know_transport(self) -> bool:
+        """Settle :attr:`short` (once a request went out: the transport has its kind)."""
+        transport = self._session._rpc.transport
+        self.short = transport.serialises and not transport.exchanges_per_request
+        return self.short
+
+    async def finish(
+        self,
+        first: dict[str, Any],
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        started: float,
+        *,
+        retry: bool = True,
+    ) -> dict[str, Any]:
+        """Round 1 of a short-path request answered with more than a plain result: the
+        server's info in its ``_meta``, and the MRTR rounds if it asks for input
+        (``started``: when round 1 began; errors as :meth:`exchange` maps them)."""
+        try:
+            if first.get("_meta") is not None:
+                info = server_info(first)
+                if info is not None:
+                    self._session._server_info = info
             if first.get("resultType", "complete") == "complete":
                 return first
             return await self._rounds(method, params, timeout, started, first)
         except JSONRPCError as exc:
-            if exc.code == HEADER_MISMATCH and method == m.TOOLS_CALL and retry:
-                await self._session.list_tools(timeout=timeout)
-                return await self.exchange(
-                    method, params, timeout=timeout, retry=False, extensions=extensions
-                )
-            needs = _back_channel_error(exc, method, params, self._session.name)
-            if needs is None:
-                raise
-            raise needs from None
+            return await self._mapped(exc, method, params, timeout, retry, None)
+
+    async def recover(
+        self,
+        exc: JSONRPCError,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        started: float,
+        *,
+        retry: bool = True,
+    ) -> dict[str, Any]:
+        """Round 1 of a short-path request failed: refused for its revision (-32022) it
+        goes again at the server's, once; else the error as :meth:`exchange` maps it."""
+        if exc.code != UNSUPPORTED_PROTOCOL_VERSION:
+            return await self._mapped(exc, method, params, timeout, retry, None)
+        try:
+            first = await self._refused(
+                exc,
+                method,
+                params,
+                timeout=timeout,
+                cancellable=True,
+                final=False,
+                retry=True,
+                extensions=None,
+            )
+        except JSONRPCError as again:
+            return await self._mapped(again, method, params, timeout, retry, None)
+        return await self.finish(first, method, params, timeout, started, retry=retry)
+
+    async def _mapped(
+        self,
+        exc: JSONRPCError,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        retry: bool,
+        extensions: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """An exchange failed: a ``tools/call`` refused for its headers (-32020) re-reads
+        the tools and goes once more; the SDK's back-channel refusal becomes
+        :class:`~agenthost.errors.BackChannelRequired`; anything else is raised as is."""
+        if exc.code == HEADER_MISMATCH and method == m.TOOLS_CALL and retry:
+            await self._session.list_tools(timeout=timeout)
+            return await self.exchange(
+                method, params, timeout=timeout, retry=False, extensions=extensions
+            )
+        needs = _back_channel_error(exc, method, params, self._session.name)
+        if needs is None:
+            raise exc
+        raise needs from None
 
     async def _exchange(
         self,

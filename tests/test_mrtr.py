@@ -19,6 +19,7 @@ import trio.testing
 from agenthost import __version__
 from agenthost.asks import ClientHandlers, RequestContext
 from agenthost.connection import open_session
+from agenthost.era import ModernEra
 from agenthost.errors import AgentHostTimeout, MRTRLimitExceeded, ProtocolError
 from agenthost.protocol.jsonrpc import Notification, Request, Response
 from agenthost.protocol.types import ElicitRequestParams, ElicitResult, ListRootsResult, Root
@@ -155,6 +156,46 @@ async def test_request_state_is_echoed_unchanged_with_a_new_id_each_round() -> N
     assert third["inputResponses"] == {
         "again": {"action": "accept", "content": {"name": "round 2"}}
     }
+
+
+async def test_the_inline_call_goes_on_through_the_rounds_as_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over a transport that serialises (stdio), ``ClientSession.call_tool`` sends round 1
+    itself (the era's short path, inline: issue 26) and hands a result that asks for
+    input to the era's rounds: the server sees the same rounds as on the general path,
+    and ``ModernEra.exchange`` is not used for the call at all."""
+    exchanged: list[str] = []
+    exchange = ModernEra.exchange
+
+    async def counted(self: ModernEra, method: str, *args: Any, **kwargs: Any) -> Any:
+        exchanged.append(method)
+        return await exchange(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(ModernEra, "exchange", counted)
+
+    def script(n: int, params: dict[str, Any]) -> Any:
+        if n == 1:
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"who": ELICIT, "where": {"method": "roots/list"}},
+                "requestState": "s1",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "m2", "version": "2"}},
+            }
+        if n == 2:
+            return {"resultType": "input_required", "inputRequests": {"again": ELICIT}}
+        return done("ok")
+
+    seen: dict[bool, list[dict[str, Any]]] = {}
+    for wire in (True, False):
+        async with modern_session(script, wire=wire) as (session, peer):
+            result = await session.call_tool("t", {"a": 1})
+            assert result.content[0].text == "ok"  # type: ignore[union-attr]
+            assert (session.server_info or {}).get("name") == "m2"
+        seen[wire] = [dict(c.params or {}) for c in peer.calls]
+    assert len(seen[True]) == 3
+    assert seen[True] == seen[False]
+    assert exchanged.count("tools/call") == 1  # the general path's call only
 
 
 async def test_round_cap_is_a_clear_error(autojump_clock: trio.testing.MockClock) -> None:
