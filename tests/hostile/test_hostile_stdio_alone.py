@@ -570,7 +570,9 @@ async def test_a_flood_that_never_answers_the_call_times_it_out_on_time(
         assert elapsed < 1.5, elapsed
         print(f"{kind}: {ticks} ticks, longest gap {gap * 1000:.1f} ms")
         assert ticks > 10, ticks  # the loop was not starved
-        assert gap < 0.1, gap
+        # Starved, the loop would see one gap of the whole flood (the 0.5 s timeout and
+        # more); one read's decoding under CI load took 108 ms once, so 0.25 s.
+        assert gap < 0.25, gap
         assert inline.reads > reads
         await echo_ok(session)  # the flood stops for the next request
 
