@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +56,27 @@ TURNS: list[dict[str, Any]] = [
 ]
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _ports(count: int) -> list[int]:
+    """Free ports, all distinct (each held until all are picked)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
-def _wait_port(port: int, deadline: float) -> None:
+def _wait_port(port: int, deadline: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``port`` listens; at once with the server's log if it exited (a CI run waited
+    the whole 120 s for a dev server that was gone)."""
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
+        assert proc.poll() is None, f"the dev server exited:\n{log.read_text(errors='replace')}"
         time.sleep(0.1)
-    raise AssertionError(f"the dev server did not listen on {port}")
+    raise AssertionError(
+        f"the dev server did not listen on {port}:\n{log.read_text(errors='replace')}"
+    )
 
 
 @contextmanager
@@ -124,13 +132,13 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
             {"kind": "tool", "name": "ledger__publish", "decision": "ask"},
         ],
     )
-    port = _port()
+    port, http_port, metrics_port = _ports(3)
     address = f"127.0.0.1:{port}"
     started = time.monotonic()
     deadline = started + 120
     dev = [
         str(DEV_SERVER), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-        "--port", str(port), "--http-port", str(_port()), "--metrics-port", str(_port()),
+        "--port", str(port), "--http-port", str(http_port), "--metrics-port", str(metrics_port),
         "--log-level", "error",
     ]  # fmt: skip
     worker_cmd = [
@@ -144,7 +152,7 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         _process(worker_cmd, tmp_path / "w1.log", env=env) as victim,
         _process(worker_cmd, tmp_path / "w2.log", env=env) as survivor,
     ):
-        _wait_port(port, deadline)
+        _wait_port(port, deadline, server, tmp_path / "dev.log")
         for proc, name in ((victim, "w1"), (survivor, "w2")):
             _wait_line(tmp_path / f"{name}.log", "worker ready", proc, deadline)
         ready = time.monotonic()
