@@ -147,8 +147,8 @@ class PipeReader:
                     self._between = False
                 if queue or self._stash is not None:
                     continue  # what that caller left
-                # The same read as receive_answers() makes, written out in each: a shared
-                # coroutine would be a frame more to resume on every answer (bench:
+                # one piece: the same read as receive_answers() makes, written out in each
+                # (a shared coroutine: a frame more to resume on every answer; bench:
                 # "stdio calls/s sequential"); they differ in what a closed pipe means.
                 fd = self._stdout.fileno()  # -1 once closed
                 while True:
