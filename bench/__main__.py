@@ -423,7 +423,10 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                 lambda c, spec=spec: _run(args, spec, c),  # type: ignore[misc]
             )
             ah, ts = res["agenthost"], res[TS]
-            for inflight, key in (("1", "seq_calls_s"), ("64", "conc_calls_s")):
+            for inflight, key, cpu in (
+                ("1", "seq_calls_s", "seq_cpu_us"),
+                ("64", "conc_calls_s", "conc_cpu_us"),
+            ):
                 # The better of the SDK's two backends, round by round.
                 sdk = [
                     {key: max(t[key], a[key])}
@@ -464,6 +467,19 @@ def http(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
                             f" = {paired(res['floor'], sdk, key)} the best SDK"
                         ),
                         ratio=str(paired(ah, res["floor"], key)),
+                    ),
+                    # "client CPU per request reported beside it" (issue 26): user +
+                    # system time of the client process alone (the server is shared).
+                    Row(
+                        name=f"{name}, client CPU/call",
+                        ours=_us(med(ah, cpu)),
+                        reference=(
+                            f"TS {_us(med(ts, cpu))}; floor {_us(med(res['floor'], cpu))};"
+                            f" SDK trio {_us(med(res['sdk-trio'], cpu))},"
+                            f" asyncio {_us(med(res['sdk-asyncio'], cpu))}"
+                        ),
+                        ratio=f"{paired(ah, ts, cpu)} TS",
+                        baseline=_vs_base(args, res, "agenthost", cpu),
                     ),
                 ]
     return rows

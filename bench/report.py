@@ -42,7 +42,7 @@ def row_names(
             f"HTTP {mode} calls/s, {n} in flight, {ref}"
             for mode in ("JSON", "SSE")
             for n in (1, 64)
-            for ref in ("SDK", "TS", "floor")
+            for ref in ("SDK", "TS", "floor", "client CPU/call")
         ),
         *(
             name
