@@ -51,6 +51,18 @@ _SEND_FLAGS: Final = getattr(socket, "MSG_NOSIGNAL", 0)
 _HAVE_POLL: Final = hasattr(select, "poll")
 
 
+class _Spent:
+    """The protocol of :data:`_SPENT`: no callbacks."""
+
+
+#: What a finished response's parser is swapped for. The parser holds the response's bound
+#: callbacks: kept, it made every response a reference cycle (response, parser, deque,
+#: five methods) that only the garbage collector frees: a gen-0 collection every ~80
+#: calls, a full one every ~10,000 (bench: "HTTP JSON calls/s, 1 in flight"). Nothing is
+#: ever fed to it: a response without its connection reads nothing (:meth:`_fill`).
+_SPENT: Final = httptools.HttpResponseParser(_Spent())
+
+
 def encode_headers(headers: Mapping[str, str]) -> bytes | None:
     """``Name: value\\r\\n`` lines, or None when a header cannot go on the lean path.
 
@@ -424,6 +436,7 @@ class LeanResponse:
     async def aclose(self) -> None:
         """Give the connection back (read to its end and kept alive) or close it."""
         conn, self._conn = self._conn, None
+        self._parser = _SPENT
         if conn is not None:
             await self._pool.release(conn, reusable=self._reusable)
 
@@ -441,6 +454,7 @@ class LeanResponse:
         if not self._reusable or self._pool.closed:
             return False
         self._conn = None
+        self._parser = _SPENT
         self._pool.keep(conn)
         return True
 
