@@ -17,6 +17,7 @@ import itertools
 import random
 import re
 import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -655,6 +656,42 @@ async def test_a_call_spawns_no_task_and_wakes_its_caller_directly(
     # the head and body of its reply apart: a second).
     assert count.spawned == 0, count.names
     assert count.steps / calls < (2.5 if kind == "sdk" else 1.5)
+
+
+async def test_a_whole_one_event_stream_costs_what_a_json_reply_costs() -> None:
+    # The Node server answers every POST with a stream of one event, all in one read: the
+    # answer is taken where a JSON reply's is, with no cancel scope or stream reader.
+    # Before, every such call took the general path: 1.8x the Python function calls of
+    # a JSON reply (bench "HTTP SSE calls/s, 1 in flight": 835 lines against 458).
+    async with peer("node") as (port, _):
+        json_calls = await _python_calls(f"http://127.0.0.1:{port}/json")
+        sse_calls = await _python_calls(f"http://127.0.0.1:{port}/sse")
+    print(f"Python calls per call: JSON {json_calls:.1f}, SSE {sse_calls:.1f}")
+    assert sse_calls < 1.3 * json_calls, (json_calls, sse_calls)
+
+
+async def _python_calls(url: str, calls: int = 40) -> float:
+    """Python function calls per tool call (a profile hook), warm connections."""
+    count = 0
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event == "call":
+            count += 1
+
+    async with open_remote_transport(config(url)) as transport:
+        assert isinstance(transport, StreamableHTTPTransport)
+        async with open_session(transport, name="sdk") as session:
+            for i in range(3):  # the GET stream, the first connections
+                await session.call_tool("echo", {"message": f"w{i}"})
+            sys.setprofile(hook)
+            try:
+                for i in range(calls):
+                    result = await session.call_tool("echo", {"message": f"m{i}"})
+                    assert text_of(result) == f"m{i}"
+            finally:
+                sys.setprofile(None)
+    return count / calls
 
 
 @pytest.mark.parametrize(("kind", "path"), [("sdk", None), ("node", "/json"), ("node", "/sse")])

@@ -91,6 +91,7 @@ from agenthost.transports.http_base import (
     _DRAIN_SECONDS,
     _JSON,
     _MODERN_CODES,
+    _SSE,
     HTTP_ERROR_CODE,
     MAX_REDIRECTS,
     HTTPResponse,
@@ -117,7 +118,6 @@ __all__ = [
 log = logging.getLogger("agenthost.transports.http")
 
 _ACCEPT_BOTH: Final = "application/json, text/event-stream"
-_SSE: Final = "text/event-stream"
 _PROBE_STATUSES: Final = frozenset({400, 404, 405})
 #: How long a request waits, once, for the GET stream's answer (see :meth:`_await_listener`).
 _LISTEN_WAIT: Final = 3.0

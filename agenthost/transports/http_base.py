@@ -120,6 +120,7 @@ _SUMMARY_CHARS: Final = 200
 #: How long a response stream may run on after its response before it is dropped.
 _DRAIN_SECONDS: Final = 1.0
 _JSON: Final = "application/json"
+_SSE: Final = "text/event-stream"
 _NO_RESPONSE: Final = "the server's JSON reply held no response to this request"
 
 
@@ -443,13 +444,20 @@ class HTTPTransportBase(Transport):
                 status = response.status_code
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("%s: POST request %r -> HTTP %d", self.name, request_id, status)
+                kind = _content_type(response)
                 if (
                     status != 200
-                    or _content_type(response) != _JSON
+                    or (kind != _JSON and kind != _SSE)
                     or (sessionless and "mcp-session-id" in response.headers)
                 ):
                     handed_on = not response.cancelled
                     return response.cancelled
+                if kind == _SSE:
+                    answer = self._sse_answer(request_id, response)
+                    if answer is None:  # anything else: the stream's general path
+                        handed_on = not response.cancelled
+                        return response.cancelled
+                    return answer
                 body = response.whole(self._max)
                 if body is None:
                     body = await self._read_limited(response)
@@ -484,6 +492,43 @@ class HTTPTransportBase(Transport):
                 del self._requests[request_id]
             if not handed_on and not response.close_now():
                 await response.aclose()
+
+    def _sse_answer(self, request_id: RequestId, response: LeanResponse) -> Response | None:
+        """The answer, when an event stream that is all in (one read: at most 64 KiB) holds
+        it and nothing else but priming events; else None, and the stream is left
+        unread.
+
+        Why: a server that answers every POST with a one-event stream took the general
+        path, a cancel scope and the stream's reader, 835 Python
+        lines per call against 458 for a JSON reply (bench: "HTTP SSE calls/s, 1 in
+        flight"). Nothing here logs: a stream it does not take is read and reported by
+        the general path, once.
+        """
+        body = response.peek(self._max)
+        if body is None:
+            return None
+        try:
+            events = SSEParser(max_size=self._max).feed(body)
+        except MessageTooLarge:
+            return None
+        answer: Response | None = None
+        for event in events:
+            if event.event != "message":
+                return None  # the general path logs what it ignores
+            if not event.data:
+                continue  # a priming event (id and/or retry only)
+            if answer is not None:
+                return None  # a second message: the general path delivers them in order
+            try:
+                queue = jsonrpc.decode(event.data)
+            except ProtocolError:
+                return None
+            if len(queue) != 1 or type(queue[0]) is not Response or queue[0].id != request_id:
+                return None
+            answer = queue[0]
+        if answer is not None:
+            response.whole(self._max)  # taken: the connection goes back to the pool
+        return answer
 
     def _via_httpx(
         self,

@@ -416,6 +416,14 @@ class LeanResponse:
             return chunks.popleft()
         return None
 
+    def peek(self, limit: int) -> bytes | None:
+        """:meth:`whole` without taking the body: a caller that finds it is not what it
+        can handle alone leaves it for the general path to read."""
+        chunks = self._chunks
+        if self._complete and len(chunks) == 1 and len(chunks[0]) <= limit:
+            return chunks[0]
+        return None
+
     async def buffer(self, limit: int) -> bool:
         """Read the body into memory, up to ``limit`` bytes; True if it all came.
 
