@@ -763,7 +763,9 @@ def _messages(rng: random.Random) -> list[bytes]:
 def _response(rng: random.Random) -> list[bytes]:
     """One generated HTTP response to a POST, in the pieces it is written in."""
     frames = _messages(rng)
-    shape = rng.randrange(8)
+    shape = rng.randrange(10)
+    if shape >= 8:  # a stream of the answer alone, dressed as servers dress it
+        return [_one_event_stream(rng)]
     if shape == 0:  # an HTTP error, with a JSON-RPC error body or not
         status, kind = rng.choice([b"400 Bad Request", b"500 Oops", b"404 Not Found"]), b"json"
         body = rng.choice([b'{"error":{"code":-32022,"message":"v"}}', b"<html>down</html>"])
@@ -789,6 +791,37 @@ def _response(rng: random.Random) -> list[bytes]:
     data = head + body
     cuts = sorted(rng.randrange(len(data)) for _ in range(rng.randrange(3)))
     return [data[a:b] for a, b in itertools.pairwise([0, *cuts, len(data)]) if a < b]
+
+
+def _one_event_stream(rng: random.Random) -> bytes:
+    """A whole 200 event stream whose one message is the answer (or not quite: another
+    id, an error, a batch, an event type of its own), in one write: what the inline
+    exchange may take without the general path."""
+    answer = {"jsonrpc": "2.0", "id": _TARGET, "result": {"ok": rng.random()}}
+    twist = rng.randrange(12)  # 0 and 6-11: the answer as it should be
+    if twist == 1:
+        answer["id"] = _TARGET + 1
+    elif twist == 2:
+        answer = {"jsonrpc": "2.0", "id": _TARGET, "error": {"code": -1, "message": "no"}}
+    data = orjson.dumps([answer] if twist == 3 else answer)
+    lines = [b": keep-alive"] if rng.random() < 0.3 else []
+    if rng.random() < 0.5:
+        lines += [b"id: prime", b"retry: 5", b""]  # a priming event
+    if twist == 4:
+        lines.append(b"event: progress")
+    elif rng.random() < 0.5:
+        lines.append(b"event: message")
+    if rng.random() < 0.5:
+        lines.append(b"id: 1")
+    lines += [b"data: " + data, b""]
+    if rng.random() < 0.3:
+        lines += [b"data:", b""]  # an empty event after the answer
+    end = rng.choice([b"\n", b"\r\n", b"\r"])
+    body = (b"\xef\xbb\xbf" if rng.random() < 0.2 else b"") + end.join(lines) + end
+    if twist == 5:
+        body = body[: -len(end)]  # the answer's event never ends
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+    return head % len(body) + body
 
 
 async def _serve(replies: deque[list[bytes]], stream: trio.SocketStream) -> None:
