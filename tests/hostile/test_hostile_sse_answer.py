@@ -1,0 +1,305 @@
+"""Attack on the SSE reply's short path (``_sse_answer`` / ``LeanResponse.peek``): a raw
+HTTP/1.1 server answers ``tools/call`` with ``200 text/event-stream`` bodies it picks byte
+by byte, all in one write with the head. Each outcome is compared with the general path
+(``AGENTHOST_LEAN_HTTP=0``), which must be what the short path delivers."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.connection import open_remote_transport, open_session
+from agenthost.errors import AgentHostError
+from agenthost.transports._httpx import LEAN_ENV
+from agenthost.transports.http import StreamableHTTPTransport
+
+Tool = Callable[[trio.SocketStream, Any, dict[str, Any], "Server"], Awaitable[bool]]
+
+
+def _json(payload: Any, extra: bytes = b"", status: bytes = b"200 OK") -> bytes:
+    body = json.dumps(payload).encode()
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra
+        + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )  # fmt: skip
+
+
+def _result(rid: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+class Server:
+    def __init__(self) -> None:
+        self.stats: Counter[str] = Counter()
+        self.tools: dict[str, Tool] = {}
+        self.session_headers: list[str | None] = []
+        self.paths: list[str] = []
+        self.conns = 0
+        #: Once set, every POST to /mcp is redirected (307) to /mcp2, which answers.
+        self.redirecting = False
+        self.slow_ids: list[Any] = []
+
+    async def read(self, stream: trio.SocketStream, buf: bytearray) -> tuple[bytes, bytes] | None:
+        while b"\r\n\r\n" not in buf:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return None
+            buf += chunk
+        head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+        found = re.search(rb"(?i)content-length: (\d+)", head)
+        length = int(found.group(1)) if found else 0
+        while len(rest) < length:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return None
+            rest += chunk
+        buf[:] = rest[length:]
+        return head, rest[:length]
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        self.conns += 1
+        buf = bytearray()
+        with trio.move_on_after(60):
+            async with stream:
+                while True:
+                    try:
+                        got = await self.read(stream, buf)
+                    except trio.BrokenResourceError:
+                        return
+                    if got is None:
+                        return
+                    head, body = got
+                    line = head.split(b"\r\n", 1)[0].decode()
+                    verb, path = line.split()[:2]
+                    self.paths.append(f"{verb} {path}")
+                    sid = re.search(rb"(?i)mcp-session-id: (\S+)", head)
+                    self.session_headers.append(sid.group(1).decode() if sid else None)
+                    try:
+                        keep = await self.answer(stream, verb, path, body)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                    if not keep:
+                        return
+
+    async def answer(self, stream: trio.SocketStream, verb: str, path: str, body: bytes) -> bool:
+        if verb == "GET":
+            await stream.send_all(b"HTTP/1.1 405 No\r\nContent-Length: 0\r\n\r\n")
+            return True
+        if verb == "DELETE":
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            return True
+        if self.redirecting and path == "/mcp":
+            await stream.send_all(
+                b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /mcp2\r\nContent-Length: 0\r\n\r\n"
+            )
+            return True
+        msg = json.loads(body)
+        method = msg.get("method")
+        self.stats[f"post:{method}"] += 1
+        rid = msg.get("id")
+        if method == "initialize":
+            result = {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "lean-attack", "version": "1"},
+            }
+            payload = {"jsonrpc": "2.0", "id": rid, "result": result}
+            await stream.send_all(_json(payload, b"Mcp-Session-Id: s1\r\n"))
+            return True
+        if method == "tools/call":
+            name = msg["params"]["name"]
+            args = msg["params"].get("arguments") or {}
+            return await self.tools[name](stream, rid, args, self)
+        if rid is None:
+            await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+            return True
+        await stream.send_all(_json({"jsonrpc": "2.0", "id": rid, "result": {}}))
+        return True
+
+
+async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any], srv: Server) -> bool:
+    await stream.send_all(_json(_result(rid, str(args.get("message", "ok")))))
+    return True
+
+
+@asynccontextmanager
+async def session_on(
+    tools: dict[str, Tool], request_timeout: float = 20.0
+) -> AsyncIterator[tuple[Any, Server, StreamableHTTPTransport]]:
+    srv = Server()
+    srv.tools = {"echo": echo, **tools}
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, srv.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        config = ServerConfig(
+            name="atk",
+            transport="streamable-http",
+            url=f"http://127.0.0.1:{port}/mcp",
+            protocol="legacy",
+            timeouts=Timeouts(request=request_timeout, connect=5.0, shutdown=2.0),
+        )
+        async with open_remote_transport(config) as transport:
+            assert isinstance(transport, StreamableHTTPTransport)
+            async with open_session(transport, name="atk") as session:
+                yield session, srv, transport
+        nursery.cancel_scope.cancel()
+
+
+async def warm(session: Any) -> None:
+    """Two calls: the second runs on an idle connection, i.e. the scope-free path."""
+    for _ in range(2):
+        assert _text(await session.call_tool("echo", {"message": "w"})) == "w"
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(b, "text", "") for b in result.content) + (
+        "!err" if getattr(result, "is_error", False) else ""
+    )
+
+
+def _msg(rid: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+def _ev(payload: Any, nl: bytes = b"\n") -> bytes:
+    return b"event: message" + nl + b"data: " + json.dumps(payload).encode() + nl + nl
+
+
+def _head(body: bytes, extra: bytes = b"", length: int | None = None) -> bytes:
+    n = len(body) if length is None else length
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        + extra
+        + b"Content-Length: %d\r\n\r\n" % n
+    )
+
+
+def bodies(rid: Any) -> dict[str, bytes]:
+    ans = _msg(rid, "answer")
+    return {
+        "plain": _ev(ans),
+        "priming": b"id: 7\nretry: 10\n\n" + _ev(ans),
+        "crlf": _ev(ans, b"\r\n"),
+        "cr": _ev(ans, b"\r"),
+        "bom": b"\xef\xbb\xbf" + _ev(ans),
+        "no_event_field": b"data: " + json.dumps(ans).encode() + b"\n\n",
+        "wrong_id_then_right": _ev(_msg(rid + 1000, "stray")) + _ev(ans),
+        "right_then_wrong_id": _ev(ans) + _ev(_msg(rid + 1000, "stray")),
+        "string_id": _ev(_msg(str(rid), "string")) + _ev(ans),
+        "float_id": _ev(_msg(float(rid), "float")),
+        "true_id": _ev(_msg(True, "bool")) + _ev(ans),
+        "null_id_then_answer": _ev(_msg(None, "null")) + _ev(ans),
+        "batch": _ev([ans]),
+        "error": _ev({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "no"}}),
+        "result_not_object": _ev({"jsonrpc": "2.0", "id": rid, "result": [1]}),
+        "notification_then_answer": _ev(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/message",
+                "params": {"level": "info", "data": "n"},
+            }
+        )
+        + _ev(ans),
+        "answer_then_notification": _ev(ans)
+        + _ev(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 1, "progress": 1},
+            }
+        ),
+        "other_event_type": b"event: ping\ndata: x\n\n" + _ev(ans),
+        "answer_twice": _ev(ans) + _ev(ans),
+        "mid_event_end": _ev(ans) + b'event: message\ndata: {"jsonrpc"',
+        "multi_data_lines": b"event: message\ndata: "
+        + json.dumps(ans).encode()[:10]
+        + b"\ndata: "
+        + json.dumps(ans).encode()[10:]
+        + b"\n\n",
+    }
+
+
+CASES = sorted(bodies(1))
+
+
+def sse_tool(case: str, mode: str = "one") -> Any:
+    async def tool(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = bodies(rid)[case]
+        if mode == "one":
+            await stream.send_all(_head(body) + body)
+            return True
+        if mode == "close":
+            await stream.send_all(_head(body, b"Connection: close\r\n") + body)
+            return False
+        if mode == "junk":
+            await stream.send_all(_head(body) + body + b"HTTP/1.1 200 OK\r\nJunk")
+            return False
+        if mode == "chunked":
+            wire = b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" + wire
+            )
+            return True
+        if mode == "interim":
+            await stream.send_all(b"HTTP/1.1 100 Continue\r\n\r\n" + _head(body) + body)
+            return True
+        raise AssertionError(mode)
+
+    return tool
+
+
+async def outcome(case: str, mode: str, lean: bool, mp: pytest.MonkeyPatch) -> tuple[str, int]:
+    mp.setenv(LEAN_ENV, "1" if lean else "0")
+    async with session_on({"sse": sse_tool(case, mode)}, request_timeout=3.0) as (session, srv, _):
+        await warm(session)
+        got: list[str] = []
+        for _ in range(2):
+            try:
+                with trio.fail_after(5):
+                    got.append(_text(await session.call_tool("sse", {})))
+            except AgentHostError as exc:
+                got.append(type(exc).__name__)
+        # a following plain call still works
+        got.append(_text(await session.call_tool("echo", {"message": "after"})))
+        return "|".join(got), srv.conns
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_one_read_stream_delivers_what_the_general_path_does(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lean, _ = await outcome(case, "one", True, monkeypatch)
+    slow, _ = await outcome(case, "one", False, monkeypatch)
+    assert lean == slow
+
+
+@pytest.mark.parametrize("mode", ["close", "junk", "chunked", "interim"])
+@pytest.mark.parametrize("case", ["plain", "answer_then_notification"])
+async def test_framing_variants_match_the_general_path(
+    case: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lean, lean_conns = await outcome(case, mode, True, monkeypatch)
+    slow, _ = await outcome(case, mode, False, monkeypatch)
+    assert lean == slow
+    if mode in ("close", "junk"):
+        assert lean_conns >= 3  # the closed connection was not reused
+
+
+async def test_200_stream_answers_reuse_one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LEAN_ENV, "1")
+    async with session_on({"sse": sse_tool("priming")}) as (session, srv, _):
+        await warm(session)
+        before = srv.conns
+        for i in range(200):
+            assert _text(await session.call_tool("sse", {})) == "answer", i
+        assert srv.conns == before
