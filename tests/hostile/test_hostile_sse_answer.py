@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
+from agenthost.asks import ClientHandlers
 from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import AgentHostError
@@ -133,7 +135,7 @@ async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any], srv: S
 
 @asynccontextmanager
 async def session_on(
-    tools: dict[str, Tool], request_timeout: float = 20.0
+    tools: dict[str, Tool], request_timeout: float = 20.0, handlers: ClientHandlers | None = None
 ) -> AsyncIterator[tuple[Any, Server, StreamableHTTPTransport]]:
     srv = Server()
     srv.tools = {"echo": echo, **tools}
@@ -149,7 +151,7 @@ async def session_on(
         )
         async with open_remote_transport(config) as transport:
             assert isinstance(transport, StreamableHTTPTransport)
-            async with open_session(transport, name="atk") as session:
+            async with open_session(transport, name="atk", handlers=handlers) as session:
                 yield session, srv, transport
         nursery.cancel_scope.cancel()
 
@@ -303,3 +305,126 @@ async def test_200_stream_answers_reuse_one_connection(monkeypatch: pytest.Monke
         for i in range(200):
             assert _text(await session.call_tool("sse", {})) == "answer", i
         assert srv.conns == before
+
+
+def _note(n: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": n},
+    }
+
+
+async def _seen_order(lean: bool, mp: pytest.MonkeyPatch) -> list[Any]:
+    mp.setenv(LEAN_ENV, "1" if lean else "0")
+    seen: list[Any] = []
+
+    async def listen(ctx: Any, params: Any) -> None:
+        seen.append(params["data"])
+
+    async def tool(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = _ev(_note(1)) + _ev(_msg(rid, "answer")) + _ev(_note(2))
+        await stream.send_all(_head(body) + body)
+        return True
+
+    handlers = ClientHandlers(notifications={"notifications/message": listen})
+    async with session_on({"sse": tool}, handlers=handlers) as (session, _srv, _):
+        await warm(session)
+        for _ in range(3):
+            assert _text(await session.call_tool("sse", {})) == "answer"
+        await session.call_tool("echo", {"message": "x"})
+        await trio.testing.wait_all_tasks_blocked()
+    return seen
+
+
+async def test_notifications_around_the_answer_arrive_once_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lean = await _seen_order(True, monkeypatch)
+    slow = await _seen_order(False, monkeypatch)
+    # Both paths stop reading at the answer: a notification after it in the same
+    # stream is dropped (as before the change); the one before it arrives once.
+    assert lean == slow == [1, 1, 1]
+
+
+def split_tool(cut: int) -> Tool:
+    async def tool(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = b"id: 1\n\n" + _ev(_msg(rid, "answer"))
+        wire = _head(body) + body
+        await stream.send_all(wire[:cut])
+        await trio.sleep(0.002)
+        await stream.send_all(wire[cut:])
+        return True
+
+    return tool
+
+
+async def test_a_stream_cut_in_two_reads_at_many_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LEAN_ENV, "1")
+    tools = {f"c{cut}": split_tool(cut) for cut in range(1, 260, 7)}
+    async with session_on(tools) as (session, srv, _):
+        await warm(session)
+        before = srv.conns
+        for name in tools:
+            assert _text(await session.call_tool(name, {})) == "answer", name
+        assert srv.conns == before
+
+
+@pytest.mark.parametrize("delta", [-5, -1, 1, 40])
+async def test_content_length_off_matches_the_general_path(
+    delta: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def make() -> Tool:
+        async def tool(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+            body = _ev(_msg(rid, "answer"))
+            await stream.send_all(_head(body, length=len(body) + delta) + body)
+            if delta > 0:
+                await stream.send_all(b"\n" * delta)  # the rest comes later: still valid
+                return True
+            return False  # the bytes past a short Content-Length are junk: hang up
+
+        return tool
+
+    got = []
+    for lean in (True, False):
+        monkeypatch.setenv(LEAN_ENV, "1" if lean else "0")
+        async with session_on({"sse": make()}, request_timeout=2.0) as (session, _srv, _):
+            await warm(session)
+            for name in ("sse", "echo"):
+                try:
+                    got.append(_text(await session.call_tool(name, {"message": "after"})))
+                except AgentHostError as exc:
+                    got.append(type(exc).__name__)
+    assert got[:2] == got[2:], got
+
+
+async def test_answer_then_a_busy_stream_and_a_cancelled_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chunked, answer in, no last chunk: the call gets its answer; a call cancelled while
+    its stream says nothing ends at once; the session goes on."""
+
+    async def busy(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = _ev(_msg(rid, "answer"))
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n"
+        )
+        await trio.sleep_forever()
+
+    async def silent(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = b"id: 1\n\n"
+        await stream.send_all(_head(body, length=10_000) + body)
+        await trio.sleep_forever()
+
+    for lean in (True, False):
+        monkeypatch.setenv(LEAN_ENV, "1" if lean else "0")
+        async with session_on({"busy": busy, "silent": silent}) as (session, _srv, _):
+            await warm(session)
+            with trio.fail_after(5):
+                assert _text(await session.call_tool("busy", {})) == "answer"
+            with trio.move_on_after(0.2) as scope:
+                await session.call_tool("silent", {})
+            assert scope.cancelled_caught
+            with trio.fail_after(5):
+                assert _text(await session.call_tool("echo", {"message": "on"})) == "on"
