@@ -135,7 +135,10 @@ async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any], srv: S
 
 @asynccontextmanager
 async def session_on(
-    tools: dict[str, Tool], request_timeout: float = 20.0, handlers: ClientHandlers | None = None
+    tools: dict[str, Tool],
+    request_timeout: float = 20.0,
+    handlers: ClientHandlers | None = None,
+    max_message_size: int = 16 * 1024 * 1024,
 ) -> AsyncIterator[tuple[Any, Server, StreamableHTTPTransport]]:
     srv = Server()
     srv.tools = {"echo": echo, **tools}
@@ -147,6 +150,7 @@ async def session_on(
             transport="streamable-http",
             url=f"http://127.0.0.1:{port}/mcp",
             protocol="legacy",
+            max_message_size=max_message_size,
             timeouts=Timeouts(request=request_timeout, connect=5.0, shutdown=2.0),
         )
         async with open_remote_transport(config) as transport:
@@ -428,3 +432,30 @@ async def test_answer_then_a_busy_stream_and_a_cancelled_call(
             assert scope.cancelled_caught
             with trio.fail_after(5):
                 assert _text(await session.call_tool("echo", {"message": "on"})) == "on"
+
+
+@pytest.mark.parametrize("pad", range(-60, 4, 3))
+async def test_data_near_the_message_size_limit(pad: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 4000
+
+    async def big(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        base = len(json.dumps(_msg(rid, "")))
+        body = _ev(_msg(rid, "x" * (limit - base + pad)))
+        await stream.send_all(_head(body) + body)
+        return True
+
+    got: list[str] = []
+    for lean in (True, False):
+        monkeypatch.setenv(LEAN_ENV, "1" if lean else "0")
+        async with session_on({"big": big}, request_timeout=2.0, max_message_size=limit) as (
+            session,
+            _srv,
+            _,
+        ):
+            await warm(session)
+            for name in ("big", "echo"):
+                try:
+                    got.append(str(len(_text(await session.call_tool(name, {"message": "a"})))))
+                except AgentHostError as exc:
+                    got.append(type(exc).__name__)
+    assert got[:2] == got[2:], got
