@@ -459,3 +459,47 @@ async def test_data_near_the_message_size_limit(pad: int, monkeypatch: pytest.Mo
                 except AgentHostError as exc:
                     got.append(type(exc).__name__)
     assert got[:2] == got[2:], got
+
+
+async def _cross(lean: bool, mp: pytest.MonkeyPatch) -> list[str]:
+    """A stream that holds only the answer to another caller's pending request."""
+    mp.setenv(LEAN_ENV, "1" if lean else "0")
+    held: list[Any] = []
+    parked = trio.Event()
+
+    async def hold(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        held.append(rid)
+        parked.set()
+        await trio.sleep_forever()
+
+    async def cross(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
+        body = _ev(_msg(held[0], "for-hold"))
+        await stream.send_all(_head(body) + body)
+        return True
+
+    got: list[str] = []
+
+    async def call(name: str) -> None:
+        try:
+            got.append(f"{name}={_text(await session.call_tool(name, {}))}")
+        except AgentHostError as exc:
+            got.append(f"{name}={type(exc).__name__}")
+
+    async with session_on({"hold": hold, "cross": cross}, request_timeout=1.0) as (
+        session,
+        _srv,
+        _,
+    ):
+        await warm(session)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "hold")
+            await parked.wait()
+            await call("cross")
+        got.append(_text(await session.call_tool("echo", {"message": "after"})))
+    return sorted(got)
+
+
+async def test_a_stream_carrying_another_callers_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    lean = await _cross(True, monkeypatch)
+    slow = await _cross(False, monkeypatch)
+    assert lean == slow, (lean, slow)
