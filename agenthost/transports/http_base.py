@@ -669,8 +669,14 @@ class HTTPTransportBase(Transport):
         try:
             with self._map_errors():
                 async for chunk in body:
-                    for event in parser.feed(chunk):
+                    events = parser.feed(chunk)
+                    for index, event in enumerate(events):
                         if await self._on_event(event, watch, into):
+                            # What came after the answer in the same read is parsed
+                            # already: delivered now, or lost (the rest of the stream is
+                            # read on from the next read).
+                            for later in events[index + 1 :]:
+                                await self._on_event(later, None, into)
                             return True
         except (MessageTooLarge, AuthorizationError):
             raise

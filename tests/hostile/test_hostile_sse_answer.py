@@ -346,9 +346,10 @@ async def test_notifications_around_the_answer_arrive_once_in_order(
 ) -> None:
     lean = await _seen_order(True, monkeypatch)
     slow = await _seen_order(False, monkeypatch)
-    # Both paths stop reading at the answer: a notification after it in the same
-    # stream is dropped (as before the change); the one before it arrives once.
-    assert lean == slow == [1, 1, 1]
+    # Every notification arrives once, in order, on both paths; the one after the
+    # answer too (it was dropped, on both: the reader stopped at the answer and the
+    # events already parsed from that read after it were lost).
+    assert lean == slow == [1, 2, 1, 2, 1, 2]
 
 
 def split_tool(cut: int) -> Tool:
