@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import socket
 import struct
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -28,119 +27,12 @@ from agenthost.protocol.types import TextContent
 from agenthost.transports._httpx import LEAN_ENV
 from agenthost.transports.http import StreamableHTTPTransport
 from tests.conftest import free_port
+from tests.hostile.raw_http_mcp import Server, Tool, echo, json_reply, text_result
 from tests.peers.http_launch import serve
-
-Tool = Callable[[trio.SocketStream, Any, dict[str, Any], "Server"], Awaitable[bool]]
 
 
 def _text(result: Any) -> str:
     return "".join(b.text for b in result.content if isinstance(b, TextContent))
-
-
-def _json(payload: Any, extra: bytes = b"", status: bytes = b"200 OK") -> bytes:
-    body = json.dumps(payload).encode()
-    return (
-        b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra
-        + b"Content-Length: %d\r\n\r\n" % len(body) + body
-    )  # fmt: skip
-
-
-def _result(rid: Any, text: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-
-
-class Server:
-    def __init__(self) -> None:
-        self.stats: Counter[str] = Counter()
-        self.tools: dict[str, Tool] = {}
-        self.session_headers: list[str | None] = []
-        self.paths: list[str] = []
-        self.conns = 0
-        #: Once set, every POST to /mcp is redirected (307) to /mcp2, which answers.
-        self.redirecting = False
-        self.slow_ids: list[Any] = []
-
-    async def read(self, stream: trio.SocketStream, buf: bytearray) -> tuple[bytes, bytes] | None:
-        while b"\r\n\r\n" not in buf:
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return None
-            buf += chunk
-        head, _, rest = bytes(buf).partition(b"\r\n\r\n")
-        found = re.search(rb"(?i)content-length: (\d+)", head)
-        length = int(found.group(1)) if found else 0
-        while len(rest) < length:
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return None
-            rest += chunk
-        buf[:] = rest[length:]
-        return head, rest[:length]
-
-    async def handle(self, stream: trio.SocketStream) -> None:
-        self.conns += 1
-        buf = bytearray()
-        with trio.move_on_after(60):
-            async with stream:
-                while True:
-                    try:
-                        got = await self.read(stream, buf)
-                    except trio.BrokenResourceError:
-                        return
-                    if got is None:
-                        return
-                    head, body = got
-                    line = head.split(b"\r\n", 1)[0].decode()
-                    verb, path = line.split()[:2]
-                    self.paths.append(f"{verb} {path}")
-                    sid = re.search(rb"(?i)mcp-session-id: (\S+)", head)
-                    self.session_headers.append(sid.group(1).decode() if sid else None)
-                    try:
-                        keep = await self.answer(stream, verb, path, body)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        return
-                    if not keep:
-                        return
-
-    async def answer(self, stream: trio.SocketStream, verb: str, path: str, body: bytes) -> bool:
-        if verb == "GET":
-            await stream.send_all(b"HTTP/1.1 405 No\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if verb == "DELETE":
-            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-            return True
-        if self.redirecting and path == "/mcp":
-            await stream.send_all(
-                b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /mcp2\r\nContent-Length: 0\r\n\r\n"
-            )
-            return True
-        msg = json.loads(body)
-        method = msg.get("method")
-        self.stats[f"post:{method}"] += 1
-        rid = msg.get("id")
-        if method == "initialize":
-            result = {
-                "protocolVersion": msg["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "lean-attack", "version": "1"},
-            }
-            payload = {"jsonrpc": "2.0", "id": rid, "result": result}
-            await stream.send_all(_json(payload, b"Mcp-Session-Id: s1\r\n"))
-            return True
-        if method == "tools/call":
-            name = msg["params"]["name"]
-            args = msg["params"].get("arguments") or {}
-            return await self.tools[name](stream, rid, args, self)
-        if rid is None:
-            await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-            return True
-        await stream.send_all(_json({"jsonrpc": "2.0", "id": rid, "result": {}}))
-        return True
-
-
-async def echo(stream: trio.SocketStream, rid: Any, args: dict[str, Any], srv: Server) -> bool:
-    await stream.send_all(_json(_result(rid, str(args.get("message", "ok")))))
-    return True
 
 
 @asynccontextmanager
@@ -181,7 +73,7 @@ async def warm(session: Any) -> None:
 
 
 async def trickle_body(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
-    body = json.dumps(_result(rid, "x" * 2000)).encode()
+    body = json.dumps(text_result(rid, "x" * 2000)).encode()
     await stream.send_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
         % len(body)
@@ -241,7 +133,7 @@ async def redirect(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) 
 
 
 async def new_session(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
-    await stream.send_all(_json(_result(rid, "new-session"), b"Mcp-Session-Id: s2\r\n"))
+    await stream.send_all(json_reply(text_result(rid, "new-session"), b"Mcp-Session-Id: s2\r\n"))
     return True
 
 
@@ -309,7 +201,7 @@ async def reset_mid_head(stream: trio.SocketStream, rid: Any, args: Any, srv: Se
 
 async def huge_head(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
     filler = b"".join(b"X-F%d: %s\r\n" % (i, b"a" * 1000) for i in range(400))
-    body = json.dumps(_result(rid, "huge")).encode()
+    body = json.dumps(text_result(rid, "huge")).encode()
     await stream.send_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + filler
         + b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -333,7 +225,7 @@ async def test_broken_heads_are_clean_errors(tool: str) -> None:
 async def echo_then_close(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
     """Answer (keep-alive implied by HTTP/1.1), then close shortly after: a server whose
     keep-alive timeout is tiny. No ``Connection: close``."""
-    await stream.send_all(_json(_result(rid, str(args.get("message")))))
+    await stream.send_all(json_reply(text_result(rid, str(args.get("message")))))
     delay = float(args.get("delay", 0))
     if delay:
         await trio.sleep(delay)
@@ -345,7 +237,7 @@ async def echo_then_close(stream: trio.SocketStream, rid: Any, args: Any, srv: S
 
 async def slow(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
     await trio.sleep(float(args.get("delay", 3600)))
-    await stream.send_all(_json(_result(rid, "late")))
+    await stream.send_all(json_reply(text_result(rid, "late")))
     return True
 
 
@@ -494,7 +386,7 @@ async def steal(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> 
     victim = srv.slow_ids[-1]
     events = b"".join(
         b"event: message\ndata: " + json.dumps(m).encode() + b"\n\n"
-        for m in (_result(victim, "stolen"), _result(rid, "thief"))
+        for m in (text_result(victim, "stolen"), text_result(rid, "thief"))
     )
     await stream.send_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
@@ -552,7 +444,7 @@ async def early_hints(stream: trio.SocketStream, rid: Any, args: Any, srv: Serve
     """103 Early Hints (RFC 8297) before the answer: a client skips 1xx responses."""
     await stream.send_all(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
     await trio.sleep(0.05)  # the hints go while the server computes its answer
-    await stream.send_all(_json(_result(rid, "after hints")))
+    await stream.send_all(json_reply(text_result(rid, "after hints")))
     return True
 
 
@@ -587,7 +479,7 @@ async def endless_chunked(stream: trio.SocketStream, rid: Any, args: Any, srv: S
 
 
 async def eof_body_never_ends(stream: trio.SocketStream, rid: Any, args: Any, srv: Server) -> bool:
-    body = json.dumps(_result(rid, "no length")).encode()
+    body = json.dumps(text_result(rid, "no length")).encode()
     await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
     await trio.sleep_forever()
 
