@@ -35,10 +35,10 @@ with workflow.unsafe.imports_passed_through():
     from agenthost.agent.core import AgentCore, CallTools, Finished
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
-    from agenthost.durable.policy import decide
-    from agenthost_policies.decision import ToolCall, Verdict
+    from agenthost.durable.policy import action, decide
+    from agenthost_policies.decision import Verdict
 
-__all__ = ["IDEMPOTENCY_KEY", "AgentRun"]
+__all__ = ["IDEMPOTENCY_KEY", "AgentRun", "offer"]
 
 #: The ``_meta`` key of a tool call's idempotency key, ``RUN_ID/CALL_ID``.
 IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
@@ -53,6 +53,15 @@ def _event(event: AgentEvent) -> dict[str, Any]:
     if event.record is not None:
         out["record"] = codec.dump(event.record)
     return out
+
+
+def offer(entry: Mapping[str, Any]) -> llm.Tool:
+    """A listed tool as the model is offered it."""
+    return llm.Tool(
+        name=entry["name"],
+        description=entry.get("description") or entry["tool"],
+        input_schema=entry.get("input_schema") or {"type": "object"},
+    )
 
 
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
@@ -83,6 +92,11 @@ class AgentRun:
         #: Audit appends started and not yet awaited (the run goes on meanwhile).
         self._writes: list[Any] = []
         self._buffer: list[dict[str, Any]] = []
+        #: What the activities sealed (:mod:`agenthost.durable.seal`), handed back to
+        #: them: a seal per model reply in order, per tool use not run yet, per result.
+        self._replies: list[str | None] = []
+        self._uses: dict[str, str] = {}
+        self._results: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ handlers
 
@@ -101,13 +115,14 @@ class AgentRun:
         return self._core.record.to_json() if self._core is not None else {}
 
     @workflow.update
-    def answer(self, call_id: str, verdict: str, who: str) -> str:
-        """A person's answer to a parked call: ``allow`` or ``deny``."""
-        self._answers[call_id] = {"verdict": verdict, "who": who}
+    def answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> str:
+        """A person's answer to a parked call: ``allow`` or ``deny``, with the approver's
+        signature (checked by the worker that runs the call, which holds the key)."""
+        self._answers[call_id] = {"verdict": verdict, "who": who, "seal": seal}
         return f"{verdict} recorded for call {call_id}"
 
     @answer.validator
-    def _check_answer(self, call_id: str, verdict: str, who: str) -> None:
+    def _check_answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> None:
         """Refused before it enters history: a call that is not waiting (unknown, or
         answered already) and an answer that is neither allow nor deny."""
         if verdict not in ("allow", "deny"):
@@ -134,6 +149,9 @@ class AgentRun:
             self._events = state["events"]
             self._decided = set(state["decided"])
             self._segment = state["segment"] + 1
+            seals = state.get("seals") or {}
+            self._replies = list(seals.get("replies", ()))
+            self._results = dict(seals.get("results", {}))
         core = AgentCore(
             record=record,
             model=params["model"],
@@ -153,7 +171,7 @@ class AgentRun:
         while True:
             if core.out_of_turns() is not None:
                 break
-            offered = [self._offer(entry) for entry in tools.values() if self._offered(entry)]
+            offered = [offer(entry) for entry in tools.values() if self._offered(entry)]
             ask = core.request(offered)
             try:
                 reply = await self._model(ask.request)
@@ -202,6 +220,7 @@ class AgentRun:
                 "events": self._events,
                 "decided": sorted(self._decided),
                 "segment": self._segment,
+                "seals": {"replies": self._replies, "results": self._results},
             },
         }
 
@@ -211,6 +230,10 @@ class AgentRun:
             drop = len(self._events) - _MAX_EVENTS
             del self._events[:drop]
             self._base += drop
+
+    def _run(self, *fields: str) -> dict[str, Any]:
+        """The submitter's grant and the inputs it covers that an activity needs."""
+        return {"grant": self._params.get("grant"), **{f: self._params.get(f) for f in fields}}
 
     def _option(self, name: str, default: float) -> float:
         return float(self._params.get("options", {}).get(name, default))
@@ -227,6 +250,7 @@ class AgentRun:
     async def _list_tools(self) -> dict[str, dict[str, Any]]:
         listed = await workflow.execute_activity(
             "list_tools",
+            {"run": self._run()},
             start_to_close_timeout=timedelta(seconds=self._option("list_timeout", 60)),
             # Every activity heartbeats (or is short): a listing lost with its worker is
             # retried within the heartbeat timeout, not after the minute of its deadline.
@@ -239,13 +263,23 @@ class AgentRun:
     async def _model(self, request: llm.Request) -> llm.Result:
         out = await workflow.execute_activity(
             "llm_call",
-            {"provider": self._params["provider"], "request": codec.dump(request)},
+            {
+                "provider": self._params["provider"],
+                "request": codec.dump(request),
+                "run": self._run(
+                    "provider", "model", "system_prompt", "max_tokens", "task", "policy"
+                ),
+                "replies": self._replies,
+                "results": self._results,
+            },
             start_to_close_timeout=timedelta(seconds=self._option("llm_timeout", 600)),
             heartbeat_timeout=timedelta(seconds=self._option("heartbeat_timeout", 10)),
             retry_policy=self._retry(),
             result_type=dict,
         )
-        return codec.load_result(out)
+        self._replies.append(out.get("seal"))
+        self._uses.update(out.get("uses") or {})
+        return codec.load_result(out["result"])
 
     def _audit(self, line: Mapping[str, Any]) -> None:
         """One audit line, numbered here: retries of the activity write it once.
@@ -272,7 +306,7 @@ class AgentRun:
         self._writes.append(
             workflow.start_activity(
                 "audit_append",
-                lines,
+                {"run": self._run(), "lines": lines},
                 # A file append: a worker that died holding it is known within seconds.
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
@@ -286,28 +320,10 @@ class AgentRun:
 
     # ------------------------------------------------------------------ tools
 
-    def _action(self, entry: Mapping[str, Any], arguments: Mapping[str, Any]) -> ToolCall:
-        return ToolCall(
-            server=entry["server"],
-            tool=entry["tool"],
-            listed=entry["name"],
-            arguments=dict(arguments),
-            annotations=entry.get("annotations"),
-            trusted=bool(entry.get("trusted")),
-        )
-
     def _offered(self, entry: Mapping[str, Any]) -> bool:
         """A tool the policy denies on every call is not offered (as in a local run)."""
-        view = decide(self._params["policy"], self._action(entry, {}))
+        view = decide(self._params["policy"], action(entry, {}))
         return view.verdict is not Verdict.DENY
-
-    @staticmethod
-    def _offer(entry: Mapping[str, Any]) -> llm.Tool:
-        return llm.Tool(
-            name=entry["name"],
-            description=entry.get("description") or entry["tool"],
-            input_schema=entry.get("input_schema") or {"type": "object"},
-        )
 
     async def _tool(
         self, use: llm.ToolUseContent, record: ToolCallRecord, tools: Mapping[str, Any]
@@ -329,10 +345,11 @@ class AgentRun:
     ) -> llm.Content:
         run_id = workflow.info().workflow_id
         key = f"{run_id}/{use.id}"
-        view = decide(self._params["policy"], self._action(entry, use.input))
+        view = decide(self._params["policy"], action(entry, use.input))
         verdict, reason, by, who = view.verdict, view.reason, view.by, None
+        answer: dict[str, Any] | None = None
         if verdict is Verdict.ASK:
-            verdict, reason, by, who = await self._ask(use, entry, reason)
+            verdict, reason, by, who, answer = await self._ask(use, entry, reason)
         self._decided.add(use.id)
         self._audit(
             {
@@ -364,6 +381,9 @@ class AgentRun:
                     "arguments": dict(use.input),
                     "key": key,
                     "result_cap": int(self._option("result_cap", 16384)),
+                    "run": self._run("policy"),
+                    "use_seal": self._uses.pop(use.id, None),
+                    "approval": answer,
                 },
                 start_to_close_timeout=timedelta(seconds=self._option("tool_timeout", 3600)),
                 heartbeat_timeout=timedelta(seconds=self._option("heartbeat_timeout", 10)),
@@ -375,6 +395,7 @@ class AgentRun:
             text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
             out = {"status": "error", "reason": text, "attempt": None, "duration": 0.0}
             out["result"] = codec.dump(_error(use.id, f"Tool call failed: {text}"))
+        self._results[use.id] = out.get("seal")
         record.status, record.reason = out["status"], out.get("reason")
         record.duration = out.get("duration", 0.0)
         content = codec.load_content(out["result"])
@@ -394,7 +415,7 @@ class AgentRun:
 
     async def _ask(
         self, use: llm.ToolUseContent, entry: Mapping[str, Any], reason: str
-    ) -> tuple[Verdict, str, Any, str | None]:
+    ) -> tuple[Verdict, str, Any, str | None, dict[str, Any] | None]:
         """Park until a person answers, or until ``ask_timeout`` (then: deny)."""
         self._pending[use.id] = {
             "call_id": use.id,
@@ -416,12 +437,14 @@ class AgentRun:
                 f"nobody answered within ask_timeout ({timeout:g} s): the headless default",
                 "timeout",
                 None,
+                None,
             )
         del self._pending[use.id]
         self._memo()
         answer = self._answers.pop(use.id)
         verdict = Verdict.ALLOW if answer["verdict"] == "allow" else Verdict.DENY
-        return verdict, f"{answer['who']} answered {answer['verdict']}", "user", answer["who"]
+        reason = f"{answer['who']} answered {answer['verdict']}"
+        return verdict, reason, "user", answer["who"], answer
 
     def _memo(self) -> None:
         """What ``runs list`` shows without asking a worker: waiting, and for what."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
+
+from agenthost.durable.seal import DurableKey, load_key
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LEDGER_SERVER = ROOT / "tests" / "peers" / "ledger_server.py"
@@ -15,6 +18,23 @@ DEV_SERVER = BIN / "temporal"
 TEST_SERVER = BIN / "temporal-test-server"
 
 
+#: A key for tests that need no file (a sink on its own).
+TEST_KEY = DurableKey(b"k" * 32, source="<test key>")
+
+
+def key_file(tmp: Path) -> Path:
+    """The deployment key of the durable tests in ``tmp`` (made on first use, 0600)."""
+    path = tmp / "durable.key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path
+
+
+def durable_key(tmp: Path) -> DurableKey:
+    return load_key(key_file(tmp))
+
+
 def script(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return {"turns": turns}
 
@@ -22,7 +42,9 @@ def script(turns: list[dict[str, Any]]) -> dict[str, Any]:
 def write_config(
     tmp: Path, turns: list[dict[str, Any]], *, rules: list[dict[str, Any]], extra: str = ""
 ) -> Path:
-    """A config with the ledger server, a scripted provider and a headless policy."""
+    """A config with the ledger server, a scripted provider and a headless policy; the
+    deployment key beside it (:func:`key_file`)."""
+    key_file(tmp)
     (tmp / "script.json").write_text(json.dumps(script(turns)))
     rule_text = "".join(
         "\n[[policy.rules]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rule.items())

@@ -37,8 +37,16 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from agenthost.config.model import HostConfig
+    from agenthost.durable.seal import DurableKey
 
-__all__ = ["add_parser", "add_temporal_options", "run", "run_durable", "wants_temporal"]
+__all__ = [
+    "add_key_option",
+    "add_parser",
+    "add_temporal_options",
+    "run",
+    "run_durable",
+    "wants_temporal",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +63,29 @@ def add_temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> 
     )
     parser.add_argument("--namespace", default="default", help="Temporal namespace")
     parser.add_argument("--task-queue", default="agenthost", help="the workers' task queue")
+
+
+def add_key_option(parser: argparse.ArgumentParser) -> None:
+    """``--key-file PATH`` (or AGENTHOST_DURABLE_KEY_FILE): the deployment's shared key."""
+    parser.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="the deployment's durable-run key, mode 0600 (also AGENTHOST_DURABLE_KEY_FILE):"
+        " workers do only runs and approvals signed with it",
+    )
+
+
+def _key(args: argparse.Namespace) -> DurableKey:
+    """The key of ``--key-file`` or the variable; none is a usage error."""
+    from agenthost.durable.seal import ENV_KEY_FILE, load_key
+
+    path = getattr(args, "key_file", None) or os.environ.get(ENV_KEY_FILE)
+    if not path:
+        raise CLIError(
+            f"durable runs need the deployment's key: give --key-file PATH (or set {ENV_KEY_FILE})",
+            EXIT_USAGE,
+        )
+    return load_key(path)
 
 
 def wants_temporal(args: argparse.Namespace) -> bool:
@@ -105,6 +136,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         sub, common, "worker", "serve durable agent runs from Temporal (README: Many machines)"
     )
     add_temporal_options(worker, required=True)
+    add_key_option(worker)
     worker.add_argument(
         "--audit",
         help="the audit JSONL, or a postgresql:// URI for a fleet (default: the config's"
@@ -131,6 +163,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         if name != "list":
             action.add_argument("run_id")
         if name in ("approve", "deny"):
+            add_key_option(action)
             action.add_argument("call_id")
             action.add_argument("--by", default=None, help="who answers (default: your user)")
 
@@ -175,6 +208,7 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable.worker import run_worker, state_dir
 
     address = _address(args)
+    key = _key(args)  # before anything starts: a worker without the key does nothing
     config = load_config(args)
     audit = _audit_path(args, config)
     results = Path(args.results) if args.results else state_dir() / "results"
@@ -200,6 +234,7 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
                 audit=audit,
                 results=results,
                 stop=box["stop"],
+                key=key,
                 drain=args.drain,
                 on_ready=ready,
             )
@@ -237,6 +272,7 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
     from agenthost_policies.config import parse_policy
     from agenthost_providers.config import default_choice, parse_providers
 
+    key = _key(args)
     config = load_config(args)
     source = config.source or "<config>"
     base = os.path.dirname(os.path.abspath(config.source)) if config.source else None
@@ -261,7 +297,7 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
 
     async def body() -> tuple[str, dict[str, Any] | None]:
         client = await _client(args)
-        run_id = await runs.submit(client, params, task_queue=args.task_queue)
+        run_id = await runs.submit(client, params, task_queue=args.task_queue, key=key)
         if args.detach:
             return run_id, None
         console.line(f"run {run_id} submitted; following it (Ctrl-C stops following only)")
@@ -314,6 +350,7 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable import client as runs
 
     action = args.runs_action
+    key = _key(args) if action in ("approve", "deny") else None
 
     async def body() -> Any:
         client = await _client(args)
@@ -326,7 +363,8 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
             return {"run_id": args.run_id, "status": status}
         who = args.by or getpass.getuser()
         verdict = "allow" if action == "approve" else "deny"
-        message = await runs.answer(client, args.run_id, args.call_id, verdict, who)
+        assert key is not None
+        message = await runs.answer(client, args.run_id, args.call_id, verdict, who, key=key)
         return {
             "run_id": args.run_id,
             "call_id": args.call_id,
