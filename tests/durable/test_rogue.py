@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -28,7 +31,7 @@ from agenthost.config import load_config
 from agenthost.durable import seal
 from agenthost.durable.activities import UNVERIFIED, JsonlAuditSink
 from agenthost.durable.client import answer, run_input, submit
-from agenthost.durable.seal import verified
+from agenthost.durable.seal import ENV_KEY_FILE, verified
 from agenthost.durable.worker import host_thread, run_worker
 from agenthost_policies.config import parse_policy
 from agenthost_providers.scripted import ScriptedProvider
@@ -315,3 +318,47 @@ def test_forged_audit_lines_written_ahead_do_not_replace_the_real_ones(tmp_path:
         (2, "alice", True),
     ]
     assert len(audit_lines(path)) == 4  # the forged ones stay, for whoever investigates
+
+
+@pytest.mark.parametrize(
+    ("command", "key", "message"),
+    [
+        ("worker", None, "agenthost: durable runs need the deployment's key: give --key-file"),
+        ("worker", 0o644, "is readable by others (mode 0644): chmod 600 it"),
+        ("worker", "short", "is too short (5 bytes; at least 32)"),
+        ("approve", None, "agenthost: durable runs need the deployment's key: give --key-file"),
+        ("run", 0o640, "is readable by others (mode 0640): chmod 600 it"),
+    ],
+)
+def test_no_usable_key_is_one_line_before_anything_starts(
+    tmp_path: Path, command: str, key: int | str | None, message: str
+) -> None:
+    """Nothing listens on the address: the key is checked before Temporal is reached."""
+    config_path = write_config(tmp_path, [], rules=[])
+    path = tmp_path / "durable.key"
+    if key == "short":
+        path.write_text("k3y!x")
+    elif isinstance(key, int):
+        path.chmod(key)
+    args = {
+        "worker": ["worker"],
+        "approve": ["runs", "approve", "run-x", "c0"],
+        "run": ["run", "a task"],
+    }[command]
+    args += ["--temporal", "127.0.0.1:1"]
+    if key is not None:
+        args += ["--key-file", str(path)]
+    env = {k: v for k, v in os.environ.items() if k != ENV_KEY_FILE}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agenthost", "--config", str(config_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert message in proc.stderr
+    assert "cannot reach Temporal" not in proc.stderr
+    assert path.read_text() not in proc.stderr + proc.stdout
