@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import trio
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 import agenthost_providers.base as llm
 from agenthost.durable import codec, seal
@@ -74,6 +75,9 @@ T = TypeVar("T")
 #: Seconds between heartbeats while an activity waits on the Trio thread; well under
 #: the default heartbeat timeout (10 s), so one late beat does not fail the attempt.
 HEARTBEAT_EVERY = 1.0
+#: Executions whose first run id a worker remembers (then it forgets them all and asks
+#: again): one ``describe`` per execution, not per activity.
+_FIRST_RUNS = 10_000
 
 #: What the model is given for a tool result no worker sealed: a call that was denied or
 #: failed in the workflow, or a result completed by someone other than the activity.
@@ -214,6 +218,8 @@ class Activities:
         self.results = results
         self.key = key
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        #: First run id by execution (run id): it never changes, so asked once each.
+        self._first_runs: dict[str, str] = {}
 
     # ------------------------------------------------------------------ refusals
 
@@ -223,11 +229,32 @@ class Activities:
         run_id = activity.info().workflow_id or ""  # none: an activity of no workflow
         run = params.get("run") if isinstance(params, Mapping) else None
         run = run if isinstance(run, Mapping) else {}
+        first_run = await self._first_run()
+        given = {f: run.get(f) for f in fields}
         try:
-            seal.check_grant(self.key, run_id, run.get("grant"), {f: run.get(f) for f in fields})
+            seal.check_grant(self.key, run_id, first_run, run.get("grant"), given)
         except Refused as exc:
             raise await self._refuse(run_id, str(exc)) from None
         return run_id, run
+
+    async def _first_run(self) -> str:
+        """The run id of the first execution of the activity's workflow, from Temporal
+        (not from the input). A failure to ask is retried."""
+        info = activity.info()
+        execution = info.workflow_run_id or ""
+        known = self._first_runs.get(execution)
+        if known is not None:
+            return known
+        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=execution)
+        try:
+            described = await asyncio.wait_for(handle.describe(), 30)
+        except (RPCError, TimeoutError) as exc:
+            raise ApplicationError(f"cannot describe the run: {exc}", type="Unavailable") from None
+        first = described.raw_description.workflow_execution_info.first_run_id or execution
+        if len(self._first_runs) >= _FIRST_RUNS:
+            self._first_runs.clear()
+        self._first_runs[execution] = first
+        return first
 
     async def _refuse(self, run_id: str, reason: str) -> ApplicationError:
         """The audit line of a refusal, and the failure to raise (not retried: the same

@@ -82,16 +82,20 @@ async def submit(
     key: DurableKey,
     run_id: str | None = None,
 ) -> str:
-    """Start the run, with its grant signed by ``key`` (the workers refuse a run without
-    one); returns its id (the workflow id)."""
+    """Start the run, then send it its grant signed by ``key`` (the workers refuse a run
+    without one); returns its id (the workflow id)."""
     run_id = run_id or new_run_id()
-    await client.start_workflow(
+    handle = await client.start_workflow(
         "AgentRun",
-        {**params, "grant": seal.grant(key, run_id, params)},
+        {**params, "grant": None},
         id=run_id,
         task_queue=task_queue,
         memo={"task": params["task"], "waiting": []},
     )
+    # The grant names the execution Temporal just started: a copy of it is worth nothing
+    # to a workflow started later under the same id (once this one has ended).
+    first_run = handle.first_execution_run_id or ""
+    await handle.signal("grant", seal.grant(key, run_id, first_run, params))
     return run_id
 
 

@@ -9,11 +9,14 @@ in a payload, never logged).
 What the key authenticates (HMAC-SHA256, a purpose label first so one MAC never passes
 for another):
 
-- **the run's grant**: the submitter signs the run id and a digest of each input that
-  decides what the run may do (task, provider, model, system prompt, policy, ...). Every
-  activity verifies it against the workflow id Temporal gives the activity, so a workflow
-  nobody with the key submitted gets nothing: no listing, no model turn, no tool call, no
-  audit line but a refusal.
+- **the run's grant**: the submitter signs the run id, the Temporal run id of its first
+  execution (known once it is started, then sent as a signal) and a digest of each input
+  that decides what the run may do (task, provider, model, system prompt, policy, ...).
+  Every activity verifies it against the workflow id Temporal gives the activity and that
+  execution's first run id (which continue-as-new keeps), so a workflow nobody with the
+  key submitted gets nothing: no listing, no model turn, no tool call, no audit line but a
+  refusal; nor does a grant copied from a history into another workflow, or into a new
+  workflow started under a finished (or terminated) run's id.
 - **an approval**: the approver's CLI signs (run id, call id, verdict, who, server, tool,
   arguments digest); the activity that runs a parked call checks it.
 - **a model reply and each tool use in it**, sealed by the ``llm_call`` activity: the
@@ -160,15 +163,20 @@ def load_key(path: str | os.PathLike[str]) -> DurableKey:
 # ---------------------------------------------------------------------------- the run
 
 
-def grant(key: DurableKey, run_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The submitter's grant for run ``run_id`` with inputs ``params``."""
+def grant(
+    key: DurableKey, run_id: str, first_run: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The submitter's grant for run ``run_id`` (whose first execution is ``first_run``)
+    with inputs ``params``."""
     fields = {name: digest(params.get(name)) for name in GRANTED}
-    return {"fields": fields, "mac": key.mac("run", run_id, fields)}
+    return {"fields": fields, "mac": key.mac("run", run_id, first_run, fields)}
 
 
-def check_grant(key: DurableKey, run_id: str, granted: object, given: Mapping[str, Any]) -> None:
-    """That ``granted`` is the key's grant for ``run_id`` and that each input in
-    ``given`` is the one it covers.
+def check_grant(
+    key: DurableKey, run_id: str, first_run: str, granted: object, given: Mapping[str, Any]
+) -> None:
+    """That ``granted`` is the key's grant for ``run_id`` started as ``first_run``, and
+    that each input in ``given`` is the one it covers.
 
     Raises:
         Refused: it is not (a run nobody with the key submitted, or altered since).
@@ -176,7 +184,7 @@ def check_grant(key: DurableKey, run_id: str, granted: object, given: Mapping[st
     if not isinstance(granted, Mapping) or not isinstance(granted.get("fields"), Mapping):
         raise Refused(f"run {run_id} carries no grant of this deployment's key")
     fields = dict(granted["fields"])
-    if not key.check(granted.get("mac"), "run", run_id, fields):
+    if not key.check(granted.get("mac"), "run", run_id, first_run, fields):
         raise Refused(f"run {run_id}: its grant does not verify with this deployment's key")
     for name, value in given.items():
         if name not in GRANTED or fields.get(name) != digest(value):

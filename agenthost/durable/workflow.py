@@ -43,6 +43,10 @@ __all__ = ["IDEMPOTENCY_KEY", "AgentRun", "offer"]
 #: The ``_meta`` key of a tool call's idempotency key, ``RUN_ID/CALL_ID``.
 IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
 
+#: Seconds a new run waits for its grant (sent by the submitter right after the start);
+#: a run whose submitter died in between fails then.
+GRANT_WAIT = 600.0
+
 #: The events kept for followers; older ones are dropped (a follower that fell this far
 #: behind reads the transcript at the end instead).
 _MAX_EVENTS = 500
@@ -97,6 +101,8 @@ class AgentRun:
         self._replies: list[str | None] = []
         self._uses: dict[str, str] = {}
         self._results: dict[str, str | None] = {}
+        #: The submitter's grant (:func:`agenthost.durable.seal.grant`), by signal.
+        self._grant: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ handlers
 
@@ -113,6 +119,11 @@ class AgentRun:
     @workflow.query
     def transcript(self) -> dict[str, Any]:
         return self._core.record.to_json() if self._core is not None else {}
+
+    @workflow.signal
+    def grant(self, grant: dict[str, Any]) -> None:
+        """The submitter's grant; only a worker can tell a real one (it holds the key)."""
+        self._grant = grant
 
     @workflow.update
     def answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> str:
@@ -136,6 +147,15 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("grant") is None:  # a new run: its submitter sends it next
+            try:
+                await workflow.wait_condition(lambda: self._grant is not None, timeout=GRANT_WAIT)
+            except TimeoutError:
+                raise ApplicationError(
+                    f"no grant came from the run's submitter within {GRANT_WAIT:g} s",
+                    non_retryable=True,
+                ) from None
+            params = {**params, "grant": self._grant}
         self._params = params
         state = params.get("state")
         if state is None:

@@ -28,7 +28,6 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agenthost.config import load_config
-from agenthost.durable import seal
 from agenthost.durable.activities import UNVERIFIED, JsonlAuditSink
 from agenthost.durable.client import answer, run_input, submit
 from agenthost.durable.seal import ENV_KEY_FILE, verified
@@ -123,6 +122,18 @@ def _ledger(tmp: Path) -> list[str]:
     return [json.loads(line)["item"] for line in lines]
 
 
+async def _grant_in_history(client: Client, run_id: str) -> Any:
+    """The payload of the run's ``grant`` signal, read from its history."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    for event in history.events:
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == "grant":
+                (grant,) = await client.data_converter.decode(signal.input.payloads)
+                return grant
+    raise AssertionError(f"no grant in the history of {run_id}")
+
+
 def _call(run_id: str, item: str, **extra: Any) -> dict[str, Any]:
     """``call_tool``'s input as the workflow builds it, for a call the rogue chose."""
     return {
@@ -161,15 +172,11 @@ def test_a_rogue_workflow_gets_no_tool_call_no_model_turn_and_no_audit_line(
     request = {"model": "scripted-replay", "messages": [], "max_tokens": 10}
 
     async def body(client: Client, provider: ScriptedProvider) -> None:
-        # The real run's grant as its history shows it to anyone on the namespace.
-        copied = {"grant": seal.grant(durable_key(tmp_path), real_id, params)}
-        copied["policy"] = params["policy"]
         attacks: list[list[Any]] = [
             ["call_tool", _call("victim", "rogue")],
             ["llm_call", {"provider": "replay", "request": request}],
             ["audit_append", {"lines": forged}],
             ["list_tools", None],
-            ["call_tool", _call(real_id, "rogue-copied", run=copied)],
         ]
         out["rogue"] = await client.execute_workflow(
             Rogue.run, attacks, id="rogue-1", task_queue=ROGUE
@@ -183,11 +190,29 @@ def test_a_rogue_workflow_gets_no_tool_call_no_model_turn_and_no_audit_line(
         )
         out["real"] = await client.get_workflow_handle(run_id).result()
         out["model_turns"] = len(provider.requests)
+        # The real run's grant, as its history shows it to anyone on the namespace, in a
+        # workflow of the rogue's own and in one started under the ended run's id.
+        copied = {"grant": await _grant_in_history(client, real_id), **params}
+        task = {"role": "user", "content": [{"type": "text", "text": params["task"]}]}
+        replay = [
+            ["call_tool", _call(real_id, "rogue-copied", run=copied)],
+            ["llm_call", {"run": copied, "request": {**request, "messages": [task]}}],
+            ["audit_append", {"run": copied, "lines": [{**forged[0], "seq": 100}]}],
+        ]
+        for workflow_id in ("rogue-2", real_id):
+            out[workflow_id] = await client.execute_workflow(
+                Rogue.run, replay, id=workflow_id, task_queue=ROGUE
+            )
 
     asyncio.run(_fleet(tmp_path, config_path, body))
     assert all(line.startswith("run rogue-1") for line in out["rogue"]), out["rogue"]
     assert all("deployment's key" in line for line in out["rogue"]), out["rogue"]
     assert all("deployment's key" in line for line in out["ahead"]), out["ahead"]
+    for copied_into in ("rogue-2", real_id):
+        assert (
+            out[copied_into]
+            == [f"run {copied_into}: its grant does not verify with this deployment's key"] * 3
+        )
     # Nothing ran for the rogue; the real run's call did (the positive control).
     assert _ledger(tmp_path) == ["real"]
     assert "rogue" not in (tmp_path / "attempts.log").read_text()
@@ -197,8 +222,9 @@ def test_a_rogue_workflow_gets_no_tool_call_no_model_turn_and_no_audit_line(
     lines = audit_lines(tmp_path / "audit.jsonl")
     key = durable_key(tmp_path)
     assert verified(key, lines) == lines  # every line there is a worker's
-    rogue_lines = [line for line in lines if line["run_id"] == "rogue-1"]
-    assert [(line["seq"], line["type"]) for line in rogue_lines] == [(0, "refusal")]
+    for rogue in ("rogue-1", "rogue-2"):
+        rogue_lines = [line for line in lines if line["run_id"] == rogue]
+        assert [(line["seq"], line["type"]) for line in rogue_lines] == [(0, "refusal")]
     real = [line for line in lines if line["run_id"] == real_id and line["seq"] > 0]
     assert [line["seq"] for line in real] == list(range(1, len(real) + 1))
     assert "nobody" not in json.dumps(real)
