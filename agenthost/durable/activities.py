@@ -293,8 +293,10 @@ class Activities:
         run_id, run = await self._granted(params, *fields)
         name = str(run["provider"])
 
+        withheld: list[str] = []
+
         async def complete(host: Host) -> llm.Result:
-            request = self._checked(run_id, run, params, host)
+            request = self._checked(run_id, run, params, host, withheld)
             provider = host.providers.get(name)
             if provider is None:
                 raise ProviderError(f"provider {name!r} is not configured on this worker")
@@ -316,15 +318,22 @@ class Activities:
                 use.id: seal.seal_use(self.key, run_id, use.id, use.name, use.input)
                 for use in result.tool_uses
             },
+            "withheld": withheld,
         }
 
     def _checked(
-        self, run_id: str, run: Mapping[str, Any], params: Mapping[str, Any], host: Host
+        self,
+        run_id: str,
+        run: Mapping[str, Any],
+        params: Mapping[str, Any],
+        host: Host,
+        withheld: list[str],
     ) -> llm.Request:
         """The model request of ``params``, rebuilt from what a worker can vouch for: the
         signed task, model, system prompt and token cap; model turns this deployment's
-        workers sealed; tool results they sealed (any other: a fixed text); the offered
-        tools as this worker lists them, less those the signed policy denies.
+        workers sealed; tool results they sealed (any other: a fixed text, its call id
+        added to ``withheld``); the offered tools as this worker lists them, less those
+        the signed policy denies.
 
         Raises:
             Refused: the conversation holds anything else (a turn no worker produced).
@@ -358,6 +367,7 @@ class Activities:
                 if seal.result_verifies(self.key, mac, run_id, use.id, codec.dump(block)):
                     blocks.append(block)
                 else:
+                    withheld.append(use.id)
                     blocks.append(_error(use.id, _unverified(host, policy, use)))
             out.append(llm.Message(role="user", content=tuple(blocks)))
         tools = []

@@ -299,7 +299,19 @@ class AgentRun:
         )
         self._replies.append(out.get("seal"))
         self._uses.update(out.get("uses") or {})
+        self._withheld(out.get("withheld") or [])
         return codec.load_result(out["result"])
+
+    def _withheld(self, call_ids: list[str]) -> None:
+        """Calls whose "ok" result the model was not given (no worker sealed it: it was
+        completed by someone else) are not "ok" in the transcript either."""
+        if self._core is None or not call_ids:
+            return
+        for call in self._core.record.tool_calls:
+            if call.id in call_ids and call.status == "ok":
+                call.status = "error"
+                call.reason = "its result did not come from a worker; the model was not given it"
+                call.output = ""
 
     def _audit(self, line: Mapping[str, Any]) -> None:
         """One audit line, numbered here: retries of the activity write it once.

@@ -335,6 +335,10 @@ def test_a_rogue_approval_and_a_result_completed_by_hand_reach_nothing(
     assert forged_text not in last
     assert UNVERIFIED in last
     assert "recorded published signed" in last  # the sealed result of p1 is there
+    # Nor does the run's transcript call the forged result a success.
+    assert calls["s0"]["status"] == "error"
+    assert "did not come from a worker" in calls["s0"]["reason"]
+    assert forged_text not in json.dumps(out["result"])
     lines = audit_lines(tmp_path / "audit.jsonl")
     refusals = [line for line in lines if line["type"] == "refusal"]
     assert len(refusals) == 1 and "p0" in refusals[0]["reason"], refusals
