@@ -145,10 +145,11 @@ def load_key(path: str | os.PathLike[str]) -> DurableKey:
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise AgentHostError(f"cannot read the durable key {where}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise AgentHostError(f"the durable key {where} is not a regular file")
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise AgentHostError(f"the durable key {where} is not a regular file")
         if info.st_mode & 0o077:
             raise AgentHostError(
                 f"the durable key {where} is readable by others"
