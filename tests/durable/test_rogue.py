@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import trio
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -30,10 +30,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 import agenthost_providers.base as llm
 from agenthost.config import load_config
-from agenthost.durable import codec
+from agenthost.durable import codec, seal
 from agenthost.durable.activities import UNVERIFIED, JsonlAuditSink
 from agenthost.durable.client import answer, run_input, submit
-from agenthost.durable.seal import ENV_KEY_FILE, verified
+from agenthost.durable.seal import ENV_KEY_FILE, DurableKey, verified
 from agenthost.durable.worker import host_thread, run_worker
 from agenthost_policies.config import parse_policy
 from agenthost_providers.base import Provider
@@ -470,3 +470,45 @@ def test_a_model_turn_completed_by_hand_runs_no_tool_and_reaches_no_model(
     # The model saw each run's task once and the control's result; never the rogue turn.
     seen = json.dumps([str(request.messages) for request in provider.requests])
     assert "rogue-llm" not in seen
+
+
+def test_an_agentrun_of_the_rogues_own_with_its_own_policy_gets_nothing(tmp_path: Path) -> None:
+    """The rogue starts agenthost's own workflow type on the fleet's queue, with a policy
+    of its choosing (everything allowed) and a grant made with another key: the worker
+    runs the workflow, and every activity refuses it. The same input submitted with the
+    key (the positive control) records its item."""
+    config_path = write_config(
+        tmp_path,
+        [
+            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "x"}}]},
+            {"text": "recorded"},
+        ],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    params = _params(config_path, "record x")
+    out: dict[str, Any] = {}
+
+    async def body(client: Client, provider: ScriptedProvider) -> None:
+        handle = await client.start_workflow(
+            "AgentRun", {**params, "grant": None}, id="run-rogue0001", task_queue=FLEET
+        )
+        other = DurableKey(b"not the deployment's key, 32+ bytes", source="<other>")
+        first = handle.first_execution_run_id or ""
+        await handle.signal("grant", seal.grant(other, "run-rogue0001", first, params))
+        try:
+            await handle.result()
+        except WorkflowFailureError as exc:
+            out["rogue"] = str(getattr(exc.cause, "cause", None) or exc.cause)
+        out["rogue_turns"] = len(provider.requests)
+        real = await submit(client, params, task_queue=FLEET, key=durable_key(tmp_path))
+        out["real"] = await client.get_workflow_handle(real).result()
+
+    asyncio.run(_fleet(tmp_path, config_path, body))
+    assert "its grant does not verify with this deployment's key" in out["rogue"]
+    assert out["rogue_turns"] == 0
+    assert out["real"]["stop"] == "end_turn"
+    assert _ledger(tmp_path) == ["x"]  # once: the real run's
+    lines = audit_lines(tmp_path / "audit.jsonl")
+    assert [(line["seq"], line["type"]) for line in lines if line["run_id"] == "run-rogue0001"] == [
+        (0, "refusal")
+    ]
