@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -231,7 +232,10 @@ async def answer(
         if exc.status == RPCStatusCode.NOT_FOUND and "completed" not in exc.message:
             raise NotFound(f"no run {run_id!r}: {exc.message}") from None
         raise RunRejected(f"run {run_id} takes no answer: {exc.message}") from None
-    return result
+    # What was signed, as the run showed it when asked now: the approver sees it too.
+    signed = json.dumps(waiting.get("arguments") or {}, sort_keys=True)
+    signed = signed if len(signed) <= 200 else signed[:200] + "..."
+    return f"{result} ({waiting.get('server')}/{waiting.get('tool')} {signed})"
 
 
 async def _waiting(handle: WorkflowHandle[Any, Any], call_id: str) -> Mapping[str, Any]:

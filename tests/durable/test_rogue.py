@@ -292,7 +292,7 @@ def test_a_rogue_approval_and_a_result_completed_by_hand_reach_nothing(
         await handle.execute_update("answer", args=["p0", "allow", "mallory"])
         # p1 is approved by a key holder.
         await waiting_for("p1")
-        await answer(client, run_id, "p1", "allow", "alice", key=key)
+        out["approved"] = await answer(client, run_id, "p1", "allow", "alice", key=key)
         # s0 is slow: the rogue completes it by hand with its own result.
         while "s0" not in (
             (tmp_path / "attempts.log").read_text() if (tmp_path / "attempts.log").exists() else ""
@@ -328,6 +328,8 @@ def test_a_rogue_approval_and_a_result_completed_by_hand_reach_nothing(
     assert calls["p0"]["status"] == "denied"
     assert "not signed with this deployment's key" in calls["p0"]["reason"]
     assert calls["p1"]["status"] == "ok"  # the positive control: a signed approval
+    # The approver is shown what it signed.
+    assert out["approved"] == 'allow recorded for call p1 (ledger/publish {"item": "signed"})'
     # Only the signed publish ran (and the slow record, in the worker, after the fact).
     assert sorted(_ledger(tmp_path)) == ["published signed", "slow"]
     # The model's last request: no forged text; the fixed refusal in its place.
