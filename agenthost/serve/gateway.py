@@ -91,7 +91,13 @@ from agenthost.serve.modern import META_CLIENT_CAPABILITIES
 from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
-from agenthost.serve.routing import CallsInFlight, Fallback, asker_for, nobody
+from agenthost.serve.routing import (
+    CallsInFlight,
+    Fallback,
+    asker_for,
+    asks_ride_their_calls,
+    nobody,
+)
 from agenthost.serve.subscriptions import Subscriber, Subscriptions
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
 from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
@@ -281,19 +287,29 @@ class Gateway:
         pinned = _PINNED.get()
         if pinned is not None and pinned[0] is ask:
             return pinned[1]
-        caller = self.calls.caller(*ask)
+        server = ask[0]
+        streamed = self._asks_ride_their_calls(server)
+        caller = None if streamed else self.calls.caller(*ask)
         found = asker_for(caller) if caller is not None else self.unattributed()
         if found is None:
             log.warning(
                 "%s: an ask that cannot be tied to one downstream call (%s): answered as in"
                 " headless mode",
-                ask[0],
-                "calls of several clients in flight there"
-                if self.calls.has_calls(ask[0])
+                server,
+                "not on the stream of a call"
+                if streamed
+                else "calls of several clients in flight there"
+                if self.calls.has_calls(server)
                 else "no call in flight there",
             )
         _PINNED.set((ask, found))  # this ask's own task: nobody else's context
         return found
+
+    def _asks_ride_their_calls(self, server: str) -> bool:
+        try:
+            return asks_ride_their_calls(self.host.session(server))
+        except AgentHostError:
+            return False  # not running: nothing to tell by
 
     def sampling_route(self, server: str) -> SamplingSender | None:
         """Where ``server``'s sampling request goes (``[gateway] sampling``): to the client

@@ -21,17 +21,22 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from agenthost.config.model import HostConfig, ServerConfig, Timeouts
 from agenthost.connection import open_remote_transport, open_session
+from agenthost.errors import JSONRPCError
 from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
+from tests.conftest import PEER_LOG_ENV, PEERS_DIR, free_port
 from tests.helpers import Recorder, text_of
+from tests.peers.http_launch import serve
 
 SERVER = str(Path(__file__).resolve().parent / "ask_routing_server.py")
+BACKCHANNEL = PEERS_DIR / "backchannel_server.py"
 
 
 class Downstream:
@@ -48,9 +53,11 @@ class Downstream:
 
 
 @asynccontextmanager
-async def _gateway(tmp_path: Path) -> AsyncIterator[tuple[Downstream, Downstream, Path]]:
+async def _gateway(
+    tmp_path: Path, upstream: ServerConfig | None = None
+) -> AsyncIterator[tuple[Downstream, Downstream, Path]]:
     log = tmp_path / "answers.jsonl"
-    upstream = ServerConfig(
+    upstream = upstream or ServerConfig(
         name="up",
         transport="stdio",
         command=sys.executable,
@@ -177,3 +184,27 @@ async def test_an_ask_with_no_call_in_flight_goes_to_no_session(tmp_path: Path, 
     assert not _forged(late[0]), late
     if kind == "elicit":
         assert _elicitations(tmp_path) == {"A-late-3": ("deny", "headless")}
+
+
+@pytest.mark.timeout(90)
+async def test_an_ask_on_the_upstreams_get_stream_goes_to_no_session(tmp_path: Path) -> None:
+    """A Streamable HTTP upstream sends the requests of a call on that call's POST stream;
+    the official SDK's ``session.create_message`` (no related request) goes on the GET
+    stream instead, tied to no call: with A's call the only one in flight it went to A,
+    and would have gone to whoever's call was alone there. Positive control: the SDK's
+    ``ctx.elicit`` (on the POST stream of A's call) reaches A."""
+    port = free_port()
+    argv = [sys.executable, str(BACKCHANNEL), "streamable-http", "--port", str(port)]
+    async with serve(argv, port, env={PEER_LOG_ENV: str(tmp_path / "peer.log")}):
+        upstream = ServerConfig(
+            name="up", transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp"
+        )
+        with trio.fail_after(60):
+            async with _gateway(tmp_path, attrs.evolve(upstream, protocol="legacy")) as (a, b, _):
+                named = await a.session.call_tool("whoami", {})
+                assert "Ada" in text_of(named) and a.recorder.elicitations, text_of(named)
+                # The headless answer (no providers here): the upstream's ask fails, and
+                # so does its tool (the SDK passes the error on).
+                with pytest.raises(JSONRPCError, match="No model available"):
+                    await a.session.call_tool("ask", {"prompt": "A-stream-4"})
+    assert "A-stream-4" not in a.saw() + b.saw(), (a.saw(), b.saw())
