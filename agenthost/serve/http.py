@@ -45,6 +45,7 @@ from agenthost.errors import ConfigError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
+from agenthost.serve.modern import modern_stamp
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -386,9 +387,11 @@ def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool
 
 
 def _stamped(request: jsonrpc.Request) -> bool:
-    """Whether ``request`` names its protocol version in ``_meta`` (2026-07-28)."""
+    """Whether ``request`` names its protocol version in ``_meta`` (2026-07-28), by the
+    session's own rule (:func:`modern_stamp`: a key with a non-string value does not
+    count, or such a request would pass here as modern and be served as legacy)."""
     meta = (request.params or {}).get("_meta")
-    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
+    return modern_stamp(meta if isinstance(meta, dict) else None) is not None
 
 
 def _mixes_eras(modern: bool, requests: list[jsonrpc.Request]) -> bool:

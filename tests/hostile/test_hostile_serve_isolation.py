@@ -150,6 +150,7 @@ async def test_a_legacy_initialize_in_a_sessionless_post_lists_no_ones_tasks() -
         "unstamped-list",  # a legacy tasks/list, no initialize, sessionless header
         "modern-list",  # 2026-07-28 has no tasks/list
         "legacy-get-by-id",  # a legacy session that learned the id
+        "non-string-stamp",  # a stamp the session does not take for one: served as legacy
     ],
 )
 async def test_no_other_way_reaches_a_sessionless_clients_task(attack: str) -> None:
@@ -165,6 +166,14 @@ async def test_no_other_way_reaches_a_sessionless_clients_task(attack: str) -> N
                 assert messages[-1]["result"]["tasks"] == [], messages
             elif attack == "unstamped-list":
                 _, messages = await gate.post(_request(2, "tasks/list", {}))
+            elif attack == "non-string-stamp":
+                stamp = {"io.modelcontextprotocol/protocolVersion": 20260728}
+                init = _initialize()
+                init["params"]["_meta"] = stamp
+                response, messages = await gate.post(
+                    [init, _request(2, "tasks/list", {"_meta": stamp})]
+                )
+                assert response.status_code == 400, messages
             elif attack == "modern-list":
                 _, messages = await gate.post(_modern(2, "tasks/list"))
                 assert messages[-1]["error"]["code"] == -32601, messages
@@ -180,6 +189,30 @@ async def test_no_other_way_reaches_a_sessionless_clients_task(attack: str) -> N
             assert victim not in json.dumps(messages), messages
             _, seen = await gate.post(_modern(3, "tasks/get", taskId=victim))
             assert seen[-1]["result"]["status"] == "working", seen
+
+
+@pytest.mark.timeout(60)
+async def test_a_legacy_sessions_task_is_no_sessionless_clients() -> None:
+    """The other way round: a 2025-11-25 session's task id, sent by a sessionless request
+    (or another session), is an unknown task; its own session lists and reads it."""
+    with trio.fail_after(45):
+        async with _gate() as gate:
+            response, _ = await gate.post(_initialize(), version=LEGACY)
+            sid = response.headers["mcp-session-id"]
+            call = _request(2, "tools/call", {"name": "slow", "arguments": {}, "task": {}})
+            _, created = await gate.post(call, version=LEGACY, session=sid)
+            task_id = created[-1]["result"]["task"]["taskId"]
+            for method in ("tasks/get", "tasks/cancel"):
+                _, seen = await gate.post(_modern(3, method, taskId=task_id))
+                assert "unknown task" in seen[-1]["error"]["message"], seen
+            response, _ = await gate.post(_initialize(), version=LEGACY)
+            other = response.headers["mcp-session-id"]
+            _, seen = await gate.post(_request(4, "tasks/list", {}), version=LEGACY, session=other)
+            assert seen[-1]["result"]["tasks"] == [], seen
+            # Positive control: its own session lists it, still working.
+            _, seen = await gate.post(_request(5, "tasks/list", {}), version=LEGACY, session=sid)
+            assert [t["taskId"] for t in seen[-1]["result"]["tasks"]] == [task_id], seen
+            assert seen[-1]["result"]["tasks"][0]["status"] == "working", seen
 
 
 @pytest.mark.timeout(60)
