@@ -16,7 +16,10 @@ session's messages back into HTTP (``basic/transports/streamable-http``):
   stream.
 * 2026-07-28 requests have no session: each POST gets a session of its own for the
   exchange, which ends with it. A client that goes away mid-request (the stream
-  closes) cancels it, upstream too.
+  closes) cancels it, upstream too. Their tasks are reached by id alone
+  (:mod:`agenthost.serve.tasks`).
+* A POST is all one era: a legacy request beside a 2026-07-28 one, or in a POST served
+  without a session (an ``initialize`` with the 2026-07-28 header), gets 400 with -32600.
 
 Security (the same rules the spec gives servers): the ``Host`` header must name the
 address we listen on (DNS rebinding), an ``Origin``, when sent, must be one of ours too;
@@ -42,6 +45,7 @@ from agenthost.errors import ConfigError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
+from agenthost.serve.modern import modern_stamp
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -55,6 +59,11 @@ MAX_SESSIONS: Final = 64
 _BACKLOG: Final = 256
 #: Messages waiting for the session's reader, per session.
 _INBOX: Final = 64
+_MIXED: Final = (
+    "a POST may not mix the eras: 2026-07-28 requests (each naming its protocol version"
+    " in _meta, no session) and legacy ones (initialize, then Mcp-Session-Id) go in POSTs"
+    " of their own"
+)
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -251,6 +260,13 @@ class McpHttpApp:
             return
         requests = [m for m in messages if isinstance(m, jsonrpc.Request)]
         modern = _is_modern(headers, requests)
+        if _mixes_eras(modern, requests):
+            # A legacy request (an initialize above all) in a sessionless POST would be
+            # served at its legacy revision in the POST's own session, and with the
+            # sessionless tasks as its own: one POST must be all one era or all the other.
+            error = jsonrpc.ErrorObject(jsonrpc.INVALID_REQUEST, _MIXED)
+            await _json(send, 400, jsonrpc.encode(jsonrpc.ErrorResponse(None, error)))
+            return
         if modern:
             await self._stateless(requests, send)
             return
@@ -367,11 +383,22 @@ def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool
     version = headers.get("mcp-protocol-version", "")
     if version >= "2026" and "mcp-session-id" not in headers:
         return True
-    return any(
-        isinstance((r.params or {}).get("_meta"), dict)
-        and "io.modelcontextprotocol/protocolVersion" in (r.params or {})["_meta"]
-        for r in requests
-    )
+    return any(_stamped(r) for r in requests)
+
+
+def _stamped(request: jsonrpc.Request) -> bool:
+    """Whether ``request`` names its protocol version in ``_meta`` (2026-07-28), by the
+    session's own rule (:func:`modern_stamp`: a key with a non-string value does not
+    count, or such a request would pass here as modern and be served as legacy)."""
+    meta = (request.params or {}).get("_meta")
+    return modern_stamp(meta if isinstance(meta, dict) else None) is not None
+
+
+def _mixes_eras(modern: bool, requests: list[jsonrpc.Request]) -> bool:
+    """Whether a POST served the sessionless way (``modern``) carries a request that is
+    not a 2026-07-28 one, or one served in a session carries a 2026-07-28 one."""
+    stamped = sum(1 for r in requests if _stamped(r))
+    return stamped != (len(requests) if modern else 0)
 
 
 async def _body(receive: Receive) -> bytes | None:
