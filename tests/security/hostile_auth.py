@@ -19,6 +19,11 @@ One listener plays every role, told apart by path:
   after a person's click would).
 
 Tests replace any answer with :meth:`HostileAuth.route` (a function of the request).
+
+The client side the tests share is here too: :func:`server` (a config for the hostile
+``/mcp``), :func:`pinned` (client credentials pinned to ``legit``), :func:`refused` (the
+one-line error of a connect), :func:`posts` and :func:`browser` (a person who clicks
+"Allow").
 """
 
 from __future__ import annotations
@@ -31,9 +36,29 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
 import h11
+import pytest
 import trio
 
-__all__ = ["Answer", "HostileAuth", "Seen", "hostile_auth"]
+import agenthost
+from agenthost.auth import OAuthSettings
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.errors import AuthorizationError
+
+__all__ = [
+    "SECRET",
+    "Answer",
+    "HostileAuth",
+    "Seen",
+    "browser",
+    "hostile_auth",
+    "pinned",
+    "posts",
+    "refused",
+    "server",
+]
+
+#: The configured client secret of :func:`pinned`.
+SECRET = "configured-client-secret-x1"
 
 
 @attrs.frozen(kw_only=True)
@@ -263,3 +288,50 @@ async def hostile_auth(named: str = "thief") -> AsyncIterator[HostileAuth]:
             yield state
         finally:
             nursery.cancel_scope.cancel()
+
+
+def server(url: str, *, name: str = "victim", **oauth: Any) -> ServerConfig:
+    """A Streamable HTTP server at ``url`` with ``[servers.NAME.oauth]`` from ``oauth``."""
+    return ServerConfig(
+        name=name,
+        transport="streamable-http",
+        url=url,
+        oauth=OAuthSettings(**oauth),
+        timeouts=Timeouts(startup=20, request=20),
+    )
+
+
+def pinned(auth: HostileAuth, **more: Any) -> ServerConfig:
+    """Client credentials with :data:`SECRET`, pinned to ``legit`` (which the PRM names)."""
+    auth.named = auth.issuer("legit")
+    return server(
+        auth.url,
+        grant="client_credentials",
+        client_id="c",
+        client_secret=SECRET,
+        issuer=auth.issuer("legit"),
+        **more,
+    )
+
+
+async def refused(config: ServerConfig) -> str:
+    """The message of the AuthorizationError a connect to ``config`` fails with (one line)."""
+    with pytest.raises(AuthorizationError) as caught:
+        async with agenthost.connect(config):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def posts(auth: HostileAuth) -> list[Seen]:
+    """Every request but the discovery GETs and the MCP endpoint's."""
+    return [s for s in auth.seen if s.method == "POST" and s.path != "/mcp"]
+
+
+async def browser(_server: str, url: str) -> None:
+    """A person who clicks "Allow": follow the authorize redirect back to the loopback."""
+    import httpx
+
+    async with httpx.AsyncClient(follow_redirects=True, timeout=10) as client:
+        await client.get(url)
