@@ -5,15 +5,16 @@ Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
 1. The 401's ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."``.
 2. Protected Resource Metadata (RFC 9728): the ``resource_metadata`` URL when given, else
    ``/.well-known/oauth-protected-resource/<path>`` then ``/.well-known/oauth-protected-
-   resource`` at the server's origin. Its ``resource`` must identify this server (it
-   becomes the RFC 8707 ``resource`` parameter); ``authorization_servers[0]`` is used.
+   resource`` at the server's origin. Its ``resource`` must be this server's URL
+   (:func:`resource_allowed`; it becomes the RFC 8707 ``resource`` parameter);
+   ``authorization_servers[0]`` is used.
 3. Authorization server metadata: for an issuer with a path, RFC 8414 path insertion,
    then OpenID Connect path insertion, then OpenID path appending; without a path, RFC
    8414 then OpenID. The document's ``issuer`` must be identical to the issuer we built
    the URL from (mix-up defence).
 4. 2025-03-26 fallback, when there is no PRM at all: the MCP server's origin is the
-   authorization server; its RFC 8414 metadata at the origin, else the default endpoints
-   ``/authorize``, ``/token``, ``/register``.
+   authorization server; its RFC 8414 metadata at the origin (whose ``issuer`` must be
+   that origin), else the default endpoints ``/authorize``, ``/token``, ``/register``.
 
 Everything here is bounded: documents are read up to :data:`MAX_DOCUMENT` bytes, and
 every value from a server is checked before use (it is untrusted input).
@@ -41,6 +42,7 @@ __all__ = [
     "ResourceMetadata",
     "as_metadata_urls",
     "canonical_resource",
+    "origin_issuers",
     "parse_www_authenticate",
     "prm_urls",
     "resource_allowed",
@@ -130,24 +132,47 @@ def _origin(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
 
 
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
 def canonical_resource(url: str) -> str:
-    """The server URL as an RFC 8707 resource: no fragment, lowercase scheme and host."""
+    """The server URL as an RFC 8707 resource, normalised as RFC 3986 section 6.2.2-6.2.3
+    allows: lowercase scheme and host, no default port, no fragment, no trailing slash
+    (the spec's canonical form: ``https://mcp.example.com``, not ``.../``)."""
     parts = urlsplit(url)
-    path = parts.path
-    if path == "/":
-        path = ""
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    if parts.username is not None or parts.password is not None:
+        netloc = parts.netloc.rpartition("@")[0] + "@" + netloc
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 def resource_allowed(server_url: str, resource: str) -> bool:
-    """True if the PRM ``resource`` identifies ``server_url`` (same origin, path prefix)."""
+    """True if the PRM ``resource`` is ``server_url`` itself (RFC 9728 section 3.3: the
+    resource identifier is the URL the client used), compared in canonical form.
+
+    Not a path prefix: a token for ``https://h/a`` is valid at every server under it,
+    so a server at ``https://h/a/mcp`` naming ``https://h/a`` (or the origin) would get
+    one it could replay to its neighbours. The path compares exactly, bar a trailing
+    slash. A resource without a query identifies the server whatever query its URL
+    carries (the well-known URL has none either); one with a query must match it.
+    """
     want = urlsplit(canonical_resource(server_url))
     have = urlsplit(canonical_resource(resource))
-    if (want.scheme, want.netloc) != (have.scheme, have.netloc):
-        return False
-    prefix = have.path.rstrip("/")
-    path = want.path.rstrip("/")
-    return path == prefix or path.startswith(prefix + "/")
+    query = want.query if have.query else ""
+    return (want.scheme, want.netloc, want.path, query) == (
+        have.scheme,
+        have.netloc,
+        have.path,
+        have.query,
+    )
 
 
 def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
@@ -269,21 +294,24 @@ class AuthServerMetadata:
     defaults: bool = False
 
     @classmethod
-    def from_json(cls, data: object, *, expected_issuer: str | None) -> AuthServerMetadata:
+    def from_json(
+        cls, data: object, *, expected_issuer: str | tuple[str, ...]
+    ) -> AuthServerMetadata:
         """Parse and check a metadata document.
 
         Args:
             expected_issuer: the issuer the document's URL was built from; the document's
-                ``issuer`` must equal it exactly. None for the 2025-03-26 fallback (the
-                document was found at the MCP server's origin, not from an issuer).
+                ``issuer`` must equal it exactly (RFC 8414 section 3.3), or one of them
+                (the 2025-03-26 fallback: :func:`origin_issuers`).
         """
         if not isinstance(data, dict):
             raise DiscoveryError("authorization server metadata is not a JSON object")
         issuer = data.get("issuer")
-        if expected_issuer is not None and issuer != expected_issuer:
+        expected = (expected_issuer,) if isinstance(expected_issuer, str) else expected_issuer
+        if issuer not in expected:
             shown = issuer if isinstance(issuer, str) else "(none)"
             raise DiscoveryError(
-                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected_issuer!r}"
+                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected[0]!r}"
                 " (refused: a mismatched issuer is how mix-up attacks work)"
             )
         issuer = _http_url(issuer, "its 'issuer'")
@@ -334,6 +362,15 @@ class AuthServerMetadata:
             code_challenge_methods_supported=("S256",),
             defaults=True,
         )
+
+
+def origin_issuers(server_url: str) -> tuple[str, ...]:
+    """The issuers metadata at the server's origin may name (the 2025-03-26 fallback, no
+    PRM): the origin itself, with or without its slash (both give the same well-known
+    URL). Anything else is metadata claiming to be another authorization server, such as
+    the issuer a secret is pinned to, while sending us to the origin's own endpoints."""
+    origin = _origin(server_url)
+    return origin, origin + "/"
 
 
 async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:

@@ -58,6 +58,7 @@ from agenthost.auth.discovery import (
     as_metadata_urls,
     canonical_resource,
     fetch_json,
+    origin_issuers,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
@@ -489,8 +490,6 @@ class OAuth(Exchange, httpx.Auth):
                         f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
-                if prm.resource is not None:
-                    self._check_audience(prm.resource)
                 issuer = prm.authorization_servers[0]
                 self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
@@ -508,7 +507,9 @@ class OAuth(Exchange, httpx.Auth):
                 url = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server"
                 status, doc = await fetch_json(self._http, url)
                 if status == 200:
-                    meta = AuthServerMetadata.from_json(doc, expected_issuer=None)
+                    meta = AuthServerMetadata.from_json(
+                        doc, expected_issuer=origin_issuers(self.url)
+                    )
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
                 self._check_issuer(meta.issuer)

@@ -21,6 +21,7 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
+    origin_issuers,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
@@ -71,8 +72,26 @@ def test_discovery_urls_in_the_spec_order() -> None:
 
 def test_resource_must_identify_the_server() -> None:
     assert canonical_resource("HTTPS://MCP.Example.com/mcp#frag") == "https://mcp.example.com/mcp"
-    assert resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
+    assert canonical_resource("https://mcp.example.com:443/") == "https://mcp.example.com"
+    assert canonical_resource("http://[::1]:8080/mcp/") == "http://[::1]:8080/mcp"
     assert resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/mcp")
+    # The same resource in RFC 3986's other spellings: case, default port, trailing slash.
+    assert resource_allowed("https://mcp.example.com/mcp", "HTTPS://MCP.EXAMPLE.COM/mcp")
+    assert resource_allowed("https://mcp.example.com:443/mcp", "https://mcp.example.com/mcp/")
+    assert resource_allowed("https://mcp.example.com", "https://mcp.example.com/")
+    # A query on the server's URL only, or the same one on both.
+    assert resource_allowed("https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp")
+    assert resource_allowed("https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp?t=a")
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp?t=b"
+    )
+    # Another resource: a parent (the origin), a child, another port, path case.
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
+    assert not resource_allowed("https://mcp.example.com/a/mcp", "https://mcp.example.com/a")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/mcp/x")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com:8443/mcp")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/MCP")
+    assert not resource_allowed("https://mcp.example.com/mcp", "http://mcp.example.com/mcp")
     assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/other")
     assert not resource_allowed("https://mcp.example.com/mcp", "https://evil.example.com/mcp")
     assert not resource_allowed("https://mcp.example.com/mcpx", "https://mcp.example.com/mcp")
@@ -91,7 +110,12 @@ def test_metadata_checks() -> None:
         AuthServerMetadata.from_json(doc, expected_issuer="https://as.example.com/")
     with pytest.raises(DiscoveryError, match="token_endpoint"):
         bad = {**doc, "token_endpoint": "javascript:x"}
-        AuthServerMetadata.from_json(bad, expected_issuer=None)
+        AuthServerMetadata.from_json(bad, expected_issuer="https://as.example.com")
+    # The 2025-03-26 fallback: the origin's metadata names the origin, slash or not.
+    origin = origin_issuers("https://as.example.com/v1/mcp")
+    assert AuthServerMetadata.from_json(doc, expected_issuer=origin).issuer == doc["issuer"]
+    with pytest.raises(DiscoveryError, match="is not the expected"):
+        AuthServerMetadata.from_json(doc, expected_issuer=origin_issuers("https://x.test/mcp"))
     with pytest.raises(DiscoveryError, match="no authorization_servers"):
         ResourceMetadata.from_json({"resource": "https://x.test", "authorization_servers": []})
     legacy = AuthServerMetadata.legacy_defaults("https://mcp.example.com/v1/mcp")

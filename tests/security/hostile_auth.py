@@ -8,11 +8,12 @@ script every answer and read a log of every request (method, path, headers, body
 
 One listener plays every role, told apart by path:
 
-* ``/mcp``: the protected resource. It never speaks MCP: every POST is answered 401 with a
-  ``WWW-Authenticate`` pointing at ``/.well-known/oauth-protected-resource``, unless a test
-  routes it otherwise.
+* ``/mcp`` (and every path under it): the protected resource. It never speaks MCP: every
+  POST is answered 401 with a ``WWW-Authenticate`` pointing at its protected resource
+  metadata, unless a test routes it otherwise.
 * ``/.well-known/oauth-protected-resource``: names :attr:`HostileAuth.named` (mutable: a
-  server that switches authorization servers between two runs).
+  server that switches authorization servers between two runs); a server under ``/mcp/``
+  has its own at ``/.well-known/oauth-protected-resource/mcp/...``.
 * ``/legit`` and ``/thief``: two authorization servers (issuer ``{origin}/legit`` and
   ``{origin}/thief``), each with RFC 8414 metadata, ``/token``, ``/register`` and
   ``/authorize`` (which redirects straight back to the loopback with a code, as a browser
@@ -137,19 +138,19 @@ class HostileAuth:
 
     def default(self, seen: Seen) -> Answer:
         path = seen.path
-        if path == "/mcp":
+        well_known = "/.well-known/oauth-protected-resource"
+        if path == "/mcp" or path.startswith("/mcp/"):
+            # /mcp points at the root document; a server under it at its own (RFC 9728).
+            where = well_known if path == "/mcp" else well_known + path
             return Answer(
                 status=401,
-                headers=(
-                    (
-                        "www-authenticate",
-                        f'Bearer resource_metadata="{self.origin}'
-                        '/.well-known/oauth-protected-resource"',
-                    ),
-                ),
+                headers=(("www-authenticate", f'Bearer resource_metadata="{self.origin}{where}"'),),
             )
-        if path == "/.well-known/oauth-protected-resource":
+        if path == well_known:
             return Answer.json({"resource": self.url, "authorization_servers": [self.named]})
+        if path.startswith(well_known + "/mcp/"):
+            resource = self.origin + path.removeprefix(well_known)
+            return Answer.json({"resource": resource, "authorization_servers": [self.named]})
         for name in ("legit", "thief"):
             issuer = self.issuer(name)
             if path == f"/.well-known/oauth-authorization-server/{name}":
