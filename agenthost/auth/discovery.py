@@ -5,8 +5,9 @@ Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
 1. The 401's ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."``.
 2. Protected Resource Metadata (RFC 9728): the ``resource_metadata`` URL when given, else
    ``/.well-known/oauth-protected-resource/<path>`` then ``/.well-known/oauth-protected-
-   resource`` at the server's origin. Its ``resource`` must be this server's URL
-   (:func:`resource_allowed`; it becomes the RFC 8707 ``resource`` parameter);
+   resource`` at the server's origin. Its ``resource`` must be this server's URL, or the
+   origin for the origin's root document (:func:`resource_allowed`; it becomes the RFC
+   8707 ``resource`` parameter);
    ``authorization_servers[0]`` is used.
 3. Authorization server metadata: for an issuer with a path, RFC 8414 path insertion,
    then OpenID Connect path insertion, then OpenID path appending; without a path, RFC
@@ -14,7 +15,7 @@ Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
    the URL from (mix-up defence).
 4. 2025-03-26 fallback, when there is no PRM at all: the MCP server's origin is the
    authorization server; its RFC 8414 metadata at the origin (whose ``issuer`` must be
-   that origin), else the default endpoints ``/authorize``, ``/token``, ``/register``.
+   on that origin), else the default endpoints ``/authorize``, ``/token``, ``/register``.
 
 Everything here is bounded: documents are read up to :data:`MAX_DOCUMENT` bytes, and
 every value from a server is checked before use (it is untrusted input).
@@ -42,10 +43,11 @@ __all__ = [
     "ResourceMetadata",
     "as_metadata_urls",
     "canonical_resource",
-    "origin_issuers",
     "parse_www_authenticate",
     "prm_urls",
     "resource_allowed",
+    "root_prm_url",
+    "same_origin",
 ]
 
 log = logging.getLogger("agenthost.auth")
@@ -154,25 +156,33 @@ def canonical_resource(url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def resource_allowed(server_url: str, resource: str) -> bool:
-    """True if the PRM ``resource`` is ``server_url`` itself (RFC 9728 section 3.3: the
-    resource identifier is the URL the client used), compared in canonical form.
+def resource_allowed(server_url: str, resource: str, *, fetched_from: str | None = None) -> bool:
+    """True if the PRM ``resource`` names the resource its document was found for (RFC
+    9728 section 3.3), compared in canonical form: the server's URL, or, for the document
+    at the origin's root well-known URL (``fetched_from``; RFC 9728 builds that URL from
+    the origin), the origin too. The origin's root document is its operator's word, and
+    an origin-wide audience is then checked by the flow (refused with configured secrets).
 
-    Not a path prefix: a token for ``https://h/a`` is valid at every server under it,
-    so a server at ``https://h/a/mcp`` naming ``https://h/a`` (or the origin) would get
-    one it could replay to its neighbours. The path compares exactly, bar a trailing
-    slash. A resource without a query identifies the server whatever query its URL
+    Never a path prefix: a server at ``https://h/a/mcp`` whose own document (at
+    ``/.well-known/oauth-protected-resource/a/mcp`` or its challenge's
+    ``resource_metadata``) names ``https://h/a`` or ``https://h`` would get a token valid
+    at every server under it, its neighbours included. The path compares exactly, bar a
+    trailing slash; a resource without a query names the server whatever query its URL
     carries (the well-known URL has none either); one with a query must match it.
     """
     want = urlsplit(canonical_resource(server_url))
     have = urlsplit(canonical_resource(resource))
+    if (want.scheme, want.netloc) != (have.scheme, have.netloc):
+        return False
+    if fetched_from == root_prm_url(server_url) and not have.path and not have.query:
+        return True
     query = want.query if have.query else ""
-    return (want.scheme, want.netloc, want.path, query) == (
-        have.scheme,
-        have.netloc,
-        have.path,
-        have.query,
-    )
+    return (want.path, query) == (have.path, have.query)
+
+
+def root_prm_url(server_url: str) -> str:
+    """The Protected Resource Metadata URL RFC 9728 builds from the server's origin."""
+    return f"{_origin(server_url)}/.well-known/oauth-protected-resource"
 
 
 def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
@@ -185,7 +195,7 @@ def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
     path = parts.path.rstrip("/")
     if path:
         urls.append(f"{origin}/.well-known/oauth-protected-resource{path}")
-    urls.append(f"{origin}/.well-known/oauth-protected-resource")
+    urls.append(root_prm_url(server_url))
     return urls
 
 
@@ -294,24 +304,22 @@ class AuthServerMetadata:
     defaults: bool = False
 
     @classmethod
-    def from_json(
-        cls, data: object, *, expected_issuer: str | tuple[str, ...]
-    ) -> AuthServerMetadata:
+    def from_json(cls, data: object, *, expected_issuer: str | None) -> AuthServerMetadata:
         """Parse and check a metadata document.
 
         Args:
             expected_issuer: the issuer the document's URL was built from; the document's
-                ``issuer`` must equal it exactly (RFC 8414 section 3.3), or one of them
-                (the 2025-03-26 fallback: :func:`origin_issuers`).
+                ``issuer`` must equal it exactly (RFC 8414 section 3.3). None for the
+                2025-03-26 fallback (the document was found at the MCP server's origin,
+                not from an issuer): the caller checks the issuer's origin then.
         """
         if not isinstance(data, dict):
             raise DiscoveryError("authorization server metadata is not a JSON object")
         issuer = data.get("issuer")
-        expected = (expected_issuer,) if isinstance(expected_issuer, str) else expected_issuer
-        if issuer not in expected:
+        if expected_issuer is not None and issuer != expected_issuer:
             shown = issuer if isinstance(issuer, str) else "(none)"
             raise DiscoveryError(
-                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected[0]!r}"
+                f"its issuer {shown[:_MAX_URL]!r} is not the expected {expected_issuer!r}"
                 " (refused: a mismatched issuer is how mix-up attacks work)"
             )
         issuer = _http_url(issuer, "its 'issuer'")
@@ -364,13 +372,10 @@ class AuthServerMetadata:
         )
 
 
-def origin_issuers(server_url: str) -> tuple[str, ...]:
-    """The issuers metadata at the server's origin may name (the 2025-03-26 fallback, no
-    PRM): the origin itself, with or without its slash (both give the same well-known
-    URL). Anything else is metadata claiming to be another authorization server, such as
-    the issuer a secret is pinned to, while sending us to the origin's own endpoints."""
-    origin = _origin(server_url)
-    return origin, origin + "/"
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs have one origin (scheme, host and port, in canonical form)."""
+    x, y = urlsplit(canonical_resource(a)), urlsplit(canonical_resource(b))
+    return (x.scheme, x.netloc) == (y.scheme, y.netloc)
 
 
 async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:

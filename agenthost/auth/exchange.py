@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -111,6 +112,27 @@ class Exchange:
 
     def _login_hint(self) -> str:
         return f"run `agenthost auth login {self.server}`"
+
+    def _check_audience(self, resource: str) -> None:
+        """A ``resource`` that is the origin root while the server has a path asks for a
+        token valid at every server of that origin (only the origin's root document may,
+        :func:`~agenthost.auth.discovery.resource_allowed`): a warning, and refused
+        outright with configured credentials (ours, so the widest audience is ours to lose)."""
+        parts = urlsplit(canonical_resource(resource))
+        if parts.path or not urlsplit(canonical_resource(self.url)).path:
+            return
+        if self.settings.holds_secret:
+            raise self._error(
+                f"the server asks for tokens for its whole origin {resource!r}, valid at"
+                " every server there (refused with configured client credentials)",
+                "ask the server's operator to set its resource to the server's own URL",
+            )
+        log.warning(
+            "%s: the server asks for tokens for its whole origin %s: they are valid at"
+            " every server there",
+            self.server,
+            resource,
+        )
 
     def _check_issuer(self, named: str) -> None:
         """Refuse an authorization server the user did not choose, before anything is sent.

@@ -58,10 +58,10 @@ from agenthost.auth.discovery import (
     as_metadata_urls,
     canonical_resource,
     fetch_json,
-    origin_issuers,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
+    same_origin,
 )
 from agenthost.auth.dpop import Nonces
 from agenthost.auth.exchange import Exchange, Redactor
@@ -484,12 +484,16 @@ class OAuth(Exchange, httpx.Auth):
                     prm = ResourceMetadata.from_json(doc)
                     break
             if prm is not None:
-                if prm.resource is not None and not resource_allowed(self.url, prm.resource):
+                if prm.resource is not None and not resource_allowed(
+                    self.url, prm.resource, fetched_from=url
+                ):
                     raise DiscoveryError(
                         f"the protected resource metadata is for {prm.resource!r}, not for"
                         f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
                     )
                 self._resource = prm.resource or canonical_resource(self.url)
+                if prm.resource is not None:
+                    self._check_audience(prm.resource)
                 issuer = prm.authorization_servers[0]
                 self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
@@ -507,9 +511,16 @@ class OAuth(Exchange, httpx.Auth):
                 url = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server"
                 status, doc = await fetch_json(self._http, url)
                 if status == 200:
-                    meta = AuthServerMetadata.from_json(
-                        doc, expected_issuer=origin_issuers(self.url)
-                    )
+                    meta = AuthServerMetadata.from_json(doc, expected_issuer=None)
+                    if not same_origin(meta.issuer, self.url):
+                        # Else the document at the server's origin could claim to be any
+                        # authorization server (the one a secret is pinned to) while
+                        # naming endpoints of its own choosing.
+                        raise DiscoveryError(
+                            f"the authorization server metadata at {redact_url(url)} names"
+                            f" the issuer {meta.issuer!r}, not one at the server's origin"
+                            " (refused: a mismatched issuer is how mix-up attacks work)"
+                        )
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
                 self._check_issuer(meta.issuer)

@@ -21,7 +21,6 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
-    origin_issuers,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
@@ -85,6 +84,21 @@ def test_resource_must_identify_the_server() -> None:
     assert not resource_allowed(
         "https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp?t=b"
     )
+    # The origin's root document may name the origin (RFC 9728 builds its URL from it);
+    # any other document (a path's, a challenge's) only the server's own URL.
+    root = "https://mcp.example.com/.well-known/oauth-protected-resource"
+    assert resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com/", fetched_from=root
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/a/mcp", "https://mcp.example.com/a", fetched_from=root
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com", fetched_from=root + "/mcp"
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://evil.example.com", fetched_from=root
+    )
     # Another resource: a parent (the origin), a child, another port, path case.
     assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
     assert not resource_allowed("https://mcp.example.com/a/mcp", "https://mcp.example.com/a")
@@ -111,11 +125,6 @@ def test_metadata_checks() -> None:
     with pytest.raises(DiscoveryError, match="token_endpoint"):
         bad = {**doc, "token_endpoint": "javascript:x"}
         AuthServerMetadata.from_json(bad, expected_issuer="https://as.example.com")
-    # The 2025-03-26 fallback: the origin's metadata names the origin, slash or not.
-    origin = origin_issuers("https://as.example.com/v1/mcp")
-    assert AuthServerMetadata.from_json(doc, expected_issuer=origin).issuer == doc["issuer"]
-    with pytest.raises(DiscoveryError, match="is not the expected"):
-        AuthServerMetadata.from_json(doc, expected_issuer=origin_issuers("https://x.test/mcp"))
     with pytest.raises(DiscoveryError, match="no authorization_servers"):
         ResourceMetadata.from_json({"resource": "https://x.test", "authorization_servers": []})
     legacy = AuthServerMetadata.legacy_defaults("https://mcp.example.com/v1/mcp")

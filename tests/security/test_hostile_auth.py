@@ -320,20 +320,23 @@ async def test_low_the_401_hint_does_not_suggest_headers_while_oauth_is_active()
 # --- Low: a resource that is the origin root --------------------------------------------------
 
 
-async def test_low_a_resource_at_the_origin_root_is_refused() -> None:
-    """A token for the origin is valid at every server there: refused with configured
-    credentials (it was) and without (it was a warning, then a login)."""
+async def test_low_a_resource_at_the_origin_root_is_refused_for_secrets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with hostile_auth("legit") as auth:
         config = pinned(auth)
         prm = {"resource": auth.origin + "/", "authorization_servers": [auth.issuer("legit")]}
         auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer.json(prm))
         message = await refused(config)
         assert posts(auth) == []
-        assert "protected resource metadata is for" in message
+        assert "whole origin" in message
+        # Without configured credentials: a warning, and the login goes on.
         URL_OPENER.set(browser)
-        message = await refused(server(auth.url))
-        assert posts(auth) == [] and auth.to("/legit") == []
-    assert "tokens would go to another resource" in message
+        with pytest.raises(agenthost.AgentHostError):
+            async with agenthost.connect(server(auth.url)):
+                pass
+        assert auth.to("/legit/token")
+    assert any("whole origin" in r.getMessage() for r in caplog.records)
 
 
 # --- the library API: private_key_file ------------------------------------------------------

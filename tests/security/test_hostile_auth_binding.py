@@ -8,6 +8,8 @@ same test or next to it: the same listener does log the legitimate request."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,11 @@ from urllib.parse import parse_qs, urlencode
 
 import attrs
 import pytest
+import trio
 
 import agenthost
 from agenthost.auth import URL_OPENER
+from agenthost.config.model import ServerConfig
 from tests.security.hostile_auth import (
     SECRET,
     Answer,
@@ -57,6 +61,13 @@ def as_contacted(auth: HostileAuth) -> list[Seen]:
     ]
 
 
+def with_secret(url: str, issuer: str) -> ServerConfig:
+    """Client credentials with the configured secret, pinned to ``issuer``."""
+    return server(
+        url, grant="client_credentials", client_id="c", client_secret=SECRET, issuer=issuer
+    )
+
+
 def prm(auth: HostileAuth, resource: str, path: str = "/mcp/a") -> None:
     """The PRM of the server at ``path`` names ``resource``."""
     doc = {"resource": resource, "authorization_servers": [auth.named]}
@@ -94,6 +105,21 @@ async def test_a_prm_naming_another_resource_gets_nothing(resource: str, credent
     assert "protected resource metadata is for" in message, message
 
 
+async def test_the_origin_root_document_may_not_name_a_parent_path() -> None:
+    """The origin's root document may name the origin (tests/security/test_hostile_auth.py
+    checks that case), never a path above the server that is not the origin."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        doc = {"resource": auth.url, "authorization_servers": [auth.named]}
+        auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer.json(doc))
+        auth.route("/.well-known/oauth-protected-resource/mcp/a", lambda seen: Answer(status=404))
+        bare = Answer(status=401, headers=(("www-authenticate", "Bearer"),))
+        auth.route("/mcp/a", lambda seen: bare)
+        message = await refused(server(auth.origin + "/mcp/a"))
+        assert as_contacted(auth) == []
+    assert "protected resource metadata is for" in message, message
+
+
 @pytest.mark.parametrize(
     "resource",
     ["{origin}/mcp/a", "{origin}/mcp/a/", "HTTP://127.0.0.1:{port}/mcp/a"],
@@ -115,15 +141,14 @@ async def test_a_prm_naming_the_server_itself_is_used(resource: str) -> None:
 
 async def test_origin_metadata_claiming_the_pinned_issuer_gets_no_secret() -> None:
     """No PRM: the MCP server's origin is its authorization server. Metadata there that
-    claims to be the pinned issuer (with the thief's endpoints) is refused: the pinned
-    secret never reaches the thief's token endpoint."""
-    async with hostile_auth("legit") as auth:
-        config = pinned(auth)
+    claims to be the pinned issuer (on another origin) while naming the server's own
+    endpoints is refused: the pinned secret never reaches them."""
+    async with hostile_auth("thief") as auth, hostile_auth("legit") as honest:
+        legit, thief = honest.issuer("legit"), auth.issuer("thief")
+        config = with_secret(auth.url, issuer=legit)
         auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer(status=404))
-        auth.route(
-            "/mcp", lambda seen: Answer(status=401, headers=(("www-authenticate", "Bearer"),))
-        )
-        legit, thief = auth.issuer("legit"), auth.issuer("thief")
+        bare = Answer(status=401, headers=(("www-authenticate", "Bearer"),))
+        auth.route("/mcp", lambda seen: bare)
         claimed = {
             "issuer": legit,
             "authorization_endpoint": f"{thief}/authorize",
@@ -132,15 +157,14 @@ async def test_origin_metadata_claiming_the_pinned_issuer_gets_no_secret() -> No
         }
         auth.route("/.well-known/oauth-authorization-server", lambda seen: Answer.json(claimed))
         message = await refused(config)
-        assert auth.to("/thief") == []
+        assert auth.to("/thief") == [] == honest.seen
         assert all(SECRET not in s.text for s in auth.seen)
-        assert "issuer" in message, message
-        # Control: metadata naming the origin as its issuer, pinned so, gets the token request.
-        own = dict(claimed, issuer=auth.origin)
+        assert "not one at the server's origin" in message, message
+        # Control: metadata naming an issuer on the server's origin (2025-03-26 servers
+        # put it under a path too), pinned so, gets the token request.
+        own = dict(claimed, issuer=thief)
         auth.route("/.well-known/oauth-authorization-server", lambda seen: Answer.json(own))
-        await connect_once(
-            attrs.evolve(config, oauth=attrs.evolve(config.oauth, issuer=auth.origin))
-        )
+        await connect_once(with_secret(auth.url, issuer=thief))
         assert auth.to("/thief/token")
 
 
@@ -276,3 +300,138 @@ async def test_refresh_tokens_go_only_to_the_issuer_that_minted_them() -> None:
         assert all("legit-" not in s.text for s in to_thief), [s.text for s in to_thief]
         refreshes = [s for s in auth.seen if b"grant_type=refresh_token" in s.body]
         assert refreshes and all(s.path == "/legit/token" for s in refreshes)
+
+
+# --- DPoP keys are per authorization server ------------------------------------------------
+
+
+def jose_header(token: str) -> dict[str, Any]:
+    head = token.split(".")[0]
+    value: dict[str, Any] = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    return value
+
+
+def advertise_dpop(auth: HostileAuth, name: str) -> None:
+    issuer = auth.issuer(name)
+    metadata = {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        "registration_endpoint": f"{issuer}/register",
+        "code_challenge_methods_supported": ["S256"],
+        "dpop_signing_alg_values_supported": ["ES256"],
+    }
+    path = f"/.well-known/oauth-authorization-server/{name}"
+    auth.route(path, lambda seen: Answer.json(metadata))
+
+
+async def test_a_dpop_key_is_never_shown_to_another_authorization_server() -> None:
+    """Logged in at legit with DPoP; the server moves to the thief, where a person logs in:
+    the thief's proofs are signed with a new key (legit's tokens, the refresh token too,
+    are bound to a key the thief never sees a proof of)."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        advertise_dpop(auth, "legit")
+        advertise_dpop(auth, "thief")
+        config = server(auth.url)
+        await connect_once(config)
+        auth.named = auth.issuer("thief")
+        auth.route("/legit/token", lambda seen: Answer.json({"error": "invalid_grant"}, 400))
+        await connect_once(config)
+        legit_keys = {json.dumps(jose_header(s.headers["dpop"])["jwk"]) for s in auth.to("/legit")
+                      if "dpop" in s.headers}  # fmt: skip
+        thief_keys = {json.dumps(jose_header(s.headers["dpop"])["jwk"]) for s in auth.to("/thief")
+                      if "dpop" in s.headers}  # fmt: skip
+    assert len(legit_keys) == 1 and len(thief_keys) == 1, (legit_keys, thief_keys)
+    assert legit_keys.isdisjoint(thief_keys)
+
+
+# --- redirects to another origin carry nothing ---------------------------------------------
+
+
+def redirect_to(location: str, status: int = 307) -> Answer:
+    return Answer(status=status, headers=(("location", location),))
+
+
+@pytest.mark.parametrize("dpop", [False, True], ids=["bearer", "dpop"])
+async def test_an_mcp_redirect_to_another_origin_carries_no_credential(dpop: bool) -> None:
+    """Once a token is held, the MCP endpoint redirects (307, method kept) to another
+    origin: nothing is sent there, not the token, the proof, nor a configured header."""
+    async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
+        if dpop:
+            advertise_dpop(auth, "legit")
+            bound = {"access_token": "bound-1", "token_type": "DPoP", "expires_in": 3600}
+            auth.route("/legit/token", lambda seen: Answer.json(bound))
+
+        def mcp(seen: Seen) -> Answer:
+            if "authorization" in seen.headers:
+                return redirect_to(other.url)
+            return auth.default(seen)
+
+        auth.route("/mcp", mcp)
+        config = attrs.evolve(pinned(auth), headers={"X-Api-Key": "configured-api-key-9"})
+        with trio.fail_after(30):
+            await connect_once(config)
+        sent = [s for s in auth.to("/mcp") if "authorization" in s.headers]
+        # Control: the server itself got the token and the configured header.
+        assert sent and all("configured-api-key-9" in s.text for s in sent)
+        assert sent[0].headers["authorization"].startswith("DPoP " if dpop else "Bearer ")
+        assert ("dpop" in sent[0].headers) is dpop
+        assert other.seen == [], [s.text for s in other.seen]
+
+
+async def test_a_same_origin_redirect_keeps_the_token() -> None:
+    """The control of the test above: a redirect within the origin is followed, token and all."""
+    async with hostile_auth("legit") as auth:
+
+        def mcp(seen: Seen) -> Answer:
+            if "authorization" in seen.headers:
+                return redirect_to(auth.origin + "/mcp/moved")
+            return auth.default(seen)
+
+        auth.route("/mcp", mcp)
+        await connect_once(pinned(auth))
+        moved = auth.to("/mcp/moved")
+    assert moved and moved[0].headers["authorization"] == "Bearer legit-access-1"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/legit/token", "/legit/register", "/.well-known/oauth-authorization-server/legit"],
+)
+async def test_an_authorization_server_redirect_is_not_followed(path: str) -> None:
+    """The authorization server's endpoints answer 307 to another origin: not followed,
+    so no client secret, code or form reaches it; the error is one line."""
+    async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
+        auth.route(path, lambda seen: redirect_to(other.origin + "/steal"))
+        if path == "/legit/register":
+            URL_OPENER.set(browser)
+            config = server(auth.url)
+        else:
+            config = pinned(auth)
+        await refused(config)
+        assert auth.to(path), "the endpoint was asked"
+        assert other.seen == []
+
+
+async def test_resource_metadata_at_another_origin_gets_no_credential() -> None:
+    """``WWW-Authenticate resource_metadata`` names another origin: fetched (RFC 9728
+    allows it) without the token, a proof or configured headers; its document must still
+    name this server as its resource."""
+    async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
+        where = other.origin + "/.well-known/oauth-protected-resource"
+        challenge = Answer(
+            status=401, headers=(("www-authenticate", f'Bearer resource_metadata="{where}"'),)
+        )
+        auth.route("/mcp", lambda seen: challenge)
+        doc = {"resource": auth.url, "authorization_servers": [auth.issuer("legit")]}
+        other.route("/.well-known/oauth-protected-resource", lambda seen: Answer.json(doc))
+        config = attrs.evolve(pinned(auth), headers={"X-Api-Key": "configured-api-key-9"})
+        await connect_once(config)
+        assert other.seen, "the metadata was fetched there"
+        assert all("configured-api-key-9" not in s.text and SECRET not in s.text
+                   for s in other.seen)  # fmt: skip
+        assert all("authorization" not in s.headers for s in other.seen)
+        # Control: the server itself got the configured header and, later, the token.
+        assert any("configured-api-key-9" in s.text for s in auth.to("/mcp"))
+        assert auth.to("/legit/token")
