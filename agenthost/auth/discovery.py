@@ -8,7 +8,7 @@ Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
    resource`` at the server's origin. Its ``resource`` must be this server's URL, or the
    origin for the origin's root document (:func:`resource_allowed`; it becomes the RFC
    8707 ``resource`` parameter);
-   ``authorization_servers[0]`` is used.
+   the configured or saved issuer when listed, else ``authorization_servers[0]``, is used.
 3. Authorization server metadata: for an issuer with a path, RFC 8414 path insertion,
    then OpenID Connect path insertion, then OpenID path appending; without a path, RFC
    8414 then OpenID. The document's ``issuer`` must be identical to the issuer we built

@@ -134,6 +134,16 @@ class Exchange:
             resource,
         )
 
+    def _choose_issuer(self, listed: tuple[str, ...]) -> str:
+        """The authorization server to use among those a PRM lists (RFC 9728 section 7.6
+        leaves the choice to the client): the configured ``issuer``, else the one of the
+        saved login, when listed; else the first. Listing a thief first must not send a
+        person to its login page, nor turn a pinned login into a refusal."""
+        for known in (self.settings.issuer, self._current):
+            if known is not None and known in listed:
+                return known
+        return listed[0]
+
     def _check_issuer(self, named: str) -> None:
         """Refuse an authorization server the user did not choose, before anything is sent.
 

@@ -494,7 +494,7 @@ class OAuth(Exchange, httpx.Auth):
                 self._resource = prm.resource or canonical_resource(self.url)
                 if prm.resource is not None:
                     self._check_audience(prm.resource)
-                issuer = prm.authorization_servers[0]
+                issuer = self._choose_issuer(prm.authorization_servers)
                 self._check_issuer(issuer)
                 for url in as_metadata_urls(issuer):
                     status, doc = await fetch_json(self._http, url)

@@ -435,3 +435,45 @@ async def test_resource_metadata_at_another_origin_gets_no_credential() -> None:
         # Control: the server itself got the configured header and, later, the token.
         assert any("configured-api-key-9" in s.text for s in auth.to("/mcp"))
         assert auth.to("/legit/token")
+
+
+# --- a PRM listing several authorization servers, the thief first -------------------------
+
+
+def list_servers(auth: HostileAuth, *names: str) -> None:
+    doc = {"resource": auth.url, "authorization_servers": [auth.issuer(n) for n in names]}
+    auth.route("/.well-known/oauth-protected-resource", lambda seen: Answer.json(doc))
+
+
+async def test_a_pinned_issuer_listed_second_is_the_one_used() -> None:
+    async with hostile_auth("legit") as auth:
+        config = pinned(auth)
+        list_servers(auth, "thief", "legit")
+        await connect_once(config)
+        assert auth.to("/thief") == [] == auth.to("/.well-known/oauth-authorization-server/thief")
+        assert auth.to("/legit/token")
+
+
+async def test_the_saved_issuer_listed_second_is_kept_over_a_new_first() -> None:
+    """Logged in at legit; the server then lists [thief, legit] and the saved login must be
+    renewed with a person there: the login goes to legit again, and the person is never
+    sent to the thief's login page."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        config = server(auth.url)
+        await connect_once(config)
+        list_servers(auth, "thief", "legit")
+        auth.route("/legit/token", lambda seen: Answer.json({"error": "invalid_grant"}, 400))
+        mark = len(auth.to("/legit/authorize"))
+        await refused(config)
+        assert auth.to("/thief") == [] == auth.to("/.well-known/oauth-authorization-server/thief")
+        assert len(auth.to("/legit/authorize")) == mark + 1
+
+
+async def test_without_a_pin_or_a_login_the_first_listed_is_used() -> None:
+    """The control: nothing known yet, the first authorization server listed is asked."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        list_servers(auth, "thief", "legit")
+        await connect_once(server(auth.url))
+        assert auth.to("/thief/token") and auth.to("/legit") == []
