@@ -87,6 +87,10 @@ log = logging.getLogger("agenthost.auth")
 
 #: Scope step-ups per server and process (the spec asks for a bound on retries).
 MAX_STEP_UPS: Final = 3
+#: The parameters of an authorization response (RFC 6749 4.1.2 and 4.1.2.1, RFC 9207).
+_RESPONSE_PARAMETERS: Final = frozenset(
+    {"code", "state", "iss", "error", "error_description", "error_uri"}
+)
 #: Authorization servers remembered per server (a server may move; it must not grow us).
 MAX_ISSUERS: Final = 8
 
@@ -617,7 +621,7 @@ class OAuth(Exchange, httpx.Auth):
                     f"no answer from the browser within {self.settings.login_timeout:g} s",
                     self._login_hint() + " and finish the login in the browser",
                 )
-        code = self._check_redirect(params, state_value, meta)
+        code = self._check_redirect(params, state_value, meta, repeated=loopback.repeated)
         tokens = await self._token_request(
             meta.token_endpoint,
             client,
@@ -633,13 +637,27 @@ class OAuth(Exchange, httpx.Auth):
         return tokens, client
 
     def _check_redirect(
-        self, params: dict[str, str], state_value: str, meta: AuthServerMetadata
+        self,
+        params: dict[str, str],
+        state_value: str,
+        meta: AuthServerMetadata,
+        *,
+        repeated: frozenset[str] = frozenset(),
     ) -> str:
         """The code of the browser's redirect, once its state, issuer (RFC 9207) and
-        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt)."""
+        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt), and
+        so does a parameter given twice (``iss=thief&iss=honest``: never pick a value)."""
         code = params.get("code")
         self._redact.add(code)
         expected_issuer = meta.issuer
+        if repeated:
+            # Only names we know are quoted: the rest are the server's text.
+            names = ", ".join(sorted(repeated & _RESPONSE_PARAMETERS)) or "a parameter"
+            raise self._error(
+                f"the authorization response repeats {names} (discarded: a parameter"
+                " may appear once)",
+                self._login_hint() + " again",
+            )
         if params.get("state") != state_value:
             raise self._error(
                 "the authorization response's state does not match the request (discarded)",

@@ -477,3 +477,30 @@ async def test_without_a_pin_or_a_login_the_first_listed_is_used() -> None:
         list_servers(auth, "thief", "legit")
         await connect_once(server(auth.url))
         assert auth.to("/thief/token") and auth.to("/legit") == []
+
+
+@pytest.mark.parametrize("name", ["iss", "state", "code"])
+async def test_an_authorization_response_repeating_a_parameter_is_discarded(name: str) -> None:
+    """RFC 6749 section 3.1: a parameter appears once. ``iss=thief&iss=legit`` must not
+    pass as legit's answer because one of the two values is the expected one."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        advertise_iss(auth, True)
+        legit = auth.issuer("legit")
+
+        def authorize(seen: Seen) -> Answer:
+            query = parse_qs(seen.query)
+            first = {"iss": auth.issuer("thief"), "state": "forged", "code": "thief-code"}
+            pairs = [
+                ("code", "legit-code"),
+                ("state", query["state"][0]),
+                ("iss", legit),
+            ]
+            pairs.insert(0, (name, first[name]))
+            location = f"{query['redirect_uri'][0]}?{urlencode(pairs)}"
+            return Answer(status=302, headers=(("location", location),))
+
+        auth.route("/legit/authorize", authorize)
+        message = await refused(server(auth.url))
+        assert auth.to("/legit/authorize") and auth.to("/legit/token") == []
+    assert "discarded" in message and name in message, message
