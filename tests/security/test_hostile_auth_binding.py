@@ -30,6 +30,7 @@ from tests.security.hostile_auth import (
     browser,
     hostile_auth,
     pinned,
+    posts,
     refused,
     server,
 )
@@ -353,10 +354,16 @@ def redirect_to(location: str, status: int = 307) -> Answer:
     return Answer(status=status, headers=(("location", location),))
 
 
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["lean", "httpx"])
+@pytest.mark.parametrize("status", [307, 308])
 @pytest.mark.parametrize("dpop", [False, True], ids=["bearer", "dpop"])
-async def test_an_mcp_redirect_to_another_origin_carries_no_credential(dpop: bool) -> None:
-    """Once a token is held, the MCP endpoint redirects (307, method kept) to another
-    origin: nothing is sent there, not the token, the proof, nor a configured header."""
+async def test_an_mcp_redirect_to_another_origin_carries_no_credential(
+    dpop: bool, status: int, lean: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a token is held, the MCP endpoint redirects (method kept) to another origin:
+    nothing is sent there, not the token, the proof, nor a configured header, on the
+    lean HTTP path and through httpx alike."""
+    monkeypatch.setenv("AGENTHOST_LEAN_HTTP", lean)
     async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
         if dpop:
             advertise_dpop(auth, "legit")
@@ -365,7 +372,7 @@ async def test_an_mcp_redirect_to_another_origin_carries_no_credential(dpop: boo
 
         def mcp(seen: Seen) -> Answer:
             if "authorization" in seen.headers:
-                return redirect_to(other.url)
+                return redirect_to(other.url, status)
             return auth.default(seen)
 
         auth.route("/mcp", mcp)
@@ -504,3 +511,126 @@ async def test_an_authorization_response_repeating_a_parameter_is_discarded(name
         message = await refused(server(auth.url))
         assert auth.to("/legit/authorize") and auth.to("/legit/token") == []
     assert "discarded" in message and name in message, message
+
+
+# --- variants: token types, nonces, issuer spellings, refresh ------------------------------
+
+
+@pytest.mark.parametrize("token_type", ["mac", "N_A", "", None, "DPoP"])
+async def test_a_token_of_another_type_is_never_sent(token_type: str | None) -> None:
+    """A token answer of a type we did not ask for (DPoP without a proof of ours, too)
+    is refused, and the token never reaches the MCP server."""
+    async with hostile_auth("legit") as auth:
+        body: dict[str, Any] = {"access_token": "odd-token-1", "expires_in": 3600}
+        if token_type is not None:
+            body["token_type"] = token_type
+        auth.route("/legit/token", lambda seen: Answer.json(body))
+        message = await refused(pinned(auth))
+        assert auth.to("/legit/token")
+        assert all("odd-token-1" not in s.text for s in auth.to("/mcp"))
+    assert "odd-token-1" not in message and "token of type" in message, message
+
+
+async def test_a_dpop_nonce_stays_with_the_url_that_gave_it() -> None:
+    """The MCP server and the token endpoint each give a nonce: a proof to one never
+    carries the other's (a server cannot make us sign its nonce for another)."""
+    async with hostile_auth("legit") as auth:
+        advertise_dpop(auth, "legit")
+        count = iter(range(100))
+
+        def token(seen: Seen) -> Answer:
+            if next(count) == 0:
+                refusal = Answer.json({"error": "use_dpop_nonce"}, status=400)
+                return attrs.evolve(refusal, headers=(*refusal.headers, ("dpop-nonce", "as-n")))
+            bound = {"access_token": "bound-1", "token_type": "DPoP", "expires_in": 0}
+            return Answer.json(bound)
+
+        def mcp(seen: Seen) -> Answer | None:
+            if "dpop" not in seen.headers:
+                return None
+            challenge = 'DPoP error="use_dpop_nonce"'
+            headers = (("www-authenticate", challenge), ("dpop-nonce", "mcp-n"))
+            return Answer(status=401, headers=headers)
+
+        auth.route("/legit/token", token)
+        auth.route("/mcp", mcp)
+        await connect_once(pinned(auth))
+        to_token = [jose_claims(s.headers["dpop"]).get("nonce") for s in auth.to("/legit/token")]
+        to_mcp = [jose_claims(s.headers["dpop"]).get("nonce") for s in auth.to("/mcp")
+                  if "dpop" in s.headers]  # fmt: skip
+    assert to_token[:2] == [None, "as-n"] and "mcp-n" not in to_token, to_token
+    assert "mcp-n" in to_mcp and "as-n" not in to_mcp, to_mcp
+
+
+def jose_claims(token: str) -> dict[str, Any]:
+    body = token.split(".")[1]
+    value: dict[str, Any] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    return value
+
+
+@pytest.mark.parametrize(
+    ("named", "document", "pin"),
+    [
+        ("{legit}/", "{legit}", None),  # the PRM's issuer with a slash, the document's without
+        ("{legit}", "{legit}/", None),
+        ("{legit}", "{legit}", "{legit}/"),  # the pin with a slash
+        ("{legit}", "{upper}", None),  # case
+    ],
+    ids=["prm-slash", "doc-slash", "pin-slash", "case"],
+)
+async def test_an_issuer_spelled_otherwise_is_another_issuer(
+    named: str, document: str, pin: str | None
+) -> None:
+    """RFC 8414 section 3.3: the metadata's issuer is identical to the issuer the URL was
+    built from (no normalisation); a pin compares the same way. Nothing is sent."""
+    async with hostile_auth("legit") as auth:
+        legit = auth.issuer("legit")
+        spell = {"legit": legit, "upper": legit.replace("legit", "LEGIT")}
+        auth.named = named.format(**spell)
+        issuer = document.format(**spell)
+        metadata = {
+            "issuer": issuer,
+            "authorization_endpoint": f"{legit}/authorize",
+            "token_endpoint": f"{legit}/token",
+            "code_challenge_methods_supported": ["S256"],
+        }
+        auth.route(
+            "/.well-known/oauth-authorization-server/legit", lambda seen: Answer.json(metadata)
+        )
+        config = with_secret(auth.url, issuer=(pin or named).format(**spell))
+        message = await refused(config)
+        assert posts(auth) == []
+    assert "not the expected" in message or "not the issuer" in message, message
+
+
+async def test_a_refresh_names_the_resource_and_goes_to_the_minting_issuer() -> None:
+    """A refresh carries the resource its token was minted for, at the token endpoint
+    of the issuer that minted it, with that issuer's client."""
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(browser)
+        short = {"access_token": "short-1", "token_type": "Bearer", "expires_in": 0,
+                 "refresh_token": "legit-refresh-x"}  # fmt: skip
+        auth.route("/legit/token", lambda seen: Answer.json(short))
+        config = server(auth.url)
+        await connect_once(config)
+        URL_OPENER.set(None)
+        await connect_once(config)
+        refreshes = [s for s in auth.seen if b"legit-refresh-x" in s.body]
+    assert refreshes and all(s.path == "/legit/token" for s in refreshes)
+    form = refresh_form(refreshes[0])
+    assert form["grant_type"] == ["refresh_token"] and form["resource"] == [auth.url]
+
+
+async def test_resource_metadata_on_plain_http_elsewhere_is_not_fetched() -> None:
+    """A challenge pointing at plain http on a host that is not this machine (a cloud
+    metadata address, say) is refused before any request."""
+    async with hostile_auth("legit") as auth:
+        where = "http://169.254.169.254/latest/meta-data/"
+        challenge = Answer(
+            status=401, headers=(("www-authenticate", f'Bearer resource_metadata="{where}"'),)
+        )
+        auth.route("/mcp", lambda seen: challenge)
+        with trio.fail_after(20):
+            message = await refused(pinned(auth))
+        assert as_contacted(auth) == []
+    assert "https is required" in message, message
