@@ -274,6 +274,10 @@ class Exchange:
         """POST to the token endpoint with client authentication (and a DPoP proof with
         ``dpop``: the tokens are then bound to that key); parse the answer."""
         self._refused = False
+        if self.settings.holds_secret and issuer != self.settings.issuer:
+            # Here too, not only at discovery: a refresh of a login saved before the
+            # secret was configured goes to the saved issuer, which no one pinned.
+            self._check_issuer(issuer)
         grant, form = token_form(params, self._resource)
         for attempt in range(2):
             headers = {

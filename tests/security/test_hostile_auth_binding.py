@@ -634,3 +634,31 @@ async def test_resource_metadata_on_plain_http_elsewhere_is_not_fetched() -> Non
             message = await refused(pinned(auth))
         assert as_contacted(auth) == []
     assert "https is required" in message, message
+
+
+# --- a secret added to the config later goes nowhere the config does not name ---------------
+
+
+@pytest.mark.parametrize("pin", [None, "thief-of-config"], ids=["no-issuer", "other-issuer"])
+async def test_a_secret_added_later_is_not_sent_with_the_saved_logins_refresh(
+    pin: str | None,
+) -> None:
+    """A browser login with a public client at the authorization server the server
+    named (no pin); the user then adds a client secret (without an issuer, or with
+    another one). The saved login's refresh must not carry the secret to the saved
+    authorization server: secrets go only to the configured issuer."""
+    async with hostile_auth("thief") as auth:
+        URL_OPENER.set(browser)
+        short = {"access_token": "short-1", "token_type": "Bearer", "expires_in": 0,
+                 "refresh_token": "thief-refresh-x"}  # fmt: skip
+        auth.route("/thief/token", lambda seen: Answer.json(short))
+        await connect_once(server(auth.url, client_id="public-app"))
+        assert auth.to("/thief/token")
+        URL_OPENER.set(None)
+        issuer = auth.issuer("legit") if pin else None
+        later = server(auth.url, client_id="public-app", client_secret=SECRET, issuer=issuer)
+        mark = len(auth.seen)
+        message = await refused(later)
+        assert all(SECRET not in s.text for s in auth.seen[mark:]), "the secret left"
+        assert all("Basic " not in s.headers.get("authorization", "") for s in auth.seen[mark:])
+    assert "issuer" in message and "[servers.victim.oauth]" in message, message
