@@ -99,6 +99,14 @@ def test_resource_must_identify_the_server() -> None:
     assert not resource_allowed(
         "https://mcp.example.com/mcp", "https://evil.example.com", fetched_from=root
     )
+    # Another origin's root document (a challenge may point anywhere) is not the origin's.
+    elsewhere = "https://other.example.com/.well-known/oauth-protected-resource"
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com", fetched_from=elsewhere
+    )
+    assert resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com/mcp", fetched_from=elsewhere
+    )
     # Another resource: a parent (the origin), a child, another port, path case.
     assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
     assert not resource_allowed("https://mcp.example.com/a/mcp", "https://mcp.example.com/a")

@@ -662,3 +662,26 @@ async def test_a_secret_added_later_is_not_sent_with_the_saved_logins_refresh(
         assert all(SECRET not in s.text for s in auth.seen[mark:]), "the secret left"
         assert all("Basic " not in s.headers.get("authorization", "") for s in auth.seen[mark:])
     assert "issuer" in message and "[servers.victim.oauth]" in message, message
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+async def test_a_redirect_to_another_origin_carries_nothing_on_the_other_transports(
+    transport: str,
+) -> None:
+    """The legacy SSE transport (a GET stream) and the probing one: same rule."""
+    async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
+
+        def mcp(seen: Seen) -> Answer:
+            if "authorization" in seen.headers:
+                return redirect_to(other.url)
+            return auth.default(seen)
+
+        auth.route("/mcp", mcp)
+        config = attrs.evolve(
+            pinned(auth), transport=transport, headers={"X-Api-Key": "configured-api-key-9"}
+        )
+        with trio.fail_after(30):
+            await connect_once(config)
+        sent = [s for s in auth.to("/mcp") if "authorization" in s.headers]
+        assert sent and all("configured-api-key-9" in s.text for s in sent)
+        assert other.seen == [], [s.text for s in other.seen]
