@@ -23,6 +23,7 @@ every value from a server is checked before use (it is untrusted input).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -34,6 +35,7 @@ import httpx
 import orjson
 
 from agenthost.auth.settings import is_loopback
+from agenthost.redaction import redact_url
 from agenthost.transports._httpx import failure_name
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "ResourceMetadata",
     "as_metadata_urls",
     "canonical_resource",
+    "check_outward",
     "parse_www_authenticate",
     "prm_urls",
     "resource_allowed",
@@ -183,6 +186,34 @@ def resource_allowed(server_url: str, resource: str, *, fetched_from: str | None
 def root_prm_url(server_url: str) -> str:
     """The Protected Resource Metadata URL RFC 9728 builds from the server's origin."""
     return f"{_origin(server_url)}/.well-known/oauth-protected-resource"
+
+
+def _inward(host: str) -> bool:
+    """This machine (loopback, ``localhost``) or the link (169.254/16, fe80::/10: where
+    cloud metadata services answer)."""
+    if is_loopback(host):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_link_local
+    except ValueError:
+        return False
+
+
+def check_outward(server_url: str, url: str, what: str) -> None:
+    """Refuse a URL a remote server's discovery leads to when it points at this machine
+    or the link: a server elsewhere may not aim our requests at local services (each
+    discovery step is a GET or POST of ours). A server on this machine may (tests, a
+    local gateway). Only addresses written as such are caught, not names resolving there.
+
+    Raises:
+        DiscoveryError: ``url`` is inward and ``server_url`` is not.
+    """
+    host = urlsplit(url).hostname or ""
+    if _inward(host) and not _inward(urlsplit(server_url).hostname or ""):
+        raise DiscoveryError(
+            f"{what} {redact_url(url)!r} points at this machine or its link, and the server"
+            " is not on it (refused: nothing was sent there)"
+        )
 
 
 def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:

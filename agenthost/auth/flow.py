@@ -57,6 +57,7 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
+    check_outward,
     fetch_json,
     parse_www_authenticate,
     prm_urls,
@@ -482,6 +483,7 @@ class OAuth(Exchange, httpx.Auth):
         try:
             prm: ResourceMetadata | None = None
             for url in prm_urls(self.url, challenge):
+                check_outward(self.url, url, "the challenge's resource_metadata")
                 status, doc = await fetch_json(self._http, url)
                 log.debug("%s: protected resource metadata %s -> HTTP %d", self.server, url, status)
                 if status == 200:
@@ -500,6 +502,8 @@ class OAuth(Exchange, httpx.Auth):
                     self._check_audience(prm.resource)
                 issuer = self._choose_issuer(prm.authorization_servers)
                 self._check_issuer(issuer)
+                if issuer != self.settings.issuer:  # a pinned one is the user's choice
+                    check_outward(self.url, issuer, "the authorization server")
                 for url in as_metadata_urls(issuer):
                     status, doc = await fetch_json(self._http, url)
                     log.debug("%s: AS metadata %s -> HTTP %d", self.server, url, status)
@@ -528,6 +532,10 @@ class OAuth(Exchange, httpx.Auth):
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
                 self._check_issuer(meta.issuer)
+            if meta.issuer != self.settings.issuer:
+                for endpoint in (meta.token_endpoint, meta.registration_endpoint):
+                    if endpoint is not None:
+                        check_outward(self.url, endpoint, "its endpoint")
         except DiscoveryError as exc:
             raise self._error(str(exc), "check the server's URL, or ask its operator") from None
         if self.settings.grant == "authorization_code" and "S256" not in (

@@ -21,6 +21,7 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
+    check_outward,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
@@ -314,3 +315,22 @@ def test_a_plaintext_keyring_is_not_taken_for_an_os_keyring(tmp_path: Path) -> N
         keyring.set_keyring(previous)
         if saved is not None:
             os.environ["AGENTHOST_TOKEN_STORE"] = saved
+
+
+def test_a_remote_servers_discovery_may_not_aim_at_this_machine() -> None:
+    """SSRF via discovery: a server elsewhere naming a loopback or link-local URL (its
+    resource_metadata, an authorization server, an endpoint) is refused; a server on
+    this machine may name one (a local gateway, the tests)."""
+    remote = "https://mcp.example.com/mcp"
+    for inward in (
+        "http://127.0.0.1:8080/admin",
+        "http://localhost:631/",
+        "http://[::1]:9000/x",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[fe80::1]/x",
+    ):
+        with pytest.raises(DiscoveryError, match="points at this machine"):
+            check_outward(remote, inward, "the challenge's resource_metadata")
+        check_outward("http://127.0.0.1:3000/mcp", inward, "x")  # local to local: fine
+    for outward in ("https://auth.example.com/", "https://10.0.0.5/as", "https://[2001:db8::1]/"):
+        check_outward(remote, outward, "x")

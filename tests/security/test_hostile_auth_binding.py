@@ -685,3 +685,38 @@ async def test_a_redirect_to_another_origin_carries_nothing_on_the_other_transpo
         sent = [s for s in auth.to("/mcp") if "authorization" in s.headers]
         assert sent and all("configured-api-key-9" in s.text for s in sent)
         assert other.seen == [], [s.text for s in other.seen]
+
+
+# --- a remote server's discovery may not aim our requests at this machine --------------------
+
+
+async def test_a_remote_servers_challenge_may_not_aim_at_this_machine() -> None:
+    """SSRF via resource_metadata: a server elsewhere (``mcp.remote.test``, reached
+    through the hostile listener acting as an HTTP proxy: only the name's resolution is
+    stood in for) names a URL on this machine; nothing is fetched there. The control:
+    a server on this machine naming the same URL gets it fetched."""
+    import httpx
+
+    from agenthost.auth import OAuth
+    from agenthost.errors import AuthorizationError
+
+    async with hostile_auth("legit") as auth, hostile_auth("legit") as local:
+        where = local.origin + "/.well-known/oauth-protected-resource"
+        challenge = Answer(
+            status=401, headers=(("www-authenticate", f'Bearer resource_metadata="{where}"'),)
+        )
+        auth.route("/mcp", lambda seen: challenge)
+        mounts = {"http://mcp.remote.test": httpx.AsyncHTTPTransport(proxy=auth.origin)}
+        async with httpx.AsyncClient(mounts=mounts) as http:
+            flow = OAuth(server="victim", url="http://mcp.remote.test/mcp", http=http)
+            with pytest.raises(AuthorizationError) as caught:
+                await flow.login()
+            assert auth.to("/mcp"), "the remote server was asked, through the proxy"
+            assert local.seen == []
+            # Control: the server on this machine may point there.
+            near = OAuth(server="near", url=auth.url, http=http)
+            with pytest.raises(AuthorizationError):
+                await near.login()
+            assert local.to("/.well-known/oauth-protected-resource")
+    message = str(caught.value)
+    assert "points at this machine" in message and "\n" not in message, message
