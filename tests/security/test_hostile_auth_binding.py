@@ -12,7 +12,7 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode
 
 import attrs
@@ -666,7 +666,7 @@ async def test_a_secret_added_later_is_not_sent_with_the_saved_logins_refresh(
 
 @pytest.mark.parametrize("transport", ["sse", "http"])
 async def test_a_redirect_to_another_origin_carries_nothing_on_the_other_transports(
-    transport: str,
+    transport: Literal["sse", "http"],
 ) -> None:
     """The legacy SSE transport (a GET stream) and the probing one: same rule."""
     async with hostile_auth("legit") as auth, hostile_auth("thief") as other:
