@@ -83,6 +83,12 @@ class StuckClient:
             self.sid = found.group(1).decode()
         return events(raw)
 
+    async def status(self) -> bytes:
+        """The status line of a ping on this session (404 once the session ended)."""
+        stream = await self._send("POST", {"jsonrpc": "2.0", "id": 7, "method": "ping"})
+        async with stream:
+            return (await stream.receive_some(200)).split(b"\r\n", 1)[0]
+
     async def start(self, *, log_level: str | None = "debug") -> None:
         """initialize, initialized, and (``log_level``) ``logging/setLevel``."""
         await self.request(
