@@ -191,3 +191,59 @@ async def test_the_get_backlog_is_bounded_in_bytes() -> None:
     small.attach_get(send)
     send.close()
     assert len([m async for m in receive]) == 10
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: over stdio the stall is not detected (no 'ending its session' logged);"
+    " the session stays up while the host does not read (its own only: one client)",
+)
+async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``agenthost serve`` over stdio (pipes here): the host sends a flooding call and
+    never reads our stdout; the writes block on the full pipe (shielded: a line is never
+    cut), and once stalled past the limit the session ends rather than hanging."""
+    import os
+
+    from agenthost.serve import serve_stdio
+
+    monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
+    upstream = ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+    host_out, our_in = os.pipe()
+    our_out, host_in = os.pipe()
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
+        },
+    ]
+    os.write(our_in, b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    try:
+        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+            with trio.fail_after(30):
+                await serve_stdio(gateway, stdin=host_out, stdout=our_out)
+            served = await gateway.host.call_tool("echo", {"message": "still"})
+    finally:
+        for fd in (host_out, our_in, our_out, host_in):
+            os.close(fd)
+    assert served.content[0].text == "still"  # type: ignore[union-attr]
