@@ -22,7 +22,6 @@ import trio
 
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.connection import open_session
-from agenthost.protocol import jsonrpc
 from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
@@ -167,30 +166,6 @@ async def test_notifications_near_the_size_limit_to_a_stuck_client() -> None:
             )
         await a.aclose()
     assert [len(m["params"]["data"]) for m in seen if "params" in m] == [6_000_000] * 2
-
-
-async def test_the_get_backlog_is_bounded_in_bytes() -> None:
-    """Messages for a session with no stream open wait in its backlog: 256 of them, and
-    no more than its byte bound (256 notifications near the size limit were 4 GB)."""
-    from agenthost.serve.http import _BACKLOG_BYTES, _HttpTransport
-
-    transport = _HttpTransport("t")
-    note = jsonrpc.Notification("notifications/message", {"data": "z" * 3_000_000})
-    for _ in range(10):
-        await transport.send(note)
-    send, receive = trio.open_memory_channel[jsonrpc.Message](256)
-    transport.attach_get(send)
-    send.close()
-    held = [len(jsonrpc.encode(m)) async for m in receive]
-    assert held and sum(held) <= _BACKLOG_BYTES, held
-    # positive control: small ones are all kept (up to the count)
-    small = _HttpTransport("s")
-    for n in range(10):
-        await small.send(jsonrpc.Notification("notifications/message", {"data": n}))
-    send, receive = trio.open_memory_channel[jsonrpc.Message](256)
-    small.attach_get(send)
-    send.close()
-    assert len([m async for m in receive]) == 10
 
 
 @pytest.mark.xfail(
