@@ -57,6 +57,8 @@ log = logging.getLogger("agenthost.serve.http")
 MAX_SESSIONS: Final = 64
 #: Messages a session holds for its GET stream while none is open (oldest dropped).
 _BACKLOG: Final = 256
+#: Their encoded size, together (the newest is kept even when larger on its own).
+_BACKLOG_BYTES: Final = 8 * 1024 * 1024
 #: Messages waiting for the session's reader, per session.
 _INBOX: Final = 64
 _MIXED: Final = (
@@ -108,7 +110,8 @@ class _HttpTransport(Transport):
         #: The streams open now, newest last: where messages tied to no response go.
         self._open: list[trio.MemorySendChannel[jsonrpc.Message]] = []
         self.get_stream: trio.MemorySendChannel[jsonrpc.Message] | None = None
-        self._backlog: deque[jsonrpc.Message] = deque(maxlen=_BACKLOG)
+        self._backlog: deque[tuple[jsonrpc.Message, int]] = deque()
+        self._backlog_bytes = 0
         self._closed = False
         self.last_used = trio.current_time()
 
@@ -136,7 +139,18 @@ class _HttpTransport(Transport):
     def attach_get(self, stream: trio.MemorySendChannel[jsonrpc.Message]) -> None:
         self.get_stream = stream
         while self._backlog:
-            stream.send_nowait(self._backlog.popleft())
+            stream.send_nowait(self._backlog.popleft()[0])
+        self._backlog_bytes = 0
+
+    def _hold(self, message: jsonrpc.Message) -> None:
+        """Keep ``message`` for the GET stream, dropping the oldest beyond the bounds."""
+        size = len(jsonrpc.encode(message))
+        self._backlog.append((message, size))
+        self._backlog_bytes += size
+        while len(self._backlog) > 1 and (
+            len(self._backlog) > _BACKLOG or self._backlog_bytes > _BACKLOG_BYTES
+        ):
+            self._backlog_bytes -= self._backlog.popleft()[1]
 
     async def send(
         self,
@@ -154,7 +168,7 @@ class _HttpTransport(Transport):
             return
         target = self._open[-1] if self._open else self.get_stream
         if target is None or not await _put(target, message):
-            self._backlog.append(message)
+            self._hold(message)
 
     async def receive(self) -> jsonrpc.Message:
         try:
