@@ -62,6 +62,14 @@ REFUSED = [
     ["bash", "-lc", "cd /p && exec agenthost serve"],
     ["sh", "-c", "true; exec env X=1 python -m agenthost serve"],
     ["sh", "-c", "sh -c 'agenthost serve'"],
+    # Forms found by attacking the first version of the rule (each was let through):
+    ["python3", "-X", "dev", "-m", "agenthost", "serve"],
+    ["python3", "-W", "ignore", "-m", "agenthost", "serve"],
+    ["python3", "-Wdefault::DeprecationWarning:mod", "-m", "agenthost", "serve"],
+    ["python3", "-Im", "agenthost", "serve"],
+    ["python", "-m", "agenthost.__main__", "serve"],
+    ["env", "-S", "agenthost serve"],
+    ["/usr/bin/env", "-S", "python3 -m agenthost serve"],
     ["agenthost", "--config", LISTING, "serve"],
     ["agenthost", f"--config={LISTING}", "serve"],
     ["agenthost", "-c", "/p/sub/../.mcp.json", "serve"],
@@ -78,6 +86,10 @@ ALLOWED = [
     ["sh", "-c", "unterminated 'agenthost serve"],
     ["sh", "./wrapper.sh"],
     ["node", "agenthost.js", "serve"],
+    ["python3", "-X", "dev", "server.py", "serve"],
+    ["python3", "-Im", "agenthostile", "serve"],
+    ["python3", "-c", "import sys", "-m", "agenthost", "serve"],
+    ["env", "-S", "echo agenthost serve"],
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import threading
@@ -55,9 +56,17 @@ def test_the_token_is_made_once_0600_and_reused(tmp_path: Path) -> None:
 
 
 def test_concurrent_starts_agree_on_one_token(tmp_path: Path) -> None:
+    """Found by attacking the first version (its temporary file was named by pid: two
+    starts in one process collided and one failed)."""
     path = tmp_path / "serve-token"
     got: list[str] = []
-    threads = [threading.Thread(target=lambda: got.append(load_or_create(path))) for _ in range(8)]
+    together = threading.Barrier(8)
+
+    def start() -> None:
+        together.wait()
+        got.append(load_or_create(path))
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -156,3 +165,43 @@ def test_a_token_file_others_may_read_stops_serve_with_one_line(tmp_path: Path) 
     assert proc.returncode == 2, proc.stderr
     assert str(path) in proc.stderr and "other users" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_folder_others_may_write_is_refused(tmp_path: Path) -> None:
+    """Found by attacking the first version: a state folder another user may write (a
+    shared XDG_STATE_HOME) lets them swap the token file in; it is refused too."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(ConfigError, match="other users may write"):
+        load_or_create(folder / "serve-token")
+    folder.chmod(0o700)
+    assert load_or_create(folder / "serve-token")  # positive control
+
+
+def test_the_hint_quotes_a_path_with_spaces(tmp_path: Path) -> None:
+    """Found by attacking the first version: the printed ``$(cat PATH)`` split a path
+    holding a space into two words."""
+    state = tmp_path / "my state"
+    env = {**_env(), "XDG_STATE_HOME": str(state)}
+    with serving_http(_config(tmp_path), env=env) as served:
+        hint = served.next_line()
+    path = state / "agenthost" / "serve-token"
+    assert f"$(cat {shlex.quote(str(path))})" in hint, hint
+    command = hint.split("e.g. ", 1)[1]
+    words = shlex.split(command.replace(f"$(cat {shlex.quote(str(path))})", "TOKEN"))
+    assert words[-2:] == ["--header", "Authorization: Bearer TOKEN"], words
+
+
+def test_get_and_delete_need_the_token_too(tmp_path: Path) -> None:
+    """Another client cannot open the owner's session's stream nor end it by its id."""
+    with serving_http(_config(tmp_path), env=_env()) as served:
+        served.next_line()
+        good = {**ACCEPT, "authorization": f"Bearer {token_path().read_text().strip()}"}
+        opened = httpx.post(served.url, json=INIT, headers=good)
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        assert httpx.get(served.url, headers={**ACCEPT, **session}).status_code == 401
+        assert httpx.delete(served.url, headers={**ACCEPT, **session}).status_code == 401
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        still = httpx.post(served.url, json=ping, headers={**good, **session})
+        assert still.status_code == 200  # the owner's session is still there

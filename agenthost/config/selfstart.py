@@ -185,6 +185,11 @@ def _agenthost_args(argv: Sequence[str], depth: int) -> list[str] | None:
             word = argv[i]
             if word.startswith("-"):
                 continue
+            if any(c.isspace() for c in word):  # env -S 'agenthost serve'
+                inner = _script_args(word, depth)
+                if inner is not None:
+                    return inner
+                continue
             if _PACKAGE.match(word):  # npx agenthost, uvx --from agenthost ...
                 rest = _agenthost_args(argv[i + 1 :], depth + 1)
                 return rest if rest is not None else list(argv[i + 1 :])
@@ -195,21 +200,37 @@ def _agenthost_args(argv: Sequence[str], depth: int) -> list[str] | None:
 
 
 def _python_args(argv: Sequence[str]) -> list[str] | None:
-    for i in range(1, len(argv)):
+    i = 1
+    while i < len(argv):
         word = argv[i]
-        if word == "-m":
-            return list(argv[i + 2 :]) if argv[i + 1 : i + 2] == ["agenthost"] else None
-        if word.startswith("-m"):
-            return list(argv[i + 1 :]) if word == "-magenthost" else None
-        if word in ("-c", "-"):
-            return None
-        if not word.startswith("-"):  # a script: agenthost's own __main__, or its folder
-            path = os.path.normpath(word)
-            parts = path.split(os.sep)
-            if _name(path) == "agenthost" or parts[-2:] == ["agenthost", "__main__.py"]:
-                return list(argv[i + 1 :])
-            return None
+        if word in ("-X", "-W", "--check-hash-based-pycs"):  # options with a value
+            i += 2
+            continue
+        cluster = word[1:] if word.startswith("-") and not word.startswith("--") else ""
+        if cluster[:1] in ("W", "X"):  # -Wdefault, -Xdev: a value attached
+            i += 1
+            continue
+        if "c" in cluster.split("m", 1)[0] or word == "-":
+            return None  # code on the command line, or a script on stdin
+        if "m" in cluster:  # -m agenthost, -magenthost, -Im agenthost
+            attached = cluster.split("m", 1)[1]
+            module = attached or (argv[i + 1] if i + 1 < len(argv) else "")
+            rest = argv[i + 1 :] if attached else argv[i + 2 :]
+            return list(rest) if _is_agenthost_module(module) else None
+        if word.startswith("-"):
+            i += 1
+            continue
+        # A script: agenthost's own __main__, or its entry point.
+        path = os.path.normpath(word)
+        if _name(path) == "agenthost" or path.split(os.sep)[-2:] == ["agenthost", "__main__.py"]:
+            return list(argv[i + 1 :])
+        return None
     return None
+
+
+def _is_agenthost_module(module: str) -> bool:
+    """``agenthost``, or one of its modules run as the main one (``agenthost.__main__``)."""
+    return module == "agenthost" or module.startswith("agenthost.")
 
 
 def _shell_args(argv: Sequence[str], depth: int) -> list[str] | None:

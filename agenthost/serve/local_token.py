@@ -8,7 +8,8 @@ So loopback needs a token too, unless the user says ``--no-auth``. Without
 store, ``$XDG_STATE_HOME/agenthost/serve-token``), made on first use by
 :func:`load_or_create` and kept across starts, so a client configured once keeps working.
 
-The file is the user's alone: mode 0600 in a 0700 directory, written whole (a temporary
+The file is the user's alone: mode 0600 in a 0700 directory (a folder others may write
+is refused: they could swap the file), written whole (a temporary
 file linked into place, so a concurrent start reads a whole token or makes none), opened
 without following a symlink. A file someone else owns, or that others may read, is refused
 (the token may be known): one line says to delete it, and the next start makes a new one.
@@ -48,12 +49,20 @@ def load_or_create(path: Path) -> str:
         ConfigError: the file is not the user's alone, or holds no token.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = path.parent.stat()
+    if folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
+        # Whoever may write the folder may swap the token file for one they know.
+        raise ConfigError(
+            f"other users may write {path.parent} (the token's folder): make it yours alone"
+            f" (chmod 700) or set XDG_STATE_HOME to a folder that is",
+            key="serve.http",
+        )
     try:
         return _read(path)
     except FileNotFoundError:
         pass
     token = secrets.token_urlsafe(32)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.fchmod(fd, 0o600)  # whatever the umask said

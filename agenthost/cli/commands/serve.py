@@ -89,10 +89,12 @@ class _Auth:
             )
         if self._file is None:
             return f"clients send Authorization: Bearer ${TOKEN_ENV}"
+        import shlex
+
         return (
             f"clients send Authorization: Bearer <the token in {self._file}>, e.g. claude mcp"
             f' add --transport http agenthost {url} --header "Authorization: Bearer'
-            f' $(cat {self._file})"'
+            f' $(cat {shlex.quote(str(self._file))})"'
         )
 
 
