@@ -17,9 +17,10 @@ Such a server starts itself without end: the README once suggested listing
    to the value it inherited, and every stdio server inherits that variable. An agenthost
    that finds one of its own config files already in the chain was started, through
    whatever wrapper (a shell script that ``exec``\\ s ``agenthost serve``), by an agenthost
-   reading that file: it refuses to start at all, with one line naming the file. A chain of
-   :data:`MAX_CHAIN` agenthosts is refused too, whatever the files (a wrapper writing a
-   fresh config for each level), so no chain ever grows past it.
+   reading that file: it refuses to start at all, with one line naming the file. A chain
+   holding :data:`MAX_CHAIN` files (each agenthost adds its one or two) is refused too,
+   whatever the files (a wrapper writing a fresh config for each level), so no chain ever
+   grows past it.
 
 A server that drops its environment (``env -i``) and whose command line hides agenthost is
 beyond both rules; its chain ends at the restart limit of its supervisor's policy only.
@@ -49,7 +50,7 @@ __all__ = [
 
 #: The config files of the agenthost processes above this one, ``os.pathsep``-separated.
 SERVE_CHAIN_ENV: Final = "AGENTHOST_SERVE_CHAIN"
-#: Agenthost processes started one by another beyond which the next one refuses.
+#: Config files in the chain (one or two per agenthost) at which the next one refuses.
 MAX_CHAIN: Final = 8
 #: How many launchers deep a command line is read (``env uvx sh -c '...'``).
 _MAX_UNWRAP: Final = 6
@@ -131,8 +132,9 @@ def chain_refusal(files: Sequence[str], environ: Mapping[str, str]) -> str | Non
             )
     if len(chain) >= MAX_CHAIN:
         return (
-            f"refusing to start: this agenthost is the {len(chain) + 1}th started by one"
-            f" another as a server (at most {MAX_CHAIN}); the chain began with {chain[0]}"
+            f"refusing to start: the agenthosts that started this one as a server read"
+            f" {len(chain)} config files between them (at most {MAX_CHAIN}); the first was"
+            f" {chain[0]}"
         )
     return None
 
