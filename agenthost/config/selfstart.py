@@ -22,8 +22,8 @@ Such a server starts itself without end: the README once suggested listing
    whatever the files (a wrapper writing a fresh config for each level), so no chain ever
    grows past it.
 
-A server that drops its environment (``env -i``) and whose command line hides agenthost is
-beyond both rules; its chain ends at the restart limit of its supervisor's policy only.
+A server that drops its environment (``env -i``, or sets :data:`SERVE_CHAIN_ENV` in its own
+``env``) and whose command line hides agenthost is beyond both rules.
 """
 
 from __future__ import annotations
