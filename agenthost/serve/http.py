@@ -23,8 +23,10 @@ session's messages back into HTTP (``basic/transports/streamable-http``):
 
 Security (the same rules the spec gives servers): the ``Host`` header must name the
 address we listen on (DNS rebinding), an ``Origin``, when sent, must be one of ours too;
-bound to a non-loopback address, every request needs ``Authorization: Bearer <token>``
-(compared in constant time), and :func:`check_bind` refuses to start without a token.
+every request needs ``Authorization: Bearer <token>`` (compared in constant time) unless
+the app was given no token: the CLI gives one on loopback too (every local user reaches
+loopback; ``serve --no-auth`` is the user's explicit choice), and :func:`check_bind`
+refuses a non-loopback bind without one.
 Bodies over :data:`~agenthost.transports.base.DEFAULT_MAX_MESSAGE_SIZE` get 413.
 """
 
