@@ -58,7 +58,7 @@ async def _gateway(tmp_path: Path) -> AsyncIterator[int]:
     """``agenthost serve --http`` on a free port; yields the port once it answers."""
     port = free_port()
     argv = [*AGENTHOST_COLD, "--config", str(_config(tmp_path)), "serve"]
-    async with serve([*argv, "--http", f"127.0.0.1:{port}"], port):
+    async with serve([*argv, "--http", f"127.0.0.1:{port}", "--no-auth"], port):
         yield port
 
 
