@@ -38,6 +38,7 @@ from temporalio.exceptions import ApplicationError
 
 import agenthost_providers.base as llm
 from agenthost.durable import codec
+from agenthost.durable.limits import LimitError, check_run_id, confined, file_name
 from agenthost.durable.workflow import IDEMPOTENCY_KEY
 from agenthost.errors import (
     AgentHostError,
@@ -274,19 +275,30 @@ class Activities:
         text = _text(content)
         if len(text) <= cap:
             return content, None
-        run = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["run_id"])
-        call = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["call_id"])
-        path = self.results / run / f"{call}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
-        ref = f"{self.worker}:{path}"
-        note = f"\n[cut at {cap} of {len(text)} characters; the full result: {ref}]"
+        ref = self._keep(params, content)
+        kept = f"the full result: {ref}" if ref else "the full result was not kept"
+        note = f"\n[cut at {cap} of {len(text)} characters; {kept}]"
         cut = llm.ToolResultContent(
             tool_use_id=content.tool_use_id,
             content=(llm.TextContent(text=text[:cap] + note),),
             is_error=content.is_error,
         )
         return cut, ref
+
+    def _keep(self, params: Mapping[str, Any], content: llm.ToolResultContent) -> str | None:
+        """The full result in ``results/RUN_ID/CALL_ID.json``, a path confined to the
+        results folder; its reference, or None when it cannot be kept there (the run
+        goes on with the cut result: failing would run the tool again)."""
+        try:
+            run = check_run_id(params["run_id"])
+            name = file_name(str(params["call_id"])) + ".json"
+            path = confined(self.results, run, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
+        except (LimitError, OSError) as exc:
+            activity.logger.warning("a cut tool result was not kept: %s", exc)
+            return None
+        return f"{self.worker}:{path}"
 
     @activity.defn(name="audit_append")
     async def audit_append(self, lines: list[dict[str, Any]]) -> int:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from agenthost.agent.core import AgentCore, CallTools, Finished
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
+    from agenthost.durable.limits import LimitError, check_run_id
     from agenthost.durable.policy import decide
     from agenthost_policies.decision import ToolCall, Verdict
 
@@ -121,6 +122,11 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            # The id names the run's folder on a worker: a path would escape it.
+            check_run_id(workflow.info().workflow_id)
+        except LimitError as exc:
+            raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
         self._params = params
         state = params.get("state")
         if state is None:

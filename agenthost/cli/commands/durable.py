@@ -312,8 +312,14 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
 
 async def _runs(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable import client as runs
+    from agenthost.durable.limits import LimitError, check_run_id
 
     action = args.runs_action
+    if action != "list":
+        try:
+            check_run_id(args.run_id)
+        except LimitError as exc:
+            raise CLIError(str(exc), EXIT_USAGE) from None
 
     async def body() -> Any:
         client = await _client(args)
