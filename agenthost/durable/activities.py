@@ -38,7 +38,16 @@ from temporalio.exceptions import ApplicationError
 
 import agenthost_providers.base as llm
 from agenthost.durable import codec
-from agenthost.durable.limits import LimitError, check_run_id, confined, file_name
+from agenthost.durable.limits import (
+    PAYLOAD_MAX,
+    LimitError,
+    check_run_id,
+    confined,
+    file_name,
+    size,
+)
+from agenthost.durable.shrink import cut_result, too_large
+from agenthost.durable.shrink import result_text as _text
 from agenthost.durable.workflow import IDEMPOTENCY_KEY
 from agenthost.errors import (
     AgentHostError,
@@ -269,20 +278,25 @@ class Activities:
     def _cut(
         self, params: Mapping[str, Any], content: llm.ToolResultContent
     ) -> tuple[llm.ToolResultContent, str | None]:
-        """A result over ``result_cap`` characters: cut for the model and the run's
-        history, its full text kept on this worker under the returned reference."""
+        """A result over ``result_cap`` characters, or too large for the run's history
+        (images, audio, structuredContent: :func:`~agenthost.durable.shrink.cut_result`):
+        cut, its whole kept on this worker under the returned reference.
+
+        Raises:
+            ApplicationError: not retried (the tool ran): even cut, the result is over
+                the payload bound.
+        """
         cap = int(params["result_cap"])
-        text = _text(content)
-        if len(text) <= cap:
+        if not too_large(content, cap):
             return content, None
         ref = self._keep(params, content)
-        kept = f"the full result: {ref}" if ref else "the full result was not kept"
-        note = f"\n[cut at {cap} of {len(text)} characters; {kept}]"
-        cut = llm.ToolResultContent(
-            tool_use_id=content.tool_use_id,
-            content=(llm.TextContent(text=text[:cap] + note),),
-            is_error=content.is_error,
-        )
+        cut = cut_result(content, cap, ref)
+        if 2 * size(codec.dump(cut)) > PAYLOAD_MAX:  # the result and its text, both sent
+            raise ApplicationError(
+                "the tool's result is too large for the run's history, even cut",
+                type="LimitError",
+                non_retryable=True,
+            )
         return cut, ref
 
     def _keep(self, params: Mapping[str, Any], content: llm.ToolResultContent) -> str | None:
@@ -308,11 +322,3 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_tools, self.llm_call, self.call_tool, self.audit_append]
-
-
-def _text(result: llm.ToolResultContent) -> str:
-    parts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
-    text = "\n".join(parts)
-    if not parts and result.structured_content is not None:
-        text = json.dumps(dict(result.structured_content))
-    return text

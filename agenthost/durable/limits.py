@@ -80,7 +80,7 @@ def check_who(who: str) -> str:
 
 def size(value: Any) -> int:
     """The bytes of ``value`` as JSON, as Temporal's default converter sends it."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    return len(json.dumps(value, separators=(",", ":")))
 
 
 def clip(text: str | None, limit: int) -> str | None:
