@@ -42,11 +42,12 @@ from agenthost.durable.limits import (
     PAYLOAD_MAX,
     LimitError,
     check_run_id,
+    clip,
     confined,
     file_name,
     size,
 )
-from agenthost.durable.shrink import cut_result, too_large
+from agenthost.durable.shrink import cut_result, fit_tools, too_large
 from agenthost.durable.shrink import result_text as _text
 from agenthost.durable.workflow import IDEMPOTENCY_KEY
 from agenthost.errors import (
@@ -195,7 +196,7 @@ class Activities:
 
         async def listing(host: Host) -> list[dict[str, Any]]:
             trusted = {server.name: server.trusted for server in host.config.servers}
-            return [
+            entries = [
                 {
                     "name": entry.name,
                     "server": entry.server,
@@ -207,6 +208,10 @@ class Activities:
                 }
                 for entry in host.tools()
             ]
+            # The listing is this activity's result and part of every model request.
+            for name in fit_tools(entries):
+                activity.logger.warning("tool %s is not offered: the listing is too large", name)
+            return entries
 
         return await self.bridge.call(listing)
 
@@ -256,7 +261,7 @@ class Activities:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
         except AgentHostError as exc:
             status = "error"
-            reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
+            reason = clip(exc.text if isinstance(exc, JSONRPCError) else str(exc), 2000)
             text = f"No such tool: {params['name']}" if isinstance(exc, NotFound) else reason
             content = llm.ToolResultContent(
                 tool_use_id=call_id,

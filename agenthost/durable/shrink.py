@@ -8,7 +8,14 @@ input. Temporal refuses any of them over its 2 MB blob limit, so:
   :data:`RESULT_MAX` bytes in all, images, audio and ``structuredContent`` included
   (what does not fit is left out, with a note naming it and where the whole is kept);
 - :func:`compact` elides the oldest tool results of a conversation (a stub naming the
-  cut) until the conversation is under :data:`CONVERSATION_MAX` bytes.
+  cut) until the conversation is under :data:`CONVERSATION_MAX` bytes;
+- :func:`trim_records` shortens the oldest tool call records (what ``runs show`` and
+  the run's result list) to a preview once they are over :data:`RECORDS_MAX`;
+- :func:`preview` is a record as a follower's event carries it (events are carried to
+  a new history too, and a ``progress`` query answers with them);
+- :func:`fit_tools` keeps the tool listing (an activity's result, and part of every
+  model request) under :data:`TOOLS_MAX`: a server's long descriptions are clipped,
+  and tools still over are not offered.
 
 Pure and deterministic: the workflow calls :func:`compact` on replay too.
 """
@@ -19,17 +26,26 @@ import json
 from collections.abc import Iterable, MutableSequence, Sequence
 from typing import Any
 
+import attrs
+
 import agenthost_providers.base as llm
+from agenthost.agent.transcript import ToolCallRecord
 from agenthost.durable import codec
 from agenthost.durable.limits import PAYLOAD_MAX, clip, size
 
 __all__ = [
     "CONVERSATION_MAX",
+    "EVENTS_MAX",
+    "RECORDS_MAX",
     "RESULT_MAX",
+    "TOOLS_MAX",
     "compact",
     "cut_result",
+    "fit_tools",
+    "preview",
     "result_text",
     "too_large",
+    "trim_records",
 ]
 
 #: Bytes (as JSON) of one tool result in the run's history.
@@ -39,7 +55,16 @@ RESULT_MAX = 192 * 1024
 _TEXT_MAX = 64 * 1024
 _STRUCTURED_MAX = 16 * 1024
 #: Bytes (as JSON) of the conversation sent to the model and carried to a new history.
-CONVERSATION_MAX = 3 * PAYLOAD_MAX // 4
+CONVERSATION_MAX = PAYLOAD_MAX // 2
+#: Bytes of the tool call records kept whole; older ones are previews.
+RECORDS_MAX = 96 * 1024
+#: Bytes of the followers' events a run keeps (the oldest are dropped first).
+EVENTS_MAX = 96 * 1024
+#: Bytes of the tool listing.
+TOOLS_MAX = 128 * 1024
+#: Characters of a tool's output in a preview, and of its description in a listing.
+_PREVIEW = 400
+_DESCRIPTION = 2000
 
 
 def result_text(result: llm.ToolResultContent) -> str:
@@ -146,3 +171,41 @@ def compact(messages: MutableSequence[llm.Message], limit: int = CONVERSATION_MA
         if total <= limit:
             break
     return size(codec.dump(list(messages)))
+
+
+def preview(record: ToolCallRecord) -> ToolCallRecord:
+    """``record`` with its output and reason clipped and large arguments elided."""
+    arguments = record.arguments
+    if size(dict(arguments)) > _PREVIEW:
+        arguments = {"elided": f"{size(dict(arguments))} bytes of arguments"}
+    return attrs.evolve(
+        record,
+        arguments=arguments,
+        output=clip(record.output, _PREVIEW) or "",
+        reason=clip(record.reason, _PREVIEW),
+    )
+
+
+def trim_records(records: MutableSequence[ToolCallRecord], limit: int = RECORDS_MAX) -> None:
+    """Newest first, records stay whole while they fit in ``limit`` bytes; the older
+    ones become :func:`preview` s (in place)."""
+    total = 0
+    for i in range(len(records) - 1, -1, -1):
+        total += size(codec.dump(records[i]))
+        if total > limit:
+            records[i] = preview(records[i])
+
+
+def fit_tools(entries: list[dict[str, Any]], limit: int = TOOLS_MAX) -> list[str]:
+    """Clip the entries' descriptions, then drop the largest entries until the listing
+    is at most ``limit`` bytes (in place); the names of the dropped ones."""
+    for entry in entries:
+        if isinstance(entry.get("description"), str):
+            entry["description"] = clip(entry["description"], _DESCRIPTION)
+    dropped: list[str] = []
+    total = size(entries)
+    while entries and total > limit:
+        largest = max(range(len(entries)), key=lambda i: size(entries[i]))
+        total -= size(entries[largest]) + 1
+        dropped.append(str(entries.pop(largest).get("name")))
+    return dropped

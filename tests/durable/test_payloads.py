@@ -15,8 +15,16 @@ from typing import Any
 
 import pytest
 
+from agenthost.durable.client import RunRejected, answer, submit
 from agenthost.durable.worker import connect
-from tests.durable.fleet import dev_server, run_params, serve_runs, write_config
+from tests.durable.fleet import (
+    audit_lines,
+    dev_server,
+    record_turns,
+    run_params,
+    serve_runs,
+    write_config,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -38,9 +46,11 @@ def _run(
     *,
     task: str = "work",
     wait: float = 120.0,
+    max_turns: int = 20,
     **options: object,
 ) -> dict[str, Any]:
-    """One run of ``turns`` on its own task queue; its result."""
+    """One run of ``turns`` on its own task queue; its result (a run that does not end
+    within ``wait`` seconds fails the test)."""
     rules = [{"kind": "tool", "name": name, "decision": "allow"} for name in allow]
     config_path = write_config(tmp, turns, rules=rules)
     out: dict[str, Any] = {}
@@ -50,6 +60,7 @@ def _run(
 
         async def body() -> None:
             params = run_params(config_path, task, **options)
+            params["max_turns"] = max_turns
             handle = await client.start_workflow(
                 "AgentRun", params, id=f"run-{tmp.name[-40:]}", task_queue=tmp.name
             )
@@ -94,3 +105,63 @@ def test_a_small_image_is_kept_whole(temporal: str, tmp_path: Path) -> None:
     (call,) = result["tool_calls"]
     assert call["output"] == "a image of 3000 bytes"
     assert not (tmp_path / "results").exists()
+
+
+def test_four_results_of_16000_characters_a_turn_over_many_turns_complete(
+    temporal: str, tmp_path: Path
+) -> None:
+    """The conversation grew by 64 KB a turn, each model request carried all of it and
+    each continue-as-new the whole transcript and the followers' events: past 2 MB the
+    run wedged. Earlier results are now elided (a stub tells the model), records and
+    events trimmed, so every payload stays bounded and the run ends."""
+    count = 36
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [_bulky("text", 16_000, f"t{t}c{i}") for i in range(4)]}
+        for t in range(count)
+    ]
+    turns.append({"text": "done"})
+    result = _run(
+        temporal, tmp_path, turns, ["ledger__bulky"], max_turns=count + 1, continue_after=6
+    )
+    assert result["stop"] == "end_turn", result.get("error")
+    assert result["turns"] == count + 1
+    assert result["histories"] >= 6
+    assert len(_attempts(tmp_path)) == 4 * count
+    calls = result["tool_calls"]
+    assert len(calls) == 4 * count
+    assert calls[-1]["output"] == "t" * 16_000  # the newest in full
+
+
+def test_a_megabyte_who_is_refused_at_once_and_a_real_answer_goes_through(
+    temporal: str, tmp_path: Path
+) -> None:
+    config_path = write_config(
+        tmp_path,
+        record_turns(["x"]),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "ask"}],
+    )
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        client = await connect(temporal, "default")
+
+        async def body() -> None:
+            params = run_params(config_path, "record x")
+            run_id = await submit(client, params, task_queue=tmp_path.name)
+            handle = client.get_workflow_handle(run_id)
+            while not (await handle.query("progress", 0))["pending"]:
+                await asyncio.sleep(0.05)
+            with pytest.raises(RunRejected, match="who answers must be 1 to 256 characters"):
+                await answer(client, run_id, "c0", "allow", "w" * 2**20)
+            assert await answer(client, run_id, "c0", "allow", "alice")
+            out["result"] = await asyncio.wait_for(handle.result(), 60)
+
+        await serve_runs(client, tmp_path, config_path, body, task_queue=tmp_path.name)
+
+    asyncio.run(main())
+    (call,) = out["result"]["tool_calls"]
+    assert call["status"] == "ok"
+    (decision,) = [
+        line for line in audit_lines(tmp_path / "audit.jsonl") if line["type"] == "decision"
+    ]
+    assert (decision["decision"], decision["who"]) == ("allow", "alice")

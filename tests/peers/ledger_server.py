@@ -8,8 +8,7 @@ first result, not appended again. Every attempt, repeated or not, is one line of
 ``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
 
 ``publish(item)`` does the same at once (the tests make a policy ask for it).
-``bulky(kind, size)`` returns a result of about ``size`` bytes that is not text: an
-``image``, ``audio``, ``structured`` content, an ``embedded`` blob resource, or an image
+``bulky(kind, size)`` returns a result of about ``size`` bytes: ``text``, an ``image``, ``audio``, ``structured`` content, an ``embedded`` blob resource, or an image
 whose ``mime`` type is that long; each attempt is a line of the attempts file too.
 ``summarize(item)`` asks the client's model (sampling, hint ``scripted-sampler``) for a
 summary of the item and returns its text: a server's ask during a durable tool call.
@@ -97,6 +96,8 @@ def build_server() -> MCPServer:
                 resource=BlobResourceContents(uri="file:///big.bin", blob=data),
             ),
         }
+        if kind == "text":
+            return CallToolResult(content=[TextContent(type="text", text="t" * size)])
         if kind == "structured":
             return CallToolResult(content=[note], structured_content={"blob": "z" * size})
         return CallToolResult(content=[note, blocks[kind]])
