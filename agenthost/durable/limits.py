@@ -43,7 +43,7 @@ __all__ = [
 PAYLOAD_MAX = 512 * 1024
 RUN_ID_MAX = 128
 #: Characters of a run's task (it is in the workflow input, the memo and every request).
-TASK_MAX = 64 * 1024
+TASK_MAX = 32 * 1024
 #: Characters of the name of whoever answers a parked call.
 WHO_MAX = 256
 

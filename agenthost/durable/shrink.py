@@ -9,8 +9,9 @@ input. Temporal refuses any of them over its 2 MB blob limit, so:
   (what does not fit is left out, with a note naming it and where the whole is kept);
 - :func:`compact` elides the oldest tool results of a conversation (a stub naming the
   cut) until the conversation is under :data:`CONVERSATION_MAX` bytes;
-- :func:`trim_records` shortens the oldest tool call records (what ``runs show`` and
-  the run's result list) to a preview once they are over :data:`RECORDS_MAX`;
+- :func:`trim_records` keeps the tool call records (what ``runs show`` and the run's
+  result list) under :data:`RECORDS_MAX`: the newest whole, older ones as previews,
+  the oldest left out once even those are over (the audit has every call);
 - :func:`preview` is a record as a follower's event carries it (events are carried to
   a new history too, and a ``progress`` query answers with them);
 - :func:`fit_tools` keeps the tool listing (an activity's result, and part of every
@@ -31,7 +32,7 @@ import attrs
 import agenthost_providers.base as llm
 from agenthost.agent.transcript import ToolCallRecord
 from agenthost.durable import codec
-from agenthost.durable.limits import PAYLOAD_MAX, clip, size
+from agenthost.durable.limits import clip, size
 
 __all__ = [
     "CONVERSATION_MAX",
@@ -55,15 +56,15 @@ RESULT_MAX = 192 * 1024
 _TEXT_MAX = 64 * 1024
 _STRUCTURED_MAX = 16 * 1024
 #: Bytes (as JSON) of the conversation sent to the model and carried to a new history.
-CONVERSATION_MAX = PAYLOAD_MAX // 2
-#: Bytes of the tool call records kept whole; older ones are previews.
-RECORDS_MAX = 96 * 1024
+CONVERSATION_MAX = 224 * 1024
+#: Bytes of the tool call records; half of it for the newest whole.
+RECORDS_MAX = 128 * 1024
 #: Bytes of the followers' events a run keeps (the oldest are dropped first).
-EVENTS_MAX = 96 * 1024
+EVENTS_MAX = 64 * 1024
 #: Bytes of the tool listing.
 TOOLS_MAX = 128 * 1024
 #: Characters of a tool's output in a preview, and of its description in a listing.
-_PREVIEW = 400
+_PREVIEW = 200
 _DESCRIPTION = 2000
 
 
@@ -187,13 +188,18 @@ def preview(record: ToolCallRecord) -> ToolCallRecord:
 
 
 def trim_records(records: MutableSequence[ToolCallRecord], limit: int = RECORDS_MAX) -> None:
-    """Newest first, records stay whole while they fit in ``limit`` bytes; the older
-    ones become :func:`preview` s (in place)."""
+    """Newest first, records stay whole within ``limit / 2`` bytes, then become
+    :func:`preview` s; those over ``limit`` in all are dropped (in place)."""
     total = 0
     for i in range(len(records) - 1, -1, -1):
-        total += size(codec.dump(records[i]))
-        if total > limit:
+        cost = size(codec.dump(records[i]))
+        if total + cost > limit // 2:
             records[i] = preview(records[i])
+            cost = size(codec.dump(records[i]))
+        total += cost
+        if total > limit:
+            del records[: i + 1]
+            return
 
 
 def fit_tools(entries: list[dict[str, Any]], limit: int = TOOLS_MAX) -> list[str]:

@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
 
 from agenthost.durable.client import RunRejected, answer, submit
+from agenthost.durable.limits import PAYLOAD_MAX
 from agenthost.durable.worker import connect
 from tests.durable.fleet import (
     audit_lines,
@@ -65,11 +69,43 @@ def _run(
                 "AgentRun", params, id=f"run-{tmp.name[-40:]}", task_queue=tmp.name
             )
             out["result"] = await asyncio.wait_for(handle.result(), wait)
+            out["largest"] = await _largest_payload(client, handle.id)
 
         await serve_runs(client, tmp, config_path, body, task_queue=tmp.name)
 
     asyncio.run(main())
-    return dict(out["result"])
+    return {**out["result"], "largest_payload": out["largest"]}
+
+
+def _payloads(message: Message) -> Iterator[Payload]:
+    """Every Payload inside a history event (any field, any depth)."""
+    if isinstance(message, Payload):
+        yield message
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if isinstance(value, Message):
+            yield from _payloads(value)
+            continue
+        items = value.values() if hasattr(value, "values") else value  # a map, a list
+        for item in items:
+            if isinstance(item, Message):
+                yield from _payloads(item)
+
+
+async def _largest_payload(client: Client, workflow_id: str) -> int:
+    """The largest payload (bytes) in every history of the run, following its
+    continue-as-new chain back from the last."""
+    largest, run_id = 0, None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        for event in history.events:
+            largest = max([largest, *(len(p.data) for p in _payloads(event))])
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id
+        if not run_id:
+            return largest
 
 
 def _attempts(tmp: Path) -> list[str]:
@@ -130,6 +166,7 @@ def test_four_results_of_16000_characters_a_turn_over_many_turns_complete(
     calls = result["tool_calls"]
     assert len(calls) == 4 * count
     assert calls[-1]["output"] == "t" * 16_000  # the newest in full
+    assert result["largest_payload"] <= PAYLOAD_MAX
 
 
 def test_a_megabyte_who_is_refused_at_once_and_a_real_answer_goes_through(
