@@ -124,3 +124,28 @@ def test_a_call_id_that_is_a_path_is_kept_under_its_run(tmp_path: Path) -> None:
         assert (tmp_path / name).read_text() == text
     (kept,) = (tmp_path / "results" / "run-calls").iterdir()
     assert "recorded a-long-item-name" in kept.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["runs", "approve", "run-0123456789ab", "c0", "--by", "w" * 300], "who answers"),
+        (["runs", "deny", "run-0123456789ab", "c0", "--by", ""], "who answers"),
+        (["run", "x" * 40_000], "at most 32768 are taken"),
+    ],
+)
+def test_the_cli_refuses_a_long_who_or_task_before_connecting(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    config_path = write_config(tmp_path, [], rules=[])
+    argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), *args]
+    proc = subprocess.run(
+        [*argv, "--temporal", "127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1

@@ -262,6 +262,7 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
     from agenthost.cli.common import split_model
     from agenthost.durable import client as runs
     from agenthost.durable.codec import load_call
+    from agenthost.durable.limits import LimitError, check_task
     from agenthost_policies.config import parse_policy
     from agenthost_providers.config import default_choice, parse_providers
 
@@ -277,6 +278,10 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
         if choice is None:
             raise CLIError("no LLM provider is configured", EXIT_USAGE)
         provider, model = provider or choice[0], model or choice[1]
+    try:
+        check_task(args.task)
+    except LimitError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
     params = runs.run_input(
         args.task,
         provider=provider,
@@ -348,14 +353,16 @@ def _config_if_any(args: argparse.Namespace) -> HostConfig | None:
 
 async def _runs(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable import client as runs
-    from agenthost.durable.limits import LimitError, check_run_id
+    from agenthost.durable.limits import LimitError, check_run_id, check_who
 
     action = args.runs_action
-    if action != "list":
-        try:
+    try:
+        if action != "list":
             check_run_id(args.run_id)
-        except LimitError as exc:
-            raise CLIError(str(exc), EXIT_USAGE) from None
+        if action in ("approve", "deny") and args.by is not None:
+            check_who(args.by)
+    except LimitError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
 
     settings = _settings(args, _config_if_any(args))
 
