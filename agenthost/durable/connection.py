@@ -17,6 +17,7 @@ is what :func:`temporalio.client.Client.connect` takes.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ KEYS = (
 )
 #: A PEM file or API key file this large is no certificate or key.
 _FILE_MAX = 1024 * 1024
+#: What an API key, a bearer token in a gRPC header, is made of.
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 @attrs.frozen(kw_only=True)
@@ -134,6 +137,14 @@ def resolve(
     elif environ.get(ENV_API_KEY):
         api_key = environ[ENV_API_KEY].strip()
     add_secret(api_key)
+    if api_key is not None and not _TOKEN.fullmatch(api_key):
+        # A line break or a space inside is no header value: the SDK dropped the key
+        # silently and connected unauthenticated.
+        origin = merged.get("api_key_file") or ENV_API_KEY
+        raise ConfigError(
+            f"the API key in {origin} has a space, a line break or another character a"
+            " key cannot have (printable ASCII only)"
+        )
     if bool(merged.get("tls_cert")) != bool(merged.get("tls_key")):
         raise ConfigError(
             "mTLS takes both a client certificate and its key"

@@ -154,6 +154,8 @@ def test_the_config_table_and_the_environment_key(
         (["--temporal-tls-cert", "{tmp}/ca.pem"], "takes both a client certificate and its key"),
         (["--temporal-api-key-file", "{tmp}/empty"], "is empty"),
         (["--temporal-api-key-file", "{tmp}"], "cannot read the API key file"),
+        # Seen: the SDK dropped a key with a line break inside and connected without one.
+        (["--temporal-api-key-file", "{tmp}/crlf"], "has a space, a line break"),
     ],
 )
 def test_a_bad_file_is_one_line_before_anything_connects(
@@ -161,6 +163,7 @@ def test_a_bad_file_is_one_line_before_anything_connects(
 ) -> None:
     (tmp_path / "notpem").write_text("hello")
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "crlf").write_text(KEY + "\r\nx-injected: 1\n")
     _pem(tmp_path, "ca.pem", ca.cert_pem.bytes())
     args = [part.format(tmp=tmp_path) for part in setup]
     with TlsFront("127.0.0.1:9", ca) as front:
@@ -169,6 +172,7 @@ def test_a_bad_file_is_one_line_before_anything_connects(
     assert message in done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert front.handshakes == 0
+    assert KEY not in done.stderr
 
 
 def test_a_worker_serves_a_run_over_tls_with_the_api_key(
