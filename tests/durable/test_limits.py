@@ -79,7 +79,7 @@ def test_a_run_started_with_a_path_for_its_id_is_refused_and_writes_nothing(
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["run-good"]
 
 
-@pytest.mark.parametrize("run_id", [*BAD_RUN_IDS, "a\0b"])
+@pytest.mark.parametrize("run_id", [*BAD_RUN_IDS, "a\0b", "run-x\n", "run-\u0661"])
 def test_submit_refuses_an_invalid_run_id_at_once(tmp_path: Path, run_id: str) -> None:
     config_path = write_config(tmp_path, _turns("c0"), rules=[])
     params = run_params(config_path, "record")
@@ -149,3 +149,28 @@ def test_the_cli_refuses_a_long_who_or_task_before_connecting(
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_a_symlink_in_the_results_folder_does_not_lead_out(tmp_path: Path) -> None:
+    """A run's folder that is a symlink to the state folder: the result is cut and not
+    kept, the approvals file untouched."""
+    _state(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run-sym").symlink_to(tmp_path)
+    config_path = write_config(
+        tmp_path,
+        _turns("approvals"),
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    out: dict[str, Any] = {}
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        params = run_params(config_path, "record", result_cap=8)
+        run_id = await submit(env.client, params, task_queue="q", run_id="run-sym")
+        out["result"] = await env.client.get_workflow_handle(run_id).result()
+
+    asyncio.run(with_worker(tmp_path, config_path, body))
+    for name, text in STATE_FILES.items():
+        assert (tmp_path / name).read_text() == text
+    (call,) = out["result"]["tool_calls"]
+    assert call["output"] == ("recorded\n[cut at 8 of 25 characters; the full result was not kept]")

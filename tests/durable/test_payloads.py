@@ -9,6 +9,8 @@ workflow task and the run wedged for ever.
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,12 +53,13 @@ def _run(
     task: str = "work",
     wait: float = 120.0,
     max_turns: int = 20,
+    extra: str = "",
     **options: object,
 ) -> dict[str, Any]:
     """One run of ``turns`` on its own task queue; its result (a run that does not end
     within ``wait`` seconds fails the test)."""
     rules = [{"kind": "tool", "name": name, "decision": "allow"} for name in allow]
-    config_path = write_config(tmp, turns, rules=rules)
+    config_path = write_config(tmp, turns, rules=rules, extra=extra)
     out: dict[str, Any] = {}
 
     async def main() -> None:
@@ -202,3 +205,33 @@ def test_a_megabyte_who_is_refused_at_once_and_a_real_answer_goes_through(
         line for line in audit_lines(tmp_path / "audit.jsonl") if line["type"] == "decision"
     ]
     assert (decision["decision"], decision["who"]) == ("allow", "alice")
+
+
+def test_a_model_call_with_huge_arguments_stops_the_run_instead_of_wedging(
+    temporal: str, tmp_path: Path
+) -> None:
+    """Eliding tool results cannot shrink the model's own tool use: past the bound the
+    run stops, saying why, rather than send Temporal a request it refuses."""
+    call = {"id": "c0", "name": "ledger__record", "input": {"item": "i" * 300_000}}
+    turns: list[dict[str, Any]] = [{"tool_calls": [call]}, {"text": "done"}]
+    result = _run(temporal, tmp_path, turns, ["ledger__record"], wait=60)
+    assert result["stop"] == "token_budget"
+    assert "even with earlier tool results elided" in result["error"]
+    assert len(_attempts(tmp_path)) == 1
+    assert result["largest_payload"] <= PAYLOAD_MAX
+
+
+def test_a_server_with_a_megabyte_listing_is_clipped_and_its_plain_tool_runs(
+    temporal: str, tmp_path: Path
+) -> None:
+    """The listing is an activity's result: a 3 MB description is clipped, a tool with a
+    3 MB schema is not offered, the run goes on with the rest."""
+    huge = Path(__file__).resolve().parent.parent / "peers" / "huge_listing_server.py"
+    extra = f"\n[servers.huge]\ncommand = {json.dumps(sys.executable)}\n"
+    extra += f"args = [{json.dumps(str(huge))}]\n"
+    calls = [{"id": "c0", "name": "huge__plain", "input": {}}]
+    turns: list[dict[str, Any]] = [{"tool_calls": calls}, {"text": "done"}]
+    result = _run(temporal, tmp_path, turns, ["huge__plain"], wait=60, extra=extra)
+    assert result["stop"] == "end_turn", result.get("error")
+    assert [c["output"] for c in result["tool_calls"]] == ["plain ran"]
+    assert result["largest_payload"] <= PAYLOAD_MAX
