@@ -210,6 +210,22 @@ def dev_server(tmp: Path, *, startup: float = 60.0) -> Iterator[str]:
     port, http_port, metrics_port = ports(3)
     log = tmp / "dev.log"
     env = {**os.environ, "HOME": str(tmp), "XDG_CONFIG_HOME": str(tmp / ".config")}
+    deadline = time.monotonic() + startup
     with process(dev_server_argv(port, http_port, metrics_port), log, env=env) as proc:
-        wait_port(port, time.monotonic() + startup, proc, log)
-        yield f"127.0.0.1:{port}"
+        wait_port(port, deadline, proc, log)
+        address = f"127.0.0.1:{port}"
+        _wait_healthy(address, deadline)
+        yield address
+
+
+def _wait_healthy(address: str, deadline: float) -> None:
+    """Until a client connects: the port listens before the frontend is healthy (its
+    first clients were told "Frontend is not healthy yet")."""
+    while True:
+        try:
+            asyncio.run(Client.connect(address))
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
