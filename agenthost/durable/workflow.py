@@ -57,6 +57,9 @@ IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
 _MAX_EVENTS = 500
 #: Characters of an error's text kept in a record (a server's or a provider's message).
 _ERROR_MAX = 2000
+#: The patch id of the bounds on a run's input and state (:mod:`agenthost.durable.limits`,
+#: :mod:`agenthost.durable.shrink`): new commands only for runs started with them.
+_BOUNDED = "bounded-input-and-state"
 
 
 def _event(event: AgentEvent) -> dict[str, Any]:
@@ -134,12 +137,15 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
-        try:
-            # The id names the run's folder on a worker: a path would escape it.
-            check_run_id(workflow.info().workflow_id)
-            check_task(params["task"])
-        except LimitError as exc:
-            raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
+        # A run started before these checks replays without them (failing it now would
+        # not match its history, and the worker would retry that for ever).
+        if workflow.patched(_BOUNDED):
+            try:
+                # The id names the run's folder on a worker: a path would escape it.
+                check_run_id(workflow.info().workflow_id)
+                check_task(params["task"])
+            except LimitError as exc:
+                raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
         self._params = params
         state = params.get("state")
         if state is None:
@@ -221,7 +227,7 @@ class AgentRun:
         record = core.record
         trim_records(record.tool_calls)
         total = compact(record.messages)
-        if total <= CONVERSATION_MAX:
+        if total <= CONVERSATION_MAX or not workflow.patched(_BOUNDED):
             return True
         record.error = (
             f"the conversation is {total} bytes even with earlier tool results elided;"
