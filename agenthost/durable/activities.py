@@ -38,6 +38,17 @@ from temporalio.exceptions import ApplicationError
 
 import agenthost_providers.base as llm
 from agenthost.durable import codec
+from agenthost.durable.limits import (
+    PAYLOAD_MAX,
+    LimitError,
+    check_run_id,
+    clip,
+    confined,
+    file_name,
+    size,
+)
+from agenthost.durable.shrink import cut_result, fit_tools, too_large
+from agenthost.durable.shrink import result_text as _text
 from agenthost.durable.workflow import IDEMPOTENCY_KEY
 from agenthost.errors import (
     AgentHostError,
@@ -185,7 +196,7 @@ class Activities:
 
         async def listing(host: Host) -> list[dict[str, Any]]:
             trusted = {server.name: server.trusted for server in host.config.servers}
-            return [
+            entries = [
                 {
                     "name": entry.name,
                     "server": entry.server,
@@ -197,6 +208,10 @@ class Activities:
                 }
                 for entry in host.tools()
             ]
+            # The listing is this activity's result and part of every model request.
+            for name in fit_tools(entries):
+                activity.logger.warning("tool %s is not offered: the listing is too large", name)
+            return entries
 
         return await self.bridge.call(listing)
 
@@ -246,7 +261,7 @@ class Activities:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
         except AgentHostError as exc:
             status = "error"
-            reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
+            reason = clip(exc.text if isinstance(exc, JSONRPCError) else str(exc), 2000)
             text = f"No such tool: {params['name']}" if isinstance(exc, NotFound) else reason
             content = llm.ToolResultContent(
                 tool_use_id=call_id,
@@ -268,25 +283,41 @@ class Activities:
     def _cut(
         self, params: Mapping[str, Any], content: llm.ToolResultContent
     ) -> tuple[llm.ToolResultContent, str | None]:
-        """A result over ``result_cap`` characters: cut for the model and the run's
-        history, its full text kept on this worker under the returned reference."""
+        """A result over ``result_cap`` characters, or too large for the run's history
+        (images, audio, structuredContent: :func:`~agenthost.durable.shrink.cut_result`):
+        cut, its whole kept on this worker under the returned reference.
+
+        Raises:
+            ApplicationError: not retried (the tool ran): even cut, the result is over
+                the payload bound.
+        """
         cap = int(params["result_cap"])
-        text = _text(content)
-        if len(text) <= cap:
+        if not too_large(content, cap):
             return content, None
-        run = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["run_id"])
-        call = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["call_id"])
-        path = self.results / run / f"{call}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
-        ref = f"{self.worker}:{path}"
-        note = f"\n[cut at {cap} of {len(text)} characters; the full result: {ref}]"
-        cut = llm.ToolResultContent(
-            tool_use_id=content.tool_use_id,
-            content=(llm.TextContent(text=text[:cap] + note),),
-            is_error=content.is_error,
-        )
+        ref = self._keep(params, content)
+        cut = cut_result(content, cap, ref)
+        if 2 * size(codec.dump(cut)) > PAYLOAD_MAX:  # the result and its text, both sent
+            raise ApplicationError(
+                "the tool's result is too large for the run's history, even cut",
+                type="LimitError",
+                non_retryable=True,
+            )
         return cut, ref
+
+    def _keep(self, params: Mapping[str, Any], content: llm.ToolResultContent) -> str | None:
+        """The full result in ``results/RUN_ID/CALL_ID.json``, a path confined to the
+        results folder; its reference, or None when it cannot be kept there (the run
+        goes on with the cut result: failing would run the tool again)."""
+        try:
+            run = check_run_id(params["run_id"])
+            name = file_name(str(params["call_id"])) + ".json"
+            path = confined(self.results, run, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
+        except (LimitError, OSError) as exc:
+            activity.logger.warning("a cut tool result was not kept: %s", exc)
+            return None
+        return f"{self.worker}:{path}"
 
     @activity.defn(name="audit_append")
     async def audit_append(self, lines: list[dict[str, Any]]) -> int:
@@ -296,11 +327,3 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.list_tools, self.llm_call, self.call_tool, self.audit_append]
-
-
-def _text(result: llm.ToolResultContent) -> str:
-    parts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
-    text = "\n".join(parts)
-    if not parts and result.structured_content is not None:
-        text = json.dumps(dict(result.structured_content))
-    return text

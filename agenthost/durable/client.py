@@ -15,6 +15,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from agenthost.durable.limits import check_run_id
 from agenthost.durable.policy import snapshot
 from agenthost.errors import AgentHostError, NotFound
 from agenthost_policies.config import PolicyConfig
@@ -75,8 +76,12 @@ def run_input(
 async def submit(
     client: Client, params: Mapping[str, Any], *, task_queue: str, run_id: str | None = None
 ) -> str:
-    """Start the run; returns its id (the workflow id)."""
-    run_id = run_id or new_run_id()
+    """Start the run; returns its id (the workflow id).
+
+    Raises:
+        LimitError: ``run_id`` is not a valid run id (see :mod:`agenthost.durable.limits`).
+    """
+    run_id = check_run_id(run_id or new_run_id())
     await client.start_workflow(
         "AgentRun",
         dict(params),

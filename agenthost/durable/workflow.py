@@ -35,7 +35,15 @@ with workflow.unsafe.imports_passed_through():
     from agenthost.agent.core import AgentCore, CallTools, Finished
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
+    from agenthost.durable.limits import LimitError, check_run_id, check_task, check_who, clip, size
     from agenthost.durable.policy import decide
+    from agenthost.durable.shrink import (
+        CONVERSATION_MAX,
+        EVENTS_MAX,
+        compact,
+        preview,
+        trim_records,
+    )
     from agenthost_policies.decision import ToolCall, Verdict
 
 __all__ = ["IDEMPOTENCY_KEY", "AgentRun"]
@@ -43,15 +51,21 @@ __all__ = ["IDEMPOTENCY_KEY", "AgentRun"]
 #: The ``_meta`` key of a tool call's idempotency key, ``RUN_ID/CALL_ID``.
 IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
 
-#: The events kept for followers; older ones are dropped (a follower that fell this far
-#: behind reads the transcript at the end instead).
+#: The events kept for followers, at most this many and :data:`EVENTS_MAX` bytes; older
+#: ones are dropped (a follower that fell this far behind reads the transcript at the end
+#: instead).
 _MAX_EVENTS = 500
+#: Characters of an error's text kept in a record (a server's or a provider's message).
+_ERROR_MAX = 2000
+#: The patch id of the bounds on a run's input and state (:mod:`agenthost.durable.limits`,
+#: :mod:`agenthost.durable.shrink`): new commands only for runs started with them.
+_BOUNDED = "bounded-input-and-state"
 
 
 def _event(event: AgentEvent) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": event.kind, "text": event.text}
     if event.record is not None:
-        out["record"] = codec.dump(event.record)
+        out["record"] = codec.dump(preview(event.record))
     return out
 
 
@@ -75,6 +89,7 @@ class AgentRun:
         self._answers: dict[str, dict[str, Any]] = {}
         #: Every call id that has had its decision (a second answer is refused).
         self._decided: set[str] = set()
+        self._event_bytes = 0
         self._seq = 0
         #: Histories this run has had (1 + its continue-as-new count).
         self._segment = 1
@@ -110,6 +125,7 @@ class AgentRun:
     def _check_answer(self, call_id: str, verdict: str, who: str) -> None:
         """Refused before it enters history: a call that is not waiting (unknown, or
         answered already) and an answer that is neither allow nor deny."""
+        check_who(who)
         if verdict not in ("allow", "deny"):
             raise ValueError(f"the answer must be allow or deny, not {verdict!r}")
         if call_id in self._decided or call_id in self._answers:
@@ -121,6 +137,15 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
+        # A run started before these checks replays without them (failing it now would
+        # not match its history, and the worker would retry that for ever).
+        if workflow.patched(_BOUNDED):
+            try:
+                # The id names the run's folder on a worker: a path would escape it.
+                check_run_id(workflow.info().workflow_id)
+                check_task(params["task"])
+            except LimitError as exc:
+                raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
         self._params = params
         state = params.get("state")
         if state is None:
@@ -132,6 +157,7 @@ class AgentRun:
             self._seq = state["seq"]
             self._base = state["events_base"]
             self._events = state["events"]
+            self._event_bytes = sum(size(event) for event in self._events)
             self._decided = set(state["decided"])
             self._segment = state["segment"] + 1
         core = AgentCore(
@@ -153,12 +179,14 @@ class AgentRun:
         while True:
             if core.out_of_turns() is not None:
                 break
+            if not self._small(core):
+                break
             offered = [self._offer(entry) for entry in tools.values() if self._offered(entry)]
             ask = core.request(offered)
             try:
                 reply = await self._model(ask.request)
             except ActivityError as exc:
-                core.model_failed(str(exc.cause or exc))
+                core.model_failed(clip(str(exc.cause or exc), _ERROR_MAX) or "")
                 break
             segment_turns += 1
             step = core.model_replied(reply)
@@ -175,6 +203,7 @@ class AgentRun:
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry_over(core))
+        trim_records(record.tool_calls)
         self._emit(AgentEvent(kind="stop", text=str(record.stop)))
         self._audit({"type": "run", "event": "stop", "stop": record.stop, "turns": record.turns})
         await self._flush()
@@ -191,7 +220,25 @@ class AgentRun:
             return True
         return workflow.info().is_continue_as_new_suggested()
 
+    def _small(self, core: AgentCore) -> bool:
+        """Elide old tool results and trim old records so the conversation stays under
+        :data:`CONVERSATION_MAX` (each model request carries it, and a new history);
+        False, the run stopped, when even that leaves it over."""
+        record = core.record
+        trim_records(record.tool_calls)
+        total = compact(record.messages)
+        if total <= CONVERSATION_MAX or not workflow.patched(_BOUNDED):
+            return True
+        record.error = (
+            f"the conversation is {total} bytes even with earlier tool results elided;"
+            f" a durable run carries at most {CONVERSATION_MAX}"
+        )
+        record.stop = "token_budget"
+        return False
+
     def _carry_over(self, core: AgentCore) -> dict[str, Any]:
+        trim_records(core.record.tool_calls)
+        compact(core.record.messages)
         return {
             **self._params,
             "state": {
@@ -206,9 +253,16 @@ class AgentRun:
         }
 
     def _emit(self, event: AgentEvent) -> None:
-        self._events.append(_event(event))
-        if len(self._events) > _MAX_EVENTS:
-            drop = len(self._events) - _MAX_EVENTS
+        shown = _event(event)
+        self._events.append(shown)
+        self._event_bytes += size(shown)
+        drop = 0
+        while drop < len(self._events) - 1 and (
+            len(self._events) - drop > _MAX_EVENTS or self._event_bytes > EVENTS_MAX
+        ):
+            self._event_bytes -= size(self._events[drop])
+            drop += 1
+        if drop:
             del self._events[:drop]
             self._base += drop
 
@@ -373,6 +427,7 @@ class AgentRun:
         except ActivityError as exc:
             cause = exc.cause
             text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            text = clip(text, _ERROR_MAX) or ""
             out = {"status": "error", "reason": text, "attempt": None, "duration": 0.0}
             out["result"] = codec.dump(_error(use.id, f"Tool call failed: {text}"))
         record.status, record.reason = out["status"], out.get("reason")
