@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -113,8 +114,13 @@ def main() -> None:
             name="gw", transport="stdio", command=agenthost[0], args=tuple(agenthost[1:])
         )
         results["serve (stdio)"] = trio.run(_measure_stdio, stdio, args.calls)
+        # The gateway's clients authenticate, as a user's would: a token of our own.
+        token = secrets.token_urlsafe(32)
         proc = subprocess.Popen(
-            [*agenthost, "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True
+            [*agenthost, "--http", "127.0.0.1:0"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "AGENTHOST_SERVE_TOKEN": token},
         )
         try:
             assert proc.stderr is not None
@@ -125,7 +131,9 @@ def main() -> None:
                     raise SystemExit("agenthost serve --http exited before serving")
                 found = re.search(r"serving MCP at (\S+)", line)
                 url = found.group(1) if found else None
-            http = ServerConfig(name="gw", transport="http", url=url)
+            http = ServerConfig(
+                name="gw", transport="http", url=url, headers={"Authorization": f"Bearer {token}"}
+            )
             results["serve --http"] = trio.run(_measure, http, args.calls, proc.pid)
         finally:
             proc.terminate()

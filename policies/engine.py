@@ -671,7 +671,7 @@ class PolicyEngine:
         response: ElicitationResponse | None = None
         if verdict is Verdict.DENY:
             pass
-        elif action.mode == "url" and isinstance(self.prompter, HeadlessPrompter):
+        elif action.mode == "url" and self.prompter.decided_by == "headless":
             verdict, by = Verdict.DENY, "headless"
             reason = "headless mode: a URL elicitation needs a human to consent and open it"
         elif action.mode == "url" and self.prompter.decided_by == "no-terminal":
@@ -698,7 +698,9 @@ class PolicyEngine:
             else:
                 reason = f"canned answers from rule {label}"
                 response = ElicitationResponse(action="accept", content=content)
-        elif isinstance(self.prompter, HeadlessPrompter):
+        elif self.prompter.decided_by == "headless":
+            # Headless mode, or a prompter with nobody to ask for this one (the gateway's,
+            # for an ask no downstream call can be tied to): the same answer, said so.
             verdict, by = Verdict.DENY, "headless"
             reason = f"headless mode: nobody to answer and rule {label} gives no canned answers"
         elif self.prompter.decided_by == "no-terminal":

@@ -13,8 +13,8 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -622,3 +622,57 @@ def cli_with_anthropic_key(
         cwd=REPO,
         input=stdin,
     )
+
+
+class ServedHttp:
+    """A running ``agenthost serve --http``: its URL, the process, the stderr lines read
+    up to "serving MCP at" (the next one says how clients authenticate)."""
+
+    def __init__(self, url: str, proc: subprocess.Popen[str], lines: list[str]) -> None:
+        self.url = url
+        self.proc = proc
+        self.lines = lines
+
+    def next_line(self) -> str:
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        self.lines.append(line)
+        return line
+
+
+@contextmanager
+def serving_http(
+    config: Path, *args: str, bind: str = "127.0.0.1:0", env: dict[str, str] | None = None
+) -> Iterator[ServedHttp]:
+    """``agenthost --config CONFIG serve --http BIND ARGS`` (started cold: the test may look
+    at its children), until the block ends (then killed)."""
+    import re
+    import time
+
+    proc = subprocess.Popen(
+        [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", bind, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            lines.append(line)
+            found = re.search(r"serving MCP at (http://\S+/mcp)", line)
+            if found:
+                yield ServedHttp(found.group(1), proc, lines)
+                break
+            if not line and proc.poll() is not None:
+                raise AssertionError(f"serve exited: {''.join(lines)}")
+        else:
+            raise AssertionError(f"serve did not start: {''.join(lines)}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +22,7 @@ import pytest
 
 from agenthost.serve.http import MAX_SESSIONS
 from tests.forkserver import peer_python
-from tests.helpers import AGENTHOST, AGENTHOST_COLD, REPO, alive
+from tests.helpers import AGENTHOST, REPO, alive, serving_http
 
 Command = tuple[str, list[str]]
 SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
@@ -58,33 +56,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 @contextmanager
 def _serving(config: Path, bind: str = "127.0.0.1:0", **env: str) -> Iterator[tuple[str, Any]]:
-    proc = subprocess.Popen(
-        [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", bind],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(**env),
-    )
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        seen = ""
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            seen += line
-            found = re.search(r"serving MCP at (http://\S+/mcp)", line)
-            if found:
-                yield found.group(1), proc
-                break
-            if not line and proc.poll() is not None:
-                raise AssertionError(f"serve exited: {seen}")
-        else:
-            raise AssertionError(f"serve did not start: {seen}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    """The gateway for tests of what it serves: a token when the test gives one, else
+    ``--no-auth`` (the clients here send no token; authentication is tested on its own)."""
+    auth = () if "AGENTHOST_SERVE_TOKEN" in env else ("--no-auth",)
+    with serving_http(config, *auth, bind=bind, env=_env(**env)) as served:
+        yield served.url, served.proc
 
 
 def _drive(url: str, scenario: str, mode: str, **env: str) -> dict[str, Any]:

@@ -69,8 +69,9 @@ def _serving(
     config = tmp_path / "agenthost.toml"
     config.write_text(_config(tmp_path, everything, decision))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # --no-auth: these clients send no token (authentication: tests/security).
     proc = subprocess.Popen(
-        [*AGENTHOST, "--config", str(config), "serve", "-v", "--http", "127.0.0.1:0"],
+        [*AGENTHOST, "--config", str(config), "serve", "-v", "--http", "127.0.0.1:0", "--no-auth"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

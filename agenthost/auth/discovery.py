@@ -5,15 +5,17 @@ Order of things (``basic/authorization`` of 2025-11-25 and 2026-07-28):
 1. The 401's ``WWW-Authenticate: Bearer resource_metadata="...", scope="..."``.
 2. Protected Resource Metadata (RFC 9728): the ``resource_metadata`` URL when given, else
    ``/.well-known/oauth-protected-resource/<path>`` then ``/.well-known/oauth-protected-
-   resource`` at the server's origin. Its ``resource`` must identify this server (it
-   becomes the RFC 8707 ``resource`` parameter); ``authorization_servers[0]`` is used.
+   resource`` at the server's origin. Its ``resource`` must be this server's URL, or the
+   origin for the origin's root document (:func:`resource_allowed`; it becomes the RFC
+   8707 ``resource`` parameter);
+   the configured or saved issuer when listed, else ``authorization_servers[0]``, is used.
 3. Authorization server metadata: for an issuer with a path, RFC 8414 path insertion,
    then OpenID Connect path insertion, then OpenID path appending; without a path, RFC
    8414 then OpenID. The document's ``issuer`` must be identical to the issuer we built
    the URL from (mix-up defence).
 4. 2025-03-26 fallback, when there is no PRM at all: the MCP server's origin is the
-   authorization server; its RFC 8414 metadata at the origin, else the default endpoints
-   ``/authorize``, ``/token``, ``/register``.
+   authorization server; its RFC 8414 metadata at the origin (whose ``issuer`` must be
+   on that origin), else the default endpoints ``/authorize``, ``/token``, ``/register``.
 
 Everything here is bounded: documents are read up to :data:`MAX_DOCUMENT` bytes, and
 every value from a server is checked before use (it is untrusted input).
@@ -21,6 +23,7 @@ every value from a server is checked before use (it is untrusted input).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -32,6 +35,7 @@ import httpx
 import orjson
 
 from agenthost.auth.settings import is_loopback
+from agenthost.redaction import redact_url
 from agenthost.transports._httpx import failure_name
 
 __all__ = [
@@ -41,9 +45,12 @@ __all__ = [
     "ResourceMetadata",
     "as_metadata_urls",
     "canonical_resource",
+    "check_outward",
     "parse_www_authenticate",
     "prm_urls",
     "resource_allowed",
+    "root_prm_url",
+    "same_origin",
 ]
 
 log = logging.getLogger("agenthost.auth")
@@ -130,24 +137,83 @@ def _origin(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
 
 
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
 def canonical_resource(url: str) -> str:
-    """The server URL as an RFC 8707 resource: no fragment, lowercase scheme and host."""
+    """The server URL as an RFC 8707 resource, normalised as RFC 3986 section 6.2.2-6.2.3
+    allows: lowercase scheme and host, no default port, no fragment, no trailing slash
+    (the spec's canonical form: ``https://mcp.example.com``, not ``.../``)."""
     parts = urlsplit(url)
-    path = parts.path
-    if path == "/":
-        path = ""
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    if parts.username is not None or parts.password is not None:
+        netloc = parts.netloc.rpartition("@")[0] + "@" + netloc
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def resource_allowed(server_url: str, resource: str) -> bool:
-    """True if the PRM ``resource`` identifies ``server_url`` (same origin, path prefix)."""
+def resource_allowed(server_url: str, resource: str, *, fetched_from: str | None = None) -> bool:
+    """True if the PRM ``resource`` names the resource its document was found for (RFC
+    9728 section 3.3), compared in canonical form: the server's URL, or, for the document
+    at the origin's root well-known URL (``fetched_from``; RFC 9728 builds that URL from
+    the origin), the origin too. The origin's root document is its operator's word, and
+    an origin-wide audience is then checked by the flow (refused with configured secrets).
+
+    Never a path prefix: a server at ``https://h/a/mcp`` whose own document (at
+    ``/.well-known/oauth-protected-resource/a/mcp`` or its challenge's
+    ``resource_metadata``) names ``https://h/a`` or ``https://h`` would get a token valid
+    at every server under it, its neighbours included. The path compares exactly, bar a
+    trailing slash; a resource without a query names the server whatever query its URL
+    carries (the well-known URL has none either); one with a query must match it.
+    """
     want = urlsplit(canonical_resource(server_url))
     have = urlsplit(canonical_resource(resource))
     if (want.scheme, want.netloc) != (have.scheme, have.netloc):
         return False
-    prefix = have.path.rstrip("/")
-    path = want.path.rstrip("/")
-    return path == prefix or path.startswith(prefix + "/")
+    if fetched_from == root_prm_url(server_url) and not have.path and not have.query:
+        return True
+    query = want.query if have.query else ""
+    return (want.path, query) == (have.path, have.query)
+
+
+def root_prm_url(server_url: str) -> str:
+    """The Protected Resource Metadata URL RFC 9728 builds from the server's origin."""
+    return f"{_origin(server_url)}/.well-known/oauth-protected-resource"
+
+
+def _inward(host: str) -> bool:
+    """This machine (loopback, ``localhost``) or the link (169.254/16, fe80::/10: where
+    cloud metadata services answer)."""
+    if is_loopback(host):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_link_local
+    except ValueError:
+        return False
+
+
+def check_outward(server_url: str, url: str, what: str) -> None:
+    """Refuse a URL a remote server's discovery leads to when it points at this machine
+    or the link: a server elsewhere may not aim our requests at local services (each
+    discovery step is a GET or POST of ours). A server on this machine may (tests, a
+    local gateway). Only addresses written as such are caught, not names resolving there.
+
+    Raises:
+        DiscoveryError: ``url`` is inward and ``server_url`` is not.
+    """
+    host = urlsplit(url).hostname or ""
+    if _inward(host) and not _inward(urlsplit(server_url).hostname or ""):
+        raise DiscoveryError(
+            f"{what} {redact_url(url)!r} points at this machine or its link, and the server"
+            " is not on it (refused: nothing was sent there)"
+        )
 
 
 def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
@@ -160,7 +226,7 @@ def prm_urls(server_url: str, challenge: Challenge | None) -> list[str]:
     path = parts.path.rstrip("/")
     if path:
         urls.append(f"{origin}/.well-known/oauth-protected-resource{path}")
-    urls.append(f"{origin}/.well-known/oauth-protected-resource")
+    urls.append(root_prm_url(server_url))
     return urls
 
 
@@ -274,8 +340,9 @@ class AuthServerMetadata:
 
         Args:
             expected_issuer: the issuer the document's URL was built from; the document's
-                ``issuer`` must equal it exactly. None for the 2025-03-26 fallback (the
-                document was found at the MCP server's origin, not from an issuer).
+                ``issuer`` must equal it exactly (RFC 8414 section 3.3). None for the
+                2025-03-26 fallback (the document was found at the MCP server's origin,
+                not from an issuer): the caller checks the issuer's origin then.
         """
         if not isinstance(data, dict):
             raise DiscoveryError("authorization server metadata is not a JSON object")
@@ -334,6 +401,12 @@ class AuthServerMetadata:
             code_challenge_methods_supported=("S256",),
             defaults=True,
         )
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs have one origin (scheme, host and port, in canonical form)."""
+    x, y = urlsplit(canonical_resource(a)), urlsplit(canonical_resource(b))
+    return (x.scheme, x.netloc) == (y.scheme, y.netloc)
 
 
 async def fetch_json(client: httpx.AsyncClient, url: str) -> tuple[int, Any]:

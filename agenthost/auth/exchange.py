@@ -115,8 +115,9 @@ class Exchange:
 
     def _check_audience(self, resource: str) -> None:
         """A ``resource`` that is the origin root while the server has a path asks for a
-        token valid at every server of that origin: a warning, and refused outright with
-        configured credentials (ours, so the widest audience is ours to lose)."""
+        token valid at every server of that origin (only the origin's root document may,
+        :func:`~agenthost.auth.discovery.resource_allowed`): a warning, and refused
+        outright with configured credentials (ours, so the widest audience is ours to lose)."""
         parts = urlsplit(canonical_resource(resource))
         if parts.path or not urlsplit(canonical_resource(self.url)).path:
             return
@@ -132,6 +133,16 @@ class Exchange:
             self.server,
             resource,
         )
+
+    def _choose_issuer(self, listed: tuple[str, ...]) -> str:
+        """The authorization server to use among those a PRM lists (RFC 9728 section 7.6
+        leaves the choice to the client): the configured ``issuer``, else the one of the
+        saved login, when listed; else the first. Listing a thief first must not send a
+        person to its login page, nor turn a pinned login into a refusal."""
+        for known in (self.settings.issuer, self._current):
+            if known is not None and known in listed:
+                return known
+        return listed[0]
 
     def _check_issuer(self, named: str) -> None:
         """Refuse an authorization server the user did not choose, before anything is sent.
@@ -263,6 +274,10 @@ class Exchange:
         """POST to the token endpoint with client authentication (and a DPoP proof with
         ``dpop``: the tokens are then bound to that key); parse the answer."""
         self._refused = False
+        if self.settings.holds_secret and issuer != self.settings.issuer:
+            # Here too, not only at discovery: a refresh of a login saved before the
+            # secret was configured goes to the saved issuer, which no one pinned.
+            self._check_issuer(issuer)
         grant, form = token_form(params, self._resource)
         for attempt in range(2):
             headers = {

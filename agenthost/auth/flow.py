@@ -57,10 +57,12 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
+    check_outward,
     fetch_json,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
+    same_origin,
 )
 from agenthost.auth.dpop import Nonces
 from agenthost.auth.exchange import Exchange, Redactor
@@ -86,6 +88,10 @@ log = logging.getLogger("agenthost.auth")
 
 #: Scope step-ups per server and process (the spec asks for a bound on retries).
 MAX_STEP_UPS: Final = 3
+#: The parameters of an authorization response (RFC 6749 4.1.2 and 4.1.2.1, RFC 9207).
+_RESPONSE_PARAMETERS: Final = frozenset(
+    {"code", "state", "iss", "error", "error_description", "error_uri"}
+)
 #: Authorization servers remembered per server (a server may move; it must not grow us).
 MAX_ISSUERS: Final = 8
 
@@ -477,13 +483,16 @@ class OAuth(Exchange, httpx.Auth):
         try:
             prm: ResourceMetadata | None = None
             for url in prm_urls(self.url, challenge):
+                check_outward(self.url, url, "the challenge's resource_metadata")
                 status, doc = await fetch_json(self._http, url)
                 log.debug("%s: protected resource metadata %s -> HTTP %d", self.server, url, status)
                 if status == 200:
                     prm = ResourceMetadata.from_json(doc)
                     break
             if prm is not None:
-                if prm.resource is not None and not resource_allowed(self.url, prm.resource):
+                if prm.resource is not None and not resource_allowed(
+                    self.url, prm.resource, fetched_from=url
+                ):
                     raise DiscoveryError(
                         f"the protected resource metadata is for {prm.resource!r}, not for"
                         f" {redact_url(self.url)!r} (refused: tokens would go to another resource)"
@@ -491,8 +500,10 @@ class OAuth(Exchange, httpx.Auth):
                 self._resource = prm.resource or canonical_resource(self.url)
                 if prm.resource is not None:
                     self._check_audience(prm.resource)
-                issuer = prm.authorization_servers[0]
+                issuer = self._choose_issuer(prm.authorization_servers)
                 self._check_issuer(issuer)
+                if issuer != self.settings.issuer:  # a pinned one is the user's choice
+                    check_outward(self.url, issuer, "the authorization server")
                 for url in as_metadata_urls(issuer):
                     status, doc = await fetch_json(self._http, url)
                     log.debug("%s: AS metadata %s -> HTTP %d", self.server, url, status)
@@ -509,9 +520,22 @@ class OAuth(Exchange, httpx.Auth):
                 status, doc = await fetch_json(self._http, url)
                 if status == 200:
                     meta = AuthServerMetadata.from_json(doc, expected_issuer=None)
+                    if not same_origin(meta.issuer, self.url):
+                        # Else the document at the server's origin could claim to be any
+                        # authorization server (the one a secret is pinned to) while
+                        # naming endpoints of its own choosing.
+                        raise DiscoveryError(
+                            f"the authorization server metadata at {redact_url(url)} names"
+                            f" the issuer {meta.issuer!r}, not one at the server's origin"
+                            " (refused: a mismatched issuer is how mix-up attacks work)"
+                        )
                 else:
                     meta = AuthServerMetadata.legacy_defaults(self.url)
                 self._check_issuer(meta.issuer)
+            if meta.issuer != self.settings.issuer:
+                for endpoint in (meta.token_endpoint, meta.registration_endpoint):
+                    if endpoint is not None:
+                        check_outward(self.url, endpoint, "its endpoint")
         except DiscoveryError as exc:
             raise self._error(str(exc), "check the server's URL, or ask its operator") from None
         if self.settings.grant == "authorization_code" and "S256" not in (
@@ -605,7 +629,7 @@ class OAuth(Exchange, httpx.Auth):
                     f"no answer from the browser within {self.settings.login_timeout:g} s",
                     self._login_hint() + " and finish the login in the browser",
                 )
-        code = self._check_redirect(params, state_value, meta)
+        code = self._check_redirect(params, state_value, meta, repeated=loopback.repeated)
         tokens = await self._token_request(
             meta.token_endpoint,
             client,
@@ -621,13 +645,27 @@ class OAuth(Exchange, httpx.Auth):
         return tokens, client
 
     def _check_redirect(
-        self, params: dict[str, str], state_value: str, meta: AuthServerMetadata
+        self,
+        params: dict[str, str],
+        state_value: str,
+        meta: AuthServerMetadata,
+        *,
+        repeated: frozenset[str] = frozenset(),
     ) -> str:
         """The code of the browser's redirect, once its state, issuer (RFC 9207) and
-        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt)."""
+        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt), and
+        so does a parameter given twice (``iss=thief&iss=honest``: never pick a value)."""
         code = params.get("code")
         self._redact.add(code)
         expected_issuer = meta.issuer
+        if repeated:
+            # Only names we know are quoted: the rest are the server's text.
+            names = ", ".join(sorted(repeated & _RESPONSE_PARAMETERS)) or "a parameter"
+            raise self._error(
+                f"the authorization response repeats {names} (discarded: a parameter"
+                " may appear once)",
+                self._login_hint() + " again",
+            )
         if params.get("state") != state_value:
             raise self._error(
                 "the authorization response's state does not match the request (discarded)",

@@ -77,6 +77,9 @@ class Loopback:
         self.port = port
         self.redirect_uri = f"http://127.0.0.1:{port}/callback"
         self._params: dict[str, str] | None = None
+        #: Names the first callback carried more than once (RFC 6749 section 3.1 forbids
+        #: it; the flow discards such an answer rather than pick one of the values).
+        self.repeated: frozenset[str] = frozenset()
         self._done = trio.Event()
 
     async def wait(self) -> dict[str, str]:
@@ -101,10 +104,14 @@ class Loopback:
                 if event.method != b"GET" or parts.path != "/callback":
                     await self._respond(stream, conn, 404, b"Not found.")
                     return
-                params = dict(parse_qsl(parts.query, keep_blank_values=True))
+                pairs = parse_qsl(parts.query, keep_blank_values=True)
+                params = dict(pairs)
                 first = self._params is None
                 if first:
                     self._params = params
+                    if len(params) != len(pairs):
+                        names = [name for name, _ in pairs]
+                        self.repeated = frozenset(n for n in params if names.count(n) > 1)
                 ok = first and "code" in params
                 await self._respond(
                     stream,

@@ -220,6 +220,14 @@ def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCon
             " $XDG_CONFIG_HOME/agenthost/agenthost.toml",
             EXIT_USAGE,
         )
+    from agenthost.config.selfstart import chain_refusal, extend_chain
+
+    files = [os.fspath(p) for p in (user, project) if p is not None]
+    looped = chain_refusal(files, os.environ)
+    if looped is not None:
+        raise CLIError(looped, EXIT_USAGE)
+    # The servers started from here inherit the chain (the stdio transport passes it on).
+    extend_chain(files, os.environ)
     digest = None
     if project is not None:
         digest = project_digest(args, project)

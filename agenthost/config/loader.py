@@ -66,7 +66,7 @@ log = logging.getLogger("agenthost.config")
 
 _TOP_KEYS = (
     "import", "servers", "workspaces", "timeouts", "restart", "providers", "policy",
-    "inherit_env", "agent", "gateway",
+    "inherit_env", "agent", "gateway", "temporal",
 )  # fmt: skip
 #: ``[gateway]`` keys (``agenthost serve``) and the values ``sampling`` takes.
 #: agenthost's host-level sections, also read from an editor's JSON file when present
@@ -428,6 +428,7 @@ class _HostSections:
     policy: Mapping[str, Any]
     agent: AgentSettings
     gateway: Mapping[str, Any] = attrs.field(factory=dict)
+    temporal: Mapping[str, Any] = attrs.field(factory=dict)
 
     def config(self, servers: list[ServerConfig], ctx: LoadContext) -> HostConfig:
         """The HostConfig of the file: one place for both file shapes."""
@@ -440,6 +441,7 @@ class _HostSections:
             providers=self.providers,
             policy=_with_rules(self.policy, ctx),
             gateway=self.gateway,
+            temporal=self.temporal,
             source=ctx.source,
         )
 
@@ -468,6 +470,7 @@ def _host_sections(
         add_secrets_of_url(policy["audit_database"])
     agent = read_agent(data.get("agent", {}), ctx)
     gateway = read_gateway(data.get("gateway", {}), ctx)
+    temporal = read_table(data.get("temporal", {}), ctx, "temporal")
     return _HostSections(
         timeouts=timeouts,
         restart=restart,
@@ -477,6 +480,7 @@ def _host_sections(
         policy=policy,
         agent=agent,
         gateway=gateway,
+        temporal=temporal,
     )
 
 

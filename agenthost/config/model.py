@@ -579,6 +579,11 @@ class HostConfig:
     gateway: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_map, repr=_plain_repr, hash=False
     )
+    #: Raw ``[temporal]`` section (how durable runs reach Temporal), checked to be a
+    #: table; parsed by ``agenthost.durable.connection``.
+    temporal: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_frozen_map, repr=_keys_only, hash=False
+    )
     #: The file this came from, for messages; ``None`` when built in code.
     source: str | None = None
 

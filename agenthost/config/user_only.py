@@ -18,7 +18,9 @@ and why (never silently ignored). The rules, with docs/config.md's table:
 * nothing the host writes outside the project (``policy.audit``, and never
   ``policy.audit_database``), nor over a file that is not an audit log;
 * nothing that decides where the user's API key goes (a provider's ``base_url``,
-  ``api_key_env``), nor who answers servers' sampling requests (``[gateway]``).
+  ``api_key_env``), nor who answers servers' sampling requests (``[gateway]``);
+* nothing about how durable runs reach Temporal (``[temporal]``: its address, the
+  certificates trusted, the API key file sent).
 """
 
 from __future__ import annotations
@@ -219,6 +221,13 @@ def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
             "gateway",
             "a project file may not decide where servers' sampling requests go (your"
             " providers, or the model of the host agenthost serves)",
+        )
+    if "temporal" in data:
+        yield (
+            source,
+            "temporal",
+            "a project file may not decide how durable runs reach Temporal (where the"
+            " runs and your API key go, which certificates are trusted)",
         )
     for key, problem in _top_path_violations(data, project):
         yield source, key, problem

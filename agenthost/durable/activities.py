@@ -37,7 +37,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -48,8 +48,19 @@ from temporalio.service import RPCError
 
 import agenthost_providers.base as llm
 from agenthost.durable import codec, seal
+from agenthost.durable.limits import (
+    PAYLOAD_MAX,
+    LimitError,
+    check_run_id,
+    clip,
+    confined,
+    file_name,
+    size,
+)
 from agenthost.durable.policy import action, decide
 from agenthost.durable.seal import DurableKey, Refused
+from agenthost.durable.shrink import cut_result, fit_tools, stub, too_large
+from agenthost.durable.shrink import result_text as _text
 from agenthost.durable.workflow import IDEMPOTENCY_KEY, offer
 from agenthost.errors import (
     AgentHostError,
@@ -266,7 +277,8 @@ class Activities:
             # id takes no key a real run writes; one refusal line per workflow id.
             "seq": 0,
             "activity": activity.info().activity_type,
-            "reason": reason,
+            # A rogue's input chooses much of the reason (a call id, say): bounded.
+            "reason": clip(reason, 2000),
             "worker": self.worker,
             "ts": time.time(),
         }
@@ -281,7 +293,7 @@ class Activities:
         await self._granted(params)
 
         async def listing(host: Host) -> list[dict[str, Any]]:
-            return [_entry(host, tool) for tool in host.tools()]
+            return _listing(host, host.tools())
 
         return await self.bridge.call(listing)
 
@@ -370,14 +382,12 @@ class Activities:
                     withheld.append(use.id)
                     blocks.append(_error(use.id, _unverified(host, policy, use)))
             out.append(llm.Message(role="user", content=tuple(blocks)))
-        tools = []
-        for offered in request.tools:
-            tool = host.catalog.tool(offered.name)
-            if tool is None:
-                continue
-            entry = _entry(host, tool)
-            if decide(policy, action(entry, {})).verdict is not Verdict.DENY:
-                tools.append(offer(entry))
+        listed = [host.catalog.tool(offered.name) for offered in request.tools]
+        tools = [
+            offer(entry)
+            for entry in _listing(host, [tool for tool in listed if tool is not None])
+            if decide(policy, action(entry, {})).verdict is not Verdict.DENY
+        ]
         return llm.Request(
             model=str(run["model"]),
             messages=tuple(out),
@@ -431,18 +441,20 @@ class Activities:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
         except AgentHostError as exc:
             status = "error"
-            reason = exc.text if isinstance(exc, JSONRPCError) else str(exc)
+            reason = clip(exc.text if isinstance(exc, JSONRPCError) else str(exc), 2000)
             text = f"No such tool: {name}" if isinstance(exc, NotFound) else reason
             content = _error(call_id, f"Tool call failed: {text}")
         if "denied" in box:
             status, reason = "denied", box["denied"]
             await self._refuse(run_id, f"call {call_id} of {name}: {reason}")
-        content, ref = self._cut(params, content)
+        content, ref = self._cut(run_id, params, content)
         return {
             "status": status,
             "reason": reason,
             "result": codec.dump(content),
             "seal": seal.seal_result(self.key, run_id, call_id, codec.dump(content)),
+            # What the run's conversation holds once this result is elided from it.
+            "stub_seal": seal.seal_result(self.key, run_id, call_id, codec.dump(stub(content))),
             "output": _text(content),
             "attempt": info.attempt,
             "worker": self.worker,
@@ -481,27 +493,43 @@ class Activities:
         return None if signed else "its approval is not signed with this deployment's key"
 
     def _cut(
-        self, params: Mapping[str, Any], content: llm.ToolResultContent
+        self, run_id: str, params: Mapping[str, Any], content: llm.ToolResultContent
     ) -> tuple[llm.ToolResultContent, str | None]:
-        """A result over ``result_cap`` characters: cut for the model and the run's
-        history, its full text kept on this worker under the returned reference."""
+        """A result over ``result_cap`` characters, or too large for the run's history
+        (images, audio, structuredContent: :func:`~agenthost.durable.shrink.cut_result`):
+        cut, its whole kept on this worker under the returned reference.
+
+        Raises:
+            ApplicationError: not retried (the tool ran): even cut, the result is over
+                the payload bound.
+        """
         cap = int(params["result_cap"])
-        text = _text(content)
-        if len(text) <= cap:
+        if not too_large(content, cap):
             return content, None
-        run = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["run_id"])
-        call = "".join(c if c.isalnum() or c in "-_." else "_" for c in params["call_id"])
-        path = self.results / run / f"{call}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
-        ref = f"{self.worker}:{path}"
-        note = f"\n[cut at {cap} of {len(text)} characters; the full result: {ref}]"
-        cut = llm.ToolResultContent(
-            tool_use_id=content.tool_use_id,
-            content=(llm.TextContent(text=text[:cap] + note),),
-            is_error=content.is_error,
-        )
+        ref = self._keep(run_id, str(params["call_id"]), content)
+        cut = cut_result(content, cap, ref)
+        if 2 * size(codec.dump(cut)) > PAYLOAD_MAX:  # the result and its text, both sent
+            raise ApplicationError(
+                "the tool's result is too large for the run's history, even cut",
+                type="LimitError",
+                non_retryable=True,
+            )
         return cut, ref
+
+    def _keep(self, run_id: str, call_id: str, content: llm.ToolResultContent) -> str | None:
+        """The full result in ``results/RUN_ID/CALL_ID.json``, a path confined to the
+        results folder; its reference, or None when it cannot be kept there (the run
+        goes on with the cut result: failing would run the tool again)."""
+        try:
+            run = check_run_id(run_id)  # the workflow's id, as Temporal names it
+            name = file_name(call_id) + ".json"
+            path = confined(self.results, run, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(codec.dump(content)), encoding="utf-8")
+        except (LimitError, OSError) as exc:
+            activity.logger.warning("a cut tool result was not kept: %s", exc)
+            return None
+        return f"{self.worker}:{path}"
 
     @activity.defn(name="audit_append")
     async def audit_append(self, params: dict[str, Any]) -> int:
@@ -539,6 +567,16 @@ def _entry(host: Host, tool: CatalogTool) -> dict[str, Any]:
     }
 
 
+def _listing(host: Host, tools: Iterable[CatalogTool]) -> list[dict[str, Any]]:
+    """``tools`` as ``list_tools`` lists them: long descriptions clipped, and those
+    still too large for the listing's bound left out (it is an activity's result and
+    part of every model request)."""
+    entries = [_entry(host, tool) for tool in tools]
+    for name in fit_tools(entries):
+        activity.logger.warning("tool %s is not offered: the listing is too large", name)
+    return entries
+
+
 def _unverified(host: Host, policy: Mapping[str, Any], use: llm.ToolUseContent) -> str:
     """The model's text for a result no worker sealed, from what this worker knows: no
     such tool, the signed policy's denial, or :data:`UNVERIFIED`."""
@@ -555,11 +593,3 @@ def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
     return llm.ToolResultContent(
         tool_use_id=tool_use_id, content=(llm.TextContent(text=text),), is_error=True
     )
-
-
-def _text(result: llm.ToolResultContent) -> str:
-    parts = [p.text for p in result.content if isinstance(p, llm.TextContent)]
-    text = "\n".join(parts)
-    if not parts and result.structured_content is not None:
-        text = json.dumps(dict(result.structured_content))
-    return text

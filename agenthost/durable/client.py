@@ -17,6 +17,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from agenthost.durable import seal
+from agenthost.durable.limits import check_run_id
 from agenthost.durable.policy import snapshot
 from agenthost.durable.seal import DurableKey
 from agenthost.errors import AgentHostError, NotFound
@@ -84,8 +85,12 @@ async def submit(
     run_id: str | None = None,
 ) -> str:
     """Start the run, then send it its grant signed by ``key`` (the workers refuse a run
-    without one); returns its id (the workflow id)."""
-    run_id = run_id or new_run_id()
+    without one); returns its id (the workflow id).
+
+    Raises:
+        LimitError: ``run_id`` is not a valid run id (see :mod:`agenthost.durable.limits`).
+    """
+    run_id = check_run_id(run_id or new_run_id())
     handle = await client.start_workflow(
         "AgentRun",
         {**params, "grant": None},

@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 
 from agenthost.config.model import HostConfig
 from agenthost.durable.activities import Activities, AuditSink, HostBridge, JsonlAuditSink
+from agenthost.durable.connection import TemporalSettings
 from agenthost.durable.pgaudit import PostgresAuditSink, is_dsn
 from agenthost.durable.seal import DurableKey
 from agenthost.durable.workflow import AgentRun
@@ -32,6 +33,8 @@ from agenthost_providers.base import Provider
 __all__ = ["DEFAULT_TASK_QUEUE", "connect", "host_thread", "run_worker", "state_dir"]
 
 DEFAULT_TASK_QUEUE = "agenthost"
+#: Seconds to connect (TLS handshake and the first call included).
+CONNECT_TIMEOUT = 15.0
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -42,12 +45,19 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / "agenthost"
 
 
-async def connect(address: str, namespace: str) -> Client:
-    """A Temporal client; a server that cannot be reached is one clear error."""
+async def connect(target: TemporalSettings | str, namespace: str = "default") -> Client:
+    """A Temporal client (``target``: the settings, or a plain address and ``namespace``);
+    a server that cannot be reached, or whose certificate fails, is one clear error."""
+    settings = target if isinstance(target, TemporalSettings) else None
+    settings = settings or TemporalSettings(address=str(target), namespace=namespace)
+    address = settings.address
     try:
-        return await asyncio.wait_for(Client.connect(address, namespace=namespace), 15)
+        return await asyncio.wait_for(
+            Client.connect(address, **settings.connect_args()), CONNECT_TIMEOUT
+        )
     except (RuntimeError, OSError, TimeoutError) as exc:
-        raise AgentHostError(f"cannot reach Temporal at {address}: {exc}") from None
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise AgentHostError(f"cannot reach Temporal at {address}: {why}") from None
 
 
 @contextmanager

@@ -35,7 +35,15 @@ with workflow.unsafe.imports_passed_through():
     from agenthost.agent.core import AgentCore, CallTools, Finished
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
+    from agenthost.durable.limits import LimitError, check_run_id, check_task, check_who, clip, size
     from agenthost.durable.policy import action, decide
+    from agenthost.durable.shrink import (
+        CONVERSATION_MAX,
+        EVENTS_MAX,
+        compact,
+        preview,
+        trim_records,
+    )
     from agenthost_policies.decision import Verdict
 
 __all__ = ["IDEMPOTENCY_KEY", "AgentRun", "offer"]
@@ -47,15 +55,22 @@ IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
 #: a run whose submitter died in between fails then.
 GRANT_WAIT = 600.0
 
-#: The events kept for followers; older ones are dropped (a follower that fell this far
-#: behind reads the transcript at the end instead).
+#: The events kept for followers, at most this many and :data:`EVENTS_MAX` bytes; older
+#: ones are dropped (a follower that fell this far behind reads the transcript at the end
+#: instead).
 _MAX_EVENTS = 500
+#: Characters of an error's text kept in a record (a server's or a provider's message).
+_ERROR_MAX = 2000
+#: Bytes of the grant signal kept (a real one is about 1 KB: nine digests and a MAC).
+_GRANT_MAX = 4096
+#: Characters of an approval's signature kept (a real one is 64 hex digits).
+_SEAL_MAX = 128
 
 
 def _event(event: AgentEvent) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": event.kind, "text": event.text}
     if event.record is not None:
-        out["record"] = codec.dump(event.record)
+        out["record"] = codec.dump(preview(event.record))
     return out
 
 
@@ -88,6 +103,7 @@ class AgentRun:
         self._answers: dict[str, dict[str, Any]] = {}
         #: Every call id that has had its decision (a second answer is refused).
         self._decided: set[str] = set()
+        self._event_bytes = 0
         self._seq = 0
         #: Histories this run has had (1 + its continue-as-new count).
         self._segment = 1
@@ -97,10 +113,15 @@ class AgentRun:
         self._writes: list[Any] = []
         self._buffer: list[dict[str, Any]] = []
         #: What the activities sealed (:mod:`agenthost.durable.seal`), handed back to
-        #: them: a seal per model reply in order, per tool use not run yet, per result.
+        #: them: a seal per model reply in order, per tool use of the last turn, per
+        #: result (of the result as it is in the conversation: once
+        #: :func:`~agenthost.durable.shrink.compact` elides it, the seal of its stub,
+        #: kept aside in ``_stub_seals`` until then). One seal per turn and per call, so
+        #: they are bounded with the conversation and counted in its bound.
         self._replies: list[str | None] = []
         self._uses: dict[str, str] = {}
         self._results: dict[str, str | None] = {}
+        self._stub_seals: dict[str, str | None] = {}
         #: The submitter's grant (:func:`agenthost.durable.seal.grant`), by signal.
         self._grant: dict[str, Any] | None = None
 
@@ -122,8 +143,11 @@ class AgentRun:
 
     @workflow.signal
     def grant(self, grant: dict[str, Any]) -> None:
-        """The submitter's grant; only a worker can tell a real one (it holds the key)."""
-        self._grant = grant
+        """The submitter's grant; only a worker can tell a real one (it holds the key).
+        Anyone may signal: one that is not a small object is dropped, so no signal makes
+        every later activity input large."""
+        if isinstance(grant, dict) and size(grant) <= _GRANT_MAX:
+            self._grant = grant
 
     @workflow.update
     def answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> str:
@@ -136,6 +160,9 @@ class AgentRun:
     def _check_answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> None:
         """Refused before it enters history: a call that is not waiting (unknown, or
         answered already) and an answer that is neither allow nor deny."""
+        check_who(who)
+        if not isinstance(seal, str) or len(seal) > _SEAL_MAX:
+            raise ValueError(f"an approval's signature is at most {_SEAL_MAX} characters")
         if verdict not in ("allow", "deny"):
             raise ValueError(f"the answer must be allow or deny, not {verdict!r}")
         if call_id in self._decided or call_id in self._answers:
@@ -147,15 +174,7 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
-        if params.get("grant") is None:  # a new run: its submitter sends it next
-            try:
-                await workflow.wait_condition(lambda: self._grant is not None, timeout=GRANT_WAIT)
-            except TimeoutError:
-                raise ApplicationError(
-                    f"no grant came from the run's submitter within {GRANT_WAIT:g} s",
-                    non_retryable=True,
-                ) from None
-            params = {**params, "grant": self._grant}
+        params = await self._admitted(params)
         self._params = params
         state = params.get("state")
         if state is None:
@@ -167,11 +186,13 @@ class AgentRun:
             self._seq = state["seq"]
             self._base = state["events_base"]
             self._events = state["events"]
+            self._event_bytes = sum(size(event) for event in self._events)
             self._decided = set(state["decided"])
             self._segment = state["segment"] + 1
             seals = state.get("seals") or {}
             self._replies = list(seals.get("replies", ()))
             self._results = dict(seals.get("results", {}))
+            self._stub_seals = dict(seals.get("stubs", {}))
         core = AgentCore(
             record=record,
             model=params["model"],
@@ -191,12 +212,14 @@ class AgentRun:
         while True:
             if core.out_of_turns() is not None:
                 break
+            if not self._small(core):
+                break
             offered = [offer(entry) for entry in tools.values() if self._offered(entry)]
             ask = core.request(offered)
             try:
                 reply = await self._model(ask.request)
             except ActivityError as exc:
-                core.model_failed(str(exc.cause or exc))
+                core.model_failed(clip(str(exc.cause or exc), _ERROR_MAX) or "")
                 break
             segment_turns += 1
             step = core.model_replied(reply)
@@ -213,6 +236,7 @@ class AgentRun:
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry_over(core))
+        trim_records(record.tool_calls)
         self._emit(AgentEvent(kind="stop", text=str(record.stop)))
         self._audit({"type": "run", "event": "stop", "stop": record.stop, "turns": record.turns})
         await self._flush()
@@ -223,13 +247,68 @@ class AgentRun:
             "histories": self._segment,
         }
 
+    async def _admitted(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the run's grant, once its id and task are within bounds and,
+        for a new run, its submitter's grant has come (a failure otherwise)."""
+        # No workflow.patched here: a run started before grants and seals cannot go on
+        # under this code whatever it does (its history holds no grant, and activity
+        # results of another shape), so there is no older run to stay compatible with.
+        try:
+            # The id names the run's folder on a worker: a path would escape it.
+            check_run_id(workflow.info().workflow_id)
+            check_task(params["task"])
+        except LimitError as exc:
+            raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
+        if params.get("grant") is None:  # a new run: its submitter sends it next
+            try:
+                await workflow.wait_condition(lambda: self._grant is not None, timeout=GRANT_WAIT)
+            except TimeoutError:
+                raise ApplicationError(
+                    f"no grant came from the run's submitter within {GRANT_WAIT:g} s",
+                    non_retryable=True,
+                ) from None
+            params = {**params, "grant": self._grant}
+        return params
+
     def _should_continue(self, segment_turns: int) -> bool:
         limit = self._params.get("options", {}).get("continue_after")
         if limit is not None and segment_turns >= int(limit):
             return True
         return workflow.info().is_continue_as_new_suggested()
 
+    def _small(self, core: AgentCore) -> bool:
+        """Elide old tool results and trim old records so the conversation stays under
+        :data:`CONVERSATION_MAX` (each model request carries it, and a new history);
+        False, the run stopped, when even that leaves it over."""
+        record = core.record
+        trim_records(record.tool_calls)
+        total = self._compact(record.messages)
+        if total <= CONVERSATION_MAX:
+            return True
+        record.error = (
+            f"the conversation is {total} bytes (with its seals) even with earlier tool"
+            f" results elided; a durable run carries at most {CONVERSATION_MAX}"
+        )
+        record.stop = "token_budget"
+        return False
+
+    def _compact(self, messages: list[llm.Message]) -> int:
+        """:func:`~agenthost.durable.shrink.compact` with the seals counted in the bound
+        (each model request carries them): an elided result's seal becomes its stub's.
+        The size of the conversation and its seals."""
+        sealed = self._seal_bytes()
+        stubbed: list[str] = []
+        total = compact(messages, CONVERSATION_MAX - sealed, stubbed=stubbed)
+        for call_id in stubbed:
+            self._results[call_id] = self._stub_seals.pop(call_id, None)
+        return total + self._seal_bytes()
+
+    def _seal_bytes(self) -> int:
+        return size([self._replies, self._results, self._stub_seals])
+
     def _carry_over(self, core: AgentCore) -> dict[str, Any]:
+        trim_records(core.record.tool_calls)
+        self._compact(core.record.messages)
         return {
             **self._params,
             "state": {
@@ -240,14 +319,25 @@ class AgentRun:
                 "events": self._events,
                 "decided": sorted(self._decided),
                 "segment": self._segment,
-                "seals": {"replies": self._replies, "results": self._results},
+                "seals": {
+                    "replies": self._replies,
+                    "results": self._results,
+                    "stubs": self._stub_seals,
+                },
             },
         }
 
     def _emit(self, event: AgentEvent) -> None:
-        self._events.append(_event(event))
-        if len(self._events) > _MAX_EVENTS:
-            drop = len(self._events) - _MAX_EVENTS
+        shown = _event(event)
+        self._events.append(shown)
+        self._event_bytes += size(shown)
+        drop = 0
+        while drop < len(self._events) - 1 and (
+            len(self._events) - drop > _MAX_EVENTS or self._event_bytes > EVENTS_MAX
+        ):
+            self._event_bytes -= size(self._events[drop])
+            drop += 1
+        if drop:
             del self._events[:drop]
             self._base += drop
 
@@ -298,7 +388,8 @@ class AgentRun:
             result_type=dict,
         )
         self._replies.append(out.get("seal"))
-        self._uses.update(out.get("uses") or {})
+        # The uses of this turn only: every one is called (or refused) before the next.
+        self._uses = dict(out.get("uses") or {})
         self._withheld(out.get("withheld") or [])
         return codec.load_result(out["result"])
 
@@ -425,9 +516,11 @@ class AgentRun:
         except ActivityError as exc:
             cause = exc.cause
             text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            text = clip(text, _ERROR_MAX) or ""
             out = {"status": "error", "reason": text, "attempt": None, "duration": 0.0}
             out["result"] = codec.dump(_error(use.id, f"Tool call failed: {text}"))
         self._results[use.id] = out.get("seal")
+        self._stub_seals[use.id] = out.get("stub_seal")
         record.status, record.reason = out["status"], out.get("reason")
         record.duration = out.get("duration", 0.0)
         content = codec.load_content(out["result"])

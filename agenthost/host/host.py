@@ -31,6 +31,7 @@ import trio
 from agenthost._util import DEFAULT, Timeout, collapse_single_group
 from agenthost.agent.loop import DEFAULT_SYSTEM_PROMPT, DEFAULT_TASK_GRACE, run_agent
 from agenthost.config.model import HostConfig, Workspace
+from agenthost.config.selfstart import files_read, listed_in, self_start_refusal
 from agenthost.errors import AgentHostError, NotFound, ServerUnavailable
 from agenthost.host import models, reads
 from agenthost.host.catalog import Catalog, CatalogTool, annotation_hints
@@ -129,12 +130,14 @@ class Host:
             sampling_route=sampling_route,
             roots_filter=roots_filter,
         )
+        reads = files_read(config.servers, config.source)
         self._supervisors: dict[str, Supervisor] = {
             name: Supervisor(
                 server,
                 handlers=asks.for_server(server),
                 on_ready=refresher.on_ready,
                 on_state=refresher.on_state,
+                refused=self_start_refusal(server, listed_in(server, config.source), reads),
             )
             for name, server in self._servers.items()
         }

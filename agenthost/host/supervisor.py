@@ -106,8 +106,11 @@ class Supervisor:
         on_state: Callable[[Supervisor], None] | None = None,
         rng: random.Random | None = None,
         era_cache: EraCache | None = None,
+        refused: str | None = None,
     ) -> None:
         self.config = config
+        #: Why this server is never started (it would start agenthost itself), or None.
+        self.refused = refused
         self.name = config.name
         self.handlers = handlers
         self._on_ready = on_ready
@@ -358,6 +361,11 @@ class Supervisor:
         policy = self.config.restart
         attempt = 0
         try:
+            if self.refused is not None:
+                self.last_error = self.refused
+                log.info("%s: %s", self.name, self.refused)
+                self._set(ServerState.FAILED)
+                return
             while not self._stop.is_set():
                 self._set(ServerState.STARTING)
                 error = await self._run_once()

@@ -33,6 +33,7 @@ from agenthost.serve.consent import DownstreamPrompter
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway, SamplingSender
 from agenthost.serve.mrtr import Asker, ExchangeStore
+from agenthost.serve.routing import sole_client
 from agenthost.serve.stdio import StdioServerTransport
 from agenthost.serve.tasks import GatewayTasks
 from agenthost_policies import PolicyConfig, PolicyEngine, parse_policy
@@ -104,4 +105,6 @@ async def serve_stdio(gateway: Gateway, *, stdin: int = 0, stdout: int = 1) -> N
     """Serve the client at the other end of ``stdin``/``stdout`` until it closes them."""
     transport = StdioServerTransport(stdin=stdin, stdout=stdout)
     session = gateway.session(transport)
+    # One client: an upstream's ask no call can be tied to can only be its.
+    gateway.unattributed = sole_client(session, gateway.exchanges)
     await gateway.serve(session)

@@ -11,8 +11,9 @@ audit says so (``by: headless``). An upstream's own elicitation that the policy 
 through is forwarded to the client as it came.
 
 Which client: :meth:`~agenthost.serve.gateway.Gateway.asker` says (the one whose request
-is being served, else the one that spoke last); a 2026-07-28 client is asked through its
-pending request (:mod:`agenthost.serve.mrtr`).
+is being served; for an upstream's ask that cannot be tied to one call, nobody on a shared
+gateway: the headless answer); a 2026-07-28 client is asked through its pending request
+(:mod:`agenthost.serve.mrtr`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 import attrs
 import trio
 
-from agenthost.errors import AgentHostError, JSONRPCError, ProtocolError
+from agenthost.errors import JSONRPCError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.protocol import methods as m
 from agenthost.protocol.converter import structure, unstructure
@@ -56,6 +56,7 @@ from agenthost.serve.modern import (
     without_upstream_meta,
 )
 from agenthost.serve.mrtr import Exchange, ExchangeStore
+from agenthost.serve.outbox import Outbox
 from agenthost.transports.base import Transport
 
 __all__ = [
@@ -155,6 +156,9 @@ class DownstreamSession:
             deliver=self._deliver,
             max_peer_requests=MAX_DOWNSTREAM_REQUESTS,
         )
+        #: What the client is sent unasked (progress, log lines, list changes): queued,
+        #: so a client that stops reading holds up nobody else (see the module).
+        self._outbox = Outbox(name, self._rpc.notify, spawn=self._rpc.spawn, stuck=self._end_stuck)
         #: The negotiated legacy revision (None until ``initialize``).
         self.revision: str | None = None
         self.client_capabilities: ClientCapabilities | None = None
@@ -176,7 +180,19 @@ class DownstreamSession:
         await self._rpc.run(task_status=task_status)
 
     async def aclose(self) -> None:
+        self._outbox.close()
         await self._rpc.aclose()
+
+    def _end_stuck(self) -> None:
+        """The client stopped reading (:class:`Outbox`): its session ends, as if it left."""
+        if not self._rpc.spawn(self.aclose):
+            self._rpc.close(TransportClosed("the client stopped reading", server=self.name))
+
+    async def _flushed(self) -> None:
+        """What the client waits for goes out after the notifications queued before it
+        (a call's progress before its result)."""
+        if self._outbox.pending:
+            await self._outbox.flushed()
 
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""
@@ -186,6 +202,12 @@ class DownstreamSession:
     # ------------------------------------------------------------------ requests in
 
     async def _handle(self, request: Request) -> dict[str, Any]:
+        try:
+            return await self._answer(request)
+        finally:
+            await self._flushed()
+
+    async def _answer(self, request: Request) -> dict[str, Any]:
         method = request.method
         params = request.params or {}
         meta = params.get("_meta")
@@ -347,17 +369,16 @@ class DownstreamSession:
                 f"the downstream client cannot answer {spec.method} (revision {revision})",
             )
         raw = None if params is None else unstructure(params, revision)  # type: ignore[call-overload]
+        await self._flushed()
         result = await self._rpc.call(spec.method, raw, timeout=timeout)
         return structure(result, spec.result)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        """Send a notification; a client that is gone is not an error (it is logged)."""
-        if self._rpc.closed:
-            return
-        try:
-            await self._rpc.notify(method, params)
-        except AgentHostError as exc:
-            log.debug("%s: %s not sent: %s", self.name, method, exc)
+        """Send a notification: queued for the client's writer, never waited for (the
+        callers are shared: an upstream's dispatch, the catalog watcher); a client that
+        is gone or cannot keep up loses it (:class:`~agenthost.serve.outbox.Outbox`)."""
+        if not self._rpc.closed:
+            self._outbox.put(method, params)
 
 
 def _params(spec: m.RequestSpec[P, Any], params: Mapping[str, Any]) -> P:

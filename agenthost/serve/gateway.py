@@ -25,6 +25,7 @@ tells every client whose list changed; the host itself re-lists an upstream on i
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import weakref
@@ -87,10 +88,16 @@ from agenthost.serve.downstream import (
     RequestInfo,
 )
 from agenthost.serve.modern import META_CLIENT_CAPABILITIES
-from agenthost.serve.mrtr import Asker, ExchangeAsker, ExchangeStore
+from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.names import CatalogView, page
 from agenthost.serve.roots import intersect_roots
-from agenthost.serve.routing import CallsInFlight, asker_for
+from agenthost.serve.routing import (
+    CallsInFlight,
+    Fallback,
+    asker_for,
+    asks_ride_their_calls,
+    nobody,
+)
 from agenthost.serve.subscriptions import Subscriber, Subscriptions
 from agenthost.serve.tasks import EXTENSION, LEGACY, GatewayTasks, TaskRun
 from agenthost.tool_tasks import TaskCreatedCallback, offers_tasks_extension, wants_task
@@ -126,6 +133,11 @@ _MAX_LISTENERS: Final = 256
 _ROOTS_TIMEOUT: Final = 10.0
 _MAX_ROOTS: Final = 256
 
+#: The attribution of the upstream ask the current task answers (see Gateway.asker).
+_PINNED: contextvars.ContextVar[tuple[tuple[str, str | None], Asker | None] | None] = (
+    contextvars.ContextVar("agenthost_serve_pinned_ask", default=None)
+)
+
 _KINDS: Final = {
     "tools": m.NOTIFICATION_TOOLS_LIST_CHANGED,
     "prompts": m.NOTIFICATION_PROMPTS_LIST_CHANGED,
@@ -144,9 +156,10 @@ class Gateway:
         self.host = host
         self.view = CatalogView(host)
         self.sessions: set[DownstreamSession] = set()
-        #: The client that spoke last: an upstream's ask that cannot be attributed to a
-        #: call (:mod:`agenthost.serve.routing`) goes to it (over stdio there is one).
-        self.last_active: DownstreamSession | None = None
+        #: Who answers an upstream's ask that cannot be attributed to one call
+        #: (:mod:`agenthost.serve.routing`): nobody (the policy's headless answer) unless
+        #: the gateway serves one client alone (:func:`serve_stdio` sets it).
+        self.unattributed: Fallback = nobody
         #: Which downstream request has a tool call running on which upstream.
         self.calls = CallsInFlight()
         self.server_info = Implementation(name="agenthost", version=__version__)
@@ -245,39 +258,63 @@ class Gateway:
     ) -> None:
         """Serve one downstream session until its client goes away."""
         self.sessions.add(session)
-        self.last_active = session
         try:
             await session.run(task_status=task_status)
         finally:
             self.sessions.discard(session)
             if self.tasks is not None:
                 self.tasks.forget(session)
-            if self.last_active is session:
-                self.last_active = next(iter(self.sessions), None)
             await self.subscriptions.forget(session)
             await session.aclose()
 
     def asker(self) -> Asker | None:
         """Who to put a request to now: the client whose request this task serves (a
-        2026-07-28 one through that request); else, for an upstream's ask, the client
-        whose call it serves (:class:`CallsInFlight`: by the tool a 2026-07-28 upstream
-        names, or the one call in flight on a legacy upstream); else (an ask that cannot
-        be attributed) the newest 2026-07-28 request still under way, else the client
-        that spoke last."""
+        2026-07-28 one through that request; an upstream's ask that came on that call's
+        own stream); else, for an upstream's ask, the client whose call it serves
+        (:class:`CallsInFlight`: by the tool a 2026-07-28 upstream names, or the one call
+        in flight on a legacy upstream); else (an ask that cannot be attributed)
+        :attr:`unattributed`: nobody on a shared gateway, never another session.
+
+        An upstream's ask is attributed once, the first time it is needed: the consent,
+        the form and the review of one ask all go to the same place, even if a call
+        starts or ends meanwhile."""
         info = CURRENT.get()
         if info is not None:
             return asker_for(info)
         ask = SERVER_ASK.get()
-        caller = self.calls.caller(*ask) if ask is not None else None
-        if caller is not None:
-            return asker_for(caller)
-        if self.exchanges is not None and self.exchanges.latest is not None:
-            return ExchangeAsker(self.exchanges.latest)
-        return self.last_active
+        if ask is None:
+            return self.unattributed()
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] is ask:
+            return pinned[1]
+        server = ask[0]
+        streamed = self._asks_ride_their_calls(server)
+        caller = None if streamed else self.calls.caller(*ask)
+        found = asker_for(caller) if caller is not None else self.unattributed()
+        if found is None:
+            log.warning(
+                "%s: an ask that cannot be tied to one downstream call (%s): answered as in"
+                " headless mode",
+                server,
+                "not on the stream of a call"
+                if streamed
+                else "calls of several clients in flight there"
+                if self.calls.has_calls(server)
+                else "no call in flight there",
+            )
+        _PINNED.set((ask, found))  # this ask's own task: nobody else's context
+        return found
+
+    def _asks_ride_their_calls(self, server: str) -> bool:
+        try:
+            return asks_ride_their_calls(self.host.session(server))
+        except AgentHostError:
+            return False  # not running: nothing to tell by
 
     def sampling_route(self, server: str) -> SamplingSender | None:
         """Where ``server``'s sampling request goes (``[gateway] sampling``): to the client
-        that spoke last when it declared sampling (``auto``, ``client``), else to
+        whose call it serves (:meth:`asker`) when it declared sampling (``auto``,
+        ``client``), else to
         agenthost's providers (None); ``client`` with a client that cannot sample is an
         error for the upstream rather than a silent spend on the providers."""
         mode = self.host.config.gateway.get("sampling", "auto")
@@ -305,7 +342,6 @@ class Gateway:
     async def _on_notification(
         self, session: DownstreamSession, method: str, params: Mapping[str, Any]
     ) -> None:
-        self.last_active = session
         ready_with_roots = method == m.NOTIFICATION_INITIALIZED and session.can("roots")
         if method == m.NOTIFICATION_ROOTS_LIST_CHANGED or ready_with_roots:
             # The upstreams listed the workspaces alone before this client came: they
@@ -369,7 +405,6 @@ class Gateway:
     async def list_tools(
         self, info: RequestInfo, params: PaginatedRequestParams
     ) -> ListToolsResult:
-        self.last_active = info.session
         tools, following = page(self._listed_tools(info), params.cursor)
         return ListToolsResult(tools=tools, next_cursor=following)
 
@@ -411,7 +446,6 @@ class Gateway:
     ) -> CallToolResult | dict[str, Any]:
         """The call through the host; a client asking for a task gets the gateway's task
         (as JSON: its form's ``CreateTaskResult``) once the upstream created one."""
-        self.last_active = info.session
         entry = self.view.tool(params.name)
         if entry is None:
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown tool: {params.name[:200]}")
@@ -522,7 +556,6 @@ class Gateway:
     async def get_prompt(
         self, info: RequestInfo, params: GetPromptRequestParams
     ) -> GetPromptResult:
-        self.last_active = info.session
         found = self.view.prompt(params.name)
         if found is None:
             raise JSONRPCError(jsonrpc.INVALID_PARAMS, f"unknown prompt: {params.name[:200]}")
@@ -548,7 +581,6 @@ class Gateway:
     async def read_resource(
         self, info: RequestInfo, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        self.last_active = info.session
         try:
             return await _upstream(None, lambda: self.host.read_resource(params.uri))
         except (NotFound, AmbiguousResource) as exc:

@@ -16,12 +16,17 @@ session's messages back into HTTP (``basic/transports/streamable-http``):
   stream.
 * 2026-07-28 requests have no session: each POST gets a session of its own for the
   exchange, which ends with it. A client that goes away mid-request (the stream
-  closes) cancels it, upstream too.
+  closes) cancels it, upstream too. Their tasks are reached by id alone
+  (:mod:`agenthost.serve.tasks`).
+* A POST is all one era: a legacy request beside a 2026-07-28 one, or in a POST served
+  without a session (an ``initialize`` with the 2026-07-28 header), gets 400 with -32600.
 
 Security (the same rules the spec gives servers): the ``Host`` header must name the
 address we listen on (DNS rebinding), an ``Origin``, when sent, must be one of ours too;
-bound to a non-loopback address, every request needs ``Authorization: Bearer <token>``
-(compared in constant time), and :func:`check_bind` refuses to start without a token.
+every request needs ``Authorization: Bearer <token>`` (compared in constant time) unless
+the app was given no token: the CLI gives one on loopback too (every local user reaches
+loopback; ``serve --no-auth`` is the user's explicit choice), and :func:`check_bind`
+refuses a non-loopback bind without one.
 Bodies over :data:`~agenthost.transports.base.DEFAULT_MAX_MESSAGE_SIZE` get 413.
 """
 
@@ -42,6 +47,7 @@ from agenthost.errors import ConfigError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
+from agenthost.serve.modern import modern_stamp
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -53,8 +59,15 @@ log = logging.getLogger("agenthost.serve.http")
 MAX_SESSIONS: Final = 64
 #: Messages a session holds for its GET stream while none is open (oldest dropped).
 _BACKLOG: Final = 256
+#: Their encoded size, together (the newest is kept even when larger on its own).
+_BACKLOG_BYTES: Final = 8 * 1024 * 1024
 #: Messages waiting for the session's reader, per session.
 _INBOX: Final = 64
+_MIXED: Final = (
+    "a POST may not mix the eras: 2026-07-28 requests (each naming its protocol version"
+    " in _meta, no session) and legacy ones (initialize, then Mcp-Session-Id) go in POSTs"
+    " of their own"
+)
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -99,7 +112,8 @@ class _HttpTransport(Transport):
         #: The streams open now, newest last: where messages tied to no response go.
         self._open: list[trio.MemorySendChannel[jsonrpc.Message]] = []
         self.get_stream: trio.MemorySendChannel[jsonrpc.Message] | None = None
-        self._backlog: deque[jsonrpc.Message] = deque(maxlen=_BACKLOG)
+        self._backlog: deque[tuple[jsonrpc.Message, int]] = deque()
+        self._backlog_bytes = 0
         self._closed = False
         self.last_used = trio.current_time()
 
@@ -127,7 +141,18 @@ class _HttpTransport(Transport):
     def attach_get(self, stream: trio.MemorySendChannel[jsonrpc.Message]) -> None:
         self.get_stream = stream
         while self._backlog:
-            stream.send_nowait(self._backlog.popleft())
+            stream.send_nowait(self._backlog.popleft()[0])
+        self._backlog_bytes = 0
+
+    def _hold(self, message: jsonrpc.Message) -> None:
+        """Keep ``message`` for the GET stream, dropping the oldest beyond the bounds."""
+        size = len(jsonrpc.encode(message))
+        self._backlog.append((message, size))
+        self._backlog_bytes += size
+        while len(self._backlog) > 1 and (
+            len(self._backlog) > _BACKLOG or self._backlog_bytes > _BACKLOG_BYTES
+        ):
+            self._backlog_bytes -= self._backlog.popleft()[1]
 
     async def send(
         self,
@@ -145,7 +170,7 @@ class _HttpTransport(Transport):
             return
         target = self._open[-1] if self._open else self.get_stream
         if target is None or not await _put(target, message):
-            self._backlog.append(message)
+            self._hold(message)
 
     async def receive(self) -> jsonrpc.Message:
         try:
@@ -251,6 +276,13 @@ class McpHttpApp:
             return
         requests = [m for m in messages if isinstance(m, jsonrpc.Request)]
         modern = _is_modern(headers, requests)
+        if _mixes_eras(modern, requests):
+            # A legacy request (an initialize above all) in a sessionless POST would be
+            # served at its legacy revision in the POST's own session, and with the
+            # sessionless tasks as its own: one POST must be all one era or all the other.
+            error = jsonrpc.ErrorObject(jsonrpc.INVALID_REQUEST, _MIXED)
+            await _json(send, 400, jsonrpc.encode(jsonrpc.ErrorResponse(None, error)))
+            return
         if modern:
             await self._stateless(requests, send)
             return
@@ -367,11 +399,22 @@ def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool
     version = headers.get("mcp-protocol-version", "")
     if version >= "2026" and "mcp-session-id" not in headers:
         return True
-    return any(
-        isinstance((r.params or {}).get("_meta"), dict)
-        and "io.modelcontextprotocol/protocolVersion" in (r.params or {})["_meta"]
-        for r in requests
-    )
+    return any(_stamped(r) for r in requests)
+
+
+def _stamped(request: jsonrpc.Request) -> bool:
+    """Whether ``request`` names its protocol version in ``_meta`` (2026-07-28), by the
+    session's own rule (:func:`modern_stamp`: a key with a non-string value does not
+    count, or such a request would pass here as modern and be served as legacy)."""
+    meta = (request.params or {}).get("_meta")
+    return modern_stamp(meta if isinstance(meta, dict) else None) is not None
+
+
+def _mixes_eras(modern: bool, requests: list[jsonrpc.Request]) -> bool:
+    """Whether a POST served the sessionless way (``modern``) carries a request that is
+    not a 2026-07-28 one, or one served in a session carries a 2026-07-28 one."""
+    stamped = sum(1 for r in requests if _stamped(r))
+    return stamped != (len(requests) if modern else 0)
 
 
 async def _body(receive: Receive) -> bytes | None:

@@ -150,8 +150,9 @@ class ExchangeStore:
     def __init__(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self._by_token: dict[str, Exchange] = {}
-        #: The newest exchange still running: an upstream's ask that arrives outside any
-        #: downstream request goes to it.
+        #: The newest exchange still running: over stdio (one client), an upstream's ask
+        #: that arrives outside any downstream request goes to it
+        #: (:func:`agenthost.serve.routing.sole_client`).
         self.latest: Exchange | None = None
 
     def get(self, token: str) -> Exchange:

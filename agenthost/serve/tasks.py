@@ -34,13 +34,17 @@ for a tool without support is refused with -32601, as "Tool-Level Negotiation" s
 Isolation: a task id handed downstream is the gateway's own (``secrets.token_urlsafe``),
 never the upstream's, and it is looked up only among the tasks of the asking client's
 *owner*: its session (stdio, a legacy HTTP session), or for 2026-07-28 HTTP requests,
-which have no session, the one stateless owner (:data:`STATELESS`): there the id is the
-only key, and it is unguessable. Another session's id is "unknown task" (-32602), exactly
-as a made-up one. A legacy session's tasks are cancelled when it ends (nobody can reach
-them any more).
+which have no session, the sessionless pool (:data:`STATELESS`). The pool is no client's:
+its tasks are reached by id alone (the id is an unguessable capability: ``tasks/get``,
+``tasks/cancel``, ``tasks/update`` with it work from any sessionless request) and
+``tasks/list`` shows none of them (the 2026-07-28 extension has no ``tasks/list``; a
+legacy request cannot reach the pool, as the HTTP app serves no legacy request without a
+session). Another session's id is "unknown task" (-32602), exactly as a made-up one. A
+legacy session's tasks are cancelled when it ends (nobody can reach them any more).
 
 Bounds: at most :data:`MAX_TASKS_PER_OWNER` tasks per owner (:data:`MAX_STATELESS_TASKS`
-for the sessionless one), terminal ones included (the oldest terminal task makes room;
+for the sessionless pool, all sessionless clients together: nothing tells them apart to
+bound each one), terminal ones included (the oldest terminal task makes room;
 with none, the call is refused with -32603), counted from the call (calls sent together
 cannot overshoot it); a terminal task is kept for its ttl (the client's, within
 :data:`MAX_TTL_MS`) and then forgotten, sooner when the kept outcomes pass
@@ -92,7 +96,8 @@ log = logging.getLogger("agenthost.serve")
 #: The two task forms a downstream client may use.
 LEGACY: Final = "2025-11-25"
 EXTENSION: Final = "io.modelcontextprotocol/tasks"
-#: The owner of the tasks of 2026-07-28 HTTP requests (they have no session).
+#: The pool of the tasks of 2026-07-28 HTTP requests (they have no session): reached by
+#: task id alone, never listed.
 STATELESS: Final = object()
 #: Tasks one owner holds at once, terminal ones included (:data:`STATELESS`, shared by
 #: every sessionless client: :data:`MAX_STATELESS_TASKS`).
@@ -264,7 +269,7 @@ class GatewayTasks:
         now = trio.current_time()
         for task_id in [k for k, t in held.items() if t.expires <= now]:
             self._drop(held, task_id)
-        bound = MAX_STATELESS_TASKS if owner is STATELESS else MAX_TASKS_PER_OWNER
+        bound = _rules(owner).bound
         if len(held) >= bound:
             finished = sorted((t for t in held.values() if t.terminal), key=lambda t: t.expires)
             if not finished:
@@ -344,8 +349,13 @@ class GatewayTasks:
         return task
 
     def listed(self, info: RequestInfo) -> list[GatewayTask]:
+        """The tasks ``tasks/list`` shows: a session's own; for sessionless requests none
+        (their tasks are many clients', told apart by nothing but their ids)."""
+        owner = info.session.task_owner
+        if not _rules(owner).listed:
+            return []
         now = trio.current_time()
-        held = self._owned.get(info.session.task_owner, {})
+        held = self._owned.get(owner, {})
         return [t for t in held.values() if t.announced and t.expires > now]
 
     async def result(self, info: RequestInfo, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -384,6 +394,24 @@ class GatewayTasks:
         for task in self._owned.pop(owner, {}).values():
             self._kept_bytes -= task.size
             task.scope.cancel()
+
+
+@attrs.frozen
+class _OwnerRules:
+    """What an owner's clients may do with its tasks."""
+
+    #: Tasks it holds at once, terminal ones included.
+    bound: int
+    #: Whether ``tasks/list`` shows them.
+    listed: bool
+
+
+def _rules(owner: object) -> _OwnerRules:
+    """A session's rules (its own tasks, listed), or the sessionless pool's (shared by
+    every sessionless client: a larger bound, never listed, reached by id alone)."""
+    if owner is STATELESS:
+        return _OwnerRules(bound=MAX_STATELESS_TASKS, listed=False)
+    return _OwnerRules(bound=MAX_TASKS_PER_OWNER, listed=True)
 
 
 def _status_relay(task: GatewayTask, info: RequestInfo) -> Progress:

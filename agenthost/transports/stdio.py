@@ -106,6 +106,9 @@ INHERITED_ENV_VARS: Final = frozenset(
         "XDG_CONFIG_HOME",
         "XDG_CACHE_HOME",
         "XDG_DATA_HOME",
+        # The config files of the agenthost processes above a server: an agenthost it
+        # starts (through any wrapper) refuses to read one of them again (a loop).
+        "AGENTHOST_SERVE_CHAIN",
         # Windows equivalents, harmless elsewhere.
         "APPDATA",
         "LOCALAPPDATA",

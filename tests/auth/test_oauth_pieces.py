@@ -21,6 +21,7 @@ from agenthost.auth.discovery import (
     ResourceMetadata,
     as_metadata_urls,
     canonical_resource,
+    check_outward,
     parse_www_authenticate,
     prm_urls,
     resource_allowed,
@@ -71,8 +72,49 @@ def test_discovery_urls_in_the_spec_order() -> None:
 
 def test_resource_must_identify_the_server() -> None:
     assert canonical_resource("HTTPS://MCP.Example.com/mcp#frag") == "https://mcp.example.com/mcp"
-    assert resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
+    assert canonical_resource("https://mcp.example.com:443/") == "https://mcp.example.com"
+    assert canonical_resource("http://[::1]:8080/mcp/") == "http://[::1]:8080/mcp"
     assert resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/mcp")
+    # The same resource in RFC 3986's other spellings: case, default port, trailing slash.
+    assert resource_allowed("https://mcp.example.com/mcp", "HTTPS://MCP.EXAMPLE.COM/mcp")
+    assert resource_allowed("https://mcp.example.com:443/mcp", "https://mcp.example.com/mcp/")
+    assert resource_allowed("https://mcp.example.com", "https://mcp.example.com/")
+    # A query on the server's URL only, or the same one on both.
+    assert resource_allowed("https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp")
+    assert resource_allowed("https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp?t=a")
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp?t=a", "https://mcp.example.com/mcp?t=b"
+    )
+    # The origin's root document may name the origin (RFC 9728 builds its URL from it);
+    # any other document (a path's, a challenge's) only the server's own URL.
+    root = "https://mcp.example.com/.well-known/oauth-protected-resource"
+    assert resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com/", fetched_from=root
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/a/mcp", "https://mcp.example.com/a", fetched_from=root
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com", fetched_from=root + "/mcp"
+    )
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://evil.example.com", fetched_from=root
+    )
+    # Another origin's root document (a challenge may point anywhere) is not the origin's.
+    elsewhere = "https://other.example.com/.well-known/oauth-protected-resource"
+    assert not resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com", fetched_from=elsewhere
+    )
+    assert resource_allowed(
+        "https://mcp.example.com/mcp", "https://mcp.example.com/mcp", fetched_from=elsewhere
+    )
+    # Another resource: a parent (the origin), a child, another port, path case.
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com")
+    assert not resource_allowed("https://mcp.example.com/a/mcp", "https://mcp.example.com/a")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/mcp/x")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com:8443/mcp")
+    assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/MCP")
+    assert not resource_allowed("https://mcp.example.com/mcp", "http://mcp.example.com/mcp")
     assert not resource_allowed("https://mcp.example.com/mcp", "https://mcp.example.com/other")
     assert not resource_allowed("https://mcp.example.com/mcp", "https://evil.example.com/mcp")
     assert not resource_allowed("https://mcp.example.com/mcpx", "https://mcp.example.com/mcp")
@@ -91,7 +133,7 @@ def test_metadata_checks() -> None:
         AuthServerMetadata.from_json(doc, expected_issuer="https://as.example.com/")
     with pytest.raises(DiscoveryError, match="token_endpoint"):
         bad = {**doc, "token_endpoint": "javascript:x"}
-        AuthServerMetadata.from_json(bad, expected_issuer=None)
+        AuthServerMetadata.from_json(bad, expected_issuer="https://as.example.com")
     with pytest.raises(DiscoveryError, match="no authorization_servers"):
         ResourceMetadata.from_json({"resource": "https://x.test", "authorization_servers": []})
     legacy = AuthServerMetadata.legacy_defaults("https://mcp.example.com/v1/mcp")
@@ -273,3 +315,22 @@ def test_a_plaintext_keyring_is_not_taken_for_an_os_keyring(tmp_path: Path) -> N
         keyring.set_keyring(previous)
         if saved is not None:
             os.environ["AGENTHOST_TOKEN_STORE"] = saved
+
+
+def test_a_remote_servers_discovery_may_not_aim_at_this_machine() -> None:
+    """SSRF via discovery: a server elsewhere naming a loopback or link-local URL (its
+    resource_metadata, an authorization server, an endpoint) is refused; a server on
+    this machine may name one (a local gateway, the tests)."""
+    remote = "https://mcp.example.com/mcp"
+    for inward in (
+        "http://127.0.0.1:8080/admin",
+        "http://localhost:631/",
+        "http://[::1]:9000/x",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[fe80::1]/x",
+    ):
+        with pytest.raises(DiscoveryError, match="points at this machine"):
+            check_outward(remote, inward, "the challenge's resource_metadata")
+        check_outward("http://127.0.0.1:3000/mcp", inward, "x")  # local to local: fine
+    for outward in ("https://auth.example.com/", "https://10.0.0.5/as", "https://[2001:db8::1]/"):
+        check_outward(remote, outward, "x")

@@ -57,8 +57,9 @@ def test_server_scenarios_pass_through_the_gateway(tmp_path: Path) -> None:
     config = tmp_path / "agenthost.toml"
     config.write_text(CONFIG)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # --no-auth: these clients send no token (authentication: tests/security).
     proc = subprocess.Popen(
-        [*AGENTHOST, "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        [*AGENTHOST, "--config", str(config), "serve", "--http", "127.0.0.1:0", "--no-auth"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -20,13 +20,10 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +34,16 @@ from agenthost.durable.client import RunRejected, answer, run_input, submit
 from agenthost.durable.seal import ENV_KEY_FILE, DurableKey
 from agenthost.durable.worker import connect
 from agenthost_policies.config import parse_policy
-from tests.durable.fleet import DEV_SERVER, audit_lines, durable_key, key_file, write_config
+from tests.durable.fleet import (
+    audit_lines,
+    dev_server_argv,
+    durable_key,
+    key_file,
+    ports,
+    process,
+    wait_port,
+    write_config,
+)
 from tests.helpers import alive
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(150)]
@@ -55,43 +61,6 @@ TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c3", "name": "ledger__publish", "input": {"item": "summary"}}]},
     {"text": "recorded and published"},
 ]
-
-
-def _ports(count: int) -> list[int]:
-    """Free ports, all distinct (each held until all are picked)."""
-    with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-
-
-def _wait_port(port: int, deadline: float, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Until ``port`` listens; at once with the server's log if it exited (a CI run waited
-    the whole 120 s for a dev server that was gone)."""
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        assert proc.poll() is None, f"the dev server exited:\n{log.read_text(errors='replace')}"
-        time.sleep(0.1)
-    raise AssertionError(
-        f"the dev server did not listen on {port}:\n{log.read_text(errors='replace')}"
-    )
-
-
-@contextmanager
-def _process(cmd: list[str], log: Path, **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 def _wait_line(log: Path, text: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
@@ -134,15 +103,11 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
             {"kind": "tool", "name": "ledger__publish", "decision": "ask"},
         ],
     )
-    port, http_port, metrics_port = _ports(3)
+    port, http_port, metrics_port = ports(3)
     address = f"127.0.0.1:{port}"
     started = time.monotonic()
     deadline = started + 120
-    dev = [
-        str(DEV_SERVER), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-        "--port", str(port), "--http-port", str(http_port), "--metrics-port", str(metrics_port),
-        "--log-level", "error",
-    ]  # fmt: skip
+    dev = dev_server_argv(port, http_port, metrics_port)
     worker_cmd = [
         sys.executable, "-m", "agenthost", "--config", str(config), "worker",
         "--temporal", address, "--audit", str(tmp_path / "audit.jsonl"),
@@ -154,11 +119,11 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         ENV_KEY_FILE: str(key_file(tmp_path)),
     }
     with (
-        _process(dev, tmp_path / "dev.log") as server,
-        _process(worker_cmd, tmp_path / "w1.log", env=env) as victim,
-        _process(worker_cmd, tmp_path / "w2.log", env=env) as survivor,
+        process(dev, tmp_path / "dev.log") as server,
+        process(worker_cmd, tmp_path / "w1.log", env=env) as victim,
+        process(worker_cmd, tmp_path / "w2.log", env=env) as survivor,
     ):
-        _wait_port(port, deadline, server, tmp_path / "dev.log")
+        wait_port(port, deadline, server, tmp_path / "dev.log")
         for proc, name in ((victim, "w1"), (survivor, "w2")):
             _wait_line(tmp_path / f"{name}.log", "worker ready", proc, deadline)
         ready = time.monotonic()

@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,7 @@ import httpx2
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agenthost.config import load_config
-from agenthost.durable.client import RunRejected, answer, run_input, submit
-from agenthost.durable.worker import host_thread, run_worker
-from agenthost_policies.config import parse_policy
-from agenthost_providers.base import Provider
+from agenthost.durable.client import RunRejected, answer, submit
 from agenthost_providers.config import build_provider, parse_providers
 from tests.durable.fleet import (
     TEST_SERVER,
@@ -28,52 +23,14 @@ from tests.durable.fleet import (
     durable_key,
     key_file,
     record_turns,
+    run_params,
+    with_worker,
     write_config,
 )
 from tests.helpers import ANTHROPIC_ENV
 from tests.providers.providers_helpers import anthropic_error
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def _with_worker(
-    tmp: Path, config_path: Path, body: object, providers: Mapping[str, Provider] | None = None
-) -> None:
-    config = load_config(config_path)
-    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(TEST_SERVER))
-    async with env:
-        with host_thread(config, providers=providers, env=ANTHROPIC_ENV) as bridge:
-            stop = asyncio.Event()
-            worker = asyncio.create_task(
-                run_worker(
-                    env.client,
-                    bridge,
-                    task_queue="q",
-                    audit=tmp / "audit.jsonl",
-                    results=tmp / "results",
-                    stop=stop,
-                    key=durable_key(tmp),
-                    drain=5,
-                )
-            )
-            try:
-                await body(env, config)  # type: ignore[operator]
-            finally:
-                stop.set()
-                await worker
-
-
-def _params(config_path: Path, turns_text: str, **options: object) -> dict[str, object]:
-    config = load_config(config_path)
-    policy = parse_policy(config.policy, source="t", base_dir=config_path.parent)
-    return run_input(
-        turns_text,
-        provider="replay",
-        model="scripted-replay",
-        policy=policy,
-        system_prompt=None,
-        options=options,
-    )
 
 
 def test_ask_times_out_to_deny_and_a_second_answer_is_refused(tmp_path: Path) -> None:
@@ -88,7 +45,7 @@ def test_ask_times_out_to_deny_and_a_second_answer_is_refused(tmp_path: Path) ->
     async def body(env: WorkflowEnvironment, config: object) -> None:
         run_id = await submit(
             env.client,
-            _params(config_path, "record two"),
+            run_params(config_path, "record two"),
             task_queue="q",
             key=durable_key(tmp_path),
         )
@@ -110,7 +67,7 @@ def test_ask_times_out_to_deny_and_a_second_answer_is_refused(tmp_path: Path) ->
         assert "ask_timeout" in calls["c1"]["reason"]
         assert result["stop"] == "end_turn"
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     decisions = [
         line for line in audit_lines(tmp_path / "audit.jsonl") if line["type"] == "decision"
     ]
@@ -131,7 +88,7 @@ def test_continue_as_new_keeps_the_conversation_and_the_audit_sequence(tmp_path:
     )
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
-        params = _params(config_path, "record five", continue_after=2)
+        params = run_params(config_path, "record five", continue_after=2)
         run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         handle = env.client.get_workflow_handle(run_id)
         result = await handle.result()
@@ -141,7 +98,7 @@ def test_continue_as_new_keeps_the_conversation_and_the_audit_sequence(tmp_path:
         assert result["histories"] == 3  # turns 1-2, 3-4, 5-6
         assert result["run_id"] == run_id
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     lines = audit_lines(tmp_path / "audit.jsonl")
     assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
     assert len({line["run_id"] for line in lines}) == 1
@@ -173,7 +130,7 @@ def test_the_cli_follows_a_run_with_the_output_of_a_local_run(tmp_path: Path) ->
             stdin=subprocess.DEVNULL,
         )
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     run = out["run"]
     assert run.returncode == 0, run.stderr
     assert '[tool] ledger__record {"item": "x", "seconds": 0.0}' in run.stderr
@@ -240,7 +197,10 @@ def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
     async def body(env: WorkflowEnvironment, config: object) -> None:
         address = env.client.service_client.config.target_host
         run_id = await submit(
-            env.client, _params(config_path, "record x"), task_queue="q", key=durable_key(tmp_path)
+            env.client,
+            run_params(config_path, "record x"),
+            task_queue="q",
+            key=durable_key(tmp_path),
         )
         handle = env.client.get_workflow_handle(run_id)
         while not (await handle.query("progress", 0))["pending"]:
@@ -250,7 +210,7 @@ def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
         out["after"] = await asyncio.to_thread(cli, address, "show", run_id)
         out["missing"] = await asyncio.to_thread(cli, address, "show", "run-nosuchrun")
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     shown = json.loads(out["show"].stdout)
     assert shown["status"] == "running"
     assert [w["call_id"] for w in shown["waiting"]] == ["c0"]
@@ -288,12 +248,12 @@ def test_an_auth_error_of_the_model_api_is_not_retried(
     out: dict[str, Any] = {}
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
-        params = _params(config_path, "record x")
+        params = run_params(config_path, "record x")
         params.update(provider="anthropic", model="claude-haiku-4-5")
         run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         out["result"] = await env.client.get_workflow_handle(run_id).result()
 
-    asyncio.run(_with_worker(tmp_path, config_path, body, providers={"anthropic": provider}))
+    asyncio.run(with_worker(tmp_path, config_path, body, providers={"anthropic": provider}))
     assert out["result"]["stop"] == "provider_error"
     assert "invalid x-api-key" in out["result"]["error"]
     assert len(requests) == calls
@@ -308,12 +268,12 @@ def test_a_large_result_is_cut_in_history_and_kept_by_the_worker(tmp_path: Path)
     out: dict[str, Any] = {}
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
-        params = _params(config_path, "record", result_cap=8)
+        params = run_params(config_path, "record", result_cap=8)
         run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         out["result"] = await env.client.get_workflow_handle(run_id).result()
         out["run_id"] = run_id
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     (call,) = out["result"]["tool_calls"]
     assert call["output"].startswith("recorded\n[cut at 8 of 25 characters; the full result: ")
     kept = list((tmp_path / "results" / out["run_id"]).glob("*.json"))
@@ -348,12 +308,15 @@ def test_a_servers_sampling_during_a_durable_call_is_audited_with_the_run(
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         run_id = await submit(
-            env.client, _params(config_path, "summarize"), task_queue="q", key=durable_key(tmp_path)
+            env.client,
+            run_params(config_path, "summarize"),
+            task_queue="q",
+            key=durable_key(tmp_path),
         )
         out["result"] = await env.client.get_workflow_handle(run_id).result()
         out["run_id"] = run_id
 
-    asyncio.run(_with_worker(tmp_path, config_path, body))
+    asyncio.run(with_worker(tmp_path, config_path, body))
     (call,) = out["result"]["tool_calls"]
     assert call["output"] == "moons: three small moons"
     sampling = [

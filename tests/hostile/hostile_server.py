@@ -46,6 +46,11 @@ and the one resource (``hostile://r``) it serves. The prompt takes the config's
 with those values after S seconds (on its reading thread: nothing else is answered
 meanwhile). With ``record`` (a path), every message received is appended to that file,
 one JSON line each.
+
+A tool named ``flood`` among the config's ``tools`` floods *during* its call, then
+answers: ``progress`` notifications for the call's own progress token, then ``logs`` log
+lines of ``log_bytes`` bytes each, then the result (``"flooded"``). With ``background``
+true it does so from a thread of its own (this server goes on answering meanwhile).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -226,6 +232,13 @@ class Server:
             error = {"code": -32000, "message": reason}
             self.write({"jsonrpc": "2.0", "id": msg["id"], "error": error})
             return []
+        elif method == "tools/call" and params.get("name") == "flood":
+            flood = self.flood(msg["id"], params)
+            if (params.get("arguments") or {}).get("background"):
+                threading.Thread(target=flood, daemon=True).start()
+            else:
+                flood()
+            return []
         elif method == "tools/call":
             name = params.get("name")
             args = params.get("arguments") or {}
@@ -260,6 +273,35 @@ class Server:
             return []
         self.write({"jsonrpc": "2.0", "id": msg["id"], "result": result})
         return later
+
+    def flood(self, rid: Any, params: dict[str, Any]) -> Callable[[], None]:
+        """The ``flood`` tool's writes (see the module doc), to run now or in a thread."""
+        args = params.get("arguments") or {}
+        token = (params.get("_meta") or {}).get("progressToken")
+        lines = [
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": k + 1, "total": 0},
+                }
+            ).encode()
+            + b"\n"
+            for k in range(int(args.get("progress", 0)) if token is not None else 0)
+        ]
+        data = "x" * int(args.get("log_bytes", 100))
+        log = {"level": "info", "logger": "flood", "data": data}
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": log}
+        lines += [json.dumps(note).encode() + b"\n"] * int(args.get("logs", 0))
+        result = {"content": [{"type": "text", "text": "flooded"}]}
+        answer = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode() + b"\n"
+
+        def run() -> None:
+            for start in range(0, len(lines), CHUNK):
+                self.write_lines(lines[start : start + CHUNK])
+            self.write_lines([answer])
+
+        return run
 
     def serve(self) -> None:
         for raw in sys.stdin.buffer:

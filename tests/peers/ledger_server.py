@@ -8,6 +8,8 @@ first result, not appended again. Every attempt, repeated or not, is one line of
 ``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
 
 ``publish(item)`` does the same at once (the tests make a policy ask for it).
+``bulky(kind, size)`` returns a result of about ``size`` bytes: ``text``, an ``image``, ``audio``, ``structured`` content, an ``embedded`` blob resource, or an image
+whose ``mime`` type is that long; each attempt is a line of the attempts file too.
 ``summarize(item)`` asks the client's model (sampling, hint ``scripted-sampler``) for a
 summary of the item and returns its text: a server's ask during a durable tool call.
 
@@ -16,6 +18,7 @@ Usage: ``python tests/peers/ledger_server.py`` (stdio).
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
@@ -24,7 +27,12 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp_types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
     CreateMessageResult,
+    EmbeddedResource,
+    ImageContent,
     ModelHint,
     ModelPreferences,
     SamplingMessage,
@@ -71,6 +79,28 @@ def build_server() -> MCPServer:
     async def publish(ctx: Context, item: str) -> str:
         """Publish an item (once per idempotency key): a step a person approves."""
         return await record(ctx, f"published {item}")
+
+    @server.tool()
+    async def bulky(ctx: Context, kind: str, size: int) -> CallToolResult:
+        """A large result that is not text (see the module docstring)."""
+        with open(os.environ["AGENTHOST_LEDGER_ATTEMPTS"], "a", encoding="utf-8") as log:
+            log.write(f"{_key(ctx)} {os.getpid()}\n")
+        data = base64.b64encode(b"\x89PNG" + b"\0" * size).decode()[:size]
+        note = TextContent(type="text", text=f"a {kind} of {size} bytes")
+        blocks: dict[str, Any] = {
+            "image": ImageContent(type="image", data=data, mime_type="image/png"),
+            "audio": AudioContent(type="audio", data=data, mime_type="audio/wav"),
+            "mime": ImageContent(type="image", data="AAAA", mime_type="image/" + "x" * size),
+            "embedded": EmbeddedResource(
+                type="resource",
+                resource=BlobResourceContents(uri="file:///big.bin", blob=data),
+            ),
+        }
+        if kind == "text":
+            return CallToolResult(content=[TextContent(type="text", text="t" * size)])
+        if kind == "structured":
+            return CallToolResult(content=[note], structured_content={"blob": "z" * size})
+        return CallToolResult(content=[note, blocks[kind]])
 
     @server.tool()
     async def summarize(

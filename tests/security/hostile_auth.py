@@ -8,17 +8,23 @@ script every answer and read a log of every request (method, path, headers, body
 
 One listener plays every role, told apart by path:
 
-* ``/mcp``: the protected resource. It never speaks MCP: every POST is answered 401 with a
-  ``WWW-Authenticate`` pointing at ``/.well-known/oauth-protected-resource``, unless a test
-  routes it otherwise.
+* ``/mcp`` (and every path under it): the protected resource. It never speaks MCP: every
+  POST is answered 401 with a ``WWW-Authenticate`` pointing at its protected resource
+  metadata, unless a test routes it otherwise.
 * ``/.well-known/oauth-protected-resource``: names :attr:`HostileAuth.named` (mutable: a
-  server that switches authorization servers between two runs).
+  server that switches authorization servers between two runs); a server under ``/mcp/``
+  has its own at ``/.well-known/oauth-protected-resource/mcp/...``.
 * ``/legit`` and ``/thief``: two authorization servers (issuer ``{origin}/legit`` and
   ``{origin}/thief``), each with RFC 8414 metadata, ``/token``, ``/register`` and
   ``/authorize`` (which redirects straight back to the loopback with a code, as a browser
   after a person's click would).
 
 Tests replace any answer with :meth:`HostileAuth.route` (a function of the request).
+
+The client side the tests share is here too: :func:`server` (a config for the hostile
+``/mcp``), :func:`pinned` (client credentials pinned to ``legit``), :func:`refused` (the
+one-line error of a connect), :func:`posts` and :func:`browser` (a person who clicks
+"Allow").
 """
 
 from __future__ import annotations
@@ -31,9 +37,29 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
 import h11
+import pytest
 import trio
 
-__all__ = ["Answer", "HostileAuth", "Seen", "hostile_auth"]
+import agenthost
+from agenthost.auth import OAuthSettings
+from agenthost.config.model import ServerConfig, Timeouts
+from agenthost.errors import AuthorizationError
+
+__all__ = [
+    "SECRET",
+    "Answer",
+    "HostileAuth",
+    "Seen",
+    "browser",
+    "hostile_auth",
+    "pinned",
+    "posts",
+    "refused",
+    "server",
+]
+
+#: The configured client secret of :func:`pinned`.
+SECRET = "configured-client-secret-x1"
 
 
 @attrs.frozen(kw_only=True)
@@ -112,19 +138,19 @@ class HostileAuth:
 
     def default(self, seen: Seen) -> Answer:
         path = seen.path
-        if path == "/mcp":
+        well_known = "/.well-known/oauth-protected-resource"
+        if path == "/mcp" or path.startswith("/mcp/"):
+            # /mcp points at the root document; a server under it at its own (RFC 9728).
+            where = well_known if path == "/mcp" else well_known + path
             return Answer(
                 status=401,
-                headers=(
-                    (
-                        "www-authenticate",
-                        f'Bearer resource_metadata="{self.origin}'
-                        '/.well-known/oauth-protected-resource"',
-                    ),
-                ),
+                headers=(("www-authenticate", f'Bearer resource_metadata="{self.origin}{where}"'),),
             )
-        if path == "/.well-known/oauth-protected-resource":
+        if path == well_known:
             return Answer.json({"resource": self.url, "authorization_servers": [self.named]})
+        if path.startswith(well_known + "/mcp/"):
+            resource = self.origin + path.removeprefix(well_known)
+            return Answer.json({"resource": resource, "authorization_servers": [self.named]})
         for name in ("legit", "thief"):
             issuer = self.issuer(name)
             if path == f"/.well-known/oauth-authorization-server/{name}":
@@ -263,3 +289,50 @@ async def hostile_auth(named: str = "thief") -> AsyncIterator[HostileAuth]:
             yield state
         finally:
             nursery.cancel_scope.cancel()
+
+
+def server(url: str, *, name: str = "victim", **oauth: Any) -> ServerConfig:
+    """A Streamable HTTP server at ``url`` with ``[servers.NAME.oauth]`` from ``oauth``."""
+    return ServerConfig(
+        name=name,
+        transport="streamable-http",
+        url=url,
+        oauth=OAuthSettings(**oauth),
+        timeouts=Timeouts(startup=20, request=20),
+    )
+
+
+def pinned(auth: HostileAuth, **more: Any) -> ServerConfig:
+    """Client credentials with :data:`SECRET`, pinned to ``legit`` (which the PRM names)."""
+    auth.named = auth.issuer("legit")
+    return server(
+        auth.url,
+        grant="client_credentials",
+        client_id="c",
+        client_secret=SECRET,
+        issuer=auth.issuer("legit"),
+        **more,
+    )
+
+
+async def refused(config: ServerConfig) -> str:
+    """The message of the AuthorizationError a connect to ``config`` fails with (one line)."""
+    with pytest.raises(AuthorizationError) as caught:
+        async with agenthost.connect(config):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def posts(auth: HostileAuth) -> list[Seen]:
+    """Every request but the discovery GETs and the MCP endpoint's."""
+    return [s for s in auth.seen if s.method == "POST" and s.path != "/mcp"]
+
+
+async def browser(_server: str, url: str) -> None:
+    """A person who clicks "Allow": follow the authorize redirect back to the loopback."""
+    import httpx
+
+    async with httpx.AsyncClient(follow_redirects=True, timeout=10) as client:
+        await client.get(url)

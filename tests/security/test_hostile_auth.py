@@ -20,11 +20,21 @@ from agenthost.config.model import ServerConfig, Timeouts
 from agenthost.errors import AuthorizationError
 from agenthost.redaction import redact
 from tests.peers.http_launch import free_port
-from tests.security.hostile_auth import Answer, HostileAuth, Seen, hostile_auth
+from tests.security.hostile_auth import (
+    SECRET,
+    Answer,
+    HostileAuth,
+    Seen,
+    browser,
+    hostile_auth,
+    pinned,
+    posts,
+    refused,
+    server,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
-SECRET = "configured-client-secret-x1"
 WORKLOAD = "eyJhbGciOiJub25lIn0.workload-identity-jwt.sig"
 
 
@@ -33,30 +43,6 @@ def _isolated_store(tmp_path: Path) -> None:
     os.environ["XDG_DATA_HOME"] = str(tmp_path / "data")
     os.environ["AGENTHOST_TOKEN_STORE"] = "file"
     URL_OPENER.set(None)
-
-
-def server(url: str, **oauth: Any) -> ServerConfig:
-    return ServerConfig(
-        name="victim",
-        transport="streamable-http",
-        url=url,
-        oauth=OAuthSettings(**oauth),
-        timeouts=Timeouts(startup=20, request=20),
-    )
-
-
-async def refused(config: ServerConfig) -> str:
-    with pytest.raises(AuthorizationError) as caught:
-        async with agenthost.connect(config):
-            pass
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
-
-
-def posts(auth: HostileAuth) -> list[Seen]:
-    """Every request but the discovery GETs and the MCP endpoint's."""
-    return [s for s in auth.seen if s.method == "POST" and s.path != "/mcp"]
 
 
 # --- C1: configured credentials go only to the issuer named in the config --------------
@@ -110,14 +96,6 @@ async def test_c1_a_secret_goes_only_to_the_pinned_issuer() -> None:
         assert token_posts
         assert all(s.headers["authorization"].startswith("Basic ") for s in token_posts)
         assert any(s.headers.get("authorization") == "Bearer legit-access-1" for s in auth.seen)
-
-
-async def browser(_server: str, url: str) -> None:
-    """A person who clicks "Allow": follow the authorize redirect back to the loopback."""
-    import httpx
-
-    async with httpx.AsyncClient(follow_redirects=True, timeout=10) as client:
-        await client.get(url)
 
 
 async def test_c1_a_server_that_names_another_authorization_server_later_gets_nothing() -> None:
@@ -212,18 +190,6 @@ async def test_h1_a_token_of_many_words_does_not_evict_a_configured_secret() -> 
 
 
 # --- H2 / H7: answers read up to 256 KiB; one deadline for the whole exchange ------------
-
-
-def pinned(auth: HostileAuth, **more: Any) -> ServerConfig:
-    auth.named = auth.issuer("legit")
-    return server(
-        auth.url,
-        grant="client_credentials",
-        client_id="c",
-        client_secret=SECRET,
-        issuer=auth.issuer("legit"),
-        **more,
-    )
 
 
 async def test_h2_a_huge_token_answer_is_not_read_past_the_limit() -> None:

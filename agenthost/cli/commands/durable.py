@@ -30,6 +30,7 @@ from agenthost.cli.exit import (
     CLIError,
 )
 from agenthost.cli.render import Console, agent_printer, print_json, say, table
+from agenthost.durable.connection import ENV_ADDRESS
 from agenthost.errors import AgentHostError
 from agenthost.redaction import add_secrets_of_url, redact_url
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from agenthost.config.model import HostConfig
+    from agenthost.durable.connection import TemporalSettings
     from agenthost.durable.seal import DurableKey
 
 __all__ = [
@@ -50,19 +52,33 @@ __all__ = [
 
 T = TypeVar("T")
 
-ENV_ADDRESS = "AGENTHOST_TEMPORAL"
-
 
 def add_temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    """``--temporal HOST:PORT`` (or AGENTHOST_TEMPORAL), ``--namespace``, ``--task-queue``."""
+    """``--temporal HOST:PORT`` (or AGENTHOST_TEMPORAL), ``--namespace``, ``--task-queue``,
+    and how to connect: ``--temporal-tls*``, ``--temporal-api-key-file``."""
     parser.add_argument(
         "--temporal",
         metavar="HOST:PORT",
         help="the Temporal server's frontend address (also AGENTHOST_TEMPORAL)"
         + ("" if required else "; makes the run durable"),
     )
-    parser.add_argument("--namespace", default="default", help="Temporal namespace")
+    parser.add_argument("--namespace", help="Temporal namespace (default: default)")
     parser.add_argument("--task-queue", default="agenthost", help="the workers' task queue")
+    tls = parser.add_argument_group("connecting to Temporal (also the config's [temporal])")
+    tls.add_argument(
+        "--temporal-tls", action="store_true", help="connect with TLS (the system's CAs)"
+    )
+    tls.add_argument("--temporal-tls-ca", metavar="PEM", help="the CA to trust (turns TLS on)")
+    tls.add_argument("--temporal-tls-cert", metavar="PEM", help="client certificate (mTLS)")
+    tls.add_argument("--temporal-tls-key", metavar="PEM", help="its private key (mTLS)")
+    tls.add_argument(
+        "--temporal-tls-server-name", metavar="NAME", help="the name the certificate must have"
+    )
+    tls.add_argument(
+        "--temporal-api-key-file",
+        metavar="FILE",
+        help="the API key, read from FILE (or set TEMPORAL_API_KEY); turns TLS on",
+    )
 
 
 def add_key_option(parser: argparse.ArgumentParser) -> None:
@@ -75,14 +91,19 @@ def add_key_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _key(args: argparse.Namespace) -> DurableKey:
-    """The key of ``--key-file`` or the variable; none is a usage error."""
+def _key(args: argparse.Namespace, config: HostConfig | None) -> DurableKey:
+    """The key of ``--key-file``, else the variable, else the config's
+    ``[temporal] key_file`` (relative to that file); none is a usage error."""
+    from agenthost.durable.connection import key_file
     from agenthost.durable.seal import ENV_KEY_FILE, load_key
 
     path = getattr(args, "key_file", None) or os.environ.get(ENV_KEY_FILE)
+    if not path and config is not None:
+        path = key_file(config.temporal, config.source)
     if not path:
         raise CLIError(
-            f"durable runs need the deployment's key: give --key-file PATH (or set {ENV_KEY_FILE})",
+            "durable runs need the deployment's key: give --key-file PATH (or set"
+            f" {ENV_KEY_FILE}, or key_file in the config's [temporal])",
             EXIT_USAGE,
         )
     return load_key(path)
@@ -93,11 +114,22 @@ def wants_temporal(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "temporal", None) or os.environ.get(ENV_ADDRESS))
 
 
-def _address(args: argparse.Namespace) -> str:
-    address = args.temporal or os.environ.get(ENV_ADDRESS)
-    if not address:
-        raise CLIError(f"give --temporal HOST:PORT (or set {ENV_ADDRESS})", EXIT_USAGE)
-    return str(address)
+def _settings(args: argparse.Namespace, config: HostConfig | None) -> TemporalSettings:
+    """How to reach Temporal: the flags over the environment over ``[temporal]``."""
+    from agenthost.durable.connection import resolve
+
+    flags = {
+        "address": args.temporal,
+        "namespace": args.namespace,
+        "tls": args.temporal_tls,
+        "tls_ca": args.temporal_tls_ca,
+        "tls_cert": args.temporal_tls_cert,
+        "tls_key": args.temporal_tls_key,
+        "tls_server_name": args.temporal_tls_server_name,
+        "api_key_file": args.temporal_api_key_file,
+    }
+    table = config.temporal if config is not None else {}
+    return resolve(flags, table, source=config.source if config is not None else None)
 
 
 def _temporal() -> None:
@@ -124,10 +156,10 @@ async def in_asyncio(body: Callable[[], Awaitable[T]]) -> T:
     return await trio.to_thread.run_sync(lambda: asyncio.run(guarded()))
 
 
-async def _client(args: argparse.Namespace) -> Client:
+async def _client(settings: TemporalSettings) -> Client:
     from agenthost.durable.worker import connect
 
-    return await connect(_address(args), args.namespace)
+    return await connect(settings)
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -207,9 +239,10 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable.activities import HostBridge
     from agenthost.durable.worker import run_worker, state_dir
 
-    address = _address(args)
-    key = _key(args)  # before anything starts: a worker without the key does nothing
     config = load_config(args)
+    key = _key(args, config)  # before anything starts: a worker without the key does nothing
+    settings = _settings(args, config)
+    address = settings.address
     audit = _audit_path(args, config)
     results = Path(args.results) if args.results else state_dir() / "results"
     async with open_host(args, config, console) as host:
@@ -220,13 +253,13 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
         def ready() -> None:
             console.line(
                 f"worker ready: task queue {args.task_queue} on {address}"
-                f" (namespace {args.namespace});"
+                f" (namespace {settings.namespace}{', TLS' if settings.tls else ''});"
                 f" audit {redact_url(audit) if isinstance(audit, str) else audit}"
             )
 
         async def serve() -> None:
             box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
-            client = await _client(args)
+            client = await _client(settings)
             await run_worker(
                 client,
                 bridge,
@@ -261,19 +294,16 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------------------- run
 
 
-async def run_durable(args: argparse.Namespace, console: Console) -> int:
-    """``agenthost run --temporal ... TASK [--detach]``: submit, then follow (or not)."""
-    _temporal()
+def _run_params(args: argparse.Namespace, config: HostConfig) -> dict[str, Any]:
+    """The run's input from the command line and the config (its provider, model and
+    policy); a task over the bound is a usage error."""
     from agenthost.agent.loop import DEFAULT_SYSTEM_PROMPT
-    from agenthost.agent.transcript import AgentEvent
     from agenthost.cli.common import split_model
-    from agenthost.durable import client as runs
-    from agenthost.durable.codec import load_call
+    from agenthost.durable.client import run_input
+    from agenthost.durable.limits import LimitError, check_task
     from agenthost_policies.config import parse_policy
     from agenthost_providers.config import default_choice, parse_providers
 
-    key = _key(args)
-    config = load_config(args)
     source = config.source or "<config>"
     base = os.path.dirname(os.path.abspath(config.source)) if config.source else None
     provider, model = split_model(args.model)
@@ -284,7 +314,11 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
         if choice is None:
             raise CLIError("no LLM provider is configured", EXIT_USAGE)
         provider, model = provider or choice[0], model or choice[1]
-    params = runs.run_input(
+    try:
+        check_task(args.task)
+    except LimitError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    return run_input(
         args.task,
         provider=provider,
         model=model,
@@ -293,10 +327,23 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
         max_turns=args.max_turns,
         token_budget=args.token_budget,
     )
+
+
+async def run_durable(args: argparse.Namespace, console: Console) -> int:
+    """``agenthost run --temporal ... TASK [--detach]``: submit, then follow (or not)."""
+    _temporal()
+    from agenthost.agent.transcript import AgentEvent
+    from agenthost.durable import client as runs
+    from agenthost.durable.codec import load_call
+
+    config = load_config(args)
+    settings = _settings(args, config)
+    params = _run_params(args, config)
+    key = _key(args, config)
     printer = agent_printer(console)
 
     async def body() -> tuple[str, dict[str, Any] | None]:
-        client = await _client(args)
+        client = await _client(settings)
         run_id = await runs.submit(client, params, task_queue=args.task_queue, key=key)
         if args.detach:
             return run_id, None
@@ -346,14 +393,32 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------------------- runs
 
 
+def _config_if_any(args: argparse.Namespace) -> HostConfig | None:
+    """The config, for its ``[temporal]`` table, when there is one (``runs`` needs none)."""
+    from agenthost.cli.common import config_paths
+
+    return load_config(args) if any(config_paths(args)) else None
+
+
 async def _runs(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable import client as runs
+    from agenthost.durable.limits import LimitError, check_run_id, check_who
 
     action = args.runs_action
-    key = _key(args) if action in ("approve", "deny") else None
+    try:
+        if action != "list":
+            check_run_id(args.run_id)
+        if action in ("approve", "deny") and args.by is not None:
+            check_who(args.by)
+    except LimitError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+
+    config = _config_if_any(args)
+    settings = _settings(args, config)
+    key = _key(args, config) if action in ("approve", "deny") else None
 
     async def body() -> Any:
-        client = await _client(args)
+        client = await _client(settings)
         if action == "list":
             return await runs.list_runs(client)
         if action == "show":

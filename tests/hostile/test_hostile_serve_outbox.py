@@ -1,0 +1,224 @@
+"""Downstream clients that cannot keep up, against the gateway's per-client outbox
+(agenthost/serve/outbox.py), with the gateway and ``serve_http`` in this process so the
+bounds can be made small: a stuck client's session ends once its writer stalled, a
+never-read GET stream, many stuck clients, notifications near the message size limit,
+the GET backlog's size. Each checks that another, reading client (B) is served
+meanwhile (the positive control of "nobody else is held up"); the latency figures are
+in test_hostile_serve_relay.py, these bounds are generous.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.config.model import HostConfig, ServerConfig
+from agenthost.connection import open_session
+from agenthost.serve import open_gateway
+from agenthost.serve.http import serve_http
+from agenthost.session import ClientSession
+from agenthost.transports.http import open_streamable_http_transport
+from tests.hostile.stuck_client import StuckClient
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVER = str(Path(__file__).resolve().parent / "hostile_server.py")
+FLOOD_TOOL = {"name": "flood", "description": "Flood during the call.", "inputSchema": {}}
+ALLOW: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
+FLOOD: dict[str, Any] = {"progress": 300, "logs": 1500, "log_bytes": 4000}
+
+
+@asynccontextmanager
+async def _gateway() -> AsyncIterator[int]:
+    """The gateway over HTTP on a free loopback port, in front of hostile_server.py."""
+    upstream = ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+    async with (
+        open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        port: int = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=None))
+        yield port
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _client(port: int) -> AsyncIterator[ClientSession]:
+    async with (
+        open_streamable_http_transport(f"http://127.0.0.1:{port}/mcp", name="b") as transport,
+        open_session(transport, name="b") as session,
+    ):
+        yield session
+
+
+async def _b_is_served(b: ClientSession, calls: int = 5) -> None:
+    with trio.fail_after(10):
+        for n in range(calls):
+            result = await b.call_tool("echo", {"message": f"b{n}"})
+            assert result.content[0].text == f"b{n}"  # type: ignore[union-attr]
+
+
+async def test_a_stuck_client_with_its_call_in_flight_has_its_session_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its own call's answer cannot be delivered (it reads nothing): once its writer made
+    no progress for the stall limit, its session ends (its id is then unknown: 404), and
+    nobody else's is touched."""
+    monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start()
+        assert await a.status() == b"HTTP/1.1 200 "  # positive control: the session is there
+        await a.call_unread("flood", FLOOD)
+        with trio.fail_after(30):
+            while await a.status() == b"HTTP/1.1 200 ":
+                await _b_is_served(b, calls=1)
+                await trio.sleep(0.2)
+        assert await a.status() == b"HTTP/1.1 404 "
+        await _b_is_served(b)
+        await a.aclose()
+
+
+async def test_a_stuck_client_that_comes_back_reads_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the stall limit nothing ends: a client that pauses loses notifications
+    beyond its bound, but its answer still comes, after what was queued before it."""
+    monkeypatch.setattr("agenthost.serve.outbox.MAX_QUEUED", 50)
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start()
+        stream = await a.call_unread("flood", FLOOD)
+        await trio.sleep(1.0)
+        await _b_is_served(b)
+        raw = bytearray()
+        with trio.fail_after(30):
+            while b'"flooded"' not in raw:
+                chunk = await stream.receive_some(65536)
+                assert chunk, "the stream ended without the answer"
+                raw += chunk
+        await a.aclose()
+    messages = [json.loads(line) for line in _data_lines(bytes(raw))]
+    assert "result" in messages[-1]
+    assert 0 < len(messages) - 1 < FLOOD["progress"] + FLOOD["logs"]  # some were dropped
+    progress = [m["params"]["progress"] for m in messages if "progress" in m.get("params", {})]
+    assert progress == sorted(progress) and progress[0] == 1  # in order, the first kept
+
+
+def _data_lines(raw: bytes) -> list[bytes]:
+    return [line[6:] for line in raw.split(b"\n") if line.startswith(b"data: ")]
+
+
+async def test_a_get_stream_never_read_holds_up_nobody() -> None:
+    """Broadcast log lines (sent by the upstream after its answer: nobody's call) go to
+    A's GET stream, which A never reads."""
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start()
+        await a.open_get_unread()
+        line = {"jsonrpc": "2.0", "method": "notifications/message"}
+        line["params"] = {"level": "info", "logger": "x", "data": "y" * 4000}  # type: ignore[assignment]
+        # After a pause: sent with the call still in flight, they would be the caller's.
+        await b.call_tool("act", {"actions": [{"sleep": 0.5}, {"send": line, "count": 2000}]})
+        await trio.sleep(1.0)
+        await _b_is_served(b)
+        await a.aclose()
+
+
+async def test_many_stuck_clients_hold_up_nobody() -> None:
+    async with _gateway() as port, _client(port) as b:
+        stuck = [StuckClient(port) for _ in range(20)]
+        for a in stuck:
+            await a.start()
+        async with trio.open_nursery() as nursery:
+            for a in stuck:
+                nursery.start_soon(partial(a.call_unread, "flood", {**FLOOD, "background": True}))
+        await trio.sleep(1.0)
+        await _b_is_served(b)
+        for a in stuck:
+            await a.aclose()
+
+
+async def test_notifications_near_the_size_limit_to_a_stuck_client() -> None:
+    """Log lines of 6 MB each: the outbox takes one over its byte bound only when empty."""
+    huge = {"progress": 0, "logs": 4, "log_bytes": 6_000_000, "background": True}
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start()
+        await a.call_unread("flood", huge)
+        await trio.sleep(1.0)
+        await _b_is_served(b)
+        reader = StuckClient(port)  # positive control: a reading client gets them
+        await reader.start()
+        with trio.fail_after(60):
+            seen = await reader.request(
+                "tools/call", {"name": "flood", "arguments": {**huge, "logs": 2}}
+            )
+        await a.aclose()
+    assert [len(m["params"]["data"]) for m in seen if "params" in m] == [6_000_000] * 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: over stdio the stall is not detected (no 'ending its session' logged);"
+    " the session stays up while the host does not read (its own only: one client)",
+)
+async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``agenthost serve`` over stdio (pipes here): the host sends a flooding call and
+    never reads our stdout; the writes block on the full pipe (shielded: a line is never
+    cut), and once stalled past the limit the session ends rather than hanging."""
+    import os
+
+    from agenthost.serve import serve_stdio
+
+    monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
+    upstream = ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+    host_out, our_in = os.pipe()
+    our_out, host_in = os.pipe()
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
+        },
+    ]
+    os.write(our_in, b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    try:
+        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+            with trio.fail_after(30):
+                await serve_stdio(gateway, stdin=host_out, stdout=our_out)
+            served = await gateway.host.call_tool("echo", {"message": "still"})
+    finally:
+        for fd in (host_out, our_in, our_out, host_in):
+            os.close(fd)
+    assert served.content[0].text == "still"  # type: ignore[union-attr]

@@ -1,0 +1,121 @@
+"""One downstream client that stops reading must not slow anyone else down
+(``agenthost serve --http`` in front of one upstream that every client shares).
+
+The upstream (``hostile_server.py``, its ``flood`` tool) sends 300 progress
+notifications and 6 MB of log lines during a call of client A, who asked for log lines
+and then stops reading (a raw socket with a small receive buffer:
+``stuck_client.py``). Client B, an ordinary agenthost session, calls the same upstream
+meanwhile. Before the fix the relays of A's notifications were awaited inside the
+upstream's notification dispatch: every call of the upstream waited up to 5 s for that
+dispatch, and once 1024 notifications were queued the upstream was not read at all.
+Positive control: the same flood with A reading delivers A's progress, in order, before
+its result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agenthost.connection import open_session
+from agenthost.session import ClientSession
+from agenthost.transports.http import open_streamable_http_transport
+from tests.helpers import AGENTHOST_COLD
+from tests.hostile.stuck_client import StuckClient
+from tests.peers.http_launch import free_port, serve
+
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
+
+SERVER = Path(__file__).resolve().parent / "hostile_server.py"
+FLOOD_TOOL = {"name": "flood", "description": "Flood during the call.", "inputSchema": {}}
+#: The issue's figures: 300 progress notifications, 6 MB of log lines.
+FLOOD: dict[str, Any] = {"progress": 300, "logs": 1500, "log_bytes": 4000}
+#: A healthy call's bound while A is stuck (it took 5 s, or for ever, before the fix).
+BOUND = 2.0
+
+
+def _config(tmp_path: Path) -> Path:
+    upstream = json.dumps({"tools": [FLOOD_TOOL]})
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        f"[servers.up]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = {json.dumps([str(SERVER), upstream])}\n\n"
+        '[policy]\nrules = [ { kind = "tool", decision = "allow", server = "*", name = "*" } ]\n'
+    )
+    return config
+
+
+@asynccontextmanager
+async def _gateway(tmp_path: Path) -> AsyncIterator[int]:
+    """``agenthost serve --http`` on a free port; yields the port once it answers."""
+    port = free_port()
+    argv = [*AGENTHOST_COLD, "--config", str(_config(tmp_path)), "serve"]
+    async with serve([*argv, "--http", f"127.0.0.1:{port}", "--no-auth"], port):
+        yield port
+
+
+@asynccontextmanager
+async def _client(port: int) -> AsyncIterator[ClientSession]:
+    async with (
+        open_streamable_http_transport(f"http://127.0.0.1:{port}/mcp", name="b") as transport,
+        open_session(transport, name="b") as session,
+    ):
+        yield session
+
+
+async def _timed_calls(b: ClientSession, count: int = 5) -> list[float]:
+    """B's echo calls, one after the other; each one's seconds (a hung one: 10)."""
+    times = []
+    for n in range(count):
+        started = time.monotonic()
+        with trio.move_on_after(10):
+            result = await b.call_tool("echo", {"message": f"b{n}"})
+            assert result.content[0].text == f"b{n}"  # type: ignore[union-attr]
+        times.append(time.monotonic() - started)
+    return times
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "threaded"])
+async def test_a_client_that_stops_reading_does_not_slow_the_others(
+    tmp_path: Path, background: bool
+) -> None:
+    async with _gateway(tmp_path) as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start(log_level="debug")
+        await b.call_tool("echo", {"message": "warm"})
+        await a.call_unread("flood", {**FLOOD, "background": background})
+        await trio.sleep(1.0)  # the flood is under way
+        times = await _timed_calls(b)
+        await a.aclose()
+    print(f"B's calls while A is stuck: {[round(t, 2) for t in times]} s")
+    assert max(times) < BOUND, times
+
+
+async def test_positive_control_a_reading_client_gets_its_progress_before_its_result(
+    tmp_path: Path,
+) -> None:
+    async with _gateway(tmp_path) as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start(log_level="debug")
+        with trio.fail_after(60):
+            seen = await a.request(
+                "tools/call",
+                {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": "a"}},
+            )
+        times = await _timed_calls(b)
+    progress = [
+        e["params"]["progress"] for e in seen if e.get("method") == "notifications/progress"
+    ]
+    logs = [e for e in seen if e.get("method") == "notifications/message"]
+    assert "result" in seen[-1] and seen[-1]["result"]["content"][0]["text"] == "flooded"
+    assert progress == list(range(1, 301))
+    assert len(logs) == FLOOD["logs"]  # a reader keeping up loses none of them
+    assert max(times) < BOUND, times

@@ -1,0 +1,127 @@
+"""Another local user against ``agenthost serve --http`` on loopback (the default bind).
+
+Loopback is every local user's: without authentication another user used the owner's
+filesystem server, read a 0600 file through it, and answered the owner's consent form
+"always" (written into the owner's approvals file). Here the client
+(other_user_client.py) runs as ``nobody`` (setpriv) against the real gateway, which
+fronts the real filesystem server with an "ask" rule; the owner's client, with the token
+the gateway keeps in the owner's state directory, is the positive control.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import filesystem_cmd
+from tests.helpers import serving_http
+
+pytestmark = pytest.mark.timeout(180)
+
+CLIENT = Path(__file__).with_name("other_user_client.py")
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+SECRET = "the owner's diary, mode 0600"
+needs_another_user = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="runs a client as another uid: needs root and setpriv",
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and k != "AGENTHOST_SERVE_TOKEN"
+    }
+    env.update(extra)
+    return env
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(config, the secret file, the approvals file): the filesystem server on a private
+    folder, every tool asked about."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    secret = private / "diary.txt"
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    approvals = tmp_path / "approvals.json"
+    command, args = filesystem_cmd(private)
+    config = tmp_path / "agenthost.toml"
+    config.write_text(
+        f"workspaces = [{json.dumps(str(private))}]\n\n"
+        f"[servers.fs]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n\n"
+        f"[policy]\napprovals = {json.dumps(str(approvals))}\n"
+        f"audit = {json.dumps(str(tmp_path / 'audit.jsonl'))}\n"
+        'rules = [{ kind = "tool", decision = "ask", server = "*", name = "*" }]\n'
+    )
+    return config, secret, approvals
+
+
+def _client(url: str, secret: Path, answer: str, *, as_other: bool, **env: str) -> dict[str, Any]:
+    prefix = NOBODY if as_other else []
+    proc = subprocess.run(
+        [*prefix, sys.executable, str(CLIENT), url, str(secret), answer],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(**env),
+        cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen: dict[str, Any] = json.loads(proc.stdout)
+    return seen
+
+
+def _token_file(hint: str) -> Path:
+    found = re.search(r"<the token in (\S+)>", hint)
+    assert found, hint
+    return Path(found.group(1))
+
+
+@needs_another_user
+def test_another_user_gets_401_and_cannot_answer_or_call(tmp_path: Path) -> None:
+    config, secret, approvals = _project(tmp_path)
+    with serving_http(config, env=_env()) as served:
+        theirs = _client(served.url, secret, "always", as_other=True)
+        assert (theirs["initialize"], theirs["call"], theirs["answer"]) == (401, 401, 401)
+        assert theirs["form"] is False and theirs["text"] is None
+        assert not approvals.exists()  # nothing answered "always" for the owner
+
+        token_file = _token_file(served.next_line())
+        token = token_file.read_text().strip()
+        # The path and a command that reads it are shown, never the token itself.
+        assert token not in "".join(served.lines)
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+        peek = subprocess.run([*NOBODY, "cat", str(token_file)], capture_output=True, timeout=30)
+        assert peek.returncode != 0 and token.encode() not in peek.stdout
+
+        # Positive control: the owner's client, with the token from the file, gets the
+        # form, answers it, and reads the file.
+        mine = _client(
+            served.url, secret, "allow once", as_other=False, AGENTHOST_SERVE_TOKEN=token
+        )
+        assert mine["initialize"] == 200 and mine["form"] is True
+        assert SECRET in mine["text"]
+
+
+@needs_another_user
+def test_with_no_auth_the_other_user_gets_in(tmp_path: Path) -> None:
+    """``--no-auth`` is the user's explicit choice, with a warning: then loopback is open
+    to every local user (what this test's client shows, so the 401 above is the token's)."""
+    config, secret, _ = _project(tmp_path)
+    with serving_http(config, "--no-auth", env=_env()) as served:
+        assert "without authentication" in served.next_line()
+        theirs = _client(served.url, secret, "allow once", as_other=True)
+    assert theirs["initialize"] == 200 and theirs["form"] is True
+    assert SECRET in theirs["text"]
