@@ -694,10 +694,14 @@ class Gateway:
     async def _on_log(self, server: str, ctx: Any, params: Mapping[str, Any]) -> None:
         """An upstream's log line goes to the clients that asked for log lines
         (``logging/setLevel``), at or above each one's level: to the client whose call
-        it came during when that can be told (:class:`CallsInFlight`), else to each of
-        them (the upstream is shared; its line is nobody's in particular). A 2026-07-28
-        caller gets it only when its request's ``_meta`` named a level."""
-        caller = self.calls.caller(server, getattr(ctx, "origin_name", None))
+        it came during when that can be told (:class:`CallsInFlight`); with calls of
+        several clients in flight there, to the one an unattributed ask goes to
+        (:attr:`unattributed`: nobody on a shared gateway), as the line may carry any of
+        those calls' data; with no call in flight, to each of them (the upstream's own
+        line: its start, its background work). A 2026-07-28 caller gets it only when its
+        request's ``_meta`` named a level. Every line is in agenthost's own log anyway."""
+        tool = getattr(ctx, "origin_name", None)
+        caller = self.calls.caller(server, tool)
         rank = _LOG_LEVELS.get(str(params.get("level")), 7)
         relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
         if caller is not None and caller.revision in MODERN_REVISIONS:
@@ -706,7 +710,15 @@ class Gateway:
             if isinstance(level, str) and rank >= _LOG_LEVELS.get(level, len(_LOG_LEVELS)):
                 await caller.session.notify(m.NOTIFICATION_MESSAGE, relayed)
             return
-        targets = [caller.session] if caller is not None else list(self._log_levels)
+        targets: list[DownstreamSession]
+        if caller is not None:
+            targets = [caller.session]
+        elif self.calls.candidates(server, tool):
+            # A client that keeps a call open there must not read everyone else's lines.
+            fallback = self.unattributed()
+            targets = [fallback] if isinstance(fallback, DownstreamSession) else []
+        else:
+            targets = list(self._log_levels)
         for client in targets:
             level = self._log_levels.get(client)
             if level is None or client.closed or rank < _LOG_LEVELS.get(level, 1):

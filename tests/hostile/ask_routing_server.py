@@ -4,7 +4,8 @@ Why it exists: an upstream behind ``agenthost serve`` is shared by every downstr
 client; its own requests (sampling, elicitation) name no call. This one asks in the
 three shapes that matter: during a call while another client's call is in flight on it
 (``ask`` waits for a gate file first, ``hold`` keeps a call in flight until its gate
-opens), and after its call answered, with nothing in flight (``later``). Every answer it
+opens), and after its call answered, with nothing in flight (``later``); ``log`` logs the
+caller's data during its call, as asks carry it. Every answer it
 gets is appended to ``$ASK_LOG`` (one JSON line) and, for ``ask``, is the tool's result,
 so a forged answer would become the caller's result. Stdlib only; newline-delimited
 JSON-RPC; each call runs in a thread of its own.
@@ -39,6 +40,7 @@ TOOLS = [
         ("ask", "Wait for the gate file, then ask the client (kind: elicit or sample)."),
         ("hold", "Stay in flight until the gate file exists."),
         ("later", "Answer at once, then ask the client after `delay` seconds."),
+        ("log", "Log `secret` (notifications/message), then answer."),
     )
 ]
 
@@ -96,6 +98,10 @@ def call(rid: Any, name: str, args: dict[str, Any]) -> None:
         Path(str(args["gate"]) + ".started").write_text("started")
         wait_gate(str(args["gate"]))
         text = "held"
+    elif name == "log":
+        line = {"level": "warning", "logger": "ask-routing", "data": secret}
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": line})
+        text = "logged"
     elif name == "later":
 
         def after() -> None:

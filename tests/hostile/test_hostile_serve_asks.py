@@ -208,3 +208,46 @@ async def test_an_ask_on_the_upstreams_get_stream_goes_to_no_session(tmp_path: P
                 with pytest.raises(JSONRPCError, match="No model available"):
                     await a.session.call_tool("ask", {"prompt": "A-stream-4"})
     assert "A-stream-4" not in a.saw() + b.saw(), (a.saw(), b.saw())
+
+
+def _log_lines(downstream: Downstream) -> list[str]:
+    """The log lines (``notifications/message`` data) the gateway sends ``downstream``,
+    from now on; its level is set to debug."""
+    lines: list[str] = []
+
+    async def heard(ctx: Any, params: Any) -> None:
+        lines.append(json.dumps(params.get("data")))
+
+    downstream.session.add_listener("notifications/message", heard)
+    return lines
+
+
+@pytest.mark.timeout(90)
+async def test_a_log_line_during_two_sessions_calls_reaches_neither(tmp_path: Path) -> None:
+    """Cross-session log lines: with B's call held in flight on the same upstream, the
+    line the upstream logs during A's call (A's data) could not be tied to one call and
+    went to every client that set a level: B, by keeping a call open, read A's lines."""
+    with trio.fail_after(60):
+        async with _gateway(tmp_path) as (a, b, _):
+            heard_a, heard_b = _log_lines(a), _log_lines(b)
+            for downstream in (a, b):
+                await downstream.session.set_logging_level("debug")
+            # Positive controls: each one's line alone in flight reaches it, and only it.
+            await a.session.call_tool("log", {"secret": "A-log-1"})
+            await b.session.call_tool("log", {"secret": "B-log-1"})
+            await a.session.list_tools()
+            await b.session.list_tools()
+            with trio.fail_after(10):
+                while not (heard_a and heard_b):
+                    await trio.sleep(0.02)
+            assert "A-log-1" in str(heard_a) and "A-log-1" not in str(heard_b), heard_b
+            assert "B-log-1" in str(heard_b) and "B-log-1" not in str(heard_a), heard_a
+            held = tmp_path / "held"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(b.session.call_tool, "hold", {"gate": str(held)})
+                await _started(held)
+                await a.session.call_tool("log", {"secret": "A-log-2"})
+                await b.session.list_tools()  # B's notifications queued so far are out
+                await trio.sleep(0.3)
+                held.write_text("open")
+    assert "A-log-2" not in str(heard_b), heard_b
