@@ -352,21 +352,49 @@ class Gateway:
     async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
         """``server``'s roots: the workspaces' (``offered``) within the client's roots
         (:func:`intersect_roots`), or the workspaces alone for a client without roots.
-        A client that fails to list them leaves nothing (it is not known what it allows)."""
+        A client that fails to list them leaves nothing (it is not known what it allows).
+
+        An ask no call can be tied to, on a shared gateway (nobody to ask: the upstream
+        lists its roots again on ``roots/list_changed``, outside any call), is everyone's:
+        the workspaces within the roots of every client that has roots, since the
+        upstream serves them all (what it sees, each of them allows)."""
         client = self.asker()
-        if client is None or client.closed or not client.can("roots"):
+        if client is None:
+            return await self._within_every_client(offered)
+        if client.closed or not client.can("roots"):
             return offered
+        return intersect_roots(offered, await self._roots_of(client))
+
+    async def _within_every_client(self, offered: list[Root]) -> list[Root]:
+        clients = [s for s in self.sessions if not s.closed and s.can("roots")]
+        listed: list[list[Root]] = []
+        async with trio.open_nursery() as nursery:
+            for client in clients:
+
+                async def one(client: DownstreamSession = client) -> None:
+                    listed.append(await self._roots_of(client))
+
+                nursery.start_soon(one)
+        kept = offered
+        for roots in listed:
+            kept = intersect_roots(kept, roots)
+        return kept
+
+    async def _roots_of(self, client: Asker) -> list[Root]:
+        """``client``'s roots, as last listed (a legacy session's are kept until it says
+        they changed); none when it fails to list them."""
         roots = self._client_roots.get(client) if isinstance(client, DownstreamSession) else None
-        if roots is None:
-            try:
-                listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
-            except AgentHostError as exc:
-                log.warning("%s: cannot list the client's roots: %s", client.name, exc)
-                return []
-            roots = list(listed.roots[:_MAX_ROOTS])
-            if isinstance(client, DownstreamSession):
-                self._client_roots[client] = roots
-        return intersect_roots(offered, roots)
+        if roots is not None:
+            return roots
+        try:
+            answer = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
+        except AgentHostError as exc:
+            log.warning("%s: cannot list the client's roots: %s", client.name, exc)
+            return []
+        roots = list(answer.roots[:_MAX_ROOTS])
+        if isinstance(client, DownstreamSession):
+            self._client_roots[client] = roots
+        return roots
 
     # ------------------------------------------------------------------ list_changed
 
