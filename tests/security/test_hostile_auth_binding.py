@@ -720,3 +720,34 @@ async def test_a_remote_servers_challenge_may_not_aim_at_this_machine() -> None:
             assert local.to("/.well-known/oauth-protected-resource")
     message = str(caught.value)
     assert "points at this machine" in message and "\n" not in message, message
+
+
+# --- the loopback redirect: another local program's callback -------------------------------
+
+
+async def test_a_forged_callback_before_the_browsers_neither_wins_nor_ends_the_login() -> None:
+    """Another program on this machine (or a web page the user has open) finds the
+    loopback port and calls ``/callback`` first, with a code of its own and a state it
+    had to guess. Its code must never be redeemed, and it must not end the login either
+    (it used to: the first callback was the only one read, so any local program could
+    break every login). The person's own answer, which comes next, is redeemed."""
+    import httpx
+
+    async def forger_then_person(name: str, url: str) -> None:
+        redirect = parse_qs(url.split("?", 1)[1])["redirect_uri"][0]
+        async with httpx.AsyncClient(timeout=10) as client:
+            forged = {"code": "forged-code", "state": "guessed", "iss": auth.issuer("legit")}
+            answer = await client.get(redirect, params=forged)
+            assert answer.status_code == 200 and "not for" in answer.text
+            no_state = await client.get(redirect, params={"code": "forged-code-2"})
+            assert no_state.status_code == 200
+        await browser(name, url)
+
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(forger_then_person)
+        with trio.fail_after(30):
+            await connect_once(server(auth.url))
+        redeemed = auth.to("/legit/token")
+    assert redeemed, "the person's code was redeemed"
+    assert all(b"forged-code" not in s.body for s in auth.seen)
+    assert b"code=legit-code" in redeemed[0].body
