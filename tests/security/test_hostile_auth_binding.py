@@ -751,3 +751,38 @@ async def test_a_forged_callback_before_the_browsers_neither_wins_nor_ends_the_l
     assert redeemed, "the person's code was redeemed"
     assert all(b"forged-code" not in s.body for s in auth.seen)
     assert b"code=legit-code" in redeemed[0].body
+
+
+@pytest.mark.parametrize("host", ["127.1", "0.0.0.0", "2130706433", "0x7f.1", "[::ffff:127.0.0.1]"])
+async def test_this_machine_spelled_otherwise_is_this_machine(host: str) -> None:
+    """SSRF via another spelling of this machine: the short, decimal and hex IPv4 forms
+    the resolver takes (``127.1``), the unspecified address (Linux connects it to
+    loopback) and IPv4-mapped IPv6 all reach a port here. Over https (http off this
+    machine is refused anyway) a remote server could still make us connect to any local
+    port, which tells it what listens here. The control: a server on this machine naming
+    the same URL does get a connection to the listener, so each spelling does reach it."""
+    import httpx
+
+    from agenthost.auth import OAuth
+    from agenthost.errors import AuthorizationError
+
+    async with hostile_auth("legit") as auth, hostile_auth("legit") as local:
+        port = local.origin.rsplit(":", 1)[1]
+        where = f"https://{host}:{port}/.well-known/oauth-protected-resource"
+        challenge = Answer(
+            status=401, headers=(("www-authenticate", f'Bearer resource_metadata="{where}"'),)
+        )
+        auth.route("/mcp", lambda seen: challenge)
+        mounts = {"http://mcp.remote.test": httpx.AsyncHTTPTransport(proxy=auth.origin)}
+        async with httpx.AsyncClient(mounts=mounts, timeout=10) as http:
+            flow = OAuth(server="victim", url="http://mcp.remote.test/mcp", http=http)
+            with pytest.raises(AuthorizationError) as caught:
+                await flow.login()
+            assert auth.to("/mcp"), "the remote server was asked, through the proxy"
+            assert local.connections == 0, "a connection reached this machine"
+            near = OAuth(server="near", url=auth.url, http=http)
+            with pytest.raises(AuthorizationError):
+                await near.login()
+            assert local.connections >= 1, "the control: this spelling reaches the listener"
+    message = str(caught.value)
+    assert "points at this machine" in message and "\n" not in message, message
