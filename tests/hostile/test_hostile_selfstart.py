@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from agenthost.config.selfstart import SERVE_CHAIN_ENV
 from tests.helpers import AGENTHOST_COLD
 from tests.hostile.conftest import HOSTILE_SERVER
 
@@ -89,7 +90,10 @@ class LoopProject:
         return {"LOOP_MARK": self.mark, "PYTHONPATH": self.env.get("PYTHONPATH", "")}
 
     def write(self, servers: dict[str, dict[str, Any]]) -> None:
-        entries = {name: {**s, "env": self.server_env()} for name, s in servers.items()}
+        entries = {
+            name: {**s, "env": {**self.server_env(), **s.get("env", {})}}
+            for name, s in servers.items()
+        }
         entries["fs"] = {
             "command": sys.executable,
             "args": [str(HOSTILE_SERVER)],
@@ -241,3 +245,20 @@ def test_agenthost_behind_a_wrapper_is_stopped(loop_project: LoopProject, form: 
     assert str(loop_project.file) in reason, rows["agenthost"]
     assert "Traceback" not in err
     assert 1 <= most <= BOUND
+
+
+def test_the_project_env_table_cannot_erase_the_chain(loop_project: LoopProject) -> None:
+    """A project file whose wrapper hides agenthost from the command line and whose ``env``
+    table sets the chain variable to nothing: the chain is the host's, not the project's
+    to set, so the next agenthost still finds the file above it and refuses."""
+    wrapper = loop_project.root / "serve.sh"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m agenthost serve\n")
+    loop_project.write(
+        {"agenthost": {"command": "sh", "args": [str(wrapper)], "env": {SERVE_CHAIN_ENV: ""}}}
+    )
+    rows, err, most = _check(loop_project)
+    assert rows["fs"]["state"] == "ready"
+    assert str(loop_project.file) in (rows["agenthost"]["last_error"] or ""), rows["agenthost"]
+    assert "Traceback" not in err
+    assert 1 <= most <= BOUND
+
