@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,39 @@ def test_a_port_another_user_holds_is_named_not_a_traceback(tmp_path: Path) -> N
         if impostor.poll() is None:
             impostor.kill()
             impostor.wait()
+
+
+@needs_another_user
+def test_a_folder_link_another_user_planted_is_refused(tmp_path: Path) -> None:
+    """``XDG_STATE_HOME`` in a shared sticky folder, where another user planted
+    ``agenthost`` as a symlink to a folder of the owner's (theirs to re-point later): the
+    token is not made through it. Positive control: the owner's own link is followed."""
+    config, _, _ = _project(tmp_path)
+    # Under /tmp itself: pytest's own folder is the owner's alone.
+    shared = Path(tempfile.mkdtemp(prefix="agenthost-shared-"))
+    shared.chmod(0o1777)
+    try:
+        _planted_link(config, shared, tmp_path / "mine")
+    finally:
+        shutil.rmtree(shared)
+
+
+def _planted_link(config: Path, shared: Path, target: Path) -> None:
+    target.mkdir(mode=0o755)
+    planted = subprocess.run(
+        [*NOBODY, "ln", "-s", str(target), str(shared / "agenthost")], timeout=30
+    )
+    assert planted.returncode == 0
+    env = _env(XDG_STATE_HOME=str(shared))
+    argv = [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", "127.0.0.1:0"]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "serving MCP" not in proc.stderr
+    assert not (target / "serve-token").exists()
+    (shared / "agenthost").unlink()
+    (shared / "agenthost").symlink_to(target)
+    with serving_http(config, env=env) as served:
+        assert _token_file(served.next_line()) == shared / "agenthost" / "serve-token"
+    assert (target / "serve-token").exists()
