@@ -45,7 +45,8 @@ and the one resource (``hostile://r``) it serves. The prompt takes the config's
 "sleep": S}``) the server offers completions and answers every ``completion/complete``
 with those values after S seconds (on its reading thread: nothing else is answered
 meanwhile). With ``record`` (a path), every message received is appended to that file,
-one JSON line each.
+one JSON line each. ``results`` maps a tool name to the whole result its calls answer
+with (``structuredContent`` too), for a tool of ``tools`` that must return exact data.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Server:
         self.prompt_arguments: list[dict[str, Any]] = list(config.get("prompt_arguments", []))
         self.completion: dict[str, Any] | None = config.get("completion")
         self.record: str | None = config.get("record")
+        self.results: dict[str, Any] = dict(config.get("results", {}))
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
         #: HTTP: where this thread's writes go (None: stdout).
@@ -234,6 +236,9 @@ class Server:
                 later = list(args.get("actions", []))
             elif name == "echo":
                 text = str(args.get("message", ""))
+            elif name in self.results:
+                self.write({"jsonrpc": "2.0", "id": msg["id"], "result": self.results[name]})
+                return []
             elif name == "stats":
                 text = json.dumps(
                     {
