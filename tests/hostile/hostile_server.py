@@ -7,6 +7,7 @@ a mock. Stdlib only (starts in tens of milliseconds); newline-delimited JSON-RPC
 Usage::
 
     python tests/hostile/hostile_server.py [--http PORT] ['{"tools": [...], "on_start": [...]}']
+    python tests/hostile/hostile_server.py [--http PORT] @config.json
 
 With ``--http PORT`` it serves Streamable HTTP on ``http://127.0.0.1:PORT/mcp`` instead
 of stdio (JSON answers; ``act`` answers with an SSE stream carrying what the actions
@@ -340,7 +341,11 @@ def main() -> None:
     if argv[:1] == ["--http"]:
         port = int(argv[1])
         argv = argv[2:]
-    config = json.loads(argv[0]) if argv else {}
+    if argv and argv[0].startswith("@"):  # a config too large for a command line
+        with open(argv[0][1:]) as f:
+            config = json.load(f)
+    else:
+        config = json.loads(argv[0]) if argv else {}
     print(f"hostile_server: started pid {os.getpid()}", file=sys.stderr, flush=True)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         if port is not None:

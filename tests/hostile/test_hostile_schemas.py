@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -179,3 +180,168 @@ async def test_remote_refs_in_an_elicitation_schema_fetch_nothing(tmp_path: Path
         assert answers[url].startswith("-32602 requestedSchema: $ref"), answers[url]
         assert "only local '#...' references" in answers[url], answers[url]
     assert json.loads(answers[None]) == {"action": "accept", "content": {"code": "x"}}
+
+
+# -- variants of the class: other keywords, other forms, other ways in -------------------
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def _variants(url: str) -> dict[str, tuple[dict[str, Any], Any, str]]:
+    """name -> (outputSchema, structuredContent, how the call ends: ``ok``, ``mismatch``
+    (OutputValidationError) or a phrase of the SchemaRefused)."""
+    base = url.rsplit("/", 1)[0] + "/"
+    laughs = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(40)
+    }
+    laughs["d40"] = {"type": "string"}  # every branch fails: 2**40 ways for jsonschema
+    twice = {"type": "array", "items": {"$ref": "#/$defs/t"}}
+    return {
+        # references formed other ways: a base from $id, other keywords, a remote dialect
+        "id_base": (
+            {"$id": base, "properties": {"a": {"$ref": "schema.json"}}},
+            {"a": 1},
+            "$ref",
+        ),
+        "dynamic": ({"$dynamicRef": url}, {}, "$dynamicRef"),
+        "recursive": (
+            {"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveRef": url},
+            {},
+            "$recursiveRef",
+        ),
+        "dialect": ({"$schema": url}, {}, "not a dialect"),
+        "unused_def": ({"$defs": {"x": {"$ref": url}}}, {}, "$ref"),
+        "draft7": (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "definitions": {"x": {"$ref": url}},
+            },
+            {},
+            "$ref",
+        ),
+        "embedded_base": (
+            {"$id": base + "a.json", "properties": {"a": {"$id": "b.json", "$ref": "#/nope"}}},
+            {},
+            "cannot be resolved",
+        ),
+        # regexes elsewhere than `pattern`
+        "property_names": (
+            {"propertyNames": {"pattern": REDOS_PATTERN}},
+            {"a" * 30 + "b": 1},
+            "mismatch",
+        ),
+        "pattern_properties": (
+            {"patternProperties": {REDOS_PATTERN: {"type": "string"}}},
+            {"a" * 30: "x", "a" * 30 + "b": 1},
+            "ok",
+        ),
+        "additional": (
+            {"patternProperties": {REDOS_PATTERN: {}}, "additionalProperties": False},
+            {"a" * 30 + "b": 1},
+            "mismatch",
+        ),
+        "contains": (
+            {"contains": {"pattern": REDOS_PATTERN, "type": "string"}},
+            ["a" * 30 + "b"] * 2000 + ["a"],
+            "ok",
+        ),
+        "regex_format": ({"properties": {"r": {"format": "regex"}}}, {"r": "(a|a)*$"}, "ok"),
+        "lookahead": ({"properties": {"s": {"pattern": "(?=a)a"}}}, {}, "linear time"),
+        # work that grows faster than the instance
+        "laughs": ({"$defs": laughs, "$ref": "#/$defs/d0"}, {}, "unfolds"),
+        "doubling": (
+            {"$defs": {"t": {"anyOf": [twice, twice]}}, "properties": {"t": {"$ref": "#/$defs/t"}}},
+            {"t": _nested(40, "x")},
+            "stopped",
+        ),
+        "unique": ({"uniqueItems": True}, [{"k": n} for n in range(20_000)], "ok"),
+        "enum": (
+            {"items": {"enum": list(range(20_000))}},
+            [19_999] * 20_000,  # each item matches, at the enum's end
+            "stopped",
+        ),
+        "all_of": ({"items": {"allOf": [{}] * 20_000}}, list(range(20_000)), "stopped"),
+        "cycle": ({"$ref": "#"}, {}, "recursed too deep"),
+        "deep": ({"type": "object", **_deep_not(100)}, {}, "nested more than"),
+        "unevaluated": (
+            {"patternProperties": {"^a": {}}, "unevaluatedProperties": False},
+            {},
+            "unevaluatedProperties",
+        ),
+        "not_a_string": ({"$ref": 5}, {}, "$ref"),
+    }
+
+
+def _deep_not(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {}
+    for _ in range(depth):
+        schema = {"not": schema}
+    return schema
+
+
+async def test_variants_of_the_class_fetch_nothing_and_never_stall_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Other keywords ($dynamicRef, $recursiveRef, a base from $id, a remote $schema),
+    other regexes (propertyNames, patternProperties, additionalProperties, the regex
+    format), and schemas whose work outgrows the instance (a billion laughs of $refs,
+    anyOf over a recursive $ref, enum and allOf times a long array, uniqueItems of
+    objects, a $ref cycle): each call ends at once, with a refusal or a verdict; nothing is
+    fetched; the event loop never stalls; and the same server's plain tool still works."""
+    from agenthost.errors import OutputValidationError, SchemaRefused
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import LoopWatch, hostile
+
+    with HttpBait() as web:
+        variants = _variants(web.url)
+        tools = [_tool(name, _object(schema)) for name, (schema, _, _) in variants.items()]
+        results = {name: _structured_any(content) for name, (_, content, _) in variants.items()}
+        config = tmp_path / "hostile.json"  # larger than a command line may be
+        config.write_text(json.dumps({"tools": tools, "results": results}))
+        server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+        policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+        seen: dict[str, str] = {}
+        watch = LoopWatch()
+        async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            await wait_for_tool(host, "h__echo", timeout=20)
+            with trio.fail_after(60):
+                for name in variants:
+                    started = time.monotonic()
+                    try:
+                        await host.call_tool(f"h__{name}", {})
+                        seen[name] = "ok"
+                    except OutputValidationError:
+                        seen[name] = "mismatch"
+                    except SchemaRefused as exc:
+                        seen[name] = str(exc)
+                    assert time.monotonic() - started < 5.0, name
+                plain = await host.call_tool("h__echo", {"message": "still here"})
+            nursery.cancel_scope.cancel()
+        assert web.hits == 0
+    for name, (_, _, expected) in variants.items():
+        assert expected in seen[name], (name, seen[name])
+        if expected not in ("ok", "mismatch"):
+            assert seen[name].startswith(f"h: tool {name!r} outputSchema"), seen[name]
+    assert text_of(plain) == "still here"
+    assert watch.worst_stall() < 1.0, f"the event loop stalled {watch.worst_stall():.2f} s"
+
+
+def _object(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as it applies to ``{"v": ...}`` when its instance is no object:
+    structuredContent is always one."""
+    if "items" in schema or "contains" in schema or "uniqueItems" in schema:
+        return {"type": "object", "properties": {"v": schema}}
+    return schema
+
+
+def _structured_any(content: Any) -> dict[str, Any]:
+    if not isinstance(content, dict):
+        content = {"v": content}
+    return {"content": [{"type": "text", "text": "structured"}], "structuredContent": content}
