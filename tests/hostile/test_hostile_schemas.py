@@ -195,7 +195,7 @@ def _variants(url: str) -> dict[str, tuple[dict[str, Any], Any, str]]:
     """name -> (outputSchema, structuredContent, how the call ends: ``ok``, ``mismatch``
     (OutputValidationError) or a phrase of the SchemaRefused)."""
     base = url.rsplit("/", 1)[0] + "/"
-    laughs = {
+    laughs: dict[str, Any] = {
         f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
         for i in range(40)
     }
