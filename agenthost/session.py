@@ -636,7 +636,7 @@ class ClientSession:
             if token is not None:
                 self._progress.pop(token, None)
         if checker is not None and tool is not None and not result.is_error:
-            self._validate_output(tool, checker, result)
+            await self._validate_output(tool, checker, result)
         return result
 
     def _output_checker(self, tool: Tool) -> PeerSchema | None:
@@ -665,14 +665,25 @@ class ClientSession:
             raise checker
         return checker
 
-    def _validate_output(self, tool: Tool, checker: PeerSchema, result: CallToolResult) -> None:
-        if result.structured_content is None:
+    async def _validate_output(
+        self, tool: Tool, checker: PeerSchema, result: CallToolResult
+    ) -> None:
+        content = result.structured_content
+        if content is None:
             raise OutputValidationError(
                 f"{self.name}: tool {tool.name!r} declares an outputSchema but returned no"
                 " structuredContent"
             )
         try:
-            error = checker.first_error(result.structured_content)
+            if checker.inline(content):
+                error = checker.first_error(content)
+            else:
+                # Seconds of jsonschema for a large result (bounded by the checker): in a
+                # thread, the loop and every other server go on; a cancelled call stops
+                # waiting for it, and its bounds end it.
+                error = await trio.to_thread.run_sync(
+                    checker.first_error, content, abandon_on_cancel=True
+                )
         except SchemaRefused as exc:
             raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:

@@ -15,7 +15,9 @@ schema written by someone else:
   ``regex`` format run Python's backtracking ``re``: ``^(a|a)*$`` takes 2**n steps on n
   characters, and a worker thread cannot bound it because ``re`` holds the GIL. Here they
   run in RE2 (linear in the text); a pattern RE2 cannot compile (look-around,
-  backreferences: outside JSON Schema's recommended regex subset) refuses the schema.
+  backreferences: outside JSON Schema's recommended regex subset) refuses the schema,
+  as do more than :data:`MAX_PATTERNS` distinct patterns (each compiled one may use up to
+  1 MiB; they share one bounded cache).
 - ``uniqueItems`` compares every pair of items that do not sort (objects): quadratic in
   the array. Here each item is turned into a hashable key once: linear.
 - a schema is a graph (local ``$ref``), so a small one can stand for a huge tree, and
@@ -26,11 +28,16 @@ schema written by someone else:
   and the CPU clock is read every few hundred keywords: validation stops with
   :class:`~agenthost.errors.SchemaRefused` at whichever bound comes first.
 
-So a validation costs at most ``budget`` keyword applications, each bounded by the sizes
-of its piece of schema and of instance (the message size bounds the instance): it runs
-inline, on the event loop, with no thread to leak. ``format`` is an annotation by
-default (as JSON Schema 2020-12 says); a caller may ask for :data:`FORMATS`, jsonschema's
-checks with ``regex`` in RE2.
+So a validation costs at most ``budget`` keyword applications, each charged one plus the
+entries of its value (an ``enum`` of 20,000 costs 20,001) and otherwise bounded by the
+size of its piece of instance (the message size bounds the instance): it runs inline, on
+the event loop when the instance is small (:meth:`PeerSchema.inline`), else in a worker
+thread that the same bounds end (``re`` would hold the GIL for the whole match, which is
+why patterns are RE2; jsonschema's own Python work yields it every few milliseconds).
+``format`` is an annotation by default (as JSON Schema 2020-12 says); ``formats=True``
+asserts jsonschema's checks, ``regex`` in RE2.
+
+Error messages quote the server's values cut to a few hundred characters.
 """
 
 from __future__ import annotations
@@ -46,8 +53,10 @@ import attrs
 from agenthost.errors import SchemaRefused
 
 __all__ = [
+    "INLINE_VALUES",
     "MAX_DEPTH",
     "MAX_NODES",
+    "MAX_PATTERNS",
     "MAX_UNFOLDED",
     "Mismatch",
     "PeerSchema",
@@ -63,9 +72,19 @@ MAX_NODES = 50_000
 MAX_DEPTH = 64
 #: Subschemas the schema stands for once every local ``$ref`` is replaced by its target.
 MAX_UNFOLDED = 200_000
-#: Keyword applications a validation may make: a base, plus so many per instance value.
-BUDGET_BASE = 20_000
-BUDGET_PER_VALUE = 16
+#: Distinct regular expressions in one schema: all of them stay compiled in
+#: :func:`linear_regex`'s cache during a check (twice this many entries), so a check never
+#: compiles one twice; each may use up to :func:`_re2_options`' ``max_mem``.
+MAX_PATTERNS = 64
+#: Keyword applications a validation may make: a base, plus so many per instance value
+#: (a legitimate schema applies 3-4 per value, a ``oneOf`` of n branches about 4n; one
+#: application costs jsonschema 5-10 us).
+BUDGET_BASE = 5_000
+BUDGET_PER_VALUE = 64
+#: An instance of at most this many values is checked inline (at most
+#: ``BUDGET_BASE + BUDGET_PER_VALUE * INLINE_VALUES`` applications, tens of ms): see
+#: :meth:`PeerSchema.inline`.
+INLINE_VALUES = 64
 #: CPU-time bound of one validation, seconds (read every :data:`_CLOCK_EVERY` keywords):
 #: the last resort behind the budget. This thread's CPU time, not the wall clock, so that
 #: a loaded machine does not fail a legitimate check.
@@ -152,6 +171,16 @@ class PeerSchema:
     _costs: Mapping[int, int]
     _unfolded: int
 
+    def inline(self, instance: Any) -> bool:
+        """Whether checking ``instance`` costs little enough to run on the event loop.
+
+        A larger one may take seconds of jsonschema's pure-Python work (a legitimate
+        result of 50,000 rows does; an attack is stopped at its budget or after
+        :data:`DEADLINE`): the caller runs it in a worker thread, where it yields the GIL
+        every few milliseconds, so the loop and every other server keep running.
+        """
+        return _values(instance, stop=INLINE_VALUES + 1) <= INLINE_VALUES
+
     def first_error(self, instance: Any) -> Mismatch | None:
         """The first place ``instance`` does not fit, or None.
 
@@ -195,9 +224,7 @@ class PeerSchema:
         return Mismatch(path=tuple(error.absolute_path), message=_short(error.message))
 
 
-def compile_peer_schema(
-    schema: Any, *, who: str, formats: bool = False, limits: _Limits | None = None
-) -> PeerSchema:
+def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> PeerSchema:
     """Compile a schema a server sent, or refuse it.
 
     Args:
@@ -213,28 +240,22 @@ def compile_peer_schema(
     """
     import referencing.exceptions
 
-    limits = limits or _Limits()
     if not isinstance(schema, Mapping | bool):
         raise SchemaRefused(f"{who}: a schema must be an object or a boolean")
     try:
-        _check_shape(schema, limits)
+        _check_shape(schema)
         cls = _validator_class(_dialect(schema))
         registry: Any = referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
         checker = _formats() if formats else None
         validator = cls(schema, registry=registry, format_checker=checker)
-        costs = _unfolded_sizes(schema, validator, limits)
+        costs = _unfolded_sizes(schema, validator)
     except SchemaRefused as exc:
         raise SchemaRefused(f"{who}: {exc}") from None
     except (RecursionError, referencing.exceptions.Unresolvable) as exc:
         raise SchemaRefused(f"{who}: a $ref cannot be resolved ({type(exc).__name__})") from None
+    except Exception as exc:  # a malformed schema jsonschema or referencing choke on
+        raise SchemaRefused(f"{who}: the schema cannot be compiled ({type(exc).__name__})") from exc
     return PeerSchema(who, validator, costs, costs.get(id(schema), 1))
-
-
-@attrs.frozen
-class _Limits:
-    nodes: int = MAX_NODES
-    depth: int = MAX_DEPTH
-    unfolded: int = MAX_UNFOLDED
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -242,13 +263,16 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _values(instance: Any) -> int:
-    """How many values ``instance`` holds (objects, arrays and scalars), without recursion."""
+def _values(instance: Any, stop: int | None = None) -> int:
+    """How many values ``instance`` holds (objects, arrays and scalars), without recursion;
+    counting ends at ``stop``."""
     count = 0
     stack = [instance]
     while stack:
         item = stack.pop()
         count += 1
+        if count == stop:
+            break
         if isinstance(item, Mapping):
             stack.extend(item.values())
         elif isinstance(item, list):
@@ -270,22 +294,23 @@ def _subschemas(schema: Mapping[str, Any]) -> Iterator[Any]:
             yield from value.values()
 
 
-def _check_shape(schema: Any, limits: _Limits) -> None:
+def _check_shape(schema: Any) -> None:
     """Size and depth of the whole value; then every subschema's references and regexes."""
     nodes = 0
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:
         item, depth = stack.pop()
         nodes += 1
-        if nodes > limits.nodes:
-            raise SchemaRefused(f"the schema has more than {limits.nodes} values")
-        if depth > limits.depth:
-            raise SchemaRefused(f"the schema is nested more than {limits.depth} deep")
+        if nodes > MAX_NODES:
+            raise SchemaRefused(f"the schema has more than {MAX_NODES} values")
+        if depth > MAX_DEPTH:
+            raise SchemaRefused(f"the schema is nested more than {MAX_DEPTH} deep")
         if isinstance(item, Mapping):
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
     pending = [schema]
+    patterns: set[str] = set()
     has_pattern_properties = has_unevaluated_properties = False
     while pending:
         sub = pending.pop()
@@ -300,12 +325,16 @@ def _check_shape(schema: Any, limits: _Limits) -> None:
                 )
         pattern = sub.get("pattern")
         if isinstance(pattern, str):
+            patterns.add(pattern)
             check_pattern(pattern, "pattern")
         names = sub.get("patternProperties")
         if isinstance(names, Mapping):
             has_pattern_properties = True
             for name in names:
+                patterns.add(str(name))
                 check_pattern(str(name), "patternProperties")
+        if len(patterns) > MAX_PATTERNS:
+            raise SchemaRefused(f"the schema has more than {MAX_PATTERNS} regular expressions")
         if "unevaluatedProperties" in sub:
             has_unevaluated_properties = True
         pending.extend(_subschemas(sub))
@@ -340,9 +369,10 @@ def _retrieve_nothing(uri: str) -> Any:
 # -- RE2 ---------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2 * MAX_PATTERNS)
 def linear_regex(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers).
+    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers; at most
+    128 MiB of automata in all, by ``max_mem``).
 
     Raises:
         re2.error: the pattern is invalid, needs backtracking, or needs too much memory.
@@ -510,7 +540,27 @@ def _validator_class(name: str) -> Any:
             continue
         meter = _metered_unevaluated if keyword.startswith("unevaluated") else _metered
         keywords[keyword] = meter(apply)
-    return jsonschema.validators.extend(base, keywords)
+    cls = jsonschema.validators.extend(base, keywords)
+    # jsonschema's own evolve (run for every subschema and every $ref target) picks the
+    # class by the subschema's `$schema`: jsonschema's plain class, with `re` and the
+    # quadratic uniqueItems. Ours picks ours.
+    cls.evolve = _evolve
+    return cls
+
+
+def _evolve(self: Any, **changes: Any) -> Any:
+    """jsonschema's ``Validator.evolve``, staying within this module's classes: a
+    subschema naming a dialect gets ours of it; one naming another keeps the current."""
+    schema = changes.setdefault("schema", self.schema)
+    cls = type(self)
+    declared = schema.get("$schema") if isinstance(schema, Mapping) else None
+    name = _DIALECTS.get(declared.rstrip("#")) if isinstance(declared, str) else None
+    if name is not None:
+        cls = _validator_class(name)
+    for field in attrs.fields(type(self)):
+        if field.init and field.alias not in changes:
+            changes[field.alias] = getattr(self, field.name)
+    return cls(**changes)
 
 
 @functools.cache
@@ -523,7 +573,7 @@ def _formats() -> Any:
     return checker
 
 
-def _unfolded_sizes(schema: Any, validator: Any, limits: _Limits) -> dict[int, int]:
+def _unfolded_sizes(schema: Any, validator: Any) -> dict[int, int]:
     """How many subschemas each subschema stands for with each local ``$ref`` replaced by
     its target (a reference back into its own ancestors counts once), by ``id``; or
     refuse the schema when that is over the bound.
@@ -541,7 +591,7 @@ def _unfolded_sizes(schema: Any, validator: Any, limits: _Limits) -> dict[int, i
         key = id(sub)
         if key in sizes:
             return sizes[key]
-        if key in active or depth > limits.depth * 4:
+        if key in active or depth > MAX_DEPTH * 4:
             return 1
         active.add(key)
         total = 1
@@ -552,12 +602,12 @@ def _unfolded_sizes(schema: Any, validator: Any, limits: _Limits) -> dict[int, i
                 total += size(resolved.contents, resolved.resolver, depth + 1)
         for child in _subschemas(sub):
             total += size(child, resolver, depth + 1)
-            if total > limits.unfolded:
+            if total > MAX_UNFOLDED:
                 break
         active.discard(key)
-        if total > limits.unfolded:
+        if total > MAX_UNFOLDED:
             raise SchemaRefused(
-                f"the schema unfolds to more than {limits.unfolded} subschemas through its $refs"
+                f"the schema unfolds to more than {MAX_UNFOLDED} subschemas through its $refs"
             )
         sizes[key] = total
         return total

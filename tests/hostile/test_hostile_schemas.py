@@ -35,6 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 ALLOW_TOOLS = {"kind": "tool", "decision": "allow", "server": "*", "name": "*"}
 #: Python's ``re`` tries 2**n ways through ``(a|a)*`` before the final ``b`` fails it.
 REDOS_PATTERN = "^(a|a)*$"
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 
 def _config(tmp_path: Path, tools: list[dict[str, Any]], results: dict[str, Any]) -> Path:
@@ -218,7 +219,7 @@ def _variants(url: str) -> dict[str, tuple[dict[str, Any], Any, str]]:
         "unused_def": ({"$defs": {"x": {"$ref": url}}}, {}, "$ref"),
         "draft7": (
             {
-                "$schema": "http://json-schema.org/draft-07/schema#",
+                "$schema": DRAFT7,
                 "definitions": {"x": {"$ref": url}},
             },
             {},
@@ -250,8 +251,24 @@ def _variants(url: str) -> dict[str, tuple[dict[str, Any], Any, str]]:
             ["a" * 30 + "b"] * 2000 + ["a"],
             "ok",
         ),
+        # a subschema naming its dialect made jsonschema switch to its own plain class
+        "sub_dialect": (
+            {"properties": {"s": {"$schema": DRAFT7, "pattern": REDOS_PATTERN}}},
+            {"s": "a" * 30 + "b"},
+            "mismatch",
+        ),
+        "sub_dialect_unique": (
+            {"properties": {"v": {"$schema": DRAFT7, "uniqueItems": True}}},
+            {"v": [{"k": n} for n in range(20_000)]},
+            "ok",
+        ),
         "regex_format": ({"properties": {"r": {"format": "regex"}}}, {"r": "(a|a)*$"}, "ok"),
         "lookahead": ({"properties": {"s": {"pattern": "(?=a)a"}}}, {}, "linear time"),
+        "many_regexes": (
+            {"properties": {f"p{n}": {"pattern": f"^x{n}$"} for n in range(65)}},
+            {},
+            "more than 64 regular expressions",
+        ),
         # work that grows faster than the instance
         "laughs": ({"$defs": laughs, "$ref": "#/$defs/d0"}, {}, "unfolds"),
         "doubling": (
@@ -291,8 +308,9 @@ async def test_variants_of_the_class_fetch_nothing_and_never_stall_the_loop(
     other regexes (propertyNames, patternProperties, additionalProperties, the regex
     format), and schemas whose work outgrows the instance (a billion laughs of $refs,
     anyOf over a recursive $ref, enum and allOf times a long array, uniqueItems of
-    objects, a $ref cycle): each call ends at once, with a refusal or a verdict; nothing is
-    fetched; the event loop never stalls; and the same server's plain tool still works."""
+    objects, a $ref cycle, a subschema naming its own dialect): each call ends within its
+    bound, with a refusal or a verdict; nothing is fetched; the event loop never stalls
+    (a large result is checked in a worker thread); the same server's plain tool works."""
     from agenthost.errors import OutputValidationError, SchemaRefused
     from tests.helpers import host_with as plain_host
     from tests.helpers import wait_for_tool
@@ -321,7 +339,9 @@ async def test_variants_of_the_class_fetch_nothing_and_never_stall_the_loop(
                         seen[name] = "mismatch"
                     except SchemaRefused as exc:
                         seen[name] = str(exc)
-                    assert time.monotonic() - started < 5.0, name
+                    # A check's bound is 5 s of its thread's CPU (the worst here, allOf
+                    # times a long array, reaches it); the loop is never what waits.
+                    assert time.monotonic() - started < 20.0, name
                 plain = await host.call_tool("h__echo", {"message": "still here"})
             nursery.cancel_scope.cancel()
         assert web.hits == 0
@@ -330,7 +350,7 @@ async def test_variants_of_the_class_fetch_nothing_and_never_stall_the_loop(
         if expected not in ("ok", "mismatch"):
             assert seen[name].startswith(f"h: tool {name!r} outputSchema"), seen[name]
     assert text_of(plain) == "still here"
-    assert watch.worst_stall() < 1.0, f"the event loop stalled {watch.worst_stall():.2f} s"
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
 
 
 def _object(schema: dict[str, Any]) -> dict[str, Any]:
