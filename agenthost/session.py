@@ -639,6 +639,30 @@ class ClientSession:
             await self._validate_output(tool, checker, result)
         return result
 
+    def refuse_unusable(self, name: str) -> None:
+        """Raise when tool ``name``'s outputSchema is one agenthost will not apply, so that
+        a call made another way (as a task) is not sent either; cheap (cached).
+
+        Raises:
+            SchemaRefused: as :meth:`call_tool` would before sending.
+        """
+        tool = self._tools_by_name.get(name)
+        if tool is not None:
+            self._output_checker(tool)
+
+    async def checked_output(self, name: str, result: CallToolResult) -> CallToolResult:
+        """``result`` of tool ``name`` that came another way than :meth:`call_tool` (a
+        task's), checked against the tool's outputSchema as :meth:`call_tool` does.
+
+        Raises:
+            OutputValidationError, SchemaRefused: as :meth:`call_tool`.
+        """
+        tool = self._tools_by_name.get(name)
+        checker = None if tool is None else self._output_checker(tool)
+        if checker is not None and tool is not None and not result.is_error:
+            await self._validate_output(tool, checker, result)
+        return result
+
     def _output_checker(self, tool: Tool) -> PeerSchema | None:
         """The tool's compiled ``outputSchema`` (None without one), cached per tool.
 

@@ -365,3 +365,64 @@ def _structured_any(content: Any) -> dict[str, Any]:
     if not isinstance(content, dict):
         content = {"v": content}
     return {"content": [{"type": "text", "text": "structured"}], "structuredContent": content}
+
+
+# -- the other way in: a tool run as a task ----------------------------------------------
+
+TASKS_SERVER = Path(__file__).resolve().parent / "hostile_tasks_server.py"
+COUNT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def _tasks_server(config: dict[str, Any]) -> Any:
+    from agenthost.config.model import ServerConfig
+
+    modern = config.get("era") == "modern"
+    return ServerConfig(
+        name="ht",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(TASKS_SERVER), json.dumps(config)),
+        protocol="2026-07-28" if modern else "legacy",
+    )
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_task_run_tool_is_held_to_its_output_schema(tmp_path: Path, era: str) -> None:
+    """A tool run as a task (2025-11-25 taskSupport "required", or the 2026-07-28
+    extension) skipped the outputSchema: its result was never checked, and a tool whose
+    schema agenthost refuses was run all the same. Now a refused schema stops the call
+    before tools/call is sent, and a task's result is checked as a plain call's is."""
+    from agenthost.config.model import HostConfig
+    from agenthost.errors import OutputValidationError, SchemaRefused
+    from agenthost.host.host import open_host
+
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    outcomes: dict[str, str] = {}
+    records: dict[str, list[str]] = {}
+    cases = {
+        "refused": ({"$ref": "http://127.0.0.1:9/x"}, {"n": 1}),
+        "mismatch": (COUNT_SCHEMA, {"n": "one"}),
+        "fits": (COUNT_SCHEMA, {"n": 1}),
+    }
+    for case, (schema, structured) in cases.items():
+        record = tmp_path / f"{case}.txt"
+        config = {
+            "era": era,
+            "complete_after": 0,
+            "output_schema": schema,
+            "structured": structured,
+            "record": str(record),
+        }
+        async with open_host(HostConfig(servers=[_tasks_server(config)], policy=policy)) as host:
+            with trio.fail_after(30):
+                try:
+                    result = await host.call_tool("ht__slow", {}, task=True)
+                    outcomes[case] = f"ok {result.structured_content}"
+                except (OutputValidationError, SchemaRefused) as exc:
+                    outcomes[case] = f"{type(exc).__name__}: {exc}"
+        records[case] = record.read_text().splitlines() if record.exists() else []
+    assert outcomes["refused"].startswith("SchemaRefused: ht: tool 'slow' outputSchema: $ref")
+    assert "tools/call" not in records["refused"], records["refused"]
+    assert outcomes["mismatch"].startswith("OutputValidationError"), outcomes["mismatch"]
+    assert outcomes["fits"] == "ok {'n': 1}"
+    assert "tools/call" in records["fits"]  # the record does count a call (the control)
