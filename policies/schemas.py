@@ -25,8 +25,9 @@ schema written by someone else:
   the schema's size and depth are bounded, and so is the size it unfolds to through its
   references; every keyword a validation applies is counted against a budget
   proportional to the instance's size (a legitimate schema applies a few per value),
-  and the CPU clock is read every few hundred keywords: validation stops with
-  :class:`~agenthost.errors.SchemaRefused` at whichever bound comes first.
+  and the thread's CPU clock is read every 16 (a keyword may build a message quoting a
+  large value): validation stops with :class:`~agenthost.errors.SchemaRefused` at
+  whichever bound comes first.
 
 So a validation costs at most ``budget`` keyword applications, each charged one plus the
 entries of its value (an ``enum`` of 20,000 costs 20,001) and otherwise bounded by the
@@ -89,7 +90,7 @@ INLINE_VALUES = 64
 #: the last resort behind the budget. This thread's CPU time, not the wall clock, so that
 #: a loaded machine does not fail a legitimate check.
 DEADLINE = 5.0
-_CLOCK_EVERY = 256
+_CLOCK_EVERY = 16
 
 #: Keys whose value is a subschema (or, for ``items`` in old drafts, a list of them).
 _ONE = frozenset(
