@@ -182,7 +182,7 @@ class ClientSession:
             self._listeners.setdefault(method, []).append(listener)
         #: Each tool's compiled outputSchema, or why it was refused (bounded by the
         #: tools listed; cleared with each listing).
-        self._output_validators: dict[str, PeerSchema | SchemaRefused] = {}
+        self._output_validators: dict[str, PeerSchema | str] = {}
         self._tools_by_name: dict[str, Tool] = {}
         #: The asks this session runs as tasks for its server (None: not offered).
         self.ask_tasks: AskTaskStore | None = None
@@ -591,6 +591,9 @@ class ClientSession:
 
         Raises:
             OutputValidationError: structured content missing or not matching the schema.
+            SchemaRefused: the tool's outputSchema is one agenthost will not apply (a
+                ``$ref`` that is not local, a pattern RE2 cannot run, over a bound): the
+                call is not sent; or checking the result exceeded its bounds.
             JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`request`.
         """
         tool = self._tools_by_name.get(name)
@@ -683,10 +686,10 @@ class ClientSession:
                     tool.output_schema, who=f"tool {tool.name!r} outputSchema"
                 )
             except SchemaRefused as exc:
-                checker = SchemaRefused(f"{exc}; the tool was not called", server=self.name)
+                checker = f"{exc}; the tool was not called"
             self._output_validators[tool.name] = checker
-        if isinstance(checker, SchemaRefused):
-            raise checker
+        if isinstance(checker, str):  # a fresh error each time: a raised one keeps its frames
+            raise SchemaRefused(checker, server=self.name)
         return checker
 
     async def _validate_output(

@@ -103,5 +103,7 @@ class FileBait:
     def __exit__(self, *exc: object) -> None:
         self._closing = True
         fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)  # unblock the writer's open
-        os.close(fd)
-        self._thread.join(5)
+        try:
+            self._thread.join(5)  # the reader stays open until the writer has seen it
+        finally:
+            os.close(fd)

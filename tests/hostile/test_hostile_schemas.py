@@ -287,8 +287,8 @@ def _variants(url: str) -> dict[str, tuple[dict[str, Any], Any, str]]:
             [{"a": 1, "k": 0}] * 20_000,  # each object has what the 20,000 names ask
             "more work than",
         ),
-        # 20,000 empty subschemas per item: the CPU bound (5 s) ends it, in a thread
-        "all_of": ({"items": {"allOf": [{}] * 20_000}}, list(range(20_000)), "stopped"),
+        # 20,000 empty subschemas per item (a descent each, ~5 us): 2,000 items are enough
+        "all_of": ({"items": {"allOf": [{}] * 20_000}}, list(range(2_000)), "more work than"),
         "cycle": ({"$ref": "#"}, {}, "recursed too deep"),
         "deep": ({"type": "object", **_deep_not(100)}, {}, "nested more than"),
         "unevaluated": (
@@ -345,8 +345,8 @@ async def test_variants_of_the_class_fetch_nothing_and_never_stall_the_loop(
                         seen[name] = "mismatch"
                     except SchemaRefused as exc:
                         seen[name] = str(exc)
-                    # A check's bound is 5 s of its thread's CPU (the worst here, allOf
-                    # times a long array, reaches it); the loop is never what waits.
+                    # Each ends at a bound within a second or so (jsonschema alone ran
+                    # several for minutes); the generous limit is for a loaded machine.
                     assert time.monotonic() - started < 20.0, name
                 plain = await host.call_tool("h__echo", {"message": "still here"})
             nursery.cancel_scope.cancel()
