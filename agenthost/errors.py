@@ -13,7 +13,8 @@ never leaked::
     │   ├── UnsupportedRevision     no MCP revision both sides speak
     │   ├── TaskCancelled           the server reports a task ``cancelled`` (not by us)
     │   ├── NotModern               auto found a legacy server (no modern server/discover)
-    │   └── MRTRLimitExceeded       a 2026-07-28 server still asked for input after the cap
+    │   ├── MRTRLimitExceeded       a 2026-07-28 server still asked for input after the cap
+    │   └── SchemaRefused           a server's JSON Schema agenthost will not apply
     ├── TransportError
     │   ├── TransportClosed         the peer closed or the process exited
     │   │   └── SessionExpired      the server forgot our session (HTTP 404): re-initialize
@@ -65,6 +66,7 @@ __all__ = [
     "ProtocolError",
     "ProviderError",
     "RequestUnauthorized",
+    "SchemaRefused",
     "ServerUnavailable",
     "SessionExpired",
     "TaskCancelled",
@@ -213,6 +215,17 @@ class NotModern(ProtocolError):
 
 class MRTRLimitExceeded(ProtocolError):
     """The server still asked for input after the configured number of rounds."""
+
+
+class SchemaRefused(ProtocolError):
+    """A JSON Schema from a server that agenthost will not apply, in one line naming what it
+    is and why: a ``$ref`` that is not local (it would be a fetch or a file read), a
+    pattern RE2 cannot run, a schema over the size or depth bound, an unknown dialect, or
+    a check that exceeded its work bound. Code -32602 (invalid params): answering a
+    server's request, it is the server's error."""
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(message, code=-32602, server=server)
 
 
 class TaskCancelled(ProtocolError):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
@@ -48,6 +48,7 @@ from agenthost.errors import (
     NotModern,
     OutputValidationError,
     ProtocolError,
+    SchemaRefused,
     TransportClosed,
     UnsupportedRevision,
 )
@@ -93,6 +94,9 @@ from agenthost.protocol.types import (
 from agenthost.rpc import DEFAULT_MAX_PEER_REQUESTS, RPC
 from agenthost.server_log import log_server_message
 from agenthost.transports.base import Transport
+
+if TYPE_CHECKING:
+    from agenthost_policies.schemas import PeerSchema
 
 __all__ = [
     "ClientSession",
@@ -176,7 +180,9 @@ class ClientSession:
         self._listeners: dict[str, list[NotificationListener]] = {}
         for method, listener in self.handlers.notifications.items():
             self._listeners.setdefault(method, []).append(listener)
-        self._output_validators: dict[str, Any] = {}
+        #: Each tool's compiled outputSchema, or why it was refused (bounded by the
+        #: tools listed; cleared with each listing).
+        self._output_validators: dict[str, PeerSchema | str] = {}
         self._tools_by_name: dict[str, Tool] = {}
         #: The asks this session runs as tasks for its server (None: not offered).
         self.ask_tasks: AskTaskStore | None = None
@@ -585,8 +591,14 @@ class ClientSession:
 
         Raises:
             OutputValidationError: structured content missing or not matching the schema.
+            SchemaRefused: the tool's outputSchema is one agenthost will not apply (a
+                ``$ref`` that is not local, a pattern RE2 cannot run, over a bound): the
+                call is not sent; or checking the result exceeded its bounds.
             JSONRPCError, AgentHostTimeout, TransportClosed: as :meth:`request`.
         """
+        tool = self._tools_by_name.get(name)
+        # Compiled before the call: a tool whose results cannot be checked is not run.
+        checker = None if tool is None else self._output_checker(tool)
         call_meta: dict[str, Any] | None = None
         token: str | None = None
         if meta or progress is not None:
@@ -626,30 +638,83 @@ class ClientSession:
         finally:
             if token is not None:
                 self._progress.pop(token, None)
-        tool = self._tools_by_name.get(name)
-        if tool is not None and tool.output_schema is not None and not result.is_error:
-            self._validate_output(tool, result)
+        if checker is not None and tool is not None and not result.is_error:
+            await self._validate_output(tool, checker, result)
         return result
 
-    def _validate_output(self, tool: Tool, result: CallToolResult) -> None:
-        if result.structured_content is None:
+    def refuse_unusable(self, name: str) -> None:
+        """Raise when tool ``name``'s outputSchema is one agenthost will not apply, so that
+        a call made another way (as a task) is not sent either; cheap (cached).
+
+        Raises:
+            SchemaRefused: as :meth:`call_tool` would before sending.
+        """
+        tool = self._tools_by_name.get(name)
+        if tool is not None:
+            self._output_checker(tool)
+
+    async def checked_output(self, name: str, result: CallToolResult) -> CallToolResult:
+        """``result`` of tool ``name`` that came another way than :meth:`call_tool` (a
+        task's), checked against the tool's outputSchema as :meth:`call_tool` does.
+
+        Raises:
+            OutputValidationError, SchemaRefused: as :meth:`call_tool`.
+        """
+        tool = self._tools_by_name.get(name)
+        checker = None if tool is None else self._output_checker(tool)
+        if checker is not None and tool is not None and not result.is_error:
+            await self._validate_output(tool, checker, result)
+        return result
+
+    def _output_checker(self, tool: Tool) -> PeerSchema | None:
+        """The tool's compiled ``outputSchema`` (None without one), cached per tool.
+
+        Raises:
+            SchemaRefused: the server's schema is one agenthost will not apply (a remote
+                ``$ref``, a pattern RE2 cannot run, too large, ...); also cached, so the
+                refusal costs nothing on the next call.
+        """
+        if tool.output_schema is None:
+            return None
+        checker = self._output_validators.get(tool.name)
+        if checker is None:
+            # deferred: only sessions with output schemas pay for jsonschema and RE2
+            from agenthost_policies.schemas import compile_peer_schema
+
+            try:
+                checker = compile_peer_schema(
+                    tool.output_schema, who=f"tool {tool.name!r} outputSchema"
+                )
+            except SchemaRefused as exc:
+                checker = f"{exc}; the tool was not called"
+            self._output_validators[tool.name] = checker
+        if isinstance(checker, str):  # a fresh error each time: a raised one keeps its frames
+            raise SchemaRefused(checker, server=self.name)
+        return checker
+
+    async def _validate_output(
+        self, tool: Tool, checker: PeerSchema, result: CallToolResult
+    ) -> None:
+        content = result.structured_content
+        if content is None:
             raise OutputValidationError(
                 f"{self.name}: tool {tool.name!r} declares an outputSchema but returned no"
                 " structuredContent"
             )
-        validator = self._output_validators.get(tool.name)
-        if validator is None:
-            import jsonschema  # deferred: only sessions with output schemas pay for it
-
-            schema = tool.output_schema
-            cls = jsonschema.validators.validator_for(
-                schema, default=jsonschema.Draft202012Validator
-            )
-            validator = cls(schema)
-            self._output_validators[tool.name] = validator
-        error = next(iter(validator.iter_errors(result.structured_content)), None)
+        try:
+            if checker.inline(content):
+                error = checker.first_error(content)
+            else:
+                # Seconds of jsonschema for a large result (bounded by the checker): in a
+                # thread, the loop and every other server go on; a cancelled call stops
+                # waiting for it, and its bounds end it.
+                error = await trio.to_thread.run_sync(
+                    checker.first_error, content, abandon_on_cancel=True
+                )
+        except SchemaRefused as exc:
+            raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:
-            path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+            path = "/".join(str(p) for p in error.path) or "(root)"
             raise OutputValidationError(
                 f"{self.name}: tool {tool.name!r} returned structuredContent that does not"
                 f" match its outputSchema at {path}: {error.message}"

@@ -10,14 +10,14 @@ each of which renders its question and parses one typed line into a JSON value; 
 finished object is checked once more with :mod:`jsonschema` against the server's own
 schema before anything is sent (:func:`validate_content`).
 
-A ``pattern`` comes from the server, so it is untrusted: Python's backtracking ``re`` can
-take 3**n steps on an n-character answer (``^(.|.|.)*\x00$`` blocks for 10 s at 17
-characters), and a worker thread cannot bound it because ``re`` holds the GIL. Patterns are
-therefore matched with RE2 (``google-re2``), whose time is linear in the answer, both in our
-own field checks and inside jsonschema's ``pattern`` keyword. A pattern RE2 cannot run
-(look-around, backreferences: the features that need backtracking, and outside JSON
-Schema's recommended regex subset) makes the schema invalid (-32602), as does
-``patternProperties``, which jsonschema would match with ``re``.
+The schema comes from the server, so it is untrusted: it is compiled as every server
+schema is, by :func:`agenthost_policies.schemas.compile_peer_schema` (a ``$ref`` that is not
+local would be a fetch or a file read; Python's backtracking ``re`` can take 3**n steps on
+an n-character answer, ``^(.|.|.)*\x00$`` blocks for 10 s at 17 characters). Patterns are
+matched with RE2, whose time is linear in the answer, both in our own field checks and in
+the whole-schema check. A schema it refuses (a remote ``$ref``, a pattern RE2 cannot run:
+look-around, backreferences) is invalid (-32602), as is ``patternProperties``, outside the
+subset.
 
 URL mode: :func:`inspect_url` splits out the host to highlight and lists what makes a URL
 suspicious (not HTTPS, credentials before the host, punycode or non-ASCII host, IP
@@ -30,7 +30,6 @@ A schema outside the subset is the server's error: :class:`JSONRPCError` ``-3260
 from __future__ import annotations
 
 import datetime
-import functools
 import ipaddress
 import re
 import urllib.parse
@@ -39,7 +38,8 @@ from typing import Any, Literal
 
 import attrs
 
-from agenthost.errors import InvalidAnswer, JSONRPCError
+from agenthost.errors import InvalidAnswer, JSONRPCError, SchemaRefused
+from agenthost_policies.schemas import PeerSchema, check_pattern, compile_peer_schema, linear_regex
 from agenthost_policies.text import printable
 
 __all__ = [
@@ -228,7 +228,7 @@ class FormField:
                 raise InvalidAnswer(f"at least {self.min_length} characters", field=fail)
             if self.max_length is not None and len(value) > self.max_length:
                 raise InvalidAnswer(f"at most {self.max_length} characters", field=fail)
-            if self.pattern is not None and not _linear_regex(self.pattern).search(value):
+            if self.pattern is not None and not linear_regex(self.pattern).search(value):
                 raise InvalidAnswer(f"must match {self.pattern}", field=fail)
             if self.format is not None and not _format_ok(self.format, value):
                 raise InvalidAnswer(f"{value!r} is not a valid {self.format}", field=fail)
@@ -278,45 +278,20 @@ def _bad_schema(problem: str) -> JSONRPCError:
     return JSONRPCError(_INVALID_PARAMS, f"requestedSchema: {problem}")
 
 
-@functools.lru_cache(maxsize=64)
-def _linear_regex(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (bounded cache: patterns come from servers).
-
-    Raises:
-        re2.error: the pattern is invalid or needs backtracking.
-    """
-    return _re2().compile(pattern, _re2_options())
-
-
-@functools.cache
-def _re2() -> Any:
-    import re2  # deferred: a command that never sees a form pays nothing for it
-
-    return re2
-
-
-@functools.cache
-def _re2_options() -> Any:
-    options = _re2().Options()
-    # Errors are reported to the server as -32602; RE2 must not also print them to stderr.
-    options.log_errors = False
-    # Each compiled pattern may use this much for its automata (RE2's default is 8 MiB); a
-    # pattern that needs more fails to compile and the schema is refused.
-    options.max_mem = 1 << 20
-    return options
+def _compiled(schema: Mapping[str, Any]) -> PeerSchema:
+    """The server's whole schema, compiled as every server schema is (:mod:`.schemas`:
+    only local references, RE2 patterns, bounded size and work), ``format`` asserted."""
+    try:
+        return compile_peer_schema(dict(schema), who="requestedSchema", formats=True)
+    except SchemaRefused as exc:
+        raise JSONRPCError(_INVALID_PARAMS, str(exc)) from None
 
 
 def _check_pattern(pattern: str, where: str) -> None:
     try:
-        _linear_regex(pattern)
-    except _re2().error as exc:
-        detail = exc.args[0] if exc.args else exc
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise _bad_schema(
-            f"{where} is not a regular expression agenthost can check in linear time "
-            f"(RE2 syntax: no look-around or backreferences): {detail}"
-        ) from None
+        check_pattern(pattern, where)
+    except SchemaRefused as exc:
+        raise _bad_schema(str(exc)) from None
 
 
 def _walk(value: Any) -> Iterator[tuple[str, Any]]:
@@ -332,34 +307,11 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
             stack.extend(item)
 
 
-def _check_regexes(schema: Mapping[str, Any]) -> None:
-    """Refuse a schema with a regex jsonschema would run with backtracking ``re``."""
-    for key, value in _walk(schema):
+def _check_subset(schema: Mapping[str, Any]) -> None:
+    """Refuse what the restricted subset leaves out and a whole-schema check would apply."""
+    for key, _ in _walk(schema):
         if key == "patternProperties":
             raise _bad_schema("patternProperties is outside the elicitation schema subset")
-        if key == "pattern" and isinstance(value, str):
-            _check_pattern(value, "pattern")
-
-
-def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    """jsonschema's ``pattern`` keyword, matched by RE2 instead of ``re``."""
-    import jsonschema
-
-    if (
-        isinstance(pattern, str)
-        and validator.is_type(instance, "string")
-        and not _linear_regex(pattern).search(instance)
-    ):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-@functools.cache
-def _validator_class() -> Any:
-    import jsonschema  # deferred: only an elicitation pays for importing it
-
-    return jsonschema.validators.extend(
-        jsonschema.Draft202012Validator, {"pattern": _pattern_keyword}
-    )
 
 
 def _opt_int(prop: Mapping[str, Any], key: str, where: str) -> int | None:
@@ -522,10 +474,12 @@ def parse_form(schema: Mapping[str, Any] | None) -> tuple[FormField, ...]:
     missing = [r for r in required if r not in properties]
     if missing:
         raise _bad_schema(f"required names unknown properties {missing}")
-    _check_regexes(schema)
-    return tuple(
+    _check_subset(schema)
+    fields = tuple(
         _parse_field(str(name), prop, name in required) for name, prop in properties.items()
     )
+    _compiled(schema)  # refused here, before anyone is asked, if it is to be refused
+    return fields
 
 
 def with_defaults(schema: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any]:
@@ -572,16 +526,13 @@ def validate_content(
             field._check(value)
         elif field.required:
             raise InvalidAnswer("a value is required", field=field.name)
-    import jsonschema  # deferred: only an elicitation pays for importing it
-
-    if fields is not None:
-        _check_regexes(schema)  # parse_form did it otherwise
-    validator = _validator_class()(
-        dict(schema), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(content)))
+    _check_subset(schema)
+    try:
+        error = _compiled(schema).best_error(dict(content))
+    except SchemaRefused as exc:
+        raise JSONRPCError(_INVALID_PARAMS, str(exc)) from None
     if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or None
+        where = ".".join(str(p) for p in error.path) or None
         raise InvalidAnswer(error.message, field=where)
     return dict(content)
 

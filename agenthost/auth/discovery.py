@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+import socket
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -188,15 +189,34 @@ def root_prm_url(server_url: str) -> str:
     return f"{_origin(server_url)}/.well-known/oauth-protected-resource"
 
 
-def _inward(host: str) -> bool:
-    """This machine (loopback, ``localhost``) or the link (169.254/16, fe80::/10: where
-    cloud metadata services answer)."""
-    if is_loopback(host):
-        return True
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` is written as, in any spelling the resolver takes as one
+    without asking DNS: dotted quads, and also ``127.1``, ``2130706433`` and ``0x7f.1``
+    (``inet_aton``); an IPv4-mapped IPv6 address as its IPv4 one."""
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_link_local
+        address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _inward(host: str) -> bool:
+    """This machine (loopback, ``localhost`` and its subdomains, the unspecified address,
+    which Linux connects to loopback) or the link (169.254/16, fe80::/10: where cloud
+    metadata services answer), however the address is spelled (a trailing dot too)."""
+    name = host.strip("[]").lower()
+    name = name[:-1] if name.endswith(".") else name
+    if is_loopback(name) or name.endswith(".localhost"):
+        return True
+    address = _address(name)
+    return address is not None and (
+        address.is_loopback or address.is_link_local or address.is_unspecified
+    )
 
 
 def check_outward(server_url: str, url: str, what: str) -> None:

@@ -597,10 +597,10 @@ class OAuth(Exchange, httpx.Auth):
         scopes: tuple[str, ...] | None,
         opener: UrlOpener,
     ) -> tuple[Tokens, Client]:
-        async with open_loopback(self.settings.redirect_port) as loopback:
+        state_value = generate_token(32)
+        async with open_loopback(self.settings.redirect_port, state=state_value) as loopback:
             client = await self._client_for(meta, state, loopback.redirect_uri, scopes)
             verifier = generate_token(64)
-            state_value = generate_token(32)
             self._redact.add(verifier)
             url = prepare_grant_uri(
                 meta.authorization_endpoint,
@@ -625,8 +625,15 @@ class OAuth(Exchange, httpx.Auth):
             if exchange is not None:
                 exchange.deadline = trio.current_time() + self.settings.exchange_timeout
             if waited.cancelled_caught:
+                ignored = (
+                    f" ({loopback.ignored} answer(s) not for this login, by their state,"
+                    " were ignored)"
+                    if loopback.ignored
+                    else ""
+                )
                 raise self._error(
-                    f"no answer from the browser within {self.settings.login_timeout:g} s",
+                    f"no answer from the browser within {self.settings.login_timeout:g} s"
+                    + ignored,
                     self._login_hint() + " and finish the login in the browser",
                 )
         code = self._check_redirect(params, state_value, meta, repeated=loopback.repeated)

@@ -6,6 +6,11 @@ browser to come back to ``/callback`` with the authorization response, parsed wi
 user to go back to the terminal; the response's query parameters go to the flow, which
 checks ``state`` and ``iss``. Nothing here logs the query (it holds the code).
 
+Only a callback carrying the login's ``state`` is taken: any program on this machine, and
+any web page the user has open, can reach the port, and a guessed callback must not end
+the login it is not part of (it is answered, counted and ignored; the flow still checks
+the one taken).
+
 Who opens the authorization URL is a :data:`UrlOpener`: the terminal one prints the URL
 (so it works over SSH) and tries the system browser; tests pass a stand-in browser.
 The current opener is a context variable (:data:`URL_OPENER`): unset means headless,
@@ -39,6 +44,9 @@ URL_OPENER: contextvars.ContextVar[UrlOpener | None] = contextvars.ContextVar(
 )
 
 _MAX_REQUEST: Final = 16 * 1024
+_NOT_OURS: Final = (
+    b"This answer is not for the login under way (its state does not match): ignored."
+)
 _PAGE: Final = (
     b"<!doctype html><meta charset=utf-8><title>agenthost</title>"
     b"<p>%s</p><p>You can close this window and return to the terminal.</p>"
@@ -73,17 +81,20 @@ def terminal_opener(*, open_browser: bool = True) -> UrlOpener:
 class Loopback:
     """A listening redirect endpoint. Use :func:`open_loopback`."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, state: str) -> None:
         self.port = port
         self.redirect_uri = f"http://127.0.0.1:{port}/callback"
+        self._state = state
         self._params: dict[str, str] | None = None
+        #: Callbacks ignored for want of the login's state (another login's, or a guess).
+        self.ignored = 0
         #: Names the first callback carried more than once (RFC 6749 section 3.1 forbids
         #: it; the flow discards such an answer rather than pick one of the values).
         self.repeated: frozenset[str] = frozenset()
         self._done = trio.Event()
 
     async def wait(self) -> dict[str, str]:
-        """The query parameters of the first request to ``/callback``."""
+        """The query parameters of the first request to ``/callback`` with our state."""
         await self._done.wait()
         assert self._params is not None
         return self._params
@@ -106,6 +117,13 @@ class Loopback:
                     return
                 pairs = parse_qsl(parts.query, keep_blank_values=True)
                 params = dict(pairs)
+                if ("state", self._state) not in pairs:
+                    # Among its values, not the last: a repeated state is the flow's
+                    # to discard, never a reason to wait on.
+                    self.ignored += 1
+                    log.warning("ignoring a login callback that is not for this login (its state)")
+                    await self._respond(stream, conn, 200, _NOT_OURS)
+                    return
                 first = self._params is None
                 if first:
                     self._params = params
@@ -145,14 +163,15 @@ class Loopback:
 
 
 @asynccontextmanager
-async def open_loopback(port: int = 0) -> AsyncIterator[Loopback]:
-    """Listen on ``127.0.0.1:port`` (0: any free port) until the block ends.
+async def open_loopback(port: int = 0, *, state: str) -> AsyncIterator[Loopback]:
+    """Listen on ``127.0.0.1:port`` (0: any free port) until the block ends, for the
+    callback of the login whose authorization request carries ``state``.
 
     Resource handling: the listener and any connection still open are closed on exit.
     """
     listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     bound = listeners[0].socket.getsockname()[1]
-    loopback = Loopback(bound)
+    loopback = Loopback(bound, state)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(trio.serve_listeners, loopback._serve, listeners)
         try:

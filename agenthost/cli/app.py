@@ -207,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> int:
     """The console script: :func:`main`, then exit without a final collection."""
+    from agenthost.cli.lineage import name_process
+
+    name_process()  # for the agenthosts this one starts, through any wrapper, to count
     with _collector_tuned(process_ends=True):
         code = _main(None)
         sys.stdout.flush()

@@ -220,10 +220,11 @@ def load_config(args: argparse.Namespace, *, only: str | None = None) -> HostCon
             " $XDG_CONFIG_HOME/agenthost/agenthost.toml",
             EXIT_USAGE,
         )
+    from agenthost.cli.lineage import depth_refusal
     from agenthost.config.selfstart import chain_refusal, extend_chain
 
     files = [os.fspath(p) for p in (user, project) if p is not None]
-    looped = chain_refusal(files, os.environ)
+    looped = chain_refusal(files, os.environ) or depth_refusal()
     if looped is not None:
         raise CLIError(looped, EXIT_USAGE)
     # The servers started from here inherit the chain (the stdio transport passes it on).

@@ -22,8 +22,10 @@ Such a server starts itself without end: the README once suggested listing
    whatever the files (a wrapper writing a fresh config for each level), so no chain ever
    grows past it.
 
-A server that drops its environment (``env -i``, or sets :data:`SERVE_CHAIN_ENV` in its own
-``env``) and whose command line hides agenthost is beyond both rules.
+A server's own ``env`` cannot set :data:`SERVE_CHAIN_ENV` (the stdio transport keeps the
+host's). A server that drops its environment (``env -i``) and whose command line hides
+agenthost is beyond both rules; the process tree bounds that one
+(:mod:`agenthost.cli.lineage`, Linux).
 """
 
 from __future__ import annotations

@@ -106,6 +106,8 @@ class ToolRouter:
         agreed. ``meta`` is sent on a plain call only."""
         name = entry.tool.name
         key = (entry.server, name)
+        # A tool whose outputSchema agenthost refuses is not run, as a task neither.
+        session.refuse_unusable(name)
         task_after = config.timeouts.task_after
         # The caller's limit wins; else timeouts.task; else (session default) request.
         task_limit: Timeout = timeout
@@ -115,7 +117,7 @@ class ToolRouter:
         if task is not False and offers_tasks_extension(session):
             # 2026-07-28: the server decides; declaring the extension lets it.
             if chosen:
-                return await call_tool_via_extension(
+                result = await call_tool_via_extension(
                     session,
                     name,
                     arguments,
@@ -123,13 +125,15 @@ class ToolRouter:
                     timeout=task_limit,
                     on_created=on_task,
                 )
+                return await session.checked_output(name, result)
         elif task is not False and wants_task(
             entry.tool, session.server_capabilities, optional=chosen
         ):
             # 2025-11-25: a tool whose taskSupport is "required", or "optional" by choice.
-            return await call_tool_as_task(
+            result = await call_tool_as_task(
                 session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
+            return await session.checked_output(name, result)
         started = trio.current_time()
         try:
             if timeout is DEFAULT:
@@ -145,9 +149,10 @@ class ToolRouter:
             # A 2026-07-28 tool that runs only as a task refused the undeclared call
             # before running it: declare the extension, now and for its later calls.
             self._remember(key)
-            return await call_tool_via_extension(
+            result = await call_tool_via_extension(
                 session, name, arguments, progress=progress, timeout=task_limit, on_created=on_task
             )
+            return await session.checked_output(name, result)
         finally:
             if task is None and trio.current_time() - started >= task_after:
                 self._remember(key)

@@ -352,21 +352,49 @@ class Gateway:
     async def roots_filter(self, server: str, offered: list[Root]) -> list[Root]:
         """``server``'s roots: the workspaces' (``offered``) within the client's roots
         (:func:`intersect_roots`), or the workspaces alone for a client without roots.
-        A client that fails to list them leaves nothing (it is not known what it allows)."""
+        A client that fails to list them leaves nothing (it is not known what it allows).
+
+        An ask no call can be tied to, on a shared gateway (nobody to ask: the upstream
+        lists its roots again on ``roots/list_changed``, outside any call), is everyone's:
+        the workspaces within the roots of every client that has roots, since the
+        upstream serves them all (what it sees, each of them allows)."""
         client = self.asker()
-        if client is None or client.closed or not client.can("roots"):
+        if client is None:
+            return await self._within_every_client(offered)
+        if client.closed or not client.can("roots"):
             return offered
+        return intersect_roots(offered, await self._roots_of(client))
+
+    async def _within_every_client(self, offered: list[Root]) -> list[Root]:
+        clients = [s for s in self.sessions if not s.closed and s.can("roots")]
+        listed: list[list[Root]] = []
+        async with trio.open_nursery() as nursery:
+            for client in clients:
+
+                async def one(client: DownstreamSession = client) -> None:
+                    listed.append(await self._roots_of(client))
+
+                nursery.start_soon(one)
+        kept = offered
+        for roots in listed:
+            kept = intersect_roots(kept, roots)
+        return kept
+
+    async def _roots_of(self, client: Asker) -> list[Root]:
+        """``client``'s roots, as last listed (a legacy session's are kept until it says
+        they changed); none when it fails to list them."""
         roots = self._client_roots.get(client) if isinstance(client, DownstreamSession) else None
-        if roots is None:
-            try:
-                listed = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
-            except AgentHostError as exc:
-                log.warning("%s: cannot list the client's roots: %s", client.name, exc)
-                return []
-            roots = list(listed.roots[:_MAX_ROOTS])
-            if isinstance(client, DownstreamSession):
-                self._client_roots[client] = roots
-        return intersect_roots(offered, roots)
+        if roots is not None:
+            return roots
+        try:
+            answer = await client.ask(m.ROOTS_LIST_SPEC, None, timeout=_ROOTS_TIMEOUT)
+        except AgentHostError as exc:
+            log.warning("%s: cannot list the client's roots: %s", client.name, exc)
+            return []
+        roots = list(answer.roots[:_MAX_ROOTS])
+        if isinstance(client, DownstreamSession):
+            self._client_roots[client] = roots
+        return roots
 
     # ------------------------------------------------------------------ list_changed
 
@@ -694,10 +722,14 @@ class Gateway:
     async def _on_log(self, server: str, ctx: Any, params: Mapping[str, Any]) -> None:
         """An upstream's log line goes to the clients that asked for log lines
         (``logging/setLevel``), at or above each one's level: to the client whose call
-        it came during when that can be told (:class:`CallsInFlight`), else to each of
-        them (the upstream is shared; its line is nobody's in particular). A 2026-07-28
-        caller gets it only when its request's ``_meta`` named a level."""
-        caller = self.calls.caller(server, getattr(ctx, "origin_name", None))
+        it came during when that can be told (:class:`CallsInFlight`); with calls of
+        several clients in flight there, to the one an unattributed ask goes to
+        (:attr:`unattributed`: nobody on a shared gateway), as the line may carry any of
+        those calls' data; with no call in flight, to each of them (the upstream's own
+        line: its start, its background work). A 2026-07-28 caller gets it only when its
+        request's ``_meta`` named a level. Every line is in agenthost's own log anyway."""
+        tool = getattr(ctx, "origin_name", None)
+        caller = self.calls.caller(server, tool)
         rank = _LOG_LEVELS.get(str(params.get("level")), 7)
         relayed = {k: params[k] for k in ("level", "logger", "data") if k in params}
         if caller is not None and caller.revision in MODERN_REVISIONS:
@@ -706,7 +738,15 @@ class Gateway:
             if isinstance(level, str) and rank >= _LOG_LEVELS.get(level, len(_LOG_LEVELS)):
                 await caller.session.notify(m.NOTIFICATION_MESSAGE, relayed)
             return
-        targets = [caller.session] if caller is not None else list(self._log_levels)
+        targets: list[DownstreamSession]
+        if caller is not None:
+            targets = [caller.session]
+        elif self.calls.candidates(server, tool):
+            # A client that keeps a call open there must not read everyone else's lines.
+            fallback = self.unattributed()
+            targets = [fallback] if isinstance(fallback, DownstreamSession) else []
+        else:
+            targets = list(self._log_levels)
         for client in targets:
             level = self._log_levels.get(client)
             if level is None or client.closed or rank < _LOG_LEVELS.get(level, 1):

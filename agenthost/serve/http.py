@@ -43,10 +43,12 @@ from typing import Any, Final
 
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.errors import ConfigError, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
+from agenthost.serve.listeners import cannot_listen
 from agenthost.serve.modern import modern_stamp
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
@@ -479,7 +481,7 @@ async def serve_http(
     """Serve ``gateway`` at ``http://host:port/mcp`` until cancelled; reports the port.
 
     Raises:
-        ConfigError: a non-loopback ``host`` without ``token``.
+        ConfigError: a non-loopback ``host`` without ``token``; ``host:port`` taken.
     """
     from hypercorn.config import Config
     from hypercorn.trio import serve
@@ -493,7 +495,11 @@ async def serve_http(
     async with trio.open_nursery() as sessions:
         allowed: set[str] = set()
         app = McpHttpApp(gateway, sessions, allowed_hosts=allowed, token=token)
-        binds: list[str] = await sessions.start(_hypercorn, serve, app, config)
+        try:
+            with collapse_single_group():  # a failure before listening comes as a group
+                binds: list[str] = await sessions.start(_hypercorn, serve, app, config)
+        except OSError as exc:  # the port is taken (by another user: see cannot_listen)
+            raise ConfigError(cannot_listen(host, port, exc), key="serve.http") from None
         bound = int(binds[0].rsplit(":", 1)[1])
         names = {host, "localhost", "127.0.0.1", "[::1]"} if is_loopback(host) else {host}
         allowed.update(f"{name}:{bound}".lower() for name in names)

@@ -9,9 +9,9 @@ store, ``$XDG_STATE_HOME/agenthost/serve-token``), made on first use by
 :func:`load_or_create` and kept across starts, so a client configured once keeps working.
 
 The file is the user's alone: mode 0600 in a 0700 directory (a folder others may write
-is refused: they could swap the file), written whole (a temporary
-file linked into place, so a concurrent start reads a whole token or makes none), opened
-without following a symlink. A file someone else owns, or that others may read, is refused
+is refused: they could swap the file; so is a link to it that another user made), written
+whole (a temporary file linked into place, so a concurrent start reads a whole token or
+makes none), opened without following a symlink. A file someone else owns, or that others may read, is refused
 (the token may be known): one line says to delete it, and the next start makes a new one.
 """
 
@@ -49,6 +49,14 @@ def load_or_create(path: Path) -> str:
         ConfigError: the file is not the user's alone, or holds no token.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    link = path.parent.lstat()
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
+        # Another user's link (planted in a shared folder): theirs to re-point later.
+        raise ConfigError(
+            f"{path.parent} (the token's folder) is a link another user made: delete it"
+            " or set XDG_STATE_HOME to a folder of yours alone",
+            key="serve.http",
+        )
     folder = path.parent.stat()
     if folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
         # Whoever may write the folder may swap the token file for one they know.

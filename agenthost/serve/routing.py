@@ -24,7 +24,11 @@ request has a call running there and of which tool.
   :data:`Fallback`, chosen once by how the gateway is served: on a gateway several clients
   share (``serve --http``), :func:`nobody` (the policy answers as in headless mode: never
   another session, which would see the first one's data and could forge its answer);
-  over stdio, which serves one client, :func:`sole_client`.
+  over stdio, which serves one client, :func:`sole_client`. A log line that comes while
+  calls of several clients are in flight there goes the same way (it may carry any of
+  their data); a ``roots/list`` no call can be tied to gets, on a shared gateway, the
+  workspaces within every client's roots
+  (:meth:`~agenthost.serve.gateway.Gateway.roots_filter`).
 
 Bounded by the downstream requests in flight (each client's are bounded by its endpoint).
 """

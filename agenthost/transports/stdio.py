@@ -121,6 +121,11 @@ INHERITED_ENV_VARS: Final = frozenset(
     }
 )
 
+#: Host variables a server's config may not set: the host's value (or none) is what the
+#: server gets. The chain of config files is how an agenthost behind any wrapper finds
+#: that it would start itself; a project file that could empty it could loop without end.
+_HOST_OWNED_ENV_VARS: Final = frozenset({"AGENTHOST_SERVE_CHAIN"})
+
 _tags = itertools.count(1)
 
 #: Drop the written head of the send backlog once it is this large (amortised compaction).
@@ -140,13 +145,14 @@ def child_environment(
     """The environment a server process gets: the allowlisted host variables + ``extra``.
 
     ``inherit`` names more host variables to pass on (the config's ``inherit_env``).
+    ``extra`` cannot set the host's own bookkeeping (``AGENTHOST_SERVE_CHAIN``).
     """
     source = os.environ if host_env is None else host_env
     env = {
         key: value for key, value in source.items() if key in INHERITED_ENV_VARS or key in inherit
     }
     if extra:
-        env.update(extra)
+        env.update((k, v) for k, v in extra.items() if k not in _HOST_OWNED_ENV_VARS)
     return env
 
 

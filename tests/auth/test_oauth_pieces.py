@@ -187,11 +187,14 @@ async def test_memory_store_roundtrip() -> None:
     assert await store.load("a") == "1" and "1" not in repr(store)
 
 
-async def test_loopback_takes_the_first_callback_only() -> None:
-    async with open_loopback() as loopback, httpx.AsyncClient() as client:
+async def test_loopback_takes_the_first_callback_with_its_state_only() -> None:
+    async with open_loopback(state="s") as loopback, httpx.AsyncClient() as client:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/callback", loopback.redirect_uri)
         missing = await client.get(loopback.redirect_uri.replace("/callback", "/other"))
         assert missing.status_code == 404
+        other = await client.get(loopback.redirect_uri, params={"code": "c0", "state": "x"})
+        assert other.status_code == 200 and "not for the login" in other.text
+        assert loopback.ignored == 1
         first = await client.get(loopback.redirect_uri, params={"code": "c1", "state": "s"})
         assert first.status_code == 200 and "c1" not in first.text
         await client.get(loopback.redirect_uri, params={"code": "c2", "state": "s"})

@@ -210,10 +210,11 @@ async def test_no_secret_in_logs_errors_or_audit(
 # --- the CLI: auth login / status / logout, and bad input (exit 5, nothing stored) -----------
 
 
-def write_config(tmp_path: Path, url: str) -> Path:
+def write_config(tmp_path: Path, url: str, oauth: str = "") -> Path:
     path = tmp_path / "agenthost.toml"
+    section = f"[servers.sdk.oauth]\n{oauth}\n" if oauth else ""
     path.write_text(
-        f'[servers.sdk]\nurl = "{url}"\n\n[policy]\nmode = "headless"\n\n'
+        f'[servers.sdk]\nurl = "{url}"\n\n{section}[policy]\nmode = "headless"\n\n'
         '[[policy.rules]]\nkind = "tool"\nserver = "sdk"\nname = "echo"\ndecision = "allow"\n'
     )
     return path
@@ -269,7 +270,8 @@ async def test_cli_login_status_call_logout(tmp_path: Path) -> None:
     [
         ("no-s256", False, "does not support PKCE with S256"),
         ("bad-issuer", False, "is not the expected"),
-        ("bad-state", True, "state does not match"),
+        # Another state is another login's answer: ignored, and said so at the timeout.
+        ("bad-state", True, "not for this login, by their state, were ignored"),
         ("html-token", True, "text/html, not a JSON object"),
     ],
 )
@@ -277,7 +279,7 @@ async def test_cli_bad_input_exit_5_one_line_nothing_stored(
     tmp_path: Path, fault: str, needs_browser: bool, words: str
 ) -> None:
     async with auth_server(tmp_path, fault=fault) as url:
-        cfg = write_config(tmp_path, url)
+        cfg = write_config(tmp_path, url, "login_timeout = 3" if fault == "bad-state" else "")
         code, _, err = await cli_login(cfg, cli_env(tmp_path), use_browser=needs_browser)
     assert code == 5, err
     last = err.strip().splitlines()[-1]

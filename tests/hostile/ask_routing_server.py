@@ -4,7 +4,9 @@ Why it exists: an upstream behind ``agenthost serve`` is shared by every downstr
 client; its own requests (sampling, elicitation) name no call. This one asks in the
 three shapes that matter: during a call while another client's call is in flight on it
 (``ask`` waits for a gate file first, ``hold`` keeps a call in flight until its gate
-opens), and after its call answered, with nothing in flight (``later``). Every answer it
+opens), and after its call answered, with nothing in flight (``later``, and the
+``roots/list`` it sends on ``notifications/roots/list_changed``, as a filesystem server
+does); ``log`` logs the caller's data during its call, as asks carry it. Every answer it
 gets is appended to ``$ASK_LOG`` (one JSON line) and, for ``ask``, is the tool's result,
 so a forged answer would become the caller's result. Stdlib only; newline-delimited
 JSON-RPC; each call runs in a thread of its own.
@@ -39,6 +41,7 @@ TOOLS = [
         ("ask", "Wait for the gate file, then ask the client (kind: elicit or sample)."),
         ("hold", "Stay in flight until the gate file exists."),
         ("later", "Answer at once, then ask the client after `delay` seconds."),
+        ("log", "Log `secret` (notifications/message), then answer."),
     )
 ]
 
@@ -58,9 +61,12 @@ def ask_client(kind: str, secret: str) -> Any:
     """Send our own request; wait for the client's answer (or its error)."""
     rid = next(_ids) + 1_000_000
     event, box = _waiting[rid] = (threading.Event(), [])
-    if kind == "sample":
+    params: dict[str, Any] | None
+    if kind == "roots":
+        method, params = "roots/list", None
+    elif kind == "sample":
         method = "sampling/createMessage"
-        params: dict[str, Any] = {
+        params = {
             "messages": [{"role": "user", "content": {"type": "text", "text": secret}}],
             "maxTokens": 16,
         }
@@ -73,7 +79,10 @@ def ask_client(kind: str, secret: str) -> Any:
                 "properties": {"name": {"type": "string"}},
             },
         }
-    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        request["params"] = params
+    send(request)
     event.wait(60)
     return box[0] if box else {"error": "no answer"}
 
@@ -96,6 +105,10 @@ def call(rid: Any, name: str, args: dict[str, Any]) -> None:
         Path(str(args["gate"]) + ".started").write_text("started")
         wait_gate(str(args["gate"]))
         text = "held"
+    elif name == "log":
+        line = {"level": "warning", "logger": "ask-routing", "data": secret}
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": line})
+        text = "logged"
     elif name == "later":
 
         def after() -> None:
@@ -133,6 +146,12 @@ def main() -> None:
             params = message["params"]
             args = (params.get("name"), params.get("arguments") or {})
             threading.Thread(target=call, args=(rid, *args), daemon=True).start()
+        elif method == "notifications/roots/list_changed":
+            # As a filesystem server does: list the roots again, outside any call.
+            def relist() -> None:
+                record({"tool": "roots", "secret": "", "answer": ask_client("roots", "")})
+
+            threading.Thread(target=relist, daemon=True).start()
         elif rid is not None:
             send({"jsonrpc": "2.0", "id": rid, "result": {}})
 

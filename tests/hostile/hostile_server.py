@@ -7,6 +7,7 @@ a mock. Stdlib only (starts in tens of milliseconds); newline-delimited JSON-RPC
 Usage::
 
     python tests/hostile/hostile_server.py [--http PORT] ['{"tools": [...], "on_start": [...]}']
+    python tests/hostile/hostile_server.py [--http PORT] @config.json
 
 With ``--http PORT`` it serves Streamable HTTP on ``http://127.0.0.1:PORT/mcp`` instead
 of stdio (JSON answers; ``act`` answers with an SSE stream carrying what the actions
@@ -45,7 +46,8 @@ and the one resource (``hostile://r``) it serves. The prompt takes the config's
 "sleep": S}``) the server offers completions and answers every ``completion/complete``
 with those values after S seconds (on its reading thread: nothing else is answered
 meanwhile). With ``record`` (a path), every message received is appended to that file,
-one JSON line each.
+one JSON line each. ``results`` maps a tool name to the whole result its calls answer
+with (``structuredContent`` too), for a tool of ``tools`` that must return exact data.
 
 A tool named ``flood`` among the config's ``tools`` floods *during* its call, then
 answers: ``progress`` notifications for the call's own progress token, then ``logs`` log
@@ -86,6 +88,7 @@ class Server:
         self.prompt_arguments: list[dict[str, Any]] = list(config.get("prompt_arguments", []))
         self.completion: dict[str, Any] | None = config.get("completion")
         self.record: str | None = config.get("record")
+        self.results: dict[str, Any] = dict(config.get("results", {}))
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
         #: HTTP: where this thread's writes go (None: stdout).
@@ -247,6 +250,9 @@ class Server:
                 later = list(args.get("actions", []))
             elif name == "echo":
                 text = str(args.get("message", ""))
+            elif name in self.results:
+                self.write({"jsonrpc": "2.0", "id": msg["id"], "result": self.results[name]})
+                return []
             elif name == "stats":
                 text = json.dumps(
                     {
@@ -377,7 +383,11 @@ def main() -> None:
     if argv[:1] == ["--http"]:
         port = int(argv[1])
         argv = argv[2:]
-    config = json.loads(argv[0]) if argv else {}
+    if argv and argv[0].startswith("@"):  # a config too large for a command line
+        with open(argv[0][1:]) as f:
+            config = json.load(f)
+    else:
+        config = json.loads(argv[0]) if argv else {}
     print(f"hostile_server: started pid {os.getpid()}", file=sys.stderr, flush=True)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         if port is not None:

@@ -27,6 +27,8 @@ Config keys (all optional):
 - ``list``: ``{"per_page": N, "pages": P}`` for ``tasks/list`` (``P`` 0: without end).
 - ``record``: a path; the method of every message received is appended, one a line.
 - ``result_bytes``: the completed task's result text is this many bytes (default ``done``).
+- ``output_schema``: the tool's ``outputSchema``; ``structured``: the completed task's
+  ``structuredContent``.
 - ``fail_quoting``: the name of an environment variable: the task ends ``failed``, its
   error (message and data) quoting that variable's value back (a secret the host gave it).
 """
@@ -63,6 +65,12 @@ class Server:
         size = self.config.get("result_bytes")
         return "done" if size is None else "r" * int(size)
 
+    def result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"content": [{"type": "text", "text": self.result_text()}]}
+        if "structured" in self.config:
+            result["structuredContent"] = self.config["structured"]
+        return result
+
     def error(self) -> dict[str, Any]:
         quoted = os.environ.get(str(self.config.get("fail_quoting")), "")
         return {"code": -32603, "message": f"bad key {quoted}", "data": {"key": quoted}}
@@ -89,7 +97,7 @@ class Server:
                 ask = {"method": "roots/list", "params": {}}
                 task["inputRequests"] = {"again": ask}
             elif task["status"] == "completed":
-                task["result"] = {"content": [{"type": "text", "text": self.result_text()}]}
+                task["result"] = self.result()
             elif task["status"] == "failed":
                 task["error"] = self.error()
         else:
@@ -127,6 +135,8 @@ class Server:
         tool = {"name": "slow", "description": "Runs for ever.", "inputSchema": {"type": "object"}}
         if not self.modern:
             tool["execution"] = {"taskSupport": "required"}
+        if "output_schema" in self.config:
+            tool["outputSchema"] = self.config["output_schema"]
         if method == "initialize":
             tasks: dict[str, Any] = {"requests": {"tools": {"call": {}}}, "list": {}, "cancel": {}}
             return {
@@ -154,7 +164,7 @@ class Server:
         if method == "tasks/result":
             if self.config.get("result_hangs") or self.status() != "completed":
                 return None
-            return {"content": [{"type": "text", "text": self.result_text()}]}
+            return self.result()
         if method == "tasks/cancel":
             return {} if self.modern else self.task() | {"status": "cancelled"}
         if method == "tasks/list":

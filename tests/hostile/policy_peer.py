@@ -16,6 +16,8 @@ Tools:
   ``POLICY_PEER_NOTES=v2`` in its environment the server starts with that second definition.
 * ``form(pattern)`` - a form-mode ``elicitation/create`` whose one string field ``code`` has
   the given ``pattern``; returns the client's answer as JSON text.
+* ``form_schema(schema)`` - a form-mode ``elicitation/create`` whose ``requestedSchema`` is
+  the JSON text ``schema``, as given; returns the client's answer as JSON text.
 * ``open_url(url)`` - a URL-mode ``elicitation/create`` for ``url``; returns the action.
 * ``sample(prompt, max_tokens)`` - one ``sampling/createMessage``; returns the text.
 """
@@ -81,6 +83,11 @@ def build_server() -> MCPServer[Any]:
             "required": ["code"],
         }
         result = await ctx.session.elicit_form("Enter the code", schema)
+        return json.dumps(result.model_dump(mode="json", exclude_none=True))
+
+    @server.tool(description="Ask a form whose whole requestedSchema is the JSON given.")
+    async def form_schema(ctx: Context, schema: str) -> str:
+        result = await ctx.session.elicit_form("Fill this in", json.loads(schema))
         return json.dumps(result.model_dump(mode="json", exclude_none=True))
 
     @server.tool(description="Ask the client to open a URL (URL-mode elicitation).")

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from agenthost.cli.lineage import MAX_DEPTH
+from agenthost.config.selfstart import SERVE_CHAIN_ENV
 from tests.helpers import AGENTHOST_COLD
 from tests.hostile.conftest import HOSTILE_SERVER
 
@@ -89,7 +91,10 @@ class LoopProject:
         return {"LOOP_MARK": self.mark, "PYTHONPATH": self.env.get("PYTHONPATH", "")}
 
     def write(self, servers: dict[str, dict[str, Any]]) -> None:
-        entries = {name: {**s, "env": self.server_env()} for name, s in servers.items()}
+        entries = {
+            name: {**s, "env": {**self.server_env(), **s.get("env", {})}}
+            for name, s in servers.items()
+        }
         entries["fs"] = {
             "command": sys.executable,
             "args": [str(HOSTILE_SERVER)],
@@ -241,3 +246,55 @@ def test_agenthost_behind_a_wrapper_is_stopped(loop_project: LoopProject, form: 
     assert str(loop_project.file) in reason, rows["agenthost"]
     assert "Traceback" not in err
     assert 1 <= most <= BOUND
+
+
+def test_the_project_env_table_cannot_erase_the_chain(loop_project: LoopProject) -> None:
+    """A project file whose wrapper hides agenthost from the command line and whose ``env``
+    table sets the chain variable to nothing: the chain is the host's, not the project's
+    to set, so the next agenthost still finds the file above it and refuses."""
+    wrapper = loop_project.root / "serve.sh"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m agenthost serve\n")
+    loop_project.write(
+        {"agenthost": {"command": "sh", "args": [str(wrapper)], "env": {SERVE_CHAIN_ENV: ""}}}
+    )
+    rows, err, most = _check(loop_project)
+    assert rows["fs"]["state"] == "ready"
+    assert str(loop_project.file) in (rows["agenthost"]["last_error"] or ""), rows["agenthost"]
+    assert "Traceback" not in err
+    assert 1 <= most <= BOUND
+
+
+def test_a_wrapper_that_drops_the_environment_is_bounded_by_the_process_tree(
+    loop_project: LoopProject,
+) -> None:
+    """``env -i`` before a wrapper script: the chain variable is gone and the command line
+    hides agenthost, so neither rule sees the loop; the agenthosts above it in the process
+    tree still do, and the depth stays bounded (each level: one agenthost, one normal
+    server)."""
+    wrapper = loop_project.root / "serve.sh"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m agenthost serve\n")
+    # What the wrapper keeps of the environment: the marker (so the tree is counted), a
+    # home (so each level finds the trust store and loads the project), this code.
+    kept = [
+        f"{k}={v}"
+        for k, v in {**loop_project.server_env(), **loop_project.env}.items()
+        if k in ("LOOP_MARK", "PYTHONPATH", "HOME", "XDG_CONFIG_HOME")
+    ]
+    loop_project.write({"agenthost": {"command": "env", "args": ["-i", *kept, "sh", str(wrapper)]}})
+    proc = loop_project.start("check", "--json")
+    try:
+        most = 0
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            most = max(most, len(marked(loop_project.mark)))
+            assert most <= 2 * (MAX_DEPTH + 1), f"{most} server processes at once"
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["fs"]["state"] == "ready"
+    assert "Traceback" not in err
+    assert most > 2  # positive control: the loop did go deeper than the first level

@@ -25,9 +25,10 @@ import attrs
 import pytest
 import trio
 
-from agenthost.config.model import HostConfig, ServerConfig, Timeouts
+from agenthost.config.model import HostConfig, ServerConfig, Timeouts, Workspace
 from agenthost.connection import open_remote_transport, open_session
 from agenthost.errors import JSONRPCError
+from agenthost.protocol.types import ListRootsResult, Root
 from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
@@ -54,7 +55,11 @@ class Downstream:
 
 @asynccontextmanager
 async def _gateway(
-    tmp_path: Path, upstream: ServerConfig | None = None
+    tmp_path: Path,
+    upstream: ServerConfig | None = None,
+    *,
+    workspace: Path | None = None,
+    recorders: tuple[Recorder, Recorder] | None = None,
 ) -> AsyncIterator[tuple[Downstream, Downstream, Path]]:
     log = tmp_path / "answers.jsonl"
     upstream = upstream or ServerConfig(
@@ -65,7 +70,8 @@ async def _gateway(
         env={"ASK_LOG": str(log)},
     )
     policy = {"preset": "unsafe-allow-everything", "audit": str(tmp_path / "audit.jsonl")}
-    config = HostConfig(servers=[upstream], policy=policy)
+    workspaces = [Workspace.from_path(workspace)] if workspace is not None else []
+    config = HostConfig(servers=[upstream], policy=policy, workspaces=workspaces)
     async with open_gateway(config) as gateway, trio.open_nursery() as nursery:
         port = await nursery.start(
             functools.partial(serve_http, token=None), gateway, "127.0.0.1", 0
@@ -78,8 +84,7 @@ async def _gateway(
         )
         async with AsyncExitStack() as stack:
             clients = []
-            for name in ("A", "B"):
-                recorder = Recorder()
+            for name, recorder in zip("AB", recorders or (Recorder(), Recorder()), strict=True):
                 transport = await stack.enter_async_context(open_remote_transport(remote))
                 session = await stack.enter_async_context(
                     open_session(
@@ -208,3 +213,94 @@ async def test_an_ask_on_the_upstreams_get_stream_goes_to_no_session(tmp_path: P
                 with pytest.raises(JSONRPCError, match="No model available"):
                     await a.session.call_tool("ask", {"prompt": "A-stream-4"})
     assert "A-stream-4" not in a.saw() + b.saw(), (a.saw(), b.saw())
+
+
+def _log_lines(downstream: Downstream) -> list[str]:
+    """The log lines (``notifications/message`` data) the gateway sends ``downstream``,
+    from now on; its level is set to debug."""
+    lines: list[str] = []
+
+    async def heard(ctx: Any, params: Any) -> None:
+        lines.append(json.dumps(params.get("data")))
+
+    downstream.session.add_listener("notifications/message", heard)
+    return lines
+
+
+@pytest.mark.timeout(90)
+async def test_a_log_line_during_two_sessions_calls_reaches_neither(tmp_path: Path) -> None:
+    """Cross-session log lines: with B's call held in flight on the same upstream, the
+    line the upstream logs during A's call (A's data) could not be tied to one call and
+    went to every client that set a level: B, by keeping a call open, read A's lines."""
+    with trio.fail_after(60):
+        async with _gateway(tmp_path) as (a, b, _):
+            heard_a, heard_b = _log_lines(a), _log_lines(b)
+            for downstream in (a, b):
+                await downstream.session.set_logging_level("debug")
+            # Positive controls: each one's line alone in flight reaches it, and only it.
+            await a.session.call_tool("log", {"secret": "A-log-1"})
+            await b.session.call_tool("log", {"secret": "B-log-1"})
+            await a.session.list_tools()
+            await b.session.list_tools()
+            with trio.fail_after(10):
+                while not (heard_a and heard_b):
+                    await trio.sleep(0.02)
+            assert "A-log-1" in str(heard_a) and "A-log-1" not in str(heard_b), heard_b
+            assert "B-log-1" in str(heard_b) and "B-log-1" not in str(heard_a), heard_a
+            held = tmp_path / "held"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(b.session.call_tool, "hold", {"gate": str(held)})
+                await _started(held)
+                await a.session.call_tool("log", {"secret": "A-log-2"})
+                await b.session.list_tools()  # B's notifications queued so far are out
+                await trio.sleep(0.3)
+                held.write_text("open")
+    assert "A-log-2" not in str(heard_b), heard_b
+
+
+class _Rooted(Recorder):
+    """A downstream client whose roots are ``roots``."""
+
+    def __init__(self, *roots: Path) -> None:
+        super().__init__()
+        self.roots = [Root(uri=r.as_uri(), name=r.name) for r in roots]
+
+    async def on_roots(self, ctx: Any, params: Any) -> ListRootsResult:
+        return ListRootsResult(roots=self.roots)
+
+
+def _relisted(log: Path) -> list[list[str]]:
+    """The roots the upstream got each time it listed them outside any call."""
+    return [
+        [root["uri"] for root in entry["answer"].get("roots", [])]
+        for entry in _answers(log)
+        if entry["tool"] == "roots"
+    ]
+
+
+@pytest.mark.timeout(90)
+async def test_roots_listed_outside_any_call_stay_within_every_clients_roots(
+    tmp_path: Path,
+) -> None:
+    """An upstream lists its roots again on ``roots/list_changed`` (the gateway sends it
+    when a client with roots arrives, so that it lists them "through its roots"), outside
+    any call: such an ask goes to nobody on a shared gateway, and the roots filter took
+    nobody for "a client without roots": the upstream saw the whole workspace, wider than
+    what either client allows. Positive control: a call's own ask sees its client's."""
+    workspace = tmp_path / "ws"
+    (workspace / "a").mkdir(parents=True)
+    (workspace / "shared" / "b").mkdir(parents=True)
+    a_root, b_root = workspace / "shared", workspace / "shared" / "b"
+    recorders = (_Rooted(a_root), _Rooted(b_root))
+    with trio.fail_after(60):
+        async with _gateway(tmp_path, workspace=workspace, recorders=recorders) as (_, b, log):
+            with trio.fail_after(20):
+                while len(_relisted(log)) < 2:  # once per client's arrival
+                    await trio.sleep(0.02)
+            await b.session.call_tool("ask", {"gate": str(tmp_path), "kind": "roots"})
+    during_b = [e["answer"] for e in _answers(log) if e["tool"] == "ask"][-1]
+    assert during_b == {"roots": [{"uri": b_root.as_uri(), "name": "b"}]}, during_b
+    seen = _relisted(log)
+    assert all(workspace.as_uri() not in roots for roots in seen), seen
+    # What both allow: B's root (within A's); once B is there, nothing wider.
+    assert seen[-1] == [b_root.as_uri()], seen

@@ -121,6 +121,8 @@ class HostileAuth:
     #: Body bytes the listener got onto the wire, per path (a huge or dripped answer
     #: stops counting when the client hangs up).
     sent: dict[str, int] = attrs.Factory(dict)
+    #: Connections accepted, whatever came on them (a TLS hello is no request we log).
+    connections: int = 0
 
     @property
     def url(self) -> str:
@@ -282,6 +284,7 @@ async def hostile_auth(named: str = "thief") -> AsyncIterator[HostileAuth]:
     async with trio.open_nursery() as nursery:
 
         async def handler(stream: trio.SocketStream) -> None:
+            state.connections += 1
             await _serve_one(state, stream)
 
         await nursery.start(trio.serve_listeners, handler, listeners)

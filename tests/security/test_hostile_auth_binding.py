@@ -720,3 +720,147 @@ async def test_a_remote_servers_challenge_may_not_aim_at_this_machine() -> None:
             assert local.to("/.well-known/oauth-protected-resource")
     message = str(caught.value)
     assert "points at this machine" in message and "\n" not in message, message
+
+
+# --- the loopback redirect: another local program's callback -------------------------------
+
+
+async def test_a_forged_callback_before_the_browsers_neither_wins_nor_ends_the_login() -> None:
+    """Another program on this machine (or a web page the user has open) finds the
+    loopback port and calls ``/callback`` first, with a code of its own and a state it
+    had to guess. Its code must never be redeemed, and it must not end the login either
+    (it used to: the first callback was the only one read, so any local program could
+    break every login). The person's own answer, which comes next, is redeemed."""
+    import httpx
+
+    async def forger_then_person(name: str, url: str) -> None:
+        redirect = parse_qs(url.split("?", 1)[1])["redirect_uri"][0]
+        async with httpx.AsyncClient(timeout=10) as client:
+            forged = {"code": "forged-code", "state": "guessed", "iss": auth.issuer("legit")}
+            answer = await client.get(redirect, params=forged)
+            assert answer.status_code == 200 and "not for" in answer.text
+            no_state = await client.get(redirect, params={"code": "forged-code-2"})
+            assert no_state.status_code == 200
+        await browser(name, url)
+
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(forger_then_person)
+        with trio.fail_after(30):
+            await connect_once(server(auth.url))
+        redeemed = auth.to("/legit/token")
+    assert redeemed, "the person's code was redeemed"
+    assert all(b"forged-code" not in s.body for s in auth.seen)
+    assert b"code=legit-code" in redeemed[0].body
+
+
+@pytest.mark.parametrize("host", ["127.1", "0.0.0.0", "2130706433", "0x7f.1", "[::ffff:127.0.0.1]"])
+async def test_this_machine_spelled_otherwise_is_this_machine(host: str) -> None:
+    """SSRF via another spelling of this machine: the short, decimal and hex IPv4 forms
+    the resolver takes (``127.1``), the unspecified address (Linux connects it to
+    loopback) and IPv4-mapped IPv6 all reach a port here. Over https (http off this
+    machine is refused anyway) a remote server could still make us connect to any local
+    port, which tells it what listens here. The control: a server on this machine naming
+    the same URL does get a connection to the listener, so each spelling does reach it."""
+    import httpx
+
+    from agenthost.auth import OAuth
+    from agenthost.errors import AuthorizationError
+
+    async with hostile_auth("legit") as auth, hostile_auth("legit") as local:
+        port = local.origin.rsplit(":", 1)[1]
+        where = f"https://{host}:{port}/.well-known/oauth-protected-resource"
+        challenge = Answer(
+            status=401, headers=(("www-authenticate", f'Bearer resource_metadata="{where}"'),)
+        )
+        auth.route("/mcp", lambda seen: challenge)
+        mounts = {"http://mcp.remote.test": httpx.AsyncHTTPTransport(proxy=auth.origin)}
+        async with httpx.AsyncClient(mounts=mounts, timeout=10) as http:
+            flow = OAuth(server="victim", url="http://mcp.remote.test/mcp", http=http)
+            with pytest.raises(AuthorizationError) as caught:
+                await flow.login()
+            assert auth.to("/mcp"), "the remote server was asked, through the proxy"
+            assert local.connections == 0, "a connection reached this machine"
+            near = OAuth(server="near", url=auth.url, http=http)
+            with pytest.raises(AuthorizationError):
+                await near.login()
+            assert local.connections >= 1, "the control: this spelling reaches the listener"
+    message = str(caught.value)
+    assert "points at this machine" in message and "\n" not in message, message
+
+
+# --- variants that hold: step-up elsewhere, an assertion's audience ---------------------------
+
+
+async def test_a_step_up_naming_another_authorization_server_gets_nothing_headless() -> None:
+    """Mid-session, the server answers 403 ``insufficient_scope`` whose
+    ``resource_metadata`` is a document of its own (for this very resource) listing the
+    thief: a step-up is a new grant, and nobody chose that authorization server. Nothing
+    reaches the thief, not the refresh token nor the registered client's secret, and only
+    that request fails. The control: the first login, at legit, did go through."""
+    import httpx
+
+    from agenthost.auth import OAuth
+    from agenthost.errors import RequestUnauthorized
+
+    async with hostile_auth("legit") as auth:
+        where = f"{auth.origin}/.well-known/oauth-protected-resource/step-up"
+        doc = {"resource": auth.url, "authorization_servers": [auth.issuer("thief")]}
+        auth.route("/.well-known/oauth-protected-resource/step-up", lambda s: Answer.json(doc))
+        step_up = f'Bearer error="insufficient_scope", scope="admin", resource_metadata="{where}"'
+
+        def mcp(seen: Seen) -> Answer:
+            if seen.headers.get("authorization", "").startswith("Bearer legit-access"):
+                return Answer(status=403, headers=(("www-authenticate", step_up),))
+            return auth.default(seen)
+
+        auth.route("/mcp", mcp)
+        async with httpx.AsyncClient(timeout=10) as http:
+            person = OAuth(server="victim", url=auth.url, http=http, opener=browser)
+            assert (await person.login()).logged_in
+            assert auth.to("/legit/token"), "the control: the login at legit went through"
+            headless = OAuth(server="victim", url=auth.url, http=http)
+            mark = len(auth.seen)
+            with pytest.raises(RequestUnauthorized) as caught:
+                await http.post(auth.url, content=b"{}", auth=headless)
+        later = auth.seen[mark:]
+        assert any(s.path == "/mcp" for s in later), "the saved token was used"
+        assert [s for s in later if s.path.startswith(("/thief", "/legit/token"))] == []
+        assert all("legit-refresh" not in s.text and "legit-dcr" not in s.text for s in later)
+    message = str(caught.value)
+    assert auth.issuer("thief") in message and "\n" not in message, message
+
+
+async def test_a_client_assertion_names_the_issuer_when_its_token_endpoint_is_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Audience injection (RFC 7523bis): the pinned issuer's metadata puts its token
+    endpoint on another host. The signed assertion's ``aud`` is the issuer, never that
+    endpoint (an assertion whose audience the metadata picks could be replayed at
+    whatever that names)."""
+    from joserfc import jwt
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    pem = tmp_path / "client.pem"
+    pem.write_bytes(key.as_pem(private=True))
+    async with hostile_auth("legit") as auth, hostile_auth("legit") as elsewhere:
+        auth.named = legit = auth.issuer("legit")
+        metadata = {
+            "issuer": legit,
+            "token_endpoint": f"{elsewhere.origin}/legit/token",
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        }
+        auth.route("/.well-known/oauth-authorization-server/legit", lambda s: Answer.json(metadata))
+        config = server(
+            auth.url,
+            grant="client_credentials",
+            client_id="c",
+            private_key_file=str(pem),
+            issuer=legit,
+        )
+        await connect_once(config)
+        (first, *_) = elsewhere.to("/legit/token")
+        assert auth.to("/legit/token") == []
+    form = parse_qs(first.body.decode())
+    claims = jwt.decode(form["client_assertion"][0], key).claims
+    assert claims["aud"] == legit and claims["aud"] != metadata["token_endpoint"]

@@ -14,16 +14,18 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import filesystem_cmd
-from tests.helpers import serving_http
+from tests.helpers import AGENTHOST_COLD, serving_http
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -125,3 +127,96 @@ def test_with_no_auth_the_other_user_gets_in(tmp_path: Path) -> None:
         theirs = _client(served.url, secret, "allow once", as_other=True)
     assert theirs["initialize"] == 200 and theirs["form"] is True
     assert SECRET in theirs["text"]
+
+
+#: Another user's listener on a loopback port: it prints the port, then records what a
+#: client sends it (an impostor: a client set up for that address gives it its token).
+IMPOSTOR = """
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+print(s.getsockname()[1], flush=True)
+s.settimeout(60)
+conn, _ = s.accept()
+conn.settimeout(10)
+sys.stdout.write(conn.recv(65536).decode("latin-1"))
+"""
+
+
+@needs_another_user
+def test_a_port_another_user_holds_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """Another user bound the port first: serve cannot listen there. It says so in one
+    line naming that user and the risk (a client set up for the address sends them the
+    token), never a traceback, and never the token."""
+    config, _, _ = _project(tmp_path)
+    impostor = subprocess.Popen(
+        [*NOBODY, sys.executable, "-c", IMPOSTOR],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    try:
+        assert impostor.stdout is not None
+        port = int(impostor.stdout.readline())
+        env = _env(XDG_STATE_HOME=str(tmp_path / "state"))
+        proc = subprocess.run(
+            [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        token = (tmp_path / "state" / "agenthost" / "serve-token").read_text().strip()
+        assert proc.returncode != 0
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        problem = [line for line in proc.stderr.splitlines() if line.startswith("agenthost:")]
+        assert len(problem) == 1, proc.stderr[-3000:]
+        assert f"127.0.0.1:{port}" in problem[0] and "uid 65534" in problem[0], problem
+        assert token not in proc.stderr + proc.stdout
+        # Positive control: the impostor does get the token of a client that connects.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(f"POST /mcp HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        seen, _ = impostor.communicate(timeout=30)
+        assert f"Bearer {token}" in seen
+    finally:
+        if impostor.poll() is None:
+            impostor.kill()
+            impostor.wait()
+
+
+@needs_another_user
+def test_a_folder_link_another_user_planted_is_refused(tmp_path: Path) -> None:
+    """``XDG_STATE_HOME`` in a shared sticky folder, where another user planted
+    ``agenthost`` as a symlink to a folder of the owner's (theirs to re-point later): the
+    token is not made through it. Positive control: the owner's own link is followed."""
+    config, _, _ = _project(tmp_path)
+    # Under /tmp itself: pytest's own folder is the owner's alone.
+    shared = Path(tempfile.mkdtemp(prefix="agenthost-shared-"))
+    shared.chmod(0o1777)
+    try:
+        _planted_link(config, shared, tmp_path / "mine")
+    finally:
+        shutil.rmtree(shared)
+
+
+def _planted_link(config: Path, shared: Path, target: Path) -> None:
+    target.mkdir(mode=0o755)
+    planted = subprocess.run(
+        [*NOBODY, "ln", "-s", str(target), str(shared / "agenthost")], timeout=30
+    )
+    assert planted.returncode == 0
+    env = _env(XDG_STATE_HOME=str(shared))
+    argv = [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", "127.0.0.1:0"]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "serving MCP" not in proc.stderr
+    assert not (target / "serve-token").exists()
+    (shared / "agenthost").unlink()
+    (shared / "agenthost").symlink_to(target)
+    with serving_http(config, env=env) as served:
+        assert _token_file(served.next_line()) == shared / "agenthost" / "serve-token"
+    assert (target / "serve-token").exists()
