@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -107,22 +108,26 @@ def _wait(log: Path, text: str, proc: subprocess.Popen[bytes], limit: float) -> 
     raise WorkerFailed(f"no {text!r} from {proc.args!r} within {limit:g} s")
 
 
-async def _durable(address: str, config_path: Path, runs: int) -> tuple[float, list[float]]:
+async def _durable(
+    address: str, config_path: Path, key_path: Path, runs: int
+) -> tuple[float, list[float]]:
     from agenthost.config import load_config
     from agenthost.durable.client import run_input, submit
+    from agenthost.durable.seal import load_key
     from agenthost.durable.worker import connect
     from agenthost_policies.config import parse_policy
 
     config = load_config(config_path)
     policy = parse_policy(config.policy, source="bench", base_dir=config_path.parent)
     client = await connect(address, "default")
+    key = load_key(key_path)
     params = run_input(
         "bench", provider="replay", model="scripted-replay", policy=policy, system_prompt=None
     )
 
     async def one() -> float:
         started = time.perf_counter()
-        run_id = await submit(client, params, task_queue="agenthost")
+        run_id = await submit(client, params, task_queue="agenthost", key=key)
         result = await client.get_workflow_handle(run_id).result()
         if result["stop"] != "end_turn":
             raise WorkerFailed(f"run {run_id} stopped: {result['stop']}")
@@ -163,15 +168,19 @@ def durable(args: argparse.Namespace, log: Callable[[str], None]) -> list[Row]:
             "--log-level", "error",
         ]  # fmt: skip
         server = stack.enter_context(_spawn(server_cmd, tmp / "server.log"))
+        # The deployment's key, which workers and the submitter share (0600).
+        key_path = tmp / "durable.key"
+        key_path.write_text(secrets.token_hex(32))
+        key_path.chmod(0o600)
         worker_cmd = [
             sys.executable, "-m", "agenthost", "--config", str(config), "worker",
-            "--temporal", address, "--drain", "5",
+            "--temporal", address, "--drain", "5", "--key-file", str(key_path),
         ]  # fmt: skip
         for name in ("w1", "w2"):
             worker = stack.enter_context(_spawn(worker_cmd, tmp / f"{name}.log"))
             _wait(tmp / f"{name}.log", "worker ready", worker, 120)
         del server
-        elapsed, singles = asyncio.run(_durable(address, config, runs))
+        elapsed, singles = asyncio.run(_durable(address, config, key_path, runs))
         local = _local(config, rounds)
     per_minute = runs / elapsed * 60
     overhead = (median(singles) - median(local)) / CALLS

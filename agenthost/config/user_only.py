@@ -20,7 +20,7 @@ and why (never silently ignored). The rules, with docs/config.md's table:
 * nothing that decides where the user's API key goes (a provider's ``base_url``,
   ``api_key_env``), nor who answers servers' sampling requests (``[gateway]``);
 * nothing about how durable runs reach Temporal (``[temporal]``: its address, the
-  certificates trusted, the API key file sent).
+  certificates trusted, the API key file sent, the durable-run key file).
 """
 
 from __future__ import annotations
@@ -227,7 +227,8 @@ def _violations(project: ProjectFile) -> Iterator[tuple[str, str, str]]:
             source,
             "temporal",
             "a project file may not decide how durable runs reach Temporal (where the"
-            " runs and your API key go, which certificates are trusted)",
+            " runs and your API key go, which certificates are trusted, which key signs"
+            " your runs)",
         )
     for key, problem in _top_path_violations(data, project):
         yield source, key, problem

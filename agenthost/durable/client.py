@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -15,8 +16,10 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from agenthost.durable import seal
 from agenthost.durable.limits import check_run_id
 from agenthost.durable.policy import snapshot
+from agenthost.durable.seal import DurableKey
 from agenthost.errors import AgentHostError, NotFound
 from agenthost_policies.config import PolicyConfig
 
@@ -74,21 +77,31 @@ def run_input(
 
 
 async def submit(
-    client: Client, params: Mapping[str, Any], *, task_queue: str, run_id: str | None = None
+    client: Client,
+    params: Mapping[str, Any],
+    *,
+    task_queue: str,
+    key: DurableKey,
+    run_id: str | None = None,
 ) -> str:
-    """Start the run; returns its id (the workflow id).
+    """Start the run, then send it its grant signed by ``key`` (the workers refuse a run
+    without one); returns its id (the workflow id).
 
     Raises:
         LimitError: ``run_id`` is not a valid run id (see :mod:`agenthost.durable.limits`).
     """
     run_id = check_run_id(run_id or new_run_id())
-    await client.start_workflow(
+    handle = await client.start_workflow(
         "AgentRun",
-        dict(params),
+        {**params, "grant": None},
         id=run_id,
         task_queue=task_queue,
         memo={"task": params["task"], "waiting": []},
     )
+    # The grant names the execution Temporal just started: a copy of it is worth nothing
+    # to a workflow started later under the same id (once this one has ended).
+    first_run = handle.first_execution_run_id or ""
+    await handle.signal("grant", seal.grant(key, run_id, first_run, params))
     return run_id
 
 
@@ -192,16 +205,30 @@ async def cancel(client: Client, run_id: str, *, wait: float = 30.0) -> str:
         await asyncio.sleep(0.1)
 
 
-async def answer(client: Client, run_id: str, call_id: str, verdict: str, who: str) -> str:
-    """Approve (``allow``) or deny a parked call.
+async def answer(
+    client: Client, run_id: str, call_id: str, verdict: str, who: str, *, key: DurableKey
+) -> str:
+    """Approve (``allow``) or deny a parked call, signed by ``key`` over the call as the
+    run shows it waiting (server, tool, arguments): the worker runs the call only with
+    that signature.
 
     Raises:
         RunRejected: the call is not waiting (unknown, or answered already).
     """
+    handle = _handle(client, run_id)
     try:
-        result: str = await _handle(client, run_id).execute_update(
-            "answer", args=[call_id, verdict, who]
+        waiting = await _waiting(handle, call_id)
+        signature = seal.approval(
+            key,
+            run_id=run_id,
+            call_id=call_id,
+            verdict=verdict,
+            who=who,
+            server=str(waiting.get("server")),
+            tool=str(waiting.get("tool")),
+            arguments=waiting.get("arguments") or {},
         )
+        result: str = await handle.execute_update("answer", args=[call_id, verdict, who, signature])
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         message = getattr(cause, "message", None) or str(cause or exc)
@@ -210,4 +237,22 @@ async def answer(client: Client, run_id: str, call_id: str, verdict: str, who: s
         if exc.status == RPCStatusCode.NOT_FOUND and "completed" not in exc.message:
             raise NotFound(f"no run {run_id!r}: {exc.message}") from None
         raise RunRejected(f"run {run_id} takes no answer: {exc.message}") from None
-    return result
+    # What was signed, as the run showed it when asked now: the approver sees it too.
+    signed = json.dumps(waiting.get("arguments") or {}, sort_keys=True)
+    signed = signed if len(signed) <= 200 else signed[:200] + "..."
+    return f"{result} ({waiting.get('server')}/{waiting.get('tool')} {signed})"
+
+
+async def _waiting(handle: WorkflowHandle[Any, Any], call_id: str) -> Mapping[str, Any]:
+    """The question ``call_id`` as the run shows it (its memo when no worker answers the
+    query); none: the run's own refusal is the one to show, so an empty one."""
+    try:
+        pending = (await handle.query("progress", 0))["pending"]
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise
+        pending = (await (await handle.describe()).memo()).get("waiting") or []
+    for waiting in pending:
+        if isinstance(waiting, Mapping) and waiting.get("call_id") == call_id:
+            return waiting
+    return {}

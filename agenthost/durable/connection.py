@@ -11,7 +11,9 @@ sent in the clear. Any of the TLS settings turns TLS on too.
 
 :func:`resolve` merges the sources (a flag over the environment over the config) and
 reads the files, each bad file one line naming it; :meth:`TemporalSettings.connect_args`
-is what :func:`temporalio.client.Client.connect` takes.
+is what :func:`temporalio.client.Client.connect` takes. The table also names the
+deployment's durable-run key file (``key_file``, :mod:`agenthost.durable.seal`), which
+:func:`key_file` reads out of it; it is not part of connecting.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ import attrs
 from agenthost.errors import ConfigError
 from agenthost.redaction import add_secret
 
-__all__ = ["ENV_ADDRESS", "ENV_API_KEY", "KEYS", "TemporalSettings", "resolve"]
+__all__ = ["ENV_ADDRESS", "ENV_API_KEY", "KEYS", "TemporalSettings", "key_file", "resolve"]
 
 ENV_ADDRESS = "AGENTHOST_TEMPORAL"
 ENV_API_KEY = "TEMPORAL_API_KEY"
-#: The ``[temporal]`` keys, and the flags that set the same (``--temporal-`` + dashes).
+#: The ``[temporal]`` keys that say how to connect, and the flags that set the same
+#: (``--temporal-`` + dashes).
 KEYS = (
     "address",
     "namespace",
@@ -42,6 +45,8 @@ KEYS = (
     "tls_server_name",
     "api_key_file",
 )
+#: The ``[temporal]`` keys: those, and the durable-run key file (``--key-file``).
+_TABLE_KEYS = (*KEYS, "key_file")
 #: A PEM file or API key file this large is no certificate or key.
 _FILE_MAX = 1024 * 1024
 #: What an API key, a bearer token in a gRPC header, is made of.
@@ -96,18 +101,31 @@ def _from_config(table: Mapping[str, Any], source: str | None) -> dict[str, Any]
     base = Path(source).resolve().parent if source else Path.cwd()
     out: dict[str, Any] = {}
     for key, value in table.items():
-        if key not in KEYS:
+        if key not in _TABLE_KEYS:
             raise ConfigError(
-                f"unknown key; valid: {', '.join(KEYS)}", path=where, key=f"temporal.{key}"
+                f"unknown key; valid: {', '.join(_TABLE_KEYS)}",
+                path=where,
+                key=f"temporal.{key}",
             )
         wanted = bool if key == "tls" else str
         if not isinstance(value, wanted) or (wanted is str and not value):
             kind = "true or false" if key == "tls" else "a non-empty string"
             raise ConfigError(f"must be {kind}", path=where, key=f"temporal.{key}")
-        if key in ("tls_ca", "tls_cert", "tls_key", "api_key_file"):
+        if key in ("tls_ca", "tls_cert", "tls_key", "api_key_file", "key_file"):
             value = str(base / os.path.expanduser(str(value)))
         out[key] = value
     return out
+
+
+def key_file(config: Mapping[str, Any] | None, source: str | None) -> str | None:
+    """The ``key_file`` of the ``[temporal]`` table ``config`` of the file ``source``,
+    absolute; None when it has none.
+
+    Raises:
+        ConfigError: the table has a bad key (one line).
+    """
+    path = _from_config(config or {}, source).get("key_file")
+    return str(path) if path is not None else None
 
 
 def resolve(
@@ -125,6 +143,7 @@ def resolve(
     """
     environ = os.environ if env is None else env
     merged = _from_config(config or {}, source)
+    merged.pop("key_file", None)  # not how to connect: see key_file()
     merged.update({k: v for k, v in flags.items() if v not in (None, False)})
     address = flags.get("address") or environ.get(ENV_ADDRESS) or merged.get("address")
     if not address:

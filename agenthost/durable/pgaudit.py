@@ -6,6 +6,11 @@ primary key is ``(run_id, seq)`` and each insert is ``ON CONFLICT DO NOTHING``: 
 database, not a file lock, makes "written once" hold across machines. One machine keeps
 the JSONL file (:class:`~agenthost.durable.activities.JsonlAuditSink`).
 
+Each line is sealed with the deployment's key (:func:`~agenthost.durable.seal.seal_line`):
+a row already holding the key counts as written only if its line verifies. A forged row
+written ahead is replaced by the real line, which then says ``"replaced_unverified"`` with
+the digest of the row it replaced.
+
 The DSN may hold a password: it is registered with :mod:`agenthost.redaction` and
 only ever shown through :func:`~agenthost.redaction.redact_url`.
 """
@@ -19,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenthost import redaction
+from agenthost.durable.seal import DurableKey, digest, line_verifies, seal_line
 from agenthost.errors import AgentHostError
 from agenthost.redaction import add_secrets_of_url, redact_url
 from agenthost_policies.audit import redact
@@ -45,6 +51,8 @@ _INSERT = (
     "INSERT INTO agenthost_audit (run_id, seq, line) VALUES (%s, %s, %s)"
     " ON CONFLICT (run_id, seq) DO NOTHING"
 )
+_HELD = "SELECT line FROM agenthost_audit WHERE run_id = %s AND seq = %s FOR UPDATE"
+_REPLACE = "UPDATE agenthost_audit SET line = %s, written_at = now() WHERE run_id = %s AND seq = %s"
 
 
 def is_dsn(value: str) -> bool:
@@ -59,9 +67,10 @@ class PostgresAuditSink:
     appends from this process's threads take turns on it.
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, key: DurableKey) -> None:
         add_secrets_of_url(dsn)
         self._dsn = dsn
+        self._key = key
         self._lock = threading.Lock()
         self._conn: Any = None
 
@@ -74,23 +83,32 @@ class PostgresAuditSink:
         return redact_url(self._dsn)
 
     def append(self, lines: Sequence[Mapping[str, Any]]) -> int:
-        """Insert each line whose key is not in the table yet; returns how many were."""
+        """Insert each line whose key holds no verified line yet; returns how many were."""
         if not lines:
             return 0
         import psycopg
 
-        rows = [
-            (str(line["run_id"]), int(line["seq"]), json.dumps(redact(dict(line)), sort_keys=True))
-            for line in lines
-        ]
+        rows = [(str(line["run_id"]), int(line["seq"]), redact(dict(line))) for line in lines]
         with self._lock:
             try:
                 conn = self._connection()
                 written = 0
                 with conn.transaction(), conn.cursor() as cursor:
-                    for row in rows:
-                        cursor.execute(_INSERT, row)
-                        written += max(cursor.rowcount, 0)
+                    for run_id, seq, line in rows:
+                        sealed = json.dumps(seal_line(self._key, line), sort_keys=True)
+                        cursor.execute(_INSERT, (run_id, seq, sealed))
+                        if cursor.rowcount > 0:
+                            written += 1
+                            continue
+                        cursor.execute(_HELD, (run_id, seq))
+                        held = cursor.fetchone()
+                        if held is None or line_verifies(self._key, held[0]):
+                            continue  # written already (by a retry, or another worker)
+                        flagged = seal_line(
+                            self._key, {**line, "replaced_unverified": digest(held[0])}
+                        )
+                        cursor.execute(_REPLACE, (json.dumps(flagged, sort_keys=True), run_id, seq))
+                        written += 1
                 return written
             except psycopg.Error as exc:
                 self._close()

@@ -15,7 +15,7 @@ from agenthost_policies.config import PolicyConfig
 from agenthost_policies.decision import ActionKind, ToolCall, Verdict
 from agenthost_policies.rules import Rule, RuleView, rule_view
 
-__all__ = ["decide", "snapshot"]
+__all__ = ["action", "decide", "snapshot"]
 
 
 def _rule(rule: Rule) -> dict[str, Any]:
@@ -53,6 +53,18 @@ def _load(raw: Mapping[str, Any]) -> Rule:
         trusted=raw.get("trusted"),
         annotations=dict(raw.get("annotations", {})),
         mode=raw.get("mode"),
+    )
+
+
+def action(entry: Mapping[str, Any], arguments: Mapping[str, Any]) -> ToolCall:
+    """The policy's view of a call of the listed tool ``entry`` (a ``list_tools`` row)."""
+    return ToolCall(
+        server=entry["server"],
+        tool=entry["tool"],
+        listed=entry["name"],
+        arguments=dict(arguments),
+        annotations=entry.get("annotations"),
+        trusted=bool(entry.get("trusted")),
     )
 
 

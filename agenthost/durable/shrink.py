@@ -45,6 +45,7 @@ __all__ = [
     "fit_tools",
     "preview",
     "result_text",
+    "stub",
     "too_large",
     "trim_records",
 ]
@@ -131,16 +132,30 @@ def cut_result(result: llm.ToolResultContent, cap: int, ref: str | None) -> llm.
     )
 
 
-def _stub(result: llm.ToolResultContent) -> llm.ToolResultContent:
-    text = result_text(result)
-    note = (
-        f"[an earlier result of {len(text)} characters, elided to keep the run's"
-        " conversation small; call the tool again if it is needed]"
-    )
+_STUB_HEAD = "[an earlier result of "
+_STUB_TAIL = (
+    " characters, elided to keep the run's conversation small; call the tool again if it is needed]"
+)
+
+
+def stub(result: llm.ToolResultContent) -> llm.ToolResultContent:
+    """What :func:`compact` puts in place of ``result`` (the worker that seals a result
+    seals this too, so the elided form verifies as well)."""
+    note = f"{_STUB_HEAD}{len(result_text(result))}{_STUB_TAIL}"
     return llm.ToolResultContent(
         tool_use_id=result.tool_use_id,
         content=(llm.TextContent(text=note),),
         is_error=result.is_error,
+    )
+
+
+def _is_stub(part: llm.ToolResultContent) -> bool:
+    (first, *rest) = part.content or (None,)
+    return (
+        not rest
+        and isinstance(first, llm.TextContent)
+        and first.text.startswith(_STUB_HEAD)
+        and first.text.endswith(_STUB_TAIL)
     )
 
 
@@ -152,9 +167,16 @@ def _results(messages: Sequence[llm.Message]) -> Iterable[tuple[int, int]]:
                 yield m, p
 
 
-def compact(messages: MutableSequence[llm.Message], limit: int = CONVERSATION_MAX) -> int:
+def compact(
+    messages: MutableSequence[llm.Message],
+    limit: int = CONVERSATION_MAX,
+    *,
+    stubbed: list[str] | None = None,
+) -> int:
     """Elide the oldest tool results of ``messages`` (in place) until the conversation
-    is at most ``limit`` bytes, or no result is left to elide; its size then."""
+    is at most ``limit`` bytes, or no result is left to elide; its size then. The
+    ``tool_use_id`` of each result elided is added to ``stubbed``; a stub is never
+    elided again (its seal is its stub's)."""
     total = size(codec.dump(list(messages)))
     if total <= limit:
         return total
@@ -162,13 +184,15 @@ def compact(messages: MutableSequence[llm.Message], limit: int = CONVERSATION_MA
         message = messages[m]
         part = message.content[p]
         assert isinstance(part, llm.ToolResultContent)
-        stub = _stub(part)
-        saved = size(codec.dump(part)) - size(codec.dump(stub))
-        if saved <= 0:
-            continue  # small already (a stub, say): nothing to gain
+        short = stub(part)
+        saved = size(codec.dump(part)) - size(codec.dump(short))
+        if saved <= 0 or _is_stub(part):
+            continue  # small already, or a stub: nothing to gain
         total -= saved
-        content = (*message.content[:p], stub, *message.content[p + 1 :])
+        content = (*message.content[:p], short, *message.content[p + 1 :])
         messages[m] = llm.Message(role=message.role, content=content)
+        if stubbed is not None:
+            stubbed.append(part.tool_use_id)
         if total <= limit:
             break
     return size(codec.dump(list(messages)))

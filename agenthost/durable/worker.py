@@ -25,6 +25,7 @@ from agenthost.config.model import HostConfig
 from agenthost.durable.activities import Activities, AuditSink, HostBridge, JsonlAuditSink
 from agenthost.durable.connection import TemporalSettings
 from agenthost.durable.pgaudit import PostgresAuditSink, is_dsn
+from agenthost.durable.seal import DurableKey
 from agenthost.durable.workflow import AgentRun
 from agenthost.errors import AgentHostError
 from agenthost_providers.base import Provider
@@ -126,16 +127,21 @@ async def run_worker(
     audit: Path | str,
     results: Path,
     stop: asyncio.Event,
+    key: DurableKey,
     drain: float = 30.0,
     on_ready: Any = None,
 ) -> None:
-    """Serve runs on ``task_queue`` until ``stop`` is set, then drain (see module doc)."""
+    """Serve runs on ``task_queue`` until ``stop`` is set, then drain (see module doc).
+
+    ``key`` is the deployment's (:mod:`agenthost.durable.seal`): the activities do only
+    work its holders decided, and seal what they return and audit.
+    """
     sink: AuditSink
     if isinstance(audit, str) and is_dsn(audit):
-        sink = PostgresAuditSink(audit)
+        sink = PostgresAuditSink(audit, key=key)
     else:
-        sink = JsonlAuditSink(Path(audit))
-    activities = Activities(bridge, audit=sink, results=results)
+        sink = JsonlAuditSink(Path(audit), key=key)
+    activities = Activities(bridge, audit=sink, results=results, key=key)
     worker = Worker(
         client,
         task_queue=task_queue,

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agenthost.agent.transcript import AgentEvent, ToolCallRecord, Transcript
     from agenthost.durable import codec
     from agenthost.durable.limits import LimitError, check_run_id, check_task, check_who, clip, size
-    from agenthost.durable.policy import decide
+    from agenthost.durable.policy import action, decide
     from agenthost.durable.shrink import (
         CONVERSATION_MAX,
         EVENTS_MAX,
@@ -44,12 +44,16 @@ with workflow.unsafe.imports_passed_through():
         preview,
         trim_records,
     )
-    from agenthost_policies.decision import ToolCall, Verdict
+    from agenthost_policies.decision import Verdict
 
-__all__ = ["IDEMPOTENCY_KEY", "AgentRun"]
+__all__ = ["IDEMPOTENCY_KEY", "AgentRun", "offer"]
 
 #: The ``_meta`` key of a tool call's idempotency key, ``RUN_ID/CALL_ID``.
 IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
+
+#: Seconds a new run waits for its grant (sent by the submitter right after the start);
+#: a run whose submitter died in between fails then.
+GRANT_WAIT = 600.0
 
 #: The events kept for followers, at most this many and :data:`EVENTS_MAX` bytes; older
 #: ones are dropped (a follower that fell this far behind reads the transcript at the end
@@ -57,9 +61,10 @@ IDEMPOTENCY_KEY = "io.agenthost/idempotency-key"
 _MAX_EVENTS = 500
 #: Characters of an error's text kept in a record (a server's or a provider's message).
 _ERROR_MAX = 2000
-#: The patch id of the bounds on a run's input and state (:mod:`agenthost.durable.limits`,
-#: :mod:`agenthost.durable.shrink`): new commands only for runs started with them.
-_BOUNDED = "bounded-input-and-state"
+#: Bytes of the grant signal kept (a real one is about 1 KB: nine digests and a MAC).
+_GRANT_MAX = 4096
+#: Characters of an approval's signature kept (a real one is 64 hex digits).
+_SEAL_MAX = 128
 
 
 def _event(event: AgentEvent) -> dict[str, Any]:
@@ -67,6 +72,15 @@ def _event(event: AgentEvent) -> dict[str, Any]:
     if event.record is not None:
         out["record"] = codec.dump(preview(event.record))
     return out
+
+
+def offer(entry: Mapping[str, Any]) -> llm.Tool:
+    """A listed tool as the model is offered it."""
+    return llm.Tool(
+        name=entry["name"],
+        description=entry.get("description") or entry["tool"],
+        input_schema=entry.get("input_schema") or {"type": "object"},
+    )
 
 
 def _error(tool_use_id: str, text: str) -> llm.ToolResultContent:
@@ -98,6 +112,18 @@ class AgentRun:
         #: Audit appends started and not yet awaited (the run goes on meanwhile).
         self._writes: list[Any] = []
         self._buffer: list[dict[str, Any]] = []
+        #: What the activities sealed (:mod:`agenthost.durable.seal`), handed back to
+        #: them: a seal per model reply in order, per tool use of the last turn, per
+        #: result (of the result as it is in the conversation: once
+        #: :func:`~agenthost.durable.shrink.compact` elides it, the seal of its stub,
+        #: kept aside in ``_stub_seals`` until then). One seal per turn and per call, so
+        #: they are bounded with the conversation and counted in its bound.
+        self._replies: list[str | None] = []
+        self._uses: dict[str, str] = {}
+        self._results: dict[str, str | None] = {}
+        self._stub_seals: dict[str, str | None] = {}
+        #: The submitter's grant (:func:`agenthost.durable.seal.grant`), by signal.
+        self._grant: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ handlers
 
@@ -115,17 +141,28 @@ class AgentRun:
     def transcript(self) -> dict[str, Any]:
         return self._core.record.to_json() if self._core is not None else {}
 
+    @workflow.signal
+    def grant(self, grant: dict[str, Any]) -> None:
+        """The submitter's grant; only a worker can tell a real one (it holds the key).
+        Anyone may signal: one that is not a small object is dropped, so no signal makes
+        every later activity input large."""
+        if isinstance(grant, dict) and size(grant) <= _GRANT_MAX:
+            self._grant = grant
+
     @workflow.update
-    def answer(self, call_id: str, verdict: str, who: str) -> str:
-        """A person's answer to a parked call: ``allow`` or ``deny``."""
-        self._answers[call_id] = {"verdict": verdict, "who": who}
+    def answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> str:
+        """A person's answer to a parked call: ``allow`` or ``deny``, with the approver's
+        signature (checked by the worker that runs the call, which holds the key)."""
+        self._answers[call_id] = {"verdict": verdict, "who": who, "seal": seal}
         return f"{verdict} recorded for call {call_id}"
 
     @answer.validator
-    def _check_answer(self, call_id: str, verdict: str, who: str) -> None:
+    def _check_answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> None:
         """Refused before it enters history: a call that is not waiting (unknown, or
         answered already) and an answer that is neither allow nor deny."""
         check_who(who)
+        if not isinstance(seal, str) or len(seal) > _SEAL_MAX:
+            raise ValueError(f"an approval's signature is at most {_SEAL_MAX} characters")
         if verdict not in ("allow", "deny"):
             raise ValueError(f"the answer must be allow or deny, not {verdict!r}")
         if call_id in self._decided or call_id in self._answers:
@@ -137,15 +174,7 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
-        # A run started before these checks replays without them (failing it now would
-        # not match its history, and the worker would retry that for ever).
-        if workflow.patched(_BOUNDED):
-            try:
-                # The id names the run's folder on a worker: a path would escape it.
-                check_run_id(workflow.info().workflow_id)
-                check_task(params["task"])
-            except LimitError as exc:
-                raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
+        params = await self._admitted(params)
         self._params = params
         state = params.get("state")
         if state is None:
@@ -160,6 +189,10 @@ class AgentRun:
             self._event_bytes = sum(size(event) for event in self._events)
             self._decided = set(state["decided"])
             self._segment = state["segment"] + 1
+            seals = state.get("seals") or {}
+            self._replies = list(seals.get("replies", ()))
+            self._results = dict(seals.get("results", {}))
+            self._stub_seals = dict(seals.get("stubs", {}))
         core = AgentCore(
             record=record,
             model=params["model"],
@@ -181,7 +214,7 @@ class AgentRun:
                 break
             if not self._small(core):
                 break
-            offered = [self._offer(entry) for entry in tools.values() if self._offered(entry)]
+            offered = [offer(entry) for entry in tools.values() if self._offered(entry)]
             ask = core.request(offered)
             try:
                 reply = await self._model(ask.request)
@@ -214,6 +247,29 @@ class AgentRun:
             "histories": self._segment,
         }
 
+    async def _admitted(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the run's grant, once its id and task are within bounds and,
+        for a new run, its submitter's grant has come (a failure otherwise)."""
+        # No workflow.patched here: a run started before grants and seals cannot go on
+        # under this code whatever it does (its history holds no grant, and activity
+        # results of another shape), so there is no older run to stay compatible with.
+        try:
+            # The id names the run's folder on a worker: a path would escape it.
+            check_run_id(workflow.info().workflow_id)
+            check_task(params["task"])
+        except LimitError as exc:
+            raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
+        if params.get("grant") is None:  # a new run: its submitter sends it next
+            try:
+                await workflow.wait_condition(lambda: self._grant is not None, timeout=GRANT_WAIT)
+            except TimeoutError:
+                raise ApplicationError(
+                    f"no grant came from the run's submitter within {GRANT_WAIT:g} s",
+                    non_retryable=True,
+                ) from None
+            params = {**params, "grant": self._grant}
+        return params
+
     def _should_continue(self, segment_turns: int) -> bool:
         limit = self._params.get("options", {}).get("continue_after")
         if limit is not None and segment_turns >= int(limit):
@@ -226,19 +282,33 @@ class AgentRun:
         False, the run stopped, when even that leaves it over."""
         record = core.record
         trim_records(record.tool_calls)
-        total = compact(record.messages)
-        if total <= CONVERSATION_MAX or not workflow.patched(_BOUNDED):
+        total = self._compact(record.messages)
+        if total <= CONVERSATION_MAX:
             return True
         record.error = (
-            f"the conversation is {total} bytes even with earlier tool results elided;"
-            f" a durable run carries at most {CONVERSATION_MAX}"
+            f"the conversation is {total} bytes (with its seals) even with earlier tool"
+            f" results elided; a durable run carries at most {CONVERSATION_MAX}"
         )
         record.stop = "token_budget"
         return False
 
+    def _compact(self, messages: list[llm.Message]) -> int:
+        """:func:`~agenthost.durable.shrink.compact` with the seals counted in the bound
+        (each model request carries them): an elided result's seal becomes its stub's.
+        The size of the conversation and its seals."""
+        sealed = self._seal_bytes()
+        stubbed: list[str] = []
+        total = compact(messages, CONVERSATION_MAX - sealed, stubbed=stubbed)
+        for call_id in stubbed:
+            self._results[call_id] = self._stub_seals.pop(call_id, None)
+        return total + self._seal_bytes()
+
+    def _seal_bytes(self) -> int:
+        return size([self._replies, self._results, self._stub_seals])
+
     def _carry_over(self, core: AgentCore) -> dict[str, Any]:
         trim_records(core.record.tool_calls)
-        compact(core.record.messages)
+        self._compact(core.record.messages)
         return {
             **self._params,
             "state": {
@@ -249,6 +319,11 @@ class AgentRun:
                 "events": self._events,
                 "decided": sorted(self._decided),
                 "segment": self._segment,
+                "seals": {
+                    "replies": self._replies,
+                    "results": self._results,
+                    "stubs": self._stub_seals,
+                },
             },
         }
 
@@ -266,6 +341,10 @@ class AgentRun:
             del self._events[:drop]
             self._base += drop
 
+    def _run(self, *fields: str) -> dict[str, Any]:
+        """The submitter's grant and the inputs it covers that an activity needs."""
+        return {"grant": self._params.get("grant"), **{f: self._params.get(f) for f in fields}}
+
     def _option(self, name: str, default: float) -> float:
         return float(self._params.get("options", {}).get(name, default))
 
@@ -281,6 +360,7 @@ class AgentRun:
     async def _list_tools(self) -> dict[str, dict[str, Any]]:
         listed = await workflow.execute_activity(
             "list_tools",
+            {"run": self._run()},
             start_to_close_timeout=timedelta(seconds=self._option("list_timeout", 60)),
             # Every activity heartbeats (or is short): a listing lost with its worker is
             # retried within the heartbeat timeout, not after the minute of its deadline.
@@ -293,13 +373,36 @@ class AgentRun:
     async def _model(self, request: llm.Request) -> llm.Result:
         out = await workflow.execute_activity(
             "llm_call",
-            {"provider": self._params["provider"], "request": codec.dump(request)},
+            {
+                "provider": self._params["provider"],
+                "request": codec.dump(request),
+                "run": self._run(
+                    "provider", "model", "system_prompt", "max_tokens", "task", "policy"
+                ),
+                "replies": self._replies,
+                "results": self._results,
+            },
             start_to_close_timeout=timedelta(seconds=self._option("llm_timeout", 600)),
             heartbeat_timeout=timedelta(seconds=self._option("heartbeat_timeout", 10)),
             retry_policy=self._retry(),
             result_type=dict,
         )
-        return codec.load_result(out)
+        self._replies.append(out.get("seal"))
+        # The uses of this turn only: every one is called (or refused) before the next.
+        self._uses = dict(out.get("uses") or {})
+        self._withheld(out.get("withheld") or [])
+        return codec.load_result(out["result"])
+
+    def _withheld(self, call_ids: list[str]) -> None:
+        """Calls whose "ok" result the model was not given (no worker sealed it: it was
+        completed by someone else) are not "ok" in the transcript either."""
+        if self._core is None or not call_ids:
+            return
+        for call in self._core.record.tool_calls:
+            if call.id in call_ids and call.status == "ok":
+                call.status = "error"
+                call.reason = "its result did not come from a worker; the model was not given it"
+                call.output = ""
 
     def _audit(self, line: Mapping[str, Any]) -> None:
         """One audit line, numbered here: retries of the activity write it once.
@@ -326,7 +429,7 @@ class AgentRun:
         self._writes.append(
             workflow.start_activity(
                 "audit_append",
-                lines,
+                {"run": self._run(), "lines": lines},
                 # A file append: a worker that died holding it is known within seconds.
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
@@ -340,28 +443,10 @@ class AgentRun:
 
     # ------------------------------------------------------------------ tools
 
-    def _action(self, entry: Mapping[str, Any], arguments: Mapping[str, Any]) -> ToolCall:
-        return ToolCall(
-            server=entry["server"],
-            tool=entry["tool"],
-            listed=entry["name"],
-            arguments=dict(arguments),
-            annotations=entry.get("annotations"),
-            trusted=bool(entry.get("trusted")),
-        )
-
     def _offered(self, entry: Mapping[str, Any]) -> bool:
         """A tool the policy denies on every call is not offered (as in a local run)."""
-        view = decide(self._params["policy"], self._action(entry, {}))
+        view = decide(self._params["policy"], action(entry, {}))
         return view.verdict is not Verdict.DENY
-
-    @staticmethod
-    def _offer(entry: Mapping[str, Any]) -> llm.Tool:
-        return llm.Tool(
-            name=entry["name"],
-            description=entry.get("description") or entry["tool"],
-            input_schema=entry.get("input_schema") or {"type": "object"},
-        )
 
     async def _tool(
         self, use: llm.ToolUseContent, record: ToolCallRecord, tools: Mapping[str, Any]
@@ -383,10 +468,11 @@ class AgentRun:
     ) -> llm.Content:
         run_id = workflow.info().workflow_id
         key = f"{run_id}/{use.id}"
-        view = decide(self._params["policy"], self._action(entry, use.input))
+        view = decide(self._params["policy"], action(entry, use.input))
         verdict, reason, by, who = view.verdict, view.reason, view.by, None
+        answer: dict[str, Any] | None = None
         if verdict is Verdict.ASK:
-            verdict, reason, by, who = await self._ask(use, entry, reason)
+            verdict, reason, by, who, answer = await self._ask(use, entry, reason)
         self._decided.add(use.id)
         self._audit(
             {
@@ -418,6 +504,9 @@ class AgentRun:
                     "arguments": dict(use.input),
                     "key": key,
                     "result_cap": int(self._option("result_cap", 16384)),
+                    "run": self._run("policy"),
+                    "use_seal": self._uses.pop(use.id, None),
+                    "approval": answer,
                 },
                 start_to_close_timeout=timedelta(seconds=self._option("tool_timeout", 3600)),
                 heartbeat_timeout=timedelta(seconds=self._option("heartbeat_timeout", 10)),
@@ -430,6 +519,8 @@ class AgentRun:
             text = clip(text, _ERROR_MAX) or ""
             out = {"status": "error", "reason": text, "attempt": None, "duration": 0.0}
             out["result"] = codec.dump(_error(use.id, f"Tool call failed: {text}"))
+        self._results[use.id] = out.get("seal")
+        self._stub_seals[use.id] = out.get("stub_seal")
         record.status, record.reason = out["status"], out.get("reason")
         record.duration = out.get("duration", 0.0)
         content = codec.load_content(out["result"])
@@ -449,7 +540,7 @@ class AgentRun:
 
     async def _ask(
         self, use: llm.ToolUseContent, entry: Mapping[str, Any], reason: str
-    ) -> tuple[Verdict, str, Any, str | None]:
+    ) -> tuple[Verdict, str, Any, str | None, dict[str, Any] | None]:
         """Park until a person answers, or until ``ask_timeout`` (then: deny)."""
         self._pending[use.id] = {
             "call_id": use.id,
@@ -471,12 +562,14 @@ class AgentRun:
                 f"nobody answered within ask_timeout ({timeout:g} s): the headless default",
                 "timeout",
                 None,
+                None,
             )
         del self._pending[use.id]
         self._memo()
         answer = self._answers.pop(use.id)
         verdict = Verdict.ALLOW if answer["verdict"] == "allow" else Verdict.DENY
-        return verdict, f"{answer['who']} answered {answer['verdict']}", "user", answer["who"]
+        reason = f"{answer['who']} answered {answer['verdict']}"
+        return verdict, reason, "user", answer["who"], answer
 
     def _memo(self) -> None:
         """What ``runs list`` shows without asking a worker: waiting, and for what."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -16,11 +17,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from agenthost.config import load_config
-from agenthost.durable.client import run_input
+from agenthost.durable.client import run_input, submit
+from agenthost.durable.seal import DurableKey, load_key
 from agenthost.durable.worker import host_thread, run_worker
 from agenthost_policies.config import parse_policy
 from agenthost_providers.base import Provider
@@ -34,6 +36,23 @@ DEV_SERVER = BIN / "temporal"
 TEST_SERVER = BIN / "temporal-test-server"
 
 
+#: A key for tests that need no file (a sink on its own).
+TEST_KEY = DurableKey(b"k" * 32, source="<test key>")
+
+
+def key_file(tmp: Path) -> Path:
+    """The deployment key of the durable tests in ``tmp`` (made on first use, 0600)."""
+    path = tmp / "durable.key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path
+
+
+def durable_key(tmp: Path) -> DurableKey:
+    return load_key(key_file(tmp))
+
+
 def script(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return {"turns": turns}
 
@@ -41,7 +60,9 @@ def script(turns: list[dict[str, Any]]) -> dict[str, Any]:
 def write_config(
     tmp: Path, turns: list[dict[str, Any]], *, rules: list[dict[str, Any]], extra: str = ""
 ) -> Path:
-    """A config with the ledger server, a scripted provider and a headless policy."""
+    """A config with the ledger server, a scripted provider and a headless policy; the
+    deployment key beside it (:func:`key_file`)."""
+    key_file(tmp)
     (tmp / "script.json").write_text(json.dumps(script(turns)))
     rule_text = "".join(
         "\n[[policy.rules]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in rule.items())
@@ -103,9 +124,11 @@ async def serve_runs(
     *,
     providers: Mapping[str, Provider] | None = None,
     task_queue: str = "q",
+    key: DurableKey | None = None,
 ) -> None:
     """A worker (its Host in a Trio thread) on ``task_queue`` while ``body`` runs; its
-    audit in ``tmp/audit.jsonl``, its cut results in ``tmp/results``."""
+    audit in ``tmp/audit.jsonl``, its cut results in ``tmp/results``; it holds ``key``
+    (default: the one beside the config, :func:`durable_key`)."""
     config = load_config(config_path)
     with host_thread(config, providers=providers, env=ANTHROPIC_ENV) as bridge:
         stop = asyncio.Event()
@@ -117,6 +140,7 @@ async def serve_runs(
                 audit=tmp / "audit.jsonl",
                 results=tmp / "results",
                 stop=stop,
+                key=key or durable_key(config_path.parent),
                 drain=5,
             )
         )
@@ -128,7 +152,12 @@ async def serve_runs(
 
 
 async def with_worker(
-    tmp: Path, config_path: Path, body: object, providers: Mapping[str, Provider] | None = None
+    tmp: Path,
+    config_path: Path,
+    body: object,
+    providers: Mapping[str, Provider] | None = None,
+    *,
+    key: DurableKey | None = None,
 ) -> None:
     """:func:`serve_runs` on the time-skipping test server; ``body(env, config)``."""
     config = load_config(config_path)
@@ -140,7 +169,23 @@ async def with_worker(
             config_path,
             lambda: body(env, config),  # type: ignore[operator]
             providers=providers,
+            key=key,
         )
+
+
+async def start(
+    client: Client,
+    config_path: Path,
+    params: Mapping[str, Any],
+    *,
+    task_queue: str = "q",
+    run_id: str | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """``params`` submitted as a run (its grant signed with the key beside the config,
+    :func:`durable_key`); its handle."""
+    key = durable_key(config_path.parent)
+    run_id = await submit(client, params, task_queue=task_queue, run_id=run_id, key=key)
+    return client.get_workflow_handle(run_id)
 
 
 def run_params(config_path: Path, turns_text: str, **options: object) -> dict[str, object]:

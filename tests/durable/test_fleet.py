@@ -31,11 +31,14 @@ import pytest
 
 from agenthost.config import load_config
 from agenthost.durable.client import RunRejected, answer, run_input, submit
+from agenthost.durable.seal import ENV_KEY_FILE, DurableKey
 from agenthost.durable.worker import connect
 from agenthost_policies.config import parse_policy
 from tests.durable.fleet import (
     audit_lines,
     dev_server_argv,
+    durable_key,
+    key_file,
     ports,
     process,
     wait_port,
@@ -76,6 +79,7 @@ def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, ENV_KEY_FILE: str(key_file(config.parent))},
     )
 
 
@@ -109,7 +113,11 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         "--temporal", address, "--audit", str(tmp_path / "audit.jsonl"),
         "--results", str(tmp_path / "results"), "--drain", "5",
     ]  # fmt: skip
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        ENV_KEY_FILE: str(key_file(tmp_path)),
+    }
     with (
         process(dev, tmp_path / "dev.log") as server,
         process(worker_cmd, tmp_path / "w1.log", env=env) as victim,
@@ -130,7 +138,9 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         box: dict[str, list[dict[str, Any]]] = {}
         approver = threading.Thread(
             target=lambda: box.update(
-                r=asyncio.run(_approve_and_wait(address, run_ids[1:], deadline))
+                r=asyncio.run(
+                    _approve_and_wait(address, run_ids[1:], deadline, durable_key(tmp_path))
+                )
             )
         )
         approver.start()
@@ -169,7 +179,8 @@ def test_twenty_runs_survive_a_killed_worker(tmp_path: Path) -> None:
         assert again.returncode != 0
         assert "answered already" in again.stderr
         assert "Traceback" not in again.stderr
-        results = asyncio.run(_approve_and_wait(address, [cli_run], deadline))
+        key = durable_key(tmp_path)
+        results = asyncio.run(_approve_and_wait(address, [cli_run], deadline, key))
         approver.join(deadline - time.monotonic())
         results += box["r"]
         done = time.monotonic()
@@ -241,7 +252,12 @@ async def _submit(config_path: Path, address: str, n: int) -> list[str]:
         options={"heartbeat_timeout": 5},
     )
     return list(
-        await asyncio.gather(*(submit(client, params, task_queue="agenthost") for _ in range(n)))
+        await asyncio.gather(
+            *(
+                submit(client, params, task_queue="agenthost", key=durable_key(config_path.parent))
+                for _ in range(n)
+            )
+        )
     )
 
 
@@ -263,7 +279,7 @@ def _wait_pending(address: str, run_id: str, deadline: float) -> list[str]:
 
 
 async def _approve_and_wait(
-    address: str, run_ids: list[str], deadline: float
+    address: str, run_ids: list[str], deadline: float, key: DurableKey
 ) -> list[dict[str, Any]]:
     """Approve every call the runs ask about, until each has ended; their results."""
     client = await connect(address, "default")
@@ -279,7 +295,7 @@ async def _approve_and_wait(
                 pending = []
             for waiting in pending:
                 with contextlib.suppress(RunRejected):  # answered already (by the CLI)
-                    await answer(client, run_id, waiting["call_id"], "allow", "test")
+                    await answer(client, run_id, waiting["call_id"], "allow", "test", key=key)
             await asyncio.wait({result}, timeout=0.2)
         return result.result()  # type: ignore[no-any-return]
 

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agenthost.durable.client import submit
 from agenthost.durable.limits import LimitError
-from tests.durable.fleet import run_params, with_worker, write_config
+from tests.durable.fleet import TEST_KEY, run_params, start, with_worker, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +65,7 @@ def test_a_run_started_with_a_path_for_its_id_is_refused_and_writes_nothing(
             with pytest.raises(WorkflowFailureError) as caught:
                 await handle.result()
             failures[run_id] = str(caught.value.cause)
-        good = await env.client.start_workflow("AgentRun", params, id="run-good", task_queue="q")
+        good = await start(env.client, config_path, params, run_id="run-good")
         assert (await good.result())["stop"] == "end_turn"
 
     asyncio.run(with_worker(tmp_path, config_path, body))
@@ -84,7 +84,8 @@ def test_submit_refuses_an_invalid_run_id_at_once(tmp_path: Path, run_id: str) -
     config_path = write_config(tmp_path, _turns("c0"), rules=[])
     params = run_params(config_path, "record")
     with pytest.raises(LimitError, match="invalid run id"):
-        asyncio.run(submit(None, params, task_queue="q", run_id=run_id))  # type: ignore[arg-type]
+        refused = submit(None, params, task_queue="q", run_id=run_id, key=TEST_KEY)  # type: ignore[arg-type]
+        asyncio.run(refused)
 
 
 @pytest.mark.parametrize("run_id", ["..", "../x", "/etc/agenthost"])
@@ -115,7 +116,7 @@ def test_a_call_id_that_is_a_path_is_kept_under_its_run(tmp_path: Path) -> None:
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         params = run_params(config_path, "record", result_cap=8)
-        run_id = await submit(env.client, params, task_queue="q", run_id="run-calls")
+        run_id = (await start(env.client, config_path, params, run_id="run-calls")).id
         result = await env.client.get_workflow_handle(run_id).result()
         assert result["stop"] == "end_turn"
 
@@ -166,7 +167,7 @@ def test_a_symlink_in_the_results_folder_does_not_lead_out(tmp_path: Path) -> No
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         params = run_params(config_path, "record", result_cap=8)
-        run_id = await submit(env.client, params, task_queue="q", run_id="run-sym")
+        run_id = (await start(env.client, config_path, params, run_id="run-sym")).id
         out["result"] = await env.client.get_workflow_handle(run_id).result()
 
     asyncio.run(with_worker(tmp_path, config_path, body))

@@ -25,10 +25,18 @@ from agenthost import redaction
 from agenthost.config import load_config
 from agenthost.durable.client import run_input, submit
 from agenthost.durable.pgaudit import PostgresAuditSink
+from agenthost.durable.seal import digest, verified
 from agenthost.durable.worker import host_thread, run_worker
 from agenthost.errors import AgentHostError
 from agenthost_policies.config import parse_policy
-from tests.durable.fleet import TEST_SERVER, record_turns, write_config
+from tests.durable.fleet import (
+    TEST_KEY,
+    TEST_SERVER,
+    durable_key,
+    key_file,
+    record_turns,
+    write_config,
+)
 from tests.helpers import ANTHROPIC_ENV
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,7 +73,10 @@ def _line(run_id: str, seq: int) -> dict[str, Any]:
 
 def test_two_concurrent_writers_with_the_same_keys_write_each_line_once(dsn: str) -> None:
     _drop(dsn)
-    sinks = [PostgresAuditSink(dsn), PostgresAuditSink(dsn)]  # a connection each
+    sinks = [
+        PostgresAuditSink(dsn, key=TEST_KEY),
+        PostgresAuditSink(dsn, key=TEST_KEY),
+    ]  # a connection each
     start = threading.Barrier(2)
     written = [0, 0]
 
@@ -124,11 +135,14 @@ def test_a_durable_run_writes_its_audit_to_postgresql(tmp_path: Path, dsn: str) 
                         audit=dsn,
                         results=tmp_path / "results",
                         stop=stop,
+                        key=durable_key(tmp_path),
                         drain=5,
                     )
                 )
                 try:
-                    run_id = await submit(env.client, params, task_queue="q")
+                    run_id = await submit(
+                        env.client, params, task_queue="q", key=durable_key(tmp_path)
+                    )
                     result = await env.client.get_workflow_handle(run_id).result()
                     assert result["stop"] == "end_turn"
                     return run_id
@@ -137,7 +151,7 @@ def test_a_durable_run_writes_its_audit_to_postgresql(tmp_path: Path, dsn: str) 
                     await worker
 
     run_id = asyncio.run(main())
-    sink = PostgresAuditSink(dsn)
+    sink = PostgresAuditSink(dsn, key=TEST_KEY)
     lines = sink.lines(run_id)
     sink.close()
     assert len(lines) >= 3
@@ -162,7 +176,7 @@ def test_the_database_password_is_a_secret(tmp_path: Path) -> None:
     assert policy.audit_database is not None
     assert password not in redaction.redact(f"connecting to {policy.audit_database}")
     # Nothing listens on port 1: the one-line error names the database, redacted.
-    sink = PostgresAuditSink(policy.audit_database)
+    sink = PostgresAuditSink(policy.audit_database, key=TEST_KEY)
     with pytest.raises(AgentHostError) as caught:
         sink.append([_line("r", 1)])
     assert password not in str(caught.value)
@@ -203,7 +217,11 @@ def test_the_worker_cli_audits_to_postgresql_and_never_shows_the_password(
                 _start,
                 [*base, "worker", "--temporal", address, "--task-queue", "q"],
                 log,
-                {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+                {
+                    **os.environ,
+                    "XDG_STATE_HOME": str(tmp_path / "state"),
+                    "AGENTHOST_DURABLE_KEY_FILE": str(key_file(tmp_path)),
+                },
             )
             try:
                 deadline = time.monotonic() + 60
@@ -213,7 +231,17 @@ def test_the_worker_cli_audits_to_postgresql_and_never_shows_the_password(
                     await asyncio.sleep(0.1)
                 return await asyncio.to_thread(
                     subprocess.run,
-                    [*base, "run", "--temporal", address, "--task-queue", "q", "record x"],
+                    [
+                        *base,
+                        "run",
+                        "--temporal",
+                        address,
+                        "--task-queue",
+                        "q",
+                        "record x",
+                        "--key-file",
+                        str(key_file(tmp_path)),
+                    ],
                     capture_output=True,
                     text=True,
                     timeout=60,
@@ -232,7 +260,7 @@ def test_the_worker_cli_audits_to_postgresql_and_never_shows_the_password(
     shown = log.read_text(errors="replace")
     assert "audit postgresql://postgres:***@/postgres" in shown
     assert password not in shown + run.stdout + run.stderr
-    sink = PostgresAuditSink(dsn)
+    sink = PostgresAuditSink(dsn, key=TEST_KEY)
     lines = sink.lines()
     sink.close()
     assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
@@ -240,3 +268,28 @@ def test_the_worker_cli_audits_to_postgresql_and_never_shows_the_password(
     assert [(line["server"], line["name"], line["decision"]) for line in decisions] == [
         ("ledger", "record", "allow")
     ]
+
+
+def test_a_forged_row_written_ahead_is_replaced_by_the_real_line(dsn: str) -> None:
+    """A row for (run_id, seq) inserted ahead of the run, not sealed by the key, does not
+    hold the key: the real line replaces it, flagged with the forged row's digest. A
+    real row does hold it (a retry writes nothing): the positive control."""
+    import psycopg
+
+    _drop(dsn)
+    sink = PostgresAuditSink(dsn, key=TEST_KEY)
+    assert sink.append([_line("run-f", 9)]) == 1  # creates the table
+    forged = {"run_id": "run-f", "seq": 1, "type": "decision", "tool": "forged"}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO agenthost_audit (run_id, seq, line) VALUES (%s, %s, %s)",
+            ("run-f", 1, json.dumps(forged)),
+        )
+    assert sink.append([_line("run-f", 1)]) == 1
+    assert sink.append([_line("run-f", 1), _line("run-f", 9)]) == 0
+    lines = sink.lines("run-f")
+    sink.close()
+    assert verified(TEST_KEY, lines) == lines
+    assert [(line["seq"], line["tool"]) for line in lines] == [(1, "t"), (9, "t")]
+    assert lines[0]["replaced_unverified"] == digest(forged)
+    assert "replaced_unverified" not in lines[1]

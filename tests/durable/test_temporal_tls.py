@@ -20,8 +20,16 @@ import pytest
 import trustme
 
 from agenthost.durable.connection import resolve
+from agenthost.durable.seal import ENV_KEY_FILE
 from agenthost.durable.worker import connect
-from tests.durable.fleet import dev_server, record_turns, run_params, serve_runs, write_config
+from tests.durable.fleet import (
+    dev_server,
+    record_turns,
+    run_params,
+    serve_runs,
+    start,
+    write_config,
+)
 from tests.durable.tls_front import TlsFront
 
 pytestmark = pytest.mark.timeout(120)
@@ -199,8 +207,8 @@ def test_a_worker_serves_a_run_over_tls_with_the_api_key(
 
             async def body() -> None:
                 params = run_params(config_path, "record x")
-                handle = await client.start_workflow(
-                    "AgentRun", params, id="run-tls", task_queue=tmp_path.name
+                handle = await start(
+                    client, config_path, params, run_id="run-tls", task_queue=tmp_path.name
                 )
                 out["result"] = await asyncio.wait_for(handle.result(), 60)
 
@@ -211,3 +219,41 @@ def test_a_worker_serves_a_run_over_tls_with_the_api_key(
     assert [c["status"] for c in out["result"]["tool_calls"]] == ["ok"]
     assert set(front.authorizations) == {f"Bearer {KEY}"}
     assert KEY not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("table", "mode", "message"),
+    [
+        # Positive control: the key is read, the command goes on to connect.
+        ('key_file = "keys/durable.key"', 0o600, "cannot reach Temporal at 127.0.0.1:9"),
+        ('key_file = "keys/durable.key"', 0o644, "{tmp}/keys/durable.key is readable by others"),
+        ('key_file = "keys/missing.key"', 0o600, "cannot read the durable key {tmp}/keys/missing"),
+        ("", 0o600, "durable runs need the deployment's key"),
+        ('key_file = ""', 0o600, "temporal.key_file"),
+    ],
+)
+def test_the_durable_key_file_of_the_config_table(
+    tmp_path: Path, table: str, mode: int, message: str
+) -> None:
+    """``[temporal] key_file`` is relative to the config file (the CLI runs elsewhere),
+    checked as ``--key-file`` is, and named in the message when no key is given."""
+    config = write_config(tmp_path, [], rules=[])
+    config.write_text(config.read_text() + f"\n[temporal]\n{table}\n")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "durable.key").write_text("k" * 64)
+    (tmp_path / "keys" / "durable.key").chmod(mode)
+    (tmp_path / "elsewhere").mkdir()
+    argv = [sys.executable, "-m", "agenthost", "--config", str(config), "runs", "approve"]
+    done = subprocess.run(
+        [*argv, "run-0123456789ab", "c0", "--temporal", "127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path / "elsewhere",
+        env={k: v for k, v in os.environ.items() if k != ENV_KEY_FILE},
+    )
+    assert done.returncode != 0
+    assert message.format(tmp=tmp_path.resolve()) in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "k" * 64 not in done.stderr

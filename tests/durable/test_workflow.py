@@ -20,6 +20,8 @@ from agenthost_providers.config import build_provider, parse_providers
 from tests.durable.fleet import (
     TEST_SERVER,
     audit_lines,
+    durable_key,
+    key_file,
     record_turns,
     run_params,
     with_worker,
@@ -41,14 +43,19 @@ def test_ask_times_out_to_deny_and_a_second_answer_is_refused(tmp_path: Path) ->
     )
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
-        run_id = await submit(env.client, run_params(config_path, "record two"), task_queue="q")
+        run_id = await submit(
+            env.client,
+            run_params(config_path, "record two"),
+            task_queue="q",
+            key=durable_key(tmp_path),
+        )
         handle = env.client.get_workflow_handle(run_id)
         # c0 parks the run; approve it once, and a second answer is refused.
         while not (await handle.query("progress", 0))["pending"]:
             await asyncio.sleep(0.05)
-        assert await answer(env.client, run_id, "c0", "allow", "alice")
+        assert await answer(env.client, run_id, "c0", "allow", "alice", key=durable_key(tmp_path))
         with pytest.raises(RunRejected, match="answered already"):
-            await answer(env.client, run_id, "c0", "deny", "mallory")
+            await answer(env.client, run_id, "c0", "deny", "mallory", key=durable_key(tmp_path))
         # c1 parks too; nobody answers: an hour of skipped time later, denied.
         while [p["call_id"] for p in (await handle.query("progress", 0))["pending"]] != ["c1"]:
             await asyncio.sleep(0.05)
@@ -82,7 +89,7 @@ def test_continue_as_new_keeps_the_conversation_and_the_audit_sequence(tmp_path:
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         params = run_params(config_path, "record five", continue_after=2)
-        run_id = await submit(env.client, params, task_queue="q")
+        run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         handle = env.client.get_workflow_handle(run_id)
         result = await handle.result()
         assert result["stop"] == "end_turn"
@@ -113,6 +120,7 @@ def test_the_cli_follows_a_run_with_the_output_of_a_local_run(tmp_path: Path) ->
         address = env.client.service_client.config.target_host
         argv = [sys.executable, "-m", "agenthost", "--config", str(config_path), "run"]
         argv += ["--temporal", address, "--task-queue", "q", "record x"]
+        argv += ["--key-file", str(key_file(tmp_path))]
         out["run"] = await asyncio.to_thread(
             subprocess.run,
             argv,
@@ -188,7 +196,12 @@ def test_runs_show_and_cancel_through_the_cli(tmp_path: Path) -> None:
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         address = env.client.service_client.config.target_host
-        run_id = await submit(env.client, run_params(config_path, "record x"), task_queue="q")
+        run_id = await submit(
+            env.client,
+            run_params(config_path, "record x"),
+            task_queue="q",
+            key=durable_key(tmp_path),
+        )
         handle = env.client.get_workflow_handle(run_id)
         while not (await handle.query("progress", 0))["pending"]:
             await asyncio.sleep(0.05)
@@ -237,7 +250,7 @@ def test_an_auth_error_of_the_model_api_is_not_retried(
     async def body(env: WorkflowEnvironment, config: object) -> None:
         params = run_params(config_path, "record x")
         params.update(provider="anthropic", model="claude-haiku-4-5")
-        run_id = await submit(env.client, params, task_queue="q")
+        run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         out["result"] = await env.client.get_workflow_handle(run_id).result()
 
     asyncio.run(with_worker(tmp_path, config_path, body, providers={"anthropic": provider}))
@@ -256,7 +269,7 @@ def test_a_large_result_is_cut_in_history_and_kept_by_the_worker(tmp_path: Path)
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
         params = run_params(config_path, "record", result_cap=8)
-        run_id = await submit(env.client, params, task_queue="q")
+        run_id = await submit(env.client, params, task_queue="q", key=durable_key(tmp_path))
         out["result"] = await env.client.get_workflow_handle(run_id).result()
         out["run_id"] = run_id
 
@@ -294,7 +307,12 @@ def test_a_servers_sampling_during_a_durable_call_is_audited_with_the_run(
     out: dict[str, Any] = {}
 
     async def body(env: WorkflowEnvironment, config: object) -> None:
-        run_id = await submit(env.client, run_params(config_path, "summarize"), task_queue="q")
+        run_id = await submit(
+            env.client,
+            run_params(config_path, "summarize"),
+            task_queue="q",
+            key=durable_key(tmp_path),
+        )
         out["result"] = await env.client.get_workflow_handle(run_id).result()
         out["run_id"] = run_id
 

@@ -109,6 +109,8 @@ CASES: list[tuple[str, str, str]] = [
         '[temporal]\naddress = "temporal.evil.example:7233"\napi_key_file = "key.txt"\n',
         "temporal",
     ),
+    # Which key signs the user's durable runs and approvals.
+    ("agenthost.toml", '[temporal]\nkey_file = "durable.key"\n', "temporal"),
 ]
 
 

@@ -39,8 +39,16 @@ if TYPE_CHECKING:
 
     from agenthost.config.model import HostConfig
     from agenthost.durable.connection import TemporalSettings
+    from agenthost.durable.seal import DurableKey
 
-__all__ = ["add_parser", "add_temporal_options", "run", "run_durable", "wants_temporal"]
+__all__ = [
+    "add_key_option",
+    "add_parser",
+    "add_temporal_options",
+    "run",
+    "run_durable",
+    "wants_temporal",
+]
 
 T = TypeVar("T")
 
@@ -71,6 +79,34 @@ def add_temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> 
         metavar="FILE",
         help="the API key, read from FILE (or set TEMPORAL_API_KEY); turns TLS on",
     )
+
+
+def add_key_option(parser: argparse.ArgumentParser) -> None:
+    """``--key-file PATH`` (or AGENTHOST_DURABLE_KEY_FILE): the deployment's shared key."""
+    parser.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="the deployment's durable-run key, mode 0600 (also AGENTHOST_DURABLE_KEY_FILE):"
+        " workers do only runs and approvals signed with it",
+    )
+
+
+def _key(args: argparse.Namespace, config: HostConfig | None) -> DurableKey:
+    """The key of ``--key-file``, else the variable, else the config's
+    ``[temporal] key_file`` (relative to that file); none is a usage error."""
+    from agenthost.durable.connection import key_file
+    from agenthost.durable.seal import ENV_KEY_FILE, load_key
+
+    path = getattr(args, "key_file", None) or os.environ.get(ENV_KEY_FILE)
+    if not path and config is not None:
+        path = key_file(config.temporal, config.source)
+    if not path:
+        raise CLIError(
+            "durable runs need the deployment's key: give --key-file PATH (or set"
+            f" {ENV_KEY_FILE}, or key_file in the config's [temporal])",
+            EXIT_USAGE,
+        )
+    return load_key(path)
 
 
 def wants_temporal(args: argparse.Namespace) -> bool:
@@ -132,6 +168,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         sub, common, "worker", "serve durable agent runs from Temporal (README: Many machines)"
     )
     add_temporal_options(worker, required=True)
+    add_key_option(worker)
     worker.add_argument(
         "--audit",
         help="the audit JSONL, or a postgresql:// URI for a fleet (default: the config's"
@@ -158,6 +195,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         if name != "list":
             action.add_argument("run_id")
         if name in ("approve", "deny"):
+            add_key_option(action)
             action.add_argument("call_id")
             action.add_argument("--by", default=None, help="who answers (default: your user)")
 
@@ -202,6 +240,7 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
     from agenthost.durable.worker import run_worker, state_dir
 
     config = load_config(args)
+    key = _key(args, config)  # before anything starts: a worker without the key does nothing
     settings = _settings(args, config)
     address = settings.address
     audit = _audit_path(args, config)
@@ -228,6 +267,7 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
                 audit=audit,
                 results=results,
                 stop=box["stop"],
+                key=key,
                 drain=args.drain,
                 on_ready=ready,
             )
@@ -254,20 +294,16 @@ async def _worker(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------------------- run
 
 
-async def run_durable(args: argparse.Namespace, console: Console) -> int:
-    """``agenthost run --temporal ... TASK [--detach]``: submit, then follow (or not)."""
-    _temporal()
+def _run_params(args: argparse.Namespace, config: HostConfig) -> dict[str, Any]:
+    """The run's input from the command line and the config (its provider, model and
+    policy); a task over the bound is a usage error."""
     from agenthost.agent.loop import DEFAULT_SYSTEM_PROMPT
-    from agenthost.agent.transcript import AgentEvent
     from agenthost.cli.common import split_model
-    from agenthost.durable import client as runs
-    from agenthost.durable.codec import load_call
+    from agenthost.durable.client import run_input
     from agenthost.durable.limits import LimitError, check_task
     from agenthost_policies.config import parse_policy
     from agenthost_providers.config import default_choice, parse_providers
 
-    config = load_config(args)
-    settings = _settings(args, config)
     source = config.source or "<config>"
     base = os.path.dirname(os.path.abspath(config.source)) if config.source else None
     provider, model = split_model(args.model)
@@ -282,7 +318,7 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
         check_task(args.task)
     except LimitError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
-    params = runs.run_input(
+    return run_input(
         args.task,
         provider=provider,
         model=model,
@@ -291,11 +327,24 @@ async def run_durable(args: argparse.Namespace, console: Console) -> int:
         max_turns=args.max_turns,
         token_budget=args.token_budget,
     )
+
+
+async def run_durable(args: argparse.Namespace, console: Console) -> int:
+    """``agenthost run --temporal ... TASK [--detach]``: submit, then follow (or not)."""
+    _temporal()
+    from agenthost.agent.transcript import AgentEvent
+    from agenthost.durable import client as runs
+    from agenthost.durable.codec import load_call
+
+    config = load_config(args)
+    settings = _settings(args, config)
+    params = _run_params(args, config)
+    key = _key(args, config)
     printer = agent_printer(console)
 
     async def body() -> tuple[str, dict[str, Any] | None]:
         client = await _client(settings)
-        run_id = await runs.submit(client, params, task_queue=args.task_queue)
+        run_id = await runs.submit(client, params, task_queue=args.task_queue, key=key)
         if args.detach:
             return run_id, None
         console.line(f"run {run_id} submitted; following it (Ctrl-C stops following only)")
@@ -364,7 +413,9 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
     except LimitError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
 
-    settings = _settings(args, _config_if_any(args))
+    config = _config_if_any(args)
+    settings = _settings(args, config)
+    key = _key(args, config) if action in ("approve", "deny") else None
 
     async def body() -> Any:
         client = await _client(settings)
@@ -377,7 +428,8 @@ async def _runs(args: argparse.Namespace, console: Console) -> int:
             return {"run_id": args.run_id, "status": status}
         who = args.by or getpass.getuser()
         verdict = "allow" if action == "approve" else "deny"
-        message = await runs.answer(client, args.run_id, args.call_id, verdict, who)
+        assert key is not None
+        message = await runs.answer(client, args.run_id, args.call_id, verdict, who, key=key)
         return {
             "run_id": args.run_id,
             "call_id": args.call_id,

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agenthost.cli.commands.durable import add_temporal_options, run_durable, wants_temporal
+from agenthost.cli.commands.durable import (
+    add_key_option,
+    add_temporal_options,
+    run_durable,
+    wants_temporal,
+)
 from agenthost.cli.common import (
     add_command,
     check_prompt,
@@ -61,6 +66,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run_parser.add_argument("--prompt", help="open with a server's prompt: SERVER/NAME")
     run_parser.add_argument("--prompt-arg", action="append", help="key=value for --prompt")
     add_temporal_options(run_parser, required=False)
+    add_key_option(run_parser)
     run_parser.add_argument(
         "--detach",
         action="store_true",
