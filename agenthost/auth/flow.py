@@ -24,7 +24,8 @@ client authentication including ``private_key_jwt`` signed by joserfc); the HTTP
 through httpx under Trio. State (client registration and tokens, per issuer;
 :mod:`agenthost.auth.state`) is saved in a :class:`~agenthost.auth.store.TokenStore` only
 once a grant succeeded. Token-request forms and client authentication are built by the
-pure functions of :mod:`agenthost.auth.grants`; what goes to the authorization server's
+pure functions of :mod:`agenthost.auth.grants`, the browser's request and the check of its
+answer by :mod:`agenthost.auth.authorize`; what goes to the authorization server's
 endpoints (the issuer pin, bounded answers, one deadline per exchange) is
 :mod:`agenthost.auth.exchange`; this module is the driver that orders the steps.
 
@@ -50,6 +51,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from agenthost._util import collapse_single_group
+from agenthost.auth.authorize import ResponseRefused, authorization_code, requested_scopes
 from agenthost.auth.discovery import (
     AuthServerMetadata,
     Challenge,
@@ -88,10 +90,6 @@ log = logging.getLogger("agenthost.auth")
 
 #: Scope step-ups per server and process (the spec asks for a bound on retries).
 MAX_STEP_UPS: Final = 3
-#: The parameters of an authorization response (RFC 6749 4.1.2 and 4.1.2.1, RFC 9207).
-_RESPONSE_PARAMETERS: Final = frozenset(
-    {"code", "state", "iss", "error", "error_description", "error_uri"}
-)
 #: Authorization servers remembered per server (a server may move; it must not grow us).
 MAX_ISSUERS: Final = 8
 
@@ -577,15 +575,7 @@ class OAuth(Exchange, httpx.Auth):
             raise self._error("the server needs a person to log in", self._login_hint())
         if meta.authorization_endpoint is None:
             raise self._error(f"the authorization server {meta.issuer} has no authorize endpoint")
-        if (
-            scopes is not None
-            and meta.scopes_supported
-            and "offline_access" in meta.scopes_supported
-            and "offline_access" not in scopes
-        ):
-            scopes = (*scopes, "offline_access")
-        elif scopes is None and meta.scopes_supported and "offline_access" in meta.scopes_supported:
-            scopes = ("offline_access",)
+        scopes = requested_scopes(scopes, meta.scopes_supported)
         # The loopback's nursery would wrap our one-line errors in an ExceptionGroup.
         with collapse_single_group():
             return await self._authorization_code_at(meta, state, scopes, opener)
@@ -636,7 +626,17 @@ class OAuth(Exchange, httpx.Auth):
                     + ignored,
                     self._login_hint() + " and finish the login in the browser",
                 )
-        code = self._check_redirect(params, state_value, meta, repeated=loopback.repeated)
+        self._redact.add(params.get("code"))
+        try:
+            code = authorization_code(
+                params,
+                state=state_value,
+                issuer=meta.issuer,
+                iss_required=bool(meta.authorization_response_iss_parameter_supported),
+                repeated=loopback.repeated,
+            )
+        except ResponseRefused as exc:
+            raise self._error(str(exc), self._login_hint() + " again") from None
         tokens = await self._token_request(
             meta.token_endpoint,
             client,
@@ -650,56 +650,6 @@ class OAuth(Exchange, httpx.Auth):
             dpop=self._dpop_key(state, meta),
         )
         return tokens, client
-
-    def _check_redirect(
-        self,
-        params: dict[str, str],
-        state_value: str,
-        meta: AuthServerMetadata,
-        *,
-        repeated: frozenset[str] = frozenset(),
-    ) -> str:
-        """The code of the browser's redirect, once its state, issuer (RFC 9207) and
-        error are checked; a mismatch discards the answer (a CSRF or mix-up attempt), and
-        so does a parameter given twice (``iss=thief&iss=honest``: never pick a value)."""
-        code = params.get("code")
-        self._redact.add(code)
-        expected_issuer = meta.issuer
-        if repeated:
-            # Only names we know are quoted: the rest are the server's text.
-            names = ", ".join(sorted(repeated & _RESPONSE_PARAMETERS)) or "a parameter"
-            raise self._error(
-                f"the authorization response repeats {names} (discarded: a parameter"
-                " may appear once)",
-                self._login_hint() + " again",
-            )
-        if params.get("state") != state_value:
-            raise self._error(
-                "the authorization response's state does not match the request (discarded)",
-                self._login_hint() + " again",
-            )
-        iss = params.get("iss")
-        if iss is not None and iss != expected_issuer:
-            raise self._error(
-                f"the authorization response came from issuer {iss!r}, not {expected_issuer!r}"
-                " (discarded: possible mix-up attack)",
-                self._login_hint() + " again",
-            )
-        if iss is None and meta.authorization_response_iss_parameter_supported:
-            raise self._error(
-                "the authorization response lacks the iss parameter its server promises"
-                " (discarded)",
-                self._login_hint() + " again",
-            )
-        if "error" in params:
-            raise self._error(
-                f"the authorization server refused: {params['error']}"
-                + (f" ({params['error_description']})" if params.get("error_description") else ""),
-                self._login_hint() + " again",
-            )
-        if not code:
-            raise self._error("the authorization response holds no code", self._login_hint())
-        return code
 
     async def _try_refresh(self, state: IssuerState) -> bool:
         """Refresh ``state``'s tokens; False if there is no refresh token or it failed.
