@@ -11,8 +11,9 @@ store, ``$XDG_STATE_HOME/agenthost/serve-token``), made on first use by
 The file is the user's alone: mode 0600 in a 0700 directory (a folder others may write
 is refused: they could swap the file; so is a link to it that another user made), written
 whole (a temporary file linked into place, so a concurrent start reads a whole token or
-makes none), opened without following a symlink. A file someone else owns, or that others may read, is refused
-(the token may be known): one line says to delete it, and the next start makes a new one.
+makes none), opened without following a symlink. A file someone else owns, or that others
+may read, is refused (the token may be known): one line says to delete it, and the next
+start makes a new one.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ first result, not appended again. Every attempt, repeated or not, is one line of
 ``AGENTHOST_LEDGER_ATTEMPTS`` (``key pid``), so a test sees the retries.
 
 ``publish(item)`` does the same at once (the tests make a policy ask for it).
-``bulky(kind, size)`` returns a result of about ``size`` bytes: ``text``, an ``image``, ``audio``, ``structured`` content, an ``embedded`` blob resource, or an image
-whose ``mime`` type is that long; each attempt is a line of the attempts file too.
+``bulky(kind, size)`` returns a result of about ``size`` bytes: ``text``, an ``image``,
+``audio``, ``structured`` content, an ``embedded`` blob resource, or an image whose
+``mime`` type is that long; each attempt is a line of the attempts file too.
 ``summarize(item)`` asks the client's model (sampling, hint ``scripted-sampler``) for a
 summary of the item and returns its text: a server's ask during a durable tool call.
 
