@@ -646,6 +646,8 @@ class PolicyEngine:
           (invalid ones are declined, never sent);
         * otherwise the prompter: the user fills in the form or consents to open the URL;
           headless: declined. URL mode always needs a human: never accepted headless.
+          An answer from the prompter that does not fit the form (``InvalidAnswer``) is
+          not sent: the server gets ``cancel``.
 
         One ``decision`` line and, unless declined by policy, one ``outcome`` line with the
         response (content redacted).
@@ -718,6 +720,17 @@ class PolicyEngine:
         if response is None:
             try:
                 response = await self.prompter.elicit(action)
+            except InvalidAnswer as exc:
+                # The answer does not fit the form (a callback's mistake: a typed prompter
+                # asks again): never sent. The spec's cancel (nothing usable was chosen),
+                # not a client error; one line naming the field, not the value (secret?).
+                where = f" (field {exc.field!r})" if exc.field else ""
+                log.warning(
+                    "%s: the answer to the elicitation does not fit its form%s; cancelled",
+                    action.server,
+                    where,
+                )
+                response = ElicitationResponse(action="cancel")
             except BaseException as exc:
                 self._pending.pop(decision_id, None)
                 if self._audit is not None:

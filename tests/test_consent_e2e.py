@@ -175,6 +175,48 @@ async def test_elicitation_form_and_url_end_to_end(
     assert asked[3].url == "https://example.com/login"
 
 
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_an_invalid_answer_from_the_callback_is_a_cancel_not_a_client_error(
+    tmp_path: Path,
+    sdk_server_cmd: Callable[..., Command],
+    caplog: pytest.LogCaptureFixture,
+    era: str,
+) -> None:
+    """The embedding app's elicit callback accepts the SDK peer's form with an age that is
+    no number. That answer is never sent; it used to reach the server as -32603 "client
+    error: InvalidAnswer" with a traceback in the log. Now the server gets the spec's
+    cancel, and the log one line naming the field (not the value typed: it may be
+    secret). Positive control: a valid answer from the same callback is accepted."""
+    answers: list[dict[str, Any]] = [
+        {"name": "Ada", "age": "thirty-six"},
+        {"name": "Ada", "age": 36},
+    ]
+
+    async def elicit(action: Elicitation) -> ElicitationResponse:
+        return ElicitationResponse(action="accept", content=answers.pop(0))
+
+    prompter = CallbackPrompter(confirm=_allow, elicit=elicit)
+    policy = {"mode": "programmatic", "audit": str(tmp_path / "audit.jsonl")}
+    servers = [stdio("sdk", sdk_server_cmd(), protocol=era)]
+    async with host_with(servers, policy, prompter=prompter) as host:
+        bad = await host.call_tool("sdk__elicit_form", {})
+        good = await host.call_tool("sdk__elicit_form", {})
+    assert json.loads(text_of(bad)) == {"action": "cancel"}, text_of(bad)
+    assert json.loads(text_of(good))["content"]["age"] == 36
+    assert not [r for r in caplog.records if r.exc_info], "no traceback logged"
+    said = [r.getMessage() for r in caplog.records if "does not fit" in r.getMessage()]
+    assert len(said) == 1 and "age" in said[0] and "thirty-six" not in said[0], said
+    assert "\n" not in said[0]
+    records = read_audit(tmp_path / "audit.jsonl")
+    asks = {r["id"] for r in records if r.get("kind") == "elicitation"}
+    outcomes = [r for r in records if r["event"] == "outcome" and r["id"] in asks]
+    assert [o["result"]["action"] for o in outcomes] == ["cancel", "accept"]
+
+
+async def _allow(request: Any) -> Answer:
+    return Answer.ALLOW
+
+
 async def test_headless_declines_url_elicitation(
     tmp_path: Path, everything_cmd: Callable[..., Command]
 ) -> None:

@@ -137,8 +137,9 @@ def test_host_origin_and_token_are_checked(
     config = _config(
         tmp_path, sdk_server_cmd(), '[policy]\nmode = "headless"\npreset = "headless-readonly"\n'
     )
-    with _serving(config, AGENTHOST_SERVE_TOKEN="s3cret") as (url, _):
-        ok = {**ACCEPT, "authorization": "Bearer s3cret"}
+    token = "s3cret-" + "k" * 32  # a token is 32 characters at least
+    with _serving(config, AGENTHOST_SERVE_TOKEN=token) as (url, _):
+        ok = {**ACCEPT, "authorization": f"Bearer {token}"}
         assert httpx.post(url, json=INIT, headers=ACCEPT).status_code == 401
         assert (
             httpx.post(url, json=INIT, headers={**ok, "authorization": "Bearer x"}).status_code

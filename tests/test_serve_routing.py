@@ -50,10 +50,12 @@ async def test_subscriptions_share_the_upstream_and_are_bounded_per_client() -> 
     watcher (a client that leaves included); a client watches MAX_PER_CLIENT URIs at most."""
     upstream: list[str] = []
 
-    async def subscribe(uri: str) -> None:
+    async def subscribe(uri: str) -> str:
         upstream.append(f"+{uri}")
+        return "srv"
 
-    async def unsubscribe(uri: str) -> None:
+    async def unsubscribe(uri: str, server: str) -> None:
+        assert server == "srv"
         upstream.append(f"-{uri}")
 
     subs = Subscriptions(subscribe, unsubscribe)

@@ -74,7 +74,9 @@ def test_concurrent_starts_agree_on_one_token(tmp_path: Path) -> None:
     assert len(got) == 8 and len(set(got)) == 1
 
 
-@pytest.mark.parametrize("case", ["readable by others", "symlink", "not a token", "folder"])
+@pytest.mark.parametrize(
+    "case", ["readable by others", "symlink", "not a token", "31 characters", "folder"]
+)
 def test_a_token_file_that_is_not_the_users_alone_is_refused(tmp_path: Path, case: str) -> None:
     path = tmp_path / "serve-token"
     if case == "readable by others":
@@ -85,6 +87,9 @@ def test_a_token_file_that_is_not_the_users_alone_is_refused(tmp_path: Path, cas
         path.symlink_to(tmp_path / "elsewhere")
     elif case == "not a token":
         path.write_text("short\n")
+        path.chmod(0o600)
+    elif case == "31 characters":
+        path.write_text("a" * 31 + "\n")
         path.chmod(0o600)
     else:
         path.mkdir()
@@ -131,6 +136,10 @@ def test_no_auth_is_explicit_and_loud(tmp_path: Path) -> None:
         (["--no-auth"], {}, "--no-auth goes with --http"),
         (["--http", "127.0.0.1:0", "--no-auth"], {"AGENTHOST_SERVE_TOKEN": "t" * 40}, "choose"),
         (["--http", "0.0.0.0:0"], {}, "AGENTHOST_SERVE_TOKEN"),
+        # A guessable token: refused with how to make one (never echoed).
+        (["--http", "127.0.0.1:0"], {"AGENTHOST_SERVE_TOKEN": "hunter2hunter2"}, "token_urlsafe"),
+        (["--http", "0.0.0.0:0"], {"AGENTHOST_SERVE_TOKEN": "x" * 31}, "at least 32"),
+        (["--http", "127.0.0.1:0"], {"AGENTHOST_SERVE_TOKEN": "x" * 31 + " y"}, "no spaces"),
     ],
 )
 def test_contradictions_are_one_line_errors(
@@ -147,6 +156,40 @@ def test_contradictions_are_one_line_errors(
     assert proc.returncode == 2, proc.stderr
     assert says in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "hunter2" not in proc.stderr and "x" * 31 not in proc.stderr
+
+
+def test_a_token_of_32_characters_is_taken(tmp_path: Path) -> None:
+    """Positive control of the length bound: 32 characters serve."""
+    token = "k" * 32
+    env = {**_env(), "AGENTHOST_SERVE_TOKEN": token}
+    with serving_http(_config(tmp_path), env=env) as served:
+        good = {**ACCEPT, "authorization": f"Bearer {token}"}
+        assert httpx.post(served.url, json=INIT, headers=good).status_code == 200
+
+
+def test_two_authorization_headers_are_refused(tmp_path: Path) -> None:
+    """The app read the headers into a dict (the last one won): a request with two
+    ``Authorization`` headers is ambiguous whichever one a proxy in front checked, and is
+    refused, the good token twice included. Positive control: one good header is taken."""
+    with serving_http(_config(tmp_path), env=_env()) as served:
+        served.next_line()
+        bearer = f"Bearer {token_path().read_text().strip()}"
+        one = [*ACCEPT.items(), ("authorization", bearer)]
+        assert httpx.post(served.url, json=INIT, headers=one).status_code == 200
+        for first in ("Bearer wrong", bearer):
+            two = [*ACCEPT.items(), ("authorization", first), ("authorization", bearer)]
+            answer = httpx.post(served.url, json=INIT, headers=two)
+            assert answer.status_code == 400, answer.text
+            assert "Authorization" in answer.text
+        # The other headers the app decides on, repeated with the same (good) value (httpx
+        # itself will not send two Host headers).
+        origin = "http://" + served.url.split("/")[2]
+        opened = httpx.post(served.url, json=INIT, headers=one).headers["mcp-session-id"]
+        for name, value in [("mcp-session-id", opened), ("origin", origin)]:
+            two = [*one, (name, value), (name, value)]
+            answer = httpx.post(served.url, json=INIT, headers=two)
+            assert answer.status_code == 400, (name, answer.text)
 
 
 def test_a_token_file_others_may_read_stops_serve_with_one_line(tmp_path: Path) -> None:

@@ -713,7 +713,9 @@ class Gateway:
             return
         self._relayed.add(session)
         session.add_listener(m.NOTIFICATION_MESSAGE, functools.partial(self._on_log, server))
-        session.add_listener(m.NOTIFICATION_RESOURCES_UPDATED, self._on_updated)
+        session.add_listener(
+            m.NOTIFICATION_RESOURCES_UPDATED, functools.partial(self._on_updated, server)
+        )
         try:
             await session.set_logging_level("debug")  # filtered per client (_on_log)
         except AgentHostError as exc:
@@ -753,8 +755,8 @@ class Gateway:
                 continue
             await client.notify(m.NOTIFICATION_MESSAGE, relayed)
 
-    async def _on_updated(self, ctx: Any, params: Mapping[str, Any]) -> None:
-        await self.subscriptions.updated(str(params.get("uri")))
+    async def _on_updated(self, server: str, ctx: Any, params: Mapping[str, Any]) -> None:
+        await self.subscriptions.updated(str(params.get("uri")), server)
 
     def _owner(self, uri: str) -> str:
         owners = self.host.catalog.resource_owners(uri)
@@ -762,13 +764,14 @@ class Gateway:
             raise JSONRPCError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]}", {"uri": uri})
         return owners[0]
 
-    async def _subscribe_upstream(self, uri: str) -> None:
+    async def _subscribe_upstream(self, uri: str) -> str:
         server = self._owner(uri)
         await self._relay(server)
         await _upstream(server, lambda: self.host.session(server).subscribe_resource(uri))
+        return server
 
-    async def _unsubscribe_upstream(self, uri: str) -> None:
-        server = self._owner(uri)
+    async def _unsubscribe_upstream(self, uri: str, server: str) -> None:
+        """On the upstream it was subscribed on (its owner may have changed since)."""
         await _upstream(server, lambda: self.host.session(server).unsubscribe_resource(uri))
 
     async def subscribe(self, info: RequestInfo, params: SubscribeRequestParams) -> dict[str, Any]:

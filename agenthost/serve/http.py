@@ -26,7 +26,9 @@ address we listen on (DNS rebinding), an ``Origin``, when sent, must be one of o
 every request needs ``Authorization: Bearer <token>`` (compared in constant time) unless
 the app was given no token: the CLI gives one on loopback too (every local user reaches
 loopback; ``serve --no-auth`` is the user's explicit choice), and :func:`check_bind`
-refuses a non-loopback bind without one.
+refuses a non-loopback bind without one, and a token shorter than 32 characters. A request
+carrying ``Authorization`` (or ``Host``, ``Origin``, ``Mcp-Session-Id``,
+``MCP-Protocol-Version``) more than once gets 400: which copy counts would be ambiguous.
 Bodies over :data:`~agenthost.transports.base.DEFAULT_MAX_MESSAGE_SIZE` get 413.
 """
 
@@ -49,6 +51,7 @@ from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
 from agenthost.serve.listeners import cannot_listen
+from agenthost.serve.local_token import check_given
 from agenthost.serve.modern import modern_stamp
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
@@ -70,6 +73,14 @@ _MIXED: Final = (
     " in _meta, no session) and legacy ones (initialize, then Mcp-Session-Id) go in POSTs"
     " of their own"
 )
+#: Headers a request may carry once at most (lower case -> as named in the refusal).
+_SINGLE: Final = {
+    "authorization": "Authorization",
+    "host": "Host",
+    "origin": "Origin",
+    "mcp-session-id": "Mcp-Session-Id",
+    "mcp-protocol-version": "MCP-Protocol-Version",
+}
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -90,10 +101,10 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """Refuse a non-loopback bind without a bearer token.
+    """Refuse a non-loopback bind without a bearer token, and a guessable token.
 
     Raises:
-        ConfigError: naming where the token comes from.
+        ConfigError: naming where the token comes from (and how to make one).
     """
     if not is_loopback(host) and not token:
         raise ConfigError(
@@ -101,6 +112,8 @@ def check_bind(host: str, token: str | None) -> None:
             " AGENTHOST_SERVE_TOKEN; clients then send Authorization: Bearer <token>",
             key="serve.http",
         )
+    if token:
+        check_given(token)
 
 
 class _HttpTransport(Transport):
@@ -231,8 +244,9 @@ class McpHttpApp:
             return
         if scope["type"] != "http":
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        problem = self._refuse(scope, headers)
+        pairs = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        headers = dict(pairs)
+        problem = _repeated(pairs) or self._refuse(scope, headers)
         if problem is not None:
             await _plain(send, *problem)
             return
@@ -395,6 +409,16 @@ class McpHttpApp:
         finally:
             if entry.transport.get_stream is out_send:
                 entry.transport.get_stream = None
+
+
+def _repeated(pairs: list[tuple[str, str]]) -> tuple[int, str] | None:
+    """A header the app decides on, sent more than once: which one counts is ambiguous (a
+    proxy in front may check the first, this app read the last), so none does."""
+    names = [name for name, _ in pairs if name in _SINGLE]
+    for name in _SINGLE:
+        if names.count(name) > 1:
+            return 400, f"bad request: more than one {_SINGLE[name]} header"
+    return None
 
 
 def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool:

@@ -13,7 +13,8 @@ is refused: they could swap the file; so is a link to it that another user made)
 whole (a temporary file linked into place, so a concurrent start reads a whole token or
 makes none), opened without following a symlink. A file someone else owns, or that others
 may read, is refused (the token may be known): one line says to delete it, and the next
-start makes a new one.
+start makes a new one. A token the user gives (``AGENTHOST_SERVE_TOKEN``, the token file)
+is refused below :data:`MIN_LENGTH` characters, with how to make one.
 """
 
 from __future__ import annotations
@@ -29,18 +30,40 @@ from typing import Final
 from agenthost.config.trust import default_trust_path
 from agenthost.errors import ConfigError
 
-__all__ = ["TOKEN_FILE", "load_or_create", "token_path"]
+__all__ = ["MIN_LENGTH", "TOKEN_FILE", "check_given", "load_or_create", "token_path"]
 
 TOKEN_FILE: Final = "serve-token"
-#: What a token made here looks like (``secrets.token_urlsafe(32)``: 43 characters); one
-#: the user wrote there may be any URL-safe text of at least 32 characters.
-_TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,256}")
+#: The shortest token taken. Why characters, not an entropy estimate: nothing can tell a
+#: random token from a chosen one; 32 random URL-safe characters are 192 bits, and a
+#: token made here (``secrets.token_urlsafe(32)``) is 43 characters, 256 bits.
+MIN_LENGTH: Final = 32
+#: What a token made here looks like; one the user wrote there may be any URL-safe text
+#: of at least :data:`MIN_LENGTH` characters.
+_TOKEN = re.compile(rf"[A-Za-z0-9_\-]{{{MIN_LENGTH},256}}")
+#: A token given in the environment: printable ASCII without spaces (a header value).
+_GIVEN = re.compile(rf"[!-~]{{{MIN_LENGTH},1024}}")
+_MAKE_ONE: Final = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 _LARGEST: Final = 1024
 
 
 def token_path(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/agenthost/serve-token`` (the state directory the trust store uses)."""
     return default_trust_path(env).with_name(TOKEN_FILE)
+
+
+def check_given(token: str, variable: str = "AGENTHOST_SERVE_TOKEN") -> None:
+    """Refuse a token a person or a script chose that is guessable or unsendable.
+
+    Raises:
+        ConfigError: one line naming ``variable`` and how to make a token (never the
+            token itself).
+    """
+    if not _GIVEN.fullmatch(token):
+        raise ConfigError(
+            f"{variable} must be at least {MIN_LENGTH} characters (printable ASCII, no"
+            f" spaces; it has {len(token)}): make one with {_MAKE_ONE}",
+            key="serve.http",
+        )
 
 
 def load_or_create(path: Path) -> str:
@@ -59,7 +82,15 @@ def load_or_create(path: Path) -> str:
             key="serve.http",
         )
     folder = path.parent.stat()
-    if folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
+    if folder.st_uid != os.geteuid():
+        # Theirs to swap the file in, and only they may chmod it: the user can go
+        # elsewhere, or its owner (or root) can remove it.
+        raise ConfigError(
+            f"{path.parent} (the token's folder) belongs to another user: set"
+            " XDG_STATE_HOME to a folder of yours alone, or have its owner remove it",
+            key="serve.http",
+        )
+    if folder.st_mode & 0o022:
         # Whoever may write the folder may swap the token file for one they know.
         raise ConfigError(
             f"other users may write {path.parent} (the token's folder): make it yours alone"

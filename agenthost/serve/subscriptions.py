@@ -8,9 +8,12 @@ them on that stream, each tagged with the stream's ``subscriptionId``
 upstream subscription serves every client watching a URI: the gateway subscribes upstream
 for the first one and unsubscribes after the last one leaves.
 
-A client hears only of what it subscribed to, and only once its stream was acknowledged
-(the spec: nothing on a stream before its acknowledgment). Bounded: URIs watched at once,
-all clients together (:data:`MAX_URIS`) and per client (:data:`MAX_PER_CLIENT`).
+A client hears only of what it subscribed to, only once its stream was acknowledged
+(the spec: nothing on a stream before its acknowledgment), and only from the upstream the
+URI was subscribed on: any upstream may name any URI in an update, and another server's
+word that a resource changed would make clients re-read it (or just spam them).
+Bounded: URIs watched at once, all clients together (:data:`MAX_URIS`) and per client
+(:data:`MAX_PER_CLIENT`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ MAX_PER_CLIENT: Final = 64
 _CLEANUP_TIMEOUT: Final = 5.0
 
 #: ``async (uri) -> server name``: subscribes upstream, raises when it cannot.
-Subscribe = Callable[[str], Awaitable[Any]]
+Subscribe = Callable[[str], Awaitable[str]]
+#: ``async (uri, server)``: unsubscribes ``server`` from ``uri``.
+Unsubscribe = Callable[[str, str], Awaitable[None]]
 
 
 @attrs.define(eq=False)
@@ -62,15 +67,17 @@ class Subscriptions:
     """Resource URI -> its subscribers, with the upstream subscription shared among them.
 
     Args:
-        subscribe: subscribes the owning upstream to a URI (raises ``AgentHostError`` or
-            ``JSONRPCError`` when it cannot).
-        unsubscribe: the reverse, once nobody watches the URI.
+        subscribe: subscribes the owning upstream to a URI and returns its name (raises
+            ``AgentHostError`` or ``JSONRPCError`` when it cannot).
+        unsubscribe: the reverse, on that same upstream, once nobody watches the URI.
     """
 
-    def __init__(self, subscribe: Subscribe, unsubscribe: Subscribe) -> None:
+    def __init__(self, subscribe: Subscribe, unsubscribe: Unsubscribe) -> None:
         self._subscribe = subscribe
         self._unsubscribe = unsubscribe
         self._by_uri: dict[str, list[Subscriber]] = {}
+        #: URI -> the upstream it was subscribed on: the only one whose updates count.
+        self._server: dict[str, str] = {}
 
     def count(self, session: DownstreamSession) -> int:
         """How many URIs ``session`` watches now (its streams and its legacy ones)."""
@@ -95,8 +102,9 @@ class Subscriptions:
         if subs is None:
             if len(self._by_uri) >= MAX_URIS:
                 raise AgentHostError("too many resource subscriptions")
-            await self._subscribe(uri)
+            server = await self._subscribe(uri)
             subs = self._by_uri.setdefault(uri, [])
+            self._server[uri] = server
         subs.append(sub)
 
     async def remove(self, uri: str, sub: Subscriber) -> None:
@@ -112,9 +120,10 @@ class Subscriptions:
         if subs:
             return
         del self._by_uri[uri]
+        server = self._server.pop(uri)
         with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_TIMEOUT):
             try:
-                await self._unsubscribe(uri)
+                await self._unsubscribe(uri, server)
             except AgentHostError as exc:
                 log.debug("unsubscribe %s: %s", uri[:200], exc)
 
@@ -124,8 +133,13 @@ class Subscriptions:
             for sub in [s for s in subs if s.session is session]:
                 await self.remove(uri, sub)
 
-    async def updated(self, uri: str) -> None:
-        """An upstream said ``uri`` changed: tell its ready subscribers whose client is here."""
+    async def updated(self, uri: str, server: str) -> None:
+        """Upstream ``server`` said ``uri`` changed: when ``uri`` was subscribed on that
+        upstream, tell its ready subscribers whose client is here."""
+        if self._server.get(uri) != server:
+            if uri in self._server:
+                log.debug("%s: update for another upstream's resource dropped", server)
+            return
         for sub in list(self._by_uri.get(uri, ())):
             if sub.ready and not sub.session.closed:
                 await sub.send(uri)

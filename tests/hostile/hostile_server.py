@@ -41,7 +41,9 @@ Built-in tools: ``act``; ``echo`` (returns ``message`` as text); ``fail`` (a JSO
 error whose message is ``message``); ``stats`` (counts of the responses and error
 responses the client sent to our requests, and the first error). The config's ``text``
 (default ``"hostile"``) is the description, text and content of the one prompt (``p``)
-and the one resource (``hostile://r``) it serves. The prompt takes the config's
+and the one resource it serves (the config's ``resource``, default ``hostile://r``), to
+which a client may subscribe (``resources/subscribe`` answers ``{}``; the updates are sent
+with ``act``). The prompt takes the config's
 ``prompt_arguments`` (default none); with a ``completion`` object (``{"values": [...],
 "sleep": S}``) the server offers completions and answers every ``completion/complete``
 with those values after S seconds (on its reading thread: nothing else is answered
@@ -85,6 +87,7 @@ class Server:
         self.extra_tools: list[dict[str, Any]] = list(config.get("tools", []))
         self.on_start: list[dict[str, Any]] = list(config.get("on_start", []))
         self.text = str(config.get("text", "hostile"))
+        self.resource = str(config.get("resource", "hostile://r"))
         self.prompt_arguments: list[dict[str, Any]] = list(config.get("prompt_arguments", []))
         self.completion: dict[str, Any] | None = config.get("completion")
         self.record: str | None = config.get("record")
@@ -205,7 +208,7 @@ class Server:
             capabilities: dict[str, Any] = {
                 "tools": {"listChanged": True},
                 "prompts": {},
-                "resources": {},
+                "resources": {"subscribe": True},
                 "logging": {},
             }
             if self.completion is not None:
@@ -224,12 +227,12 @@ class Server:
             message = {"role": "user", "content": {"type": "text", "text": self.text}}
             result = {"description": self.text, "messages": [message]}
         elif method == "resources/list":
-            resource = {"uri": "hostile://r", "name": self.text, "mimeType": "text/plain"}
+            resource = {"uri": self.resource, "name": self.text, "mimeType": "text/plain"}
             result = {"resources": [resource]}
         elif method == "resources/templates/list":
             result = {"resourceTemplates": []}
         elif method == "resources/read":
-            result = {"contents": [{"uri": "hostile://r", "text": self.text}]}
+            result = {"contents": [{"uri": self.resource, "text": self.text}]}
         elif method == "tools/call" and params.get("name") == "fail":
             reason = str((params.get("arguments") or {}).get("message", "failed"))
             error = {"code": -32000, "message": reason}
@@ -266,7 +269,7 @@ class Server:
             time.sleep(float(self.completion.get("sleep", 0)))
             values = list(self.completion.get("values", []))
             result = {"completion": {"values": values, "total": len(values), "hasMore": False}}
-        elif method in ("ping", "logging/setLevel"):
+        elif method in ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"):
             result = {}
         else:
             self.write(

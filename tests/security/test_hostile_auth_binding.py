@@ -9,6 +9,7 @@ same test or next to it: the same listener does log the legitimate request."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -751,6 +752,60 @@ async def test_a_forged_callback_before_the_browsers_neither_wins_nor_ends_the_l
     assert redeemed, "the person's code was redeemed"
     assert all(b"forged-code" not in s.body for s in auth.seen)
     assert b"code=legit-code" in redeemed[0].body
+
+
+@pytest.mark.parametrize(
+    "opening", [b"", b"GET /callback?code=x&state="], ids=["silent", "partial"]
+)
+async def test_idle_connections_to_the_loopback_do_not_pile_up_nor_block_the_login(
+    opening: bytes,
+) -> None:
+    """Another local program opens 64 connections to the loopback port and sends nothing,
+    or half a request line (each used to be held 10 s, with no bound on how many at
+    once). At most
+    ``MAX_CONNECTIONS`` stay open: the oldest idle ones are closed as new ones come, and
+    the browser's callback, which comes after them, still completes the login. Positive
+    control: the newest idle connections are held (up to the bound), not all dropped."""
+    from agenthost.auth.loopback import MAX_CONNECTIONS
+
+    held = 64
+    closed: list[int] = []
+    kept: list[int] = []
+
+    async def watch(n: int, stream: trio.SocketStream) -> None:
+        with trio.move_on_after(2):
+            with contextlib.suppress(trio.BrokenResourceError):
+                await stream.receive_some(1)
+            closed.append(n)
+            return
+        kept.append(n)
+
+    async def idle_then_person(name: str, url: str) -> None:
+        redirect = parse_qs(url.split("?", 1)[1])["redirect_uri"][0]
+        port = int(redirect.split(":")[2].split("/")[0])
+        streams = []
+        for _ in range(held):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            if opening:
+                await stream.send_all(opening)
+            streams.append(stream)
+            await trio.sleep(0.01)  # accepted in this order
+        async with trio.open_nursery() as nursery:
+            for n, stream in enumerate(streams):
+                nursery.start_soon(watch, n, stream)
+        await browser(name, url)
+        for stream in streams:
+            await stream.aclose()
+
+    async with hostile_auth("legit") as auth:
+        URL_OPENER.set(idle_then_person)
+        with trio.fail_after(30):
+            await connect_once(server(auth.url))
+        redeemed = auth.to("/legit/token")
+    assert redeemed and b"code=legit-code" in redeemed[0].body, "the login completed"
+    assert len(closed) >= held - MAX_CONNECTIONS, (len(closed), len(kept))
+    assert kept and len(kept) <= MAX_CONNECTIONS
+    assert min(kept) > max(closed), "the oldest idle ones went first"
 
 
 @pytest.mark.parametrize("host", ["127.1", "0.0.0.0", "2130706433", "0x7f.1", "[::ffff:127.0.0.1]"])

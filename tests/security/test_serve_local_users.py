@@ -201,6 +201,34 @@ def test_a_folder_link_another_user_planted_is_refused(tmp_path: Path) -> None:
         shutil.rmtree(shared)
 
 
+@needs_another_user
+def test_a_token_folder_another_user_owns_says_what_the_owner_can_do(tmp_path: Path) -> None:
+    """The state folder ``agenthost`` in a shared sticky folder was made by another user:
+    refused, and the line says what the user can do (another XDG_STATE_HOME, or its owner
+    removes it), not ``chmod 700``, which only its owner may run. Positive control: once
+    the folder is gone, serve makes its own."""
+    config, _, _ = _project(tmp_path)
+    shared = Path(tempfile.mkdtemp(prefix="agenthost-shared-"))
+    shared.chmod(0o1777)
+    try:
+        made = subprocess.run([*NOBODY, "mkdir", "-m", "755", str(shared / "agenthost")])
+        assert made.returncode == 0
+        env = _env(XDG_STATE_HOME=str(shared))
+        argv = [*AGENTHOST_COLD, "--config", str(config), "serve", "--http", "127.0.0.1:0"]
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        line = proc.stderr.strip()
+        assert len(line.splitlines()) == 1, line
+        assert "another user" in line and "XDG_STATE_HOME" in line and "chmod" not in line
+        (shared / "agenthost").rmdir()
+        with serving_http(config, env=env) as served:
+            assert _token_file(served.next_line()) == shared / "agenthost" / "serve-token"
+    finally:
+        shutil.rmtree(shared)
+
+
 def _planted_link(config: Path, shared: Path, target: Path) -> None:
     target.mkdir(mode=0o755)
     planted = subprocess.run(
