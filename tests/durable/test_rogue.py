@@ -602,3 +602,45 @@ def test_a_reset_run_gets_no_model_turn_and_its_history_holds_no_key(tmp_path: P
     assert b"record the real item" in out["history"]  # what the rogue reads
     assert secret not in out["history"]
     assert secret.hex().encode() not in out["history"]
+
+
+def test_a_bogus_grant_signalled_before_the_real_one_does_not_sink_the_run(
+    tmp_path: Path,
+) -> None:
+    """The rogue signals grants of its own between the submitter's start and its grant
+    (``submit``'s two steps, the rogue in between): the run took the first grant it was
+    sent, every activity refused it, and the real run failed. Now each grant that comes
+    is tried in turn and the real one wins; the bogus ones get one refusal and no turn."""
+    config_path = write_config(
+        tmp_path,
+        [
+            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "x"}}]},
+            {"text": "recorded"},
+        ],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    params = _params(config_path, "record x")
+    out: dict[str, Any] = {}
+    run_id = "run-raced000001"
+
+    async def body(client: Client, provider: ScriptedProvider) -> None:
+        handle = await client.start_workflow(
+            "AgentRun", {**params, "grant": None}, id=run_id, task_queue=FLEET
+        )
+        first = handle.first_execution_run_id or ""
+        other = DurableKey(b"not the deployment's key, 32+ bytes", source="<other>")
+        for n in range(3):
+            await handle.signal("grant", seal.grant(other, run_id, first, {**params, "n": n}))
+        while not any(line["seq"] == 0 for line in audit_lines(tmp_path / "audit.jsonl")):
+            await asyncio.sleep(0.05)  # the first bogus grant was tried and refused
+        await handle.signal("grant", seal.grant(durable_key(tmp_path), run_id, first, params))
+        out["real"] = await handle.result()
+        out["turns"] = len(provider.requests)
+
+    asyncio.run(_fleet(tmp_path, config_path, body))
+    assert out["real"]["stop"] == "end_turn"
+    assert out["turns"] == 2
+    assert _ledger(tmp_path) == ["x"]
+    lines = audit_lines(tmp_path / "audit.jsonl")
+    assert [line["type"] for line in lines if line["seq"] == 0] == ["refusal"]
+    assert [line["seq"] for line in lines if line["seq"] > 0][:1] == [1]
