@@ -531,11 +531,12 @@ class Activities:
         return cut, ref
 
     def _keep(self, run_id: str, call_id: str, content: llm.ToolResultContent) -> str | None:
-        """The full result in ``results/RUN_ID/CALL_ID.json``, a path confined to the
+        """The full result in ``results/RUN_ID/CALL_ID.json`` (each name as
+        :func:`~agenthost.durable.limits.file_name` gives it), a path confined to the
         results folder; its reference, or None when it cannot be kept there (the run
         goes on with the cut result: failing would run the tool again)."""
         try:
-            run = check_run_id(run_id)  # the workflow's id, as Temporal names it
+            run = file_name(check_run_id(run_id))  # the workflow's id, as Temporal names it
             name = file_name(call_id) + ".json"
             path = confined(self.results, run, name)
             path.parent.mkdir(parents=True, exist_ok=True)
