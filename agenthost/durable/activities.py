@@ -243,29 +243,43 @@ class Activities:
         first_run = await self._first_run()
         given = {f: run.get(f) for f in fields}
         try:
+            if first_run is None:
+                raise Refused(
+                    f"run {run_id} was reset: a reset run is not the one its submitter"
+                    " started (submit the task again)"
+                )
             seal.check_grant(self.key, run_id, first_run, run.get("grant"), given)
         except Refused as exc:
             raise await self._refuse(run_id, str(exc)) from None
         return run_id, run
 
-    async def _first_run(self) -> str:
+    async def _first_run(self) -> str | None:
         """The run id of the first execution of the activity's workflow, from Temporal
-        (not from the input). A failure to ask is retried."""
+        (not from the input); None for an execution whose chain was reset. A failure to
+        ask is retried.
+
+        A reset (``temporal workflow reset``, open to anyone on the namespace) keeps the
+        first run id, so the grant would verify, and replays the run from any point:
+        every model turn and tool call after it again, as often as asked.
+        """
         info = activity.info()
         execution = info.workflow_run_id or ""
         known = self._first_runs.get(execution)
         if known is not None:
-            return known
+            return known or None
         handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=execution)
         try:
             described = await asyncio.wait_for(handle.describe(), 30)
         except (RPCError, TimeoutError) as exc:
             raise ApplicationError(f"cannot describe the run: {exc}", type="Unavailable") from None
-        first = described.raw_description.workflow_execution_info.first_run_id or execution
+        raw = described.raw_description
+        first = raw.workflow_execution_info.first_run_id or execution
+        if raw.workflow_extended_info.HasField("last_reset_time"):
+            first = ""  # cached as such: no grant names an empty first run
         if len(self._first_runs) >= _FIRST_RUNS:
             self._first_runs.clear()
         self._first_runs[execution] = first
-        return first
+        return first or None
 
     async def _refuse(self, run_id: str, reason: str) -> ApplicationError:
         """The audit line of a refusal, and the failure to raise (not retried: the same
@@ -517,11 +531,12 @@ class Activities:
         return cut, ref
 
     def _keep(self, run_id: str, call_id: str, content: llm.ToolResultContent) -> str | None:
-        """The full result in ``results/RUN_ID/CALL_ID.json``, a path confined to the
+        """The full result in ``results/RUN_ID/CALL_ID.json`` (each name as
+        :func:`~agenthost.durable.limits.file_name` gives it), a path confined to the
         results folder; its reference, or None when it cannot be kept there (the run
         goes on with the cut result: failing would run the tool again)."""
         try:
-            run = check_run_id(run_id)  # the workflow's id, as Temporal names it
+            run = file_name(check_run_id(run_id))  # the workflow's id, as Temporal names it
             name = file_name(call_id) + ".json"
             path = confined(self.results, run, name)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -91,9 +91,10 @@ def clip(text: str | None, limit: int) -> str | None:
 
 
 def file_name(name: str) -> str:
-    """A file name for ``name`` (a model's call id: anything): itself when it is a
-    plain name, else a digest of it (two odd ids never share a file)."""
-    if _NAME.fullmatch(name) and name not in (".", ".."):
+    """A file name for ``name`` (a run id, a model's call id: anything): itself when it
+    is a plain lower-case name, else a digest of it, so two ids never share a file, not
+    even on a filesystem that ignores case (``C0`` and ``c0`` on macOS)."""
+    if _NAME.fullmatch(name) and name not in (".", "..") and name == name.lower():
         return name
     return "id-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio import workflow
@@ -63,6 +64,13 @@ _MAX_EVENTS = 500
 _ERROR_MAX = 2000
 #: Bytes of the grant signal kept (a real one is about 1 KB: nine digests and a MAC).
 _GRANT_MAX = 4096
+#: Grants a new run tries, in the order they came, until one verifies: anyone may signal
+#: one, and a rogue's sent between the submitter's start and its grant must not sink the
+#: run; more than this, and the run fails (one listing activity tries each).
+_GRANTS_TRIED = 16
+#: Seconds a run whose grant was refused waits for another (the submitter's comes one
+#: round trip after the start) before it fails with that refusal.
+_REGRANT_WAIT = 10.0
 #: Characters of an approval's signature kept (a real one is 64 hex digits).
 _SEAL_MAX = 128
 
@@ -122,8 +130,10 @@ class AgentRun:
         self._uses: dict[str, str] = {}
         self._results: dict[str, str | None] = {}
         self._stub_seals: dict[str, str | None] = {}
-        #: The submitter's grant (:func:`agenthost.durable.seal.grant`), by signal.
-        self._grant: dict[str, Any] | None = None
+        #: Grants signalled while the run waits for its submitter's
+        #: (:func:`agenthost.durable.seal.grant`), distinct, at most :data:`_GRANTS_TRIED`.
+        self._grants: list[dict[str, Any]] = []
+        self._granted = False
 
     # ------------------------------------------------------------------ handlers
 
@@ -143,11 +153,18 @@ class AgentRun:
 
     @workflow.signal
     def grant(self, grant: dict[str, Any]) -> None:
-        """The submitter's grant; only a worker can tell a real one (it holds the key).
-        Anyone may signal: one that is not a small object is dropped, so no signal makes
-        every later activity input large."""
-        if isinstance(grant, dict) and size(grant) <= _GRANT_MAX:
-            self._grant = grant
+        """The submitter's grant; only a worker can tell a real one (it holds the key),
+        so each is tried in turn (:meth:`_admitted`). Anyone may signal: one that is not
+        a small object is dropped, so no signal makes every later activity input large;
+        so is one after the run has its grant, or past :data:`_GRANTS_TRIED`."""
+        if (
+            not self._granted
+            and isinstance(grant, dict)
+            and size(grant) <= _GRANT_MAX
+            and grant not in self._grants
+            and len(self._grants) < _GRANTS_TRIED
+        ):
+            self._grants.append(grant)
 
     @workflow.update
     def answer(self, call_id: str, verdict: str, who: str, seal: str = "") -> str:
@@ -174,8 +191,8 @@ class AgentRun:
 
     @workflow.run
     async def run(self, params: dict[str, Any]) -> dict[str, Any]:
-        params = await self._admitted(params)
-        self._params = params
+        tools = await self._admitted(params)
+        params = self._params
         state = params.get("state")
         if state is None:
             record = Transcript(
@@ -207,7 +224,6 @@ class AgentRun:
         if state is None:
             core.begin(params["task"])
             self._audit({"type": "run", "event": "start", "task": params["task"]})
-        tools = await self._list_tools()
         segment_turns = 0
         while True:
             if core.out_of_turns() is not None:
@@ -247,9 +263,10 @@ class AgentRun:
             "histories": self._segment,
         }
 
-    async def _admitted(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` with the run's grant, once its id and task are within bounds and,
-        for a new run, its submitter's grant has come (a failure otherwise)."""
+    async def _admitted(self, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The tools the run's grant gets listed, once its id and task are within bounds
+        and, for a new run, a grant that a worker verifies has come (a failure
+        otherwise); ``self._params`` is ``params`` with that grant."""
         # No workflow.patched here: a run started before grants and seals cannot go on
         # under this code whatever it does (its history holds no grant, and activity
         # results of another shape), so there is no older run to stay compatible with.
@@ -259,16 +276,46 @@ class AgentRun:
             check_task(params["task"])
         except LimitError as exc:
             raise ApplicationError(str(exc), type="LimitError", non_retryable=True) from None
-        if params.get("grant") is None:  # a new run: its submitter sends it next
+        self._params = params
+        if params.get("grant") is not None:  # a run continued as new: granted already
+            self._granted = True
+            return await self._list_tools()
+        # A new run: its submitter sends the grant next. The listing is the first
+        # activity; a worker refuses it for a grant that does not verify.
+        deadline = workflow.now() + timedelta(seconds=GRANT_WAIT)
+        refused: ActivityError | None = None
+        for tried in range(_GRANTS_TRIED):
+            left = (deadline - workflow.now()).total_seconds()
+            if refused is not None:
+                left = min(left, _REGRANT_WAIT)
+            if left <= 0:
+                break
             try:
-                await workflow.wait_condition(lambda: self._grant is not None, timeout=GRANT_WAIT)
+                await workflow.wait_condition(partial(self._more_grants, tried), timeout=left)
             except TimeoutError:
-                raise ApplicationError(
-                    f"no grant came from the run's submitter within {GRANT_WAIT:g} s",
-                    non_retryable=True,
-                ) from None
-            params = {**params, "grant": self._grant}
-        return params
+                break
+            self._params = {**params, "grant": self._grants[tried]}
+            try:
+                tools = await self._list_tools()
+            except ActivityError as exc:
+                cause = exc.cause
+                if isinstance(cause, ApplicationError) and cause.type == "Refused":
+                    refused = exc  # not the submitter's grant: the next one may be
+                    continue
+                raise
+            self._granted = True
+            self._grants = []
+            return tools
+        if refused is not None:
+            raise refused
+        raise ApplicationError(
+            f"no grant that verifies came within {GRANT_WAIT:g} s"
+            f" ({len(self._grants)} came; at most {_GRANTS_TRIED} are tried)",
+            non_retryable=True,
+        )
+
+    def _more_grants(self, tried: int) -> bool:
+        return len(self._grants) > tried
 
     def _should_continue(self, segment_turns: int) -> bool:
         limit = self._params.get("options", {}).get("continue_after")

@@ -127,6 +127,35 @@ def test_a_call_id_that_is_a_path_is_kept_under_its_run(tmp_path: Path) -> None:
     assert "recorded a-long-item-name" in kept.read_text()
 
 
+def test_ids_that_differ_only_in_case_keep_results_apart_on_any_filesystem(
+    tmp_path: Path,
+) -> None:
+    """A worker on a case-insensitive filesystem (macOS, by default) had one folder for
+    ``run-Case`` and ``run-case``, one file for calls ``C0`` and ``c0``: one run's kept
+    result written over another's. Positive control: all four are kept, one file each."""
+    calls = [
+        {"id": call_id, "name": "ledger__record", "input": {"item": "a-long-item-name"}}
+        for call_id in ("C0", "c0")
+    ]
+    config_path = write_config(
+        tmp_path,
+        [{"tool_calls": calls}, {"text": "recorded"}],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+
+    async def body(env: WorkflowEnvironment, config: object) -> None:
+        for run_id in ("run-Case", "run-case"):
+            params = run_params(config_path, "record", result_cap=8)
+            handle = await start(env.client, config_path, params, run_id=run_id)
+            assert (await handle.result())["stop"] == "end_turn"
+
+    asyncio.run(with_worker(tmp_path, config_path, body))
+    results = tmp_path / "results"
+    kept = [str(path.relative_to(results)) for path in results.rglob("*.json")]
+    assert len(kept) == 4, kept
+    assert len({name.casefold() for name in kept}) == 4, kept
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

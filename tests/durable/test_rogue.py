@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +23,9 @@ from typing import Any
 import pytest
 import trio
 from temporalio import workflow
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -531,3 +535,112 @@ def test_an_agentrun_of_the_rogues_own_with_its_own_policy_gets_nothing(tmp_path
     assert [(line["seq"], line["type"]) for line in lines if line["run_id"] == "run-rogue0001"] == [
         (0, "refusal")
     ]
+
+
+async def _reset(client: Client, run_id: str) -> str:
+    """``temporal workflow reset`` of ``run_id`` to its first workflow task, as anyone on
+    the namespace may ask; the new execution's Temporal run id."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    first = next(
+        event.event_id
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+    reset = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=run_id),
+            reason="rogue",
+            workflow_task_finish_event_id=first,
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    return reset.run_id
+
+
+def test_a_reset_run_gets_no_model_turn_and_its_history_holds_no_key(tmp_path: Path) -> None:
+    """A reset keeps the run's first run id, so its grant (signal reapplied) verified: the
+    workers ran the whole run again, every model turn and tool call (a real model's new
+    call ids: new effects), as often as a rogue asks. Now a reset run is refused. Also:
+    the real run's history, readable by the rogue, holds its task but not the key.
+    Positive control: the run before the reset completes its call and both turns."""
+    config_path = write_config(
+        tmp_path,
+        [
+            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "real"}}]},
+            {"text": "recorded"},
+        ],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    params = _params(config_path, "record the real item")
+    out: dict[str, Any] = {}
+
+    async def body(client: Client, provider: ScriptedProvider) -> None:
+        run_id = await submit(client, params, task_queue=FLEET, key=durable_key(tmp_path))
+        out["real"] = await client.get_workflow_handle(run_id).result()
+        out["turns"] = len(provider.requests)
+        history = await client.get_workflow_handle(run_id).fetch_history()
+        out["history"] = b"".join(event.SerializeToString() for event in history.events)
+        new = await _reset(client, run_id)
+        try:
+            await client.get_workflow_handle(run_id, run_id=new).result()
+        except WorkflowFailureError as exc:
+            out["reset"] = str(getattr(exc.cause, "cause", None) or exc.cause)
+        out["turns_after"] = len(provider.requests)
+        out["run_id"] = run_id
+
+    asyncio.run(_fleet(tmp_path, config_path, body))
+    assert out["real"]["stop"] == "end_turn"
+    assert out["turns"] == 2
+    assert out["turns_after"] == 2, "the reset run reached the model again"
+    assert "was reset" in out.get("reset", ""), out
+    attempts = (tmp_path / "attempts.log").read_text().splitlines()
+    assert len(attempts) == 1, attempts  # the real call only
+    refusals = [line for line in audit_lines(tmp_path / "audit.jsonl") if line["seq"] == 0]
+    assert [(r["run_id"], r["activity"]) for r in refusals] == [(out["run_id"], "list_tools")]
+    secret = (tmp_path / "durable.key").read_bytes().strip()
+    assert b"record the real item" in out["history"]  # what the rogue reads
+    assert secret not in out["history"]
+    assert secret.hex().encode() not in out["history"]
+
+
+def test_a_bogus_grant_signalled_before_the_real_one_does_not_sink_the_run(
+    tmp_path: Path,
+) -> None:
+    """The rogue signals grants of its own between the submitter's start and its grant
+    (``submit``'s two steps, the rogue in between): the run took the first grant it was
+    sent, every activity refused it, and the real run failed. Now each grant that comes
+    is tried in turn and the real one wins; the bogus ones get one refusal and no turn."""
+    config_path = write_config(
+        tmp_path,
+        [
+            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "x"}}]},
+            {"text": "recorded"},
+        ],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+    params = _params(config_path, "record x")
+    out: dict[str, Any] = {}
+    run_id = "run-raced000001"
+
+    async def body(client: Client, provider: ScriptedProvider) -> None:
+        handle = await client.start_workflow(
+            "AgentRun", {**params, "grant": None}, id=run_id, task_queue=FLEET
+        )
+        first = handle.first_execution_run_id or ""
+        other = DurableKey(b"not the deployment's key, 32+ bytes", source="<other>")
+        for n in range(3):
+            await handle.signal("grant", seal.grant(other, run_id, first, {**params, "n": n}))
+        while not any(line["seq"] == 0 for line in audit_lines(tmp_path / "audit.jsonl")):
+            await asyncio.sleep(0.05)  # the first bogus grant was tried and refused
+        await handle.signal("grant", seal.grant(durable_key(tmp_path), run_id, first, params))
+        out["real"] = await handle.result()
+        out["turns"] = len(provider.requests)
+
+    asyncio.run(_fleet(tmp_path, config_path, body))
+    assert out["real"]["stop"] == "end_turn"
+    assert out["turns"] == 2
+    assert _ledger(tmp_path) == ["x"]
+    lines = audit_lines(tmp_path / "audit.jsonl")
+    assert [line["type"] for line in lines if line["seq"] == 0] == ["refusal"]
+    assert [line["seq"] for line in lines if line["seq"] > 0][:1] == [1]
