@@ -27,7 +27,7 @@ from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
-from tests.hostile.stuck_client import StuckClient
+from tests.hostile.stuck_client import StuckClient, events
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -227,3 +227,51 @@ def _deaf_host() -> list[dict[str, Any]]:
             "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
         },
     ]
+
+
+#: The GET backlog's byte bound, as serve/http.py documents it (8 MiB).
+BACKLOG_BYTES = 8 * 1024 * 1024
+
+
+async def test_the_get_backlog_keeps_the_newest_within_its_byte_bound() -> None:
+    """A legacy session with no stream open (A) while the upstream broadcasts 60 log
+    lines of 300 kB (18 MB, well under the backlog's count bound): what waits for A's
+    GET stream is the newest that fit in 8 MiB, in order. Positive control: B, whose
+    GET stream is open and read, gets all 60; and once B has the last line, so has A's
+    backlog (both were queued by the same dispatch, A's writer only moves memory)."""
+    size, count = 300_000, 60
+    end = {"jsonrpc": "2.0", "method": "notifications/message"}
+    end["params"] = {"level": "info", "logger": "end", "data": "."}  # type: ignore[assignment]
+    flood = [{"sleep": 0.5}, {"log_names": count, "log_bytes": size}, {"send": end}]
+    async with _gateway() as port:
+        a, b = StuckClient(port), StuckClient(port)
+        await a.start()
+        await b.start()
+        b_get = await b.open_get_unread()
+        # A's call is answered at once; the lines come after it: nobody's call, broadcast.
+        await a.request(
+            "tools/call", {"name": "act", "arguments": {"actions": [{"background": flood}]}}
+        )
+        with trio.fail_after(60):
+            b_seen = await _read_get_until_end(b_get)
+            await trio.sleep(0.5)
+            a_seen = await _read_get_until_end(await a.open_get_unread())
+        await a.aclose()
+        await b.aclose()
+    assert [m["params"]["logger"] for m in b_seen] == [f"n{k}" for k in range(count)] + ["end"]
+    loggers = [m["params"]["logger"] for m in a_seen]
+    kept = len(loggers) - 1
+    assert loggers == [f"n{k}" for k in range(count - kept, count)] + ["end"]  # the newest
+    held = sum(len(json.dumps(m, separators=(",", ":"))) for m in a_seen)
+    assert BACKLOG_BYTES - 2 * size < held <= BACKLOG_BYTES
+
+
+async def _read_get_until_end(stream: trio.SocketStream) -> list[dict[str, Any]]:
+    """The log lines of a GET stream, up to the one from logger ``end``."""
+    raw = bytearray()
+    while True:
+        chunk = await stream.receive_some(1 << 20)
+        assert chunk, "the GET stream ended early"
+        raw += chunk
+        if b'"logger":"end"' in raw[-4096:] or b'"logger": "end"' in raw[-4096:]:
+            return [e for e in events(bytes(raw)) if e.get("method") == "notifications/message"]
