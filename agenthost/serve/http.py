@@ -46,6 +46,7 @@ from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
 from agenthost.serve.modern import modern_stamp
+from agenthost.serve.stuck import shut_down_connections
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -488,11 +489,13 @@ async def serve_http(
     config.accesslog = None
     config.errorlog = logging.getLogger("agenthost.serve.http.hypercorn")
     config.graceful_timeout = 2.0
+    stopped = trio.Event()
     async with trio.open_nursery() as sessions:
         allowed: set[str] = set()
         app = McpHttpApp(gateway, sessions, allowed_hosts=allowed, token=token)
-        binds: list[str] = await sessions.start(_hypercorn, serve, app, config)
+        binds: list[str] = await sessions.start(_hypercorn, serve, app, config, stopped)
         bound = int(binds[0].rsplit(":", 1)[1])
+        sessions.start_soon(_end_stuck_connections, bound, stopped, config.graceful_timeout)
         names = {host, "localhost", "127.0.0.1", "[::1]"} if is_loopback(host) else {host}
         allowed.update(f"{name}:{bound}".lower() for name in names)
         log.info("serving MCP at http://%s:%d/mcp", host, bound)
@@ -500,6 +503,28 @@ async def serve_http(
 
 
 async def _hypercorn(
-    serve: Any, app: McpHttpApp, config: Any, *, task_status: trio.TaskStatus[list[str]]
+    serve: Any,
+    app: McpHttpApp,
+    config: Any,
+    stopped: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]],
 ) -> None:
-    await serve(app, config, task_status=task_status)
+    try:
+        await serve(app, config, task_status=task_status)
+    finally:
+        stopped.set()
+
+
+async def _end_stuck_connections(port: int, stopped: trio.Event, grace: float) -> None:
+    """On shutdown, give the connections ``grace`` seconds to end, then end those still
+    held by a write to a client that reads nothing (:mod:`agenthost.serve.stuck`)."""
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(grace):
+                await stopped.wait()
+            if not stopped.is_set():
+                count = shut_down_connections(port)
+                log.info("stopping: ended %d connections of clients that read nothing", count)
