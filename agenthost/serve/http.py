@@ -35,8 +35,10 @@ import ipaddress
 import logging
 import math
 import secrets
-from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
 import trio
@@ -46,7 +48,7 @@ from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
 from agenthost.serve.modern import modern_stamp
-from agenthost.serve.stuck import shut_down_connections
+from agenthost.serve.stuck import Connection, end_stuck
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -62,6 +64,8 @@ _BACKLOG: Final = 256
 _BACKLOG_BYTES: Final = 8 * 1024 * 1024
 #: Messages waiting for the session's reader, per session.
 _INBOX: Final = 64
+#: Seconds the streams of an ended session have to end before their connections are.
+_STREAMS_GRACE: Final = 2.0
 _MIXED: Final = (
     "a POST may not mix the eras: 2026-07-28 requests (each naming its protocol version"
     " in _meta, no session) and legacy ones (initialize, then Mcp-Session-Id) go in POSTs"
@@ -179,6 +183,10 @@ class _HttpTransport(Transport):
 
     async def aclose(self) -> None:
         self._closed = True
+        # The session's streams end with it: no answer can come on them any more.
+        for stream in [*self._open, *self._streams.values(), self.get_stream]:
+            if stream is not None:
+                stream.close()
         await self._in_send.aclose()
 
 
@@ -195,6 +203,19 @@ class _Session:
         self.session = session
         self.transport = transport
         self.scope = trio.CancelScope()
+        #: The connections of its streams (POSTs, GET) open now, for when it ends.
+        self.connections: Counter[Connection] = Counter()
+
+
+#: The connection the current ASGI call came on (None: ASGI did not say).
+_CONNECTION: ContextVar[Connection | None] = ContextVar("agenthost_serve_http_connection")
+
+
+def _connection(scope: Scope) -> Connection | None:
+    server, client = scope.get("server"), scope.get("client")
+    if not server or not client:
+        return None
+    return int(server[1]), (str(client[0]), int(client[1]))
 
 
 class McpHttpApp:
@@ -221,8 +242,21 @@ class McpHttpApp:
         self._allowed = allowed_hosts
         self._token = token
         self._sessions: dict[str, _Session] = {}
+        #: The connections of the HTTP exchanges in progress (see :meth:`stuck`).
+        self._calls: Counter[Connection] = Counter()
+
+    def stuck(self) -> Counter[Connection]:
+        """The connections of the exchanges still in progress: on shutdown, those that
+        stay are held by a write to a client that reads nothing (:mod:`.stuck`)."""
+        return +self._calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _connection(scope) if scope["type"] == "http" else None
+        _CONNECTION.set(connection)
+        with _counted(self._calls, connection):
+            await self._call(scope, receive, send)
+
+    async def _call(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
@@ -313,6 +347,9 @@ class McpHttpApp:
             with entry.scope:
                 await self._gateway.serve(entry.session)
             self._sessions.pop(sid, None)
+            # Its streams end with it (the transport closed them), but one whose client
+            # reads nothing is held in hypercorn's write: its connection is ended.
+            await end_stuck(lambda: +entry.connections, grace=_STREAMS_GRACE)
 
         self._nursery.start_soon(run)
         return sid, entry
@@ -331,6 +368,19 @@ class McpHttpApp:
             await _plain(send, 202, "")
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_INBOX)
+        with _counted(entry.connections, _CONNECTION.get(None)):
+            await self._stream(entry, messages, requests, send, sid, out_send, out_receive)
+
+    async def _stream(
+        self,
+        entry: _Session,
+        messages: list[jsonrpc.Message],
+        requests: list[jsonrpc.Request],
+        send: Send,
+        sid: str | None,
+        out_send: trio.MemorySendChannel[jsonrpc.Message],
+        out_receive: trio.MemoryReceiveChannel[jsonrpc.Message],
+    ) -> None:
         waiting = {r.id for r in requests}
         for request in requests:
             entry.transport.expect(request.id, out_send)
@@ -376,7 +426,19 @@ class McpHttpApp:
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_BACKLOG)
         entry.transport.attach_get(out_send)
+        with _counted(entry.connections, _CONNECTION.get(None)):
+            await self._get_stream(entry, receive, send, out_send, out_receive)
+
+    async def _get_stream(
+        self,
+        entry: _Session,
+        receive: Receive,
+        send: Send,
+        out_send: trio.MemorySendChannel[jsonrpc.Message],
+        out_receive: trio.MemoryReceiveChannel[jsonrpc.Message],
+    ) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        ended = False
         try:
             async with trio.open_nursery() as nursery:
 
@@ -389,9 +451,27 @@ class McpHttpApp:
                 async with out_receive:
                     async for message in out_receive:
                         await _event(send, message)
+                # The session ended (its transport closed this stream): the GET ends too.
+                nursery.cancel_scope.cancel()
+                ended = True
+            if ended:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if entry.transport.get_stream is out_send:
                 entry.transport.get_stream = None
+
+
+@contextmanager
+def _counted(counter: Counter[Connection], connection: Connection | None) -> Iterator[None]:
+    """``connection`` counted in ``counter`` for the duration of the block."""
+    if connection is None:
+        yield
+        return
+    counter[connection] += 1
+    try:
+        yield
+    finally:
+        counter[connection] -= 1
 
 
 def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool:
@@ -489,13 +569,12 @@ async def serve_http(
     config.accesslog = None
     config.errorlog = logging.getLogger("agenthost.serve.http.hypercorn")
     config.graceful_timeout = 2.0
-    stopped = trio.Event()
     async with trio.open_nursery() as sessions:
         allowed: set[str] = set()
         app = McpHttpApp(gateway, sessions, allowed_hosts=allowed, token=token)
-        binds: list[str] = await sessions.start(_hypercorn, serve, app, config, stopped)
+        binds: list[str] = await sessions.start(_hypercorn, serve, app, config)
         bound = int(binds[0].rsplit(":", 1)[1])
-        sessions.start_soon(_end_stuck_connections, bound, stopped, config.graceful_timeout)
+        sessions.start_soon(_end_stuck_connections, app, config.graceful_timeout)
         names = {host, "localhost", "127.0.0.1", "[::1]"} if is_loopback(host) else {host}
         allowed.update(f"{name}:{bound}".lower() for name in names)
         log.info("serving MCP at http://%s:%d/mcp", host, bound)
@@ -503,28 +582,16 @@ async def serve_http(
 
 
 async def _hypercorn(
-    serve: Any,
-    app: McpHttpApp,
-    config: Any,
-    stopped: trio.Event,
-    *,
-    task_status: trio.TaskStatus[list[str]],
+    serve: Any, app: McpHttpApp, config: Any, *, task_status: trio.TaskStatus[list[str]]
 ) -> None:
-    try:
-        await serve(app, config, task_status=task_status)
-    finally:
-        stopped.set()
+    await serve(app, config, task_status=task_status)
 
 
-async def _end_stuck_connections(port: int, stopped: trio.Event, grace: float) -> None:
+async def _end_stuck_connections(app: McpHttpApp, grace: float) -> None:
     """On shutdown, give the connections ``grace`` seconds to end, then end those still
     held by a write to a client that reads nothing (:mod:`agenthost.serve.stuck`)."""
     try:
         await trio.sleep_forever()
     finally:
         with trio.CancelScope(shield=True):
-            with trio.move_on_after(grace):
-                await stopped.wait()
-            if not stopped.is_set():
-                count = shut_down_connections(port)
-                log.info("stopping: ended %d connections of clients that read nothing", count)
+            await end_stuck(app.stuck, grace=grace)

@@ -3,12 +3,14 @@
 Why: hypercorn writes to a connection with its ``send_all`` shielded from cancellation (a
 frame is never cut), and ends the connection only once the app's task for it returned.
 A client that stops reading fills its socket: the write waits for ever, the app's task
-with it, and so does every nursery above it, the server's shutdown included (Ctrl-C or
-SIGTERM left ``agenthost serve --http`` running). Nothing but the socket's end releases
-that write, and ASGI gives the app no handle on the socket. The process's own open
-descriptors do: :func:`shut_down_connections` finds the connections accepted on the
-port we listen on and shuts them down, which wakes the write with an error (the client
-sees the connection end, as it would on a timeout).
+with it, and so does every nursery above it: the server's shutdown (Ctrl-C or SIGTERM
+left ``agenthost serve --http`` running), and, after a stuck client's session was ended,
+its connection and task, for as long as the client keeps the socket open (one each per
+stuck session, without bound). Nothing but the socket's end releases that write, and
+ASGI gives the app no handle on the socket. The process's own open descriptors do: the
+connections of the exchanges still open are found there by their addresses and shut
+down, which wakes the write with an error (the client sees the connection end, as it
+would on a timeout). They get ``grace`` seconds to end on their own first.
 
 Platforms: Linux (``/proc/self/fd``) and macOS (``/dev/fd``); elsewhere it finds nothing.
 """
@@ -19,57 +21,77 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Callable, Collection, Iterator
 from contextlib import suppress
 from typing import Final
 
-__all__ = ["shut_down_connections"]
+import trio
+
+__all__ = ["Connection", "end_stuck"]
 
 log = logging.getLogger("agenthost.serve.http")
 
+#: One accepted connection, as ASGI names it: our port (``scope["server"]``), the
+#: client's host and port (``scope["client"]``).
+Connection = tuple[int, tuple[str, int]]
+
 _FD_DIRS: Final = ("/proc/self/fd", "/dev/fd")
+#: How often the connections are looked for while they have their grace.
+_POLL: Final = 0.1
 
 
-def _open_descriptors() -> list[int]:
-    for directory in _FD_DIRS:
-        with suppress(OSError):
-            return [int(name) for name in os.listdir(directory) if name.isdigit()]
-    return []
+async def end_stuck(open_now: Callable[[], Collection[Connection]], *, grace: float) -> int:
+    """Wait up to ``grace`` seconds for the connections ``open_now()`` names to end; shut
+    down those it still names then. How many were."""
+    with trio.move_on_after(grace):
+        # Polled: many exchanges come and go; this runs only as a session or the
+        # server ends, for at most the grace.
+        while open_now():  # noqa: ASYNC110
+            await trio.sleep(_POLL)
+        return 0
+    count = _shut_down(set(open_now()))
+    if count:
+        log.info("ended %d connections of clients that read nothing", count)
+    return count
 
 
-def _is_socket(fd: int) -> bool:
-    try:
-        return stat.S_ISSOCK(os.fstat(fd).st_mode)
-    except OSError:
-        return False
-
-
-def shut_down_connections(port: int) -> int:
-    """Shut down every TCP connection this process accepted on ``port`` (never the
-    listening socket, never a connection of ours to another server: those have a port
-    of their own); how many.
-    """
+def _shut_down(connections: Collection[Connection]) -> int:
+    """Shut down the TCP connections accepted on these ports from these clients (never a
+    listening socket, which has no peer; never a connection of ours to another server,
+    which has a port of its own); how many were found."""
     count = 0
-    for fd in _open_descriptors():
-        if not _is_socket(fd):
-            continue
-        try:
-            # A duplicate: the original stays the owner's, to close as it will; shutting
-            # down the duplicate shuts down the connection both name.
-            sock = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            continue
+    for sock in _sockets():
         with sock:
             try:
-                if sock.type != socket.SOCK_STREAM or sock.family not in (
-                    socket.AF_INET,
-                    socket.AF_INET6,
-                ):
+                port = sock.getsockname()[1]
+                peer = sock.getpeername()
+                if (port, (peer[0], peer[1])) not in connections:
                     continue
-                if sock.getsockname()[1] != port:
-                    continue
-                sock.getpeername()  # a listening socket has no peer (OSError)
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 continue
         count += 1
     return count
+
+
+def _sockets() -> Iterator[socket.socket]:
+    """Duplicates of the process's TCP sockets (the originals stay their owners', to close
+    as they will; shutting down a duplicate shuts down the connection both name)."""
+    for fd in _descriptors():
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        if sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET, socket.AF_INET6):
+            yield sock
+        else:
+            sock.close()
+
+
+def _descriptors() -> list[int]:
+    for directory in _FD_DIRS:
+        with suppress(OSError):
+            return [int(name) for name in os.listdir(directory) if name.isdigit()]
+    return []

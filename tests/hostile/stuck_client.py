@@ -47,7 +47,7 @@ class StuckClient:
 
     async def _send(self, method: str, body: Any, *, small: bool = False) -> trio.SocketStream:
         stream = await self._connect(small=small)
-        payload = json.dumps(body).encode()
+        payload = b"" if body is None else json.dumps(body).encode()
         head = (
             f"{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
             "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
@@ -125,6 +125,12 @@ class StuckClient:
         await stream.send_all(head.encode())
         self._held.append(stream)
         return stream
+
+    async def delete(self) -> bytes:
+        """End the session (``DELETE /mcp``); the status line."""
+        stream = await self._send("DELETE", None)
+        async with stream:
+            return (await stream.receive_some(200)).split(b"\r\n", 1)[0]
 
     async def aclose(self) -> None:
         for stream in self._held:

@@ -92,6 +92,72 @@ async def test_a_stuck_client_with_its_call_in_flight_has_its_session_ended(
         await a.aclose()
 
 
+async def test_an_ended_stuck_session_has_its_connection_ended_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hypercorn's write to A's unread POST stream cannot be cancelled: after A's session
+    ended, that connection (and its task) stayed for as long as A kept the socket, one
+    per stuck session. Now it is shut down: our side of it leaves ESTABLISHED.
+    Positive control: while A's session is up, the same look finds it ESTABLISHED."""
+    monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        await a.start()
+        held = await a.call_unread("flood", FLOOD)
+        theirs = held.socket.getsockname()[1]
+        await trio.sleep(0.5)
+        assert _our_side(port, theirs) == _ESTABLISHED
+        with trio.fail_after(30):
+            while await a.status() == b"HTTP/1.1 200 ":
+                await trio.sleep(0.2)
+        with trio.fail_after(15):
+            while _our_side(port, theirs) == _ESTABLISHED:
+                await trio.sleep(0.2)
+        await _b_is_served(b)
+        await a.aclose()
+
+
+async def test_the_streams_of_a_session_end_with_it() -> None:
+    """A GET stream read as it comes, then its session is deleted: the stream ends (the
+    terminating chunk) rather than staying open with nothing that could come on it."""
+    async with _gateway() as port:
+        a = StuckClient(port)
+        await a.start()
+        stream = await a.open_get_unread()
+        await trio.sleep(0.5)
+        assert await a.delete() == b"HTTP/1.1 200 "
+        raw = bytearray()
+        with trio.fail_after(10):
+            while not raw.endswith(b"0\r\n\r\n"):
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                raw += chunk
+        await a.aclose()
+    assert raw.startswith(b"HTTP/1.1 200 ")  # positive control: the stream was open
+    assert raw.endswith(b"0\r\n\r\n"), raw[-200:]  # ended by us, not cut
+
+
+_ESTABLISHED = "01"
+
+
+def _our_side(port: int, client_port: int) -> str | None:
+    """The TCP state (``/proc/net/tcp``'s hex code) of the connection we accepted on
+    ``port`` from the client's ``client_port`` (None: no such connection)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            pytest.skip("no /proc/net/tcp here")
+        for line in lines:
+            local, remote, state = line.split()[1:4]
+            if int(local.rsplit(":", 1)[1], 16) == port and (
+                int(remote.rsplit(":", 1)[1], 16) == client_port
+            ):
+                return state
+    return None
+
+
 async def test_a_stuck_client_that_comes_back_reads_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below the stall limit nothing ends: a client that pauses loses notifications
     beyond its bound, but its answer still comes, after what was queued before it."""
