@@ -87,9 +87,19 @@ class StdioServerTransport(Transport):
                     with trio.CancelScope(shield=True):
                         await self._out.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self._stdout_gone()
                     raise TransportClosed(
                         "the client closed our stdout", server=self.name
                     ) from None
+
+    def _stdout_gone(self) -> None:
+        """Nothing reaches the client any more: the session is over, as at the end of
+        stdin (else its requests would still be served, for nobody, while it holds our
+        stdin open). Closing our input wakes the reader, which ends the session."""
+        if not self._eof:
+            log.warning("%s: closed our stdout; ending the session", self.name)
+            self._eof = True
+            self._in.close()
 
     async def receive(self) -> jsonrpc.Message:
         while not self._queue:

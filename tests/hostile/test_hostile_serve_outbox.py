@@ -271,6 +271,33 @@ async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
     assert len(written) >= 4096
 
 
+async def test_a_stdio_host_that_closes_our_stdout_has_its_session_ended() -> None:
+    """The host closes its end of our stdout at once but keeps our stdin open: nothing
+    can reach it any more (every write fails), so the session ends, rather than
+    serving its calls (tools run, side effects and all) for nobody until stdin ends."""
+    from agenthost.serve import serve_stdio
+
+    upstream = ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+    our_stdin, host_writes = os.pipe()
+    host_reads, our_stdout = os.pipe()
+    os.close(host_reads)
+    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in _deaf_host()))
+    try:
+        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+            with trio.fail_after(10):
+                await serve_stdio(gateway, stdin=our_stdin, stdout=our_stdout)
+            served = await gateway.host.call_tool("up__echo", {"message": "still"})
+    finally:
+        for fd in (our_stdin, host_writes, our_stdout):
+            os.close(fd)
+    assert served.content[0].text == "still"  # type: ignore[union-attr]
+
+
 def _deaf_host() -> list[dict[str, Any]]:
     """What the host sends before it stops reading: a flooding call with progress."""
     return [
