@@ -48,7 +48,7 @@ from agenthost.protocol import jsonrpc
 from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway
 from agenthost.serve.modern import modern_stamp
-from agenthost.serve.stuck import Connection, end_stuck
+from agenthost.serve.stuck import Connection, end_stuck, shut_down
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -118,6 +118,8 @@ class _HttpTransport(Transport):
         self._backlog: deque[tuple[jsonrpc.Message, int]] = deque()
         self._backlog_bytes = 0
         self._closed = False
+        #: Set once the session ended (:meth:`aclose`).
+        self.ended = trio.Event()
         self.last_used = trio.current_time()
 
     async def deliver(self, message: jsonrpc.Message) -> None:
@@ -183,6 +185,7 @@ class _HttpTransport(Transport):
 
     async def aclose(self) -> None:
         self._closed = True
+        self.ended.set()
         # The session's streams end with it: no answer can come on them any more.
         for stream in [*self._open, *self._streams.values(), self.get_stream]:
             if stream is not None:
@@ -203,8 +206,6 @@ class _Session:
         self.session = session
         self.transport = transport
         self.scope = trio.CancelScope()
-        #: The connections of its streams (POSTs, GET) open now, for when it ends.
-        self.connections: Counter[Connection] = Counter()
 
 
 #: The connection the current ASGI call came on (None: ASGI did not say).
@@ -255,6 +256,29 @@ class McpHttpApp:
         _CONNECTION.set(connection)
         with _counted(self._calls, connection):
             await self._call(scope, receive, send)
+
+    @contextmanager
+    def _released(self, transport: _HttpTransport) -> Iterator[None]:
+        """A stream of ``transport``'s session: once the session ended (which closes its
+        streams), one still open after :data:`_STREAMS_GRACE` is held in hypercorn's
+        write to a client that reads nothing, and its connection is ended."""
+        connection = _CONNECTION.get(None)
+        watch = trio.CancelScope()
+
+        async def release() -> None:
+            with watch:
+                await transport.ended.wait()
+                await trio.sleep(_STREAMS_GRACE)
+                if connection is not None and shut_down({connection}):
+                    log.info(
+                        "%s: ended the connection of a stream it does not read", transport.name
+                    )
+
+        self._nursery.start_soon(release)
+        try:
+            yield
+        finally:
+            watch.cancel()
 
     async def _call(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -347,9 +371,6 @@ class McpHttpApp:
             with entry.scope:
                 await self._gateway.serve(entry.session)
             self._sessions.pop(sid, None)
-            # Its streams end with it (the transport closed them), but one whose client
-            # reads nothing is held in hypercorn's write: its connection is ended.
-            await end_stuck(lambda: +entry.connections, grace=_STREAMS_GRACE)
 
         self._nursery.start_soon(run)
         return sid, entry
@@ -368,7 +389,7 @@ class McpHttpApp:
             await _plain(send, 202, "")
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_INBOX)
-        with _counted(entry.connections, _CONNECTION.get(None)):
+        with self._released(entry.transport):
             await self._stream(entry, messages, requests, send, sid, out_send, out_receive)
 
     async def _stream(
@@ -426,7 +447,7 @@ class McpHttpApp:
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_BACKLOG)
         entry.transport.attach_get(out_send)
-        with _counted(entry.connections, _CONNECTION.get(None)):
+        with self._released(entry.transport):
             await self._get_stream(entry, receive, send, out_send, out_receive)
 
     async def _get_stream(

@@ -10,7 +10,8 @@ stuck session, without bound). Nothing but the socket's end releases that write,
 ASGI gives the app no handle on the socket. The process's own open descriptors do: the
 connections of the exchanges still open are found there by their addresses and shut
 down, which wakes the write with an error (the client sees the connection end, as it
-would on a timeout). They get ``grace`` seconds to end on their own first.
+would on a timeout; over HTTP/2, every stream on that connection ends: all of them are
+that one client's). They get a grace period to end on their own first.
 
 Platforms: Linux (``/proc/self/fd``) and macOS (``/dev/fd``); elsewhere it finds nothing.
 """
@@ -27,7 +28,7 @@ from typing import Final
 
 import trio
 
-__all__ = ["Connection", "end_stuck"]
+__all__ = ["Connection", "end_stuck", "shut_down"]
 
 log = logging.getLogger("agenthost.serve.http")
 
@@ -49,13 +50,13 @@ async def end_stuck(open_now: Callable[[], Collection[Connection]], *, grace: fl
         while open_now():  # noqa: ASYNC110
             await trio.sleep(_POLL)
         return 0
-    count = _shut_down(set(open_now()))
+    count = shut_down(set(open_now()))
     if count:
         log.info("ended %d connections of clients that read nothing", count)
     return count
 
 
-def _shut_down(connections: Collection[Connection]) -> int:
+def shut_down(connections: Collection[Connection]) -> int:
     """Shut down the TCP connections accepted on these ports from these clients (never a
     listening socket, which has no peer; never a connection of ours to another server,
     which has a port of its own); how many were found."""

@@ -115,6 +115,24 @@ class StuckClient:
         self._held.append(stream)
         return stream
 
+    async def call_unread_stateless(
+        self, tool: str, arguments: dict[str, Any], *, revision: str
+    ) -> trio.SocketStream:
+        """POST a 2026-07-28 ``tools/call`` (no session: everything in its ``_meta``,
+        progress and log lines asked for) and never read its answer."""
+        self._ids += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": revision,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/logLevel": "debug",
+            "progressToken": "a",
+        }
+        params = {"name": tool, "arguments": arguments, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": self._ids, "method": "tools/call", "params": params}
+        stream = await self._send("POST", body, small=True)
+        self._held.append(stream)
+        return stream
+
     async def open_get_unread(self) -> trio.SocketStream:
         """Open the session's GET stream and never read it."""
         stream = await self._connect(small=True)

@@ -23,6 +23,7 @@ import trio
 
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.connection import open_session
+from agenthost.protocol.revisions import MODERN_REVISIONS
 from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
@@ -35,6 +36,7 @@ SERVER = str(Path(__file__).resolve().parent / "hostile_server.py")
 FLOOD_TOOL = {"name": "flood", "description": "Flood during the call.", "inputSchema": {}}
 ALLOW: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
 FLOOD: dict[str, Any] = {"progress": 300, "logs": 1500, "log_bytes": 4000}
+MODERN = MODERN_REVISIONS[0]
 
 
 @asynccontextmanager
@@ -92,24 +94,31 @@ async def test_a_stuck_client_with_its_call_in_flight_has_its_session_ended(
         await a.aclose()
 
 
+@pytest.mark.parametrize("era", ["legacy", "stateless"])
 async def test_an_ended_stuck_session_has_its_connection_ended_too(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, era: str
 ) -> None:
     """hypercorn's write to A's unread POST stream cannot be cancelled: after A's session
     ended, that connection (and its task) stayed for as long as A kept the socket, one
     per stuck session. Now it is shut down: our side of it leaves ESTABLISHED.
-    Positive control: while A's session is up, the same look finds it ESTABLISHED."""
+    Positive control: while A's session is up, the same look finds it ESTABLISHED.
+    ``stateless``: a 2026-07-28 call, whose session is the POST's own."""
     monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
     async with _gateway() as port, _client(port) as b:
         a = StuckClient(port)
-        await a.start()
-        held = await a.call_unread("flood", FLOOD)
+        if era == "legacy":
+            await a.start()
+            held = await a.call_unread("flood", FLOOD)
+        else:
+            held = await a.call_unread_stateless("flood", FLOOD, revision=MODERN)
         theirs = held.socket.getsockname()[1]
         await trio.sleep(0.5)
         assert _our_side(port, theirs) == _ESTABLISHED
         with trio.fail_after(30):
-            while await a.status() == b"HTTP/1.1 200 ":
+            while "ending its session" not in caplog.text:
                 await trio.sleep(0.2)
+        if era == "legacy":
+            assert await a.status() == b"HTTP/1.1 404 "
         with trio.fail_after(15):
             while _our_side(port, theirs) == _ESTABLISHED:
                 await trio.sleep(0.2)
