@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -32,7 +33,7 @@ from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
 from tests.helpers import AGENTHOST_COLD
 from tests.hostile.stuck_client import StuckClient
-from tests.peers.http_launch import free_port, serve
+from tests.peers.http_launch import free_port, serve, stop
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
 
@@ -170,3 +171,58 @@ async def test_the_gateway_stops_in_time_with_a_stuck_client(
     print(f"stopped on {sig.name} with a stuck {stuck} stream in {seconds:.2f} s")
     assert seconds < STOP_BOUND, seconds
     assert process.returncode == 0  # a clean stop, not a kill
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("reads", [True, False], ids=["reading", "deaf"])
+async def test_the_stdio_gateway_stops_in_time_with_a_host_that_reads_nothing(
+    tmp_path: Path, sig: signal.Signals, reads: bool
+) -> None:
+    """``agenthost serve`` over stdio: the host sends a flooding call and never reads our
+    stdout (the writes block on the full pipe, shielded so a line is never cut); a
+    signal still stops the gateway in time. ``reading``: the positive control, a host
+    that reads what comes."""
+    argv = [*AGENTHOST_COLD, "--config", str(_config(tmp_path)), "serve"]
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stdin is not None and process.stdout is not None
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
+        },
+    ]
+    try:
+        await process.stdin.send_all(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
+        async with trio.open_nursery() as nursery:
+            if reads:
+                nursery.start_soon(_drain, process.stdout)
+            await trio.sleep(3.0)  # started, and (deaf) our writes are blocked by now
+            seconds = await _seconds_to_stop(process, sig)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stop(process)
+    host = "reading" if reads else "deaf"
+    print(f"stdio gateway stopped on {sig.name} ({host} host) in {seconds:.2f} s")
+    assert seconds < STOP_BOUND, seconds
+
+
+async def _drain(stream: trio.abc.ReceiveStream) -> None:
+    while await stream.receive_some(1 << 16):
+        pass
