@@ -18,6 +18,7 @@ and its policy, up) and :func:`serve_stdio` (serve one client until it leaves).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -34,7 +35,7 @@ from agenthost.serve.downstream import DownstreamSession
 from agenthost.serve.gateway import Gateway, SamplingSender
 from agenthost.serve.mrtr import Asker, ExchangeStore
 from agenthost.serve.routing import sole_client
-from agenthost.serve.stdio import StdioServerTransport
+from agenthost.serve.stdio import StdioServerTransport, serve_until_cut
 from agenthost.serve.tasks import GatewayTasks
 from agenthost_policies import PolicyConfig, PolicyEngine, parse_policy
 
@@ -107,4 +108,4 @@ async def serve_stdio(gateway: Gateway, *, stdin: int = 0, stdout: int = 1) -> N
     session = gateway.session(transport)
     # One client: an upstream's ask no call can be tied to can only be its.
     gateway.unattributed = sole_client(session, gateway.exchanges)
-    await gateway.serve(session)
+    await serve_until_cut(transport, functools.partial(gateway.serve, session))

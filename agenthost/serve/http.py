@@ -39,8 +39,10 @@ import ipaddress
 import logging
 import math
 import secrets
-from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
 import trio
@@ -53,6 +55,7 @@ from agenthost.serve.gateway import Gateway
 from agenthost.serve.listeners import cannot_listen
 from agenthost.serve.local_token import check_given
 from agenthost.serve.modern import modern_stamp
+from agenthost.serve.stuck import Connection, end_stuck, shut_down
 from agenthost.serve.tasks import STATELESS
 from agenthost.transports.base import DEFAULT_MAX_MESSAGE_SIZE, NO_OPTIONS, SendOptions, Transport
 
@@ -68,6 +71,8 @@ _BACKLOG: Final = 256
 _BACKLOG_BYTES: Final = 8 * 1024 * 1024
 #: Messages waiting for the session's reader, per session.
 _INBOX: Final = 64
+#: Seconds the streams of an ended session have to end before their connections are.
+_STREAMS_GRACE: Final = 2.0
 _MIXED: Final = (
     "a POST may not mix the eras: 2026-07-28 requests (each naming its protocol version"
     " in _meta, no session) and legacy ones (initialize, then Mcp-Session-Id) go in POSTs"
@@ -130,6 +135,8 @@ class _HttpTransport(Transport):
         self._backlog: deque[tuple[jsonrpc.Message, int]] = deque()
         self._backlog_bytes = 0
         self._closed = False
+        #: Set once the session ended (:meth:`aclose`).
+        self.ended = trio.Event()
         self.last_used = trio.current_time()
 
     async def deliver(self, message: jsonrpc.Message) -> None:
@@ -195,6 +202,11 @@ class _HttpTransport(Transport):
 
     async def aclose(self) -> None:
         self._closed = True
+        self.ended.set()
+        # The session's streams end with it: no answer can come on them any more.
+        for stream in [*self._open, *self._streams.values(), self.get_stream]:
+            if stream is not None:
+                stream.close()
         await self._in_send.aclose()
 
 
@@ -211,6 +223,17 @@ class _Session:
         self.session = session
         self.transport = transport
         self.scope = trio.CancelScope()
+
+
+#: The connection the current ASGI call came on (None: ASGI did not say).
+_CONNECTION: ContextVar[Connection | None] = ContextVar("agenthost_serve_http_connection")
+
+
+def _connection(scope: Scope) -> Connection | None:
+    server, client = scope.get("server"), scope.get("client")
+    if not server or not client:
+        return None
+    return int(server[1]), (str(client[0]), int(client[1]))
 
 
 class McpHttpApp:
@@ -237,8 +260,44 @@ class McpHttpApp:
         self._allowed = allowed_hosts
         self._token = token
         self._sessions: dict[str, _Session] = {}
+        #: The connections of the HTTP exchanges in progress (see :meth:`stuck`).
+        self._calls: Counter[Connection] = Counter()
+
+    def stuck(self) -> Counter[Connection]:
+        """The connections of the exchanges still in progress: on shutdown, those that
+        stay are held by a write to a client that reads nothing (:mod:`.stuck`)."""
+        return +self._calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _connection(scope) if scope["type"] == "http" else None
+        _CONNECTION.set(connection)
+        with _counted(self._calls, connection):
+            await self._call(scope, receive, send)
+
+    @contextmanager
+    def _released(self, transport: _HttpTransport) -> Iterator[None]:
+        """A stream of ``transport``'s session: once the session ended (which closes its
+        streams), one still open after :data:`_STREAMS_GRACE` is held in hypercorn's
+        write to a client that reads nothing, and its connection is ended."""
+        connection = _CONNECTION.get(None)
+        watch = trio.CancelScope()
+
+        async def release() -> None:
+            with watch:
+                await transport.ended.wait()
+                await trio.sleep(_STREAMS_GRACE)
+                if connection is not None and shut_down({connection}):
+                    log.info(
+                        "%s: ended the connection of a stream it does not read", transport.name
+                    )
+
+        self._nursery.start_soon(release)
+        try:
+            yield
+        finally:
+            watch.cancel()
+
+    async def _call(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
@@ -348,6 +407,19 @@ class McpHttpApp:
             await _plain(send, 202, "")
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_INBOX)
+        with self._released(entry.transport):
+            await self._stream(entry, messages, requests, send, sid, out_send, out_receive)
+
+    async def _stream(
+        self,
+        entry: _Session,
+        messages: list[jsonrpc.Message],
+        requests: list[jsonrpc.Request],
+        send: Send,
+        sid: str | None,
+        out_send: trio.MemorySendChannel[jsonrpc.Message],
+        out_receive: trio.MemoryReceiveChannel[jsonrpc.Message],
+    ) -> None:
         waiting = {r.id for r in requests}
         for request in requests:
             entry.transport.expect(request.id, out_send)
@@ -393,7 +465,19 @@ class McpHttpApp:
             return
         out_send, out_receive = trio.open_memory_channel[jsonrpc.Message](_BACKLOG)
         entry.transport.attach_get(out_send)
+        with self._released(entry.transport):
+            await self._get_stream(entry, receive, send, out_send, out_receive)
+
+    async def _get_stream(
+        self,
+        entry: _Session,
+        receive: Receive,
+        send: Send,
+        out_send: trio.MemorySendChannel[jsonrpc.Message],
+        out_receive: trio.MemoryReceiveChannel[jsonrpc.Message],
+    ) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        ended = False
         try:
             async with trio.open_nursery() as nursery:
 
@@ -406,6 +490,11 @@ class McpHttpApp:
                 async with out_receive:
                     async for message in out_receive:
                         await _event(send, message)
+                # The session ended (its transport closed this stream): the GET ends too.
+                nursery.cancel_scope.cancel()
+                ended = True
+            if ended:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if entry.transport.get_stream is out_send:
                 entry.transport.get_stream = None
@@ -419,6 +508,19 @@ def _repeated(pairs: list[tuple[str, str]]) -> tuple[int, str] | None:
         if names.count(name) > 1:
             return 400, f"bad request: more than one {_SINGLE[name]} header"
     return None
+
+
+@contextmanager
+def _counted(counter: Counter[Connection], connection: Connection | None) -> Iterator[None]:
+    """``connection`` counted in ``counter`` for the duration of the block."""
+    if connection is None:
+        yield
+        return
+    counter[connection] += 1
+    try:
+        yield
+    finally:
+        counter[connection] -= 1
 
 
 def _is_modern(headers: dict[str, str], requests: list[jsonrpc.Request]) -> bool:
@@ -525,6 +627,7 @@ async def serve_http(
         except OSError as exc:  # the port is taken (by another user: see cannot_listen)
             raise ConfigError(cannot_listen(host, port, exc), key="serve.http") from None
         bound = int(binds[0].rsplit(":", 1)[1])
+        sessions.start_soon(_end_stuck_connections, app, config.graceful_timeout)
         names = {host, "localhost", "127.0.0.1", "[::1]"} if is_loopback(host) else {host}
         allowed.update(f"{name}:{bound}".lower() for name in names)
         log.info("serving MCP at http://%s:%d/mcp", host, bound)
@@ -535,3 +638,13 @@ async def _hypercorn(
     serve: Any, app: McpHttpApp, config: Any, *, task_status: trio.TaskStatus[list[str]]
 ) -> None:
     await serve(app, config, task_status=task_status)
+
+
+async def _end_stuck_connections(app: McpHttpApp, grace: float) -> None:
+    """On shutdown, give the connections ``grace`` seconds to end, then end those still
+    held by a write to a client that reads nothing (:mod:`agenthost.serve.stuck`)."""
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True):
+            await end_stuck(app.stuck, grace=grace)

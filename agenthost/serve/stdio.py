@@ -19,11 +19,13 @@ import logging
 import math
 import os
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Final
 
 import trio
 
+from agenthost._util import collapse_single_group
 from agenthost.errors import MessageTooLarge, ProtocolError, TransportClosed
 from agenthost.protocol import jsonrpc
 from agenthost.transports.base import (
@@ -33,11 +35,14 @@ from agenthost.transports.base import (
     Transport,
 )
 
-__all__ = ["StdioServerTransport"]
+__all__ = ["StdioServerTransport", "serve_until_cut"]
 
 log = logging.getLogger("agenthost.serve.stdio")
 
 _READ_SIZE: Final = 256 * 1024
+#: Seconds the session has to end once cancelled (a shutdown) before its client, whose
+#: write is still waiting, is cut off.
+CUT_GRACE: Final = 2.0
 
 
 class StdioServerTransport(Transport):
@@ -83,13 +88,30 @@ class StdioServerTransport(Transport):
         with trio.fail_at(deadline):
             async with self._write_lock:
                 try:
-                    # Shielded once started: a line cut in half would break the framing.
+                    # Shielded once started: a line cut in half would break the framing
+                    # (a host that reads nothing is cut off whole: :meth:`cut`).
                     with trio.CancelScope(shield=True):
                         await self._out.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self._stdout_gone()
                     raise TransportClosed(
                         "the client closed our stdout", server=self.name
                     ) from None
+
+    def cut(self) -> None:
+        """End the session now, a line being written or not (its client reads nothing:
+        the write would wait for ever, shielded, and hold whoever waits for it)."""
+        self._stdout_gone("reads nothing; cut off")
+
+    def _stdout_gone(self, why: str = "our stdout is closed") -> None:
+        """Nothing reaches the client any more: the session is over, as at the end of
+        stdin (else its requests would still be served, for nobody, while it holds our
+        stdin open). Closing our input wakes the reader, which ends the session."""
+        if not self._eof:
+            log.warning("%s: %s; ending the session", self.name, why)
+            self._eof = True
+            self._in.close()
+        self._out.close()
 
     async def receive(self) -> jsonrpc.Message:
         while not self._queue:
@@ -152,3 +174,33 @@ class StdioServerTransport(Transport):
                 await self._out.aclose()
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self._in.aclose()
+
+
+async def serve_until_cut(
+    transport: StdioServerTransport, serve: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``serve`` (the session over ``transport``); once cancelled (a shutdown), it
+    has :data:`CUT_GRACE` seconds to end, then the client is cut off
+    (:meth:`StdioServerTransport.cut`): a line being written to a host that reads
+    nothing is shielded, and would otherwise hold the session, and the shutdown, for
+    ever."""
+    served = trio.Event()
+
+    async def cut_when_stuck() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(CUT_GRACE):
+                    await served.wait()
+                if not served.is_set():
+                    transport.cut()
+
+    with collapse_single_group():  # the session's failure comes out as itself
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cut_when_stuck)
+            try:
+                await serve()
+            finally:
+                served.set()
+                nursery.cancel_scope.cancel()

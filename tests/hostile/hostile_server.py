@@ -26,7 +26,9 @@ Actions (one JSON object each):
   server goes on reading (a flood larger than the pipes would otherwise deadlock: the
   client's answers fill our stdin while we are still writing).
 - ``{"batch": MSG, "count": N}``: one line holding a JSON array of N copies (fresh ids).
-- ``{"log_names": N}``: N ``notifications/message``, each with its own ``logger`` name.
+- ``{"log_names": N, "log_bytes": B}``: N ``notifications/message``, each with its own
+  ``logger`` name (``n0``, ``n1``, ...: their order can be checked), data of B bytes
+  (default 1).
 - ``{"line": N}``: one line of N bytes that never parses (an oversized frame).
 - ``{"set_tools": [TOOL, ...]}``: replace the extra tools (send list_changed yourself).
 - ``{"spawn_setsid": PATH}``: start a grandchild in a session of its own (``setsid``),
@@ -139,13 +141,14 @@ class Server:
                 self.write(batch)
             elif "log_names" in action:
                 count = int(action["log_names"])
+                data = "x" * int(action.get("log_bytes", 1))
                 for start in range(0, count, CHUNK):
                     lines = [
                         json.dumps(
                             {
                                 "jsonrpc": "2.0",
                                 "method": "notifications/message",
-                                "params": {"level": "info", "logger": f"n{k}", "data": "x"},
+                                "params": {"level": "info", "logger": f"n{k}", "data": data},
                             }
                         ).encode()
                         + b"\n"

@@ -47,7 +47,7 @@ class StuckClient:
 
     async def _send(self, method: str, body: Any, *, small: bool = False) -> trio.SocketStream:
         stream = await self._connect(small=small)
-        payload = json.dumps(body).encode()
+        payload = b"" if body is None else json.dumps(body).encode()
         head = (
             f"{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
             "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
@@ -115,6 +115,24 @@ class StuckClient:
         self._held.append(stream)
         return stream
 
+    async def call_unread_stateless(
+        self, tool: str, arguments: dict[str, Any], *, revision: str
+    ) -> trio.SocketStream:
+        """POST a 2026-07-28 ``tools/call`` (no session: everything in its ``_meta``,
+        progress and log lines asked for) and never read its answer."""
+        self._ids += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": revision,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/logLevel": "debug",
+            "progressToken": "a",
+        }
+        params = {"name": tool, "arguments": arguments, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": self._ids, "method": "tools/call", "params": params}
+        stream = await self._send("POST", body, small=True)
+        self._held.append(stream)
+        return stream
+
     async def open_get_unread(self) -> trio.SocketStream:
         """Open the session's GET stream and never read it."""
         stream = await self._connect(small=True)
@@ -125,6 +143,12 @@ class StuckClient:
         await stream.send_all(head.encode())
         self._held.append(stream)
         return stream
+
+    async def delete(self) -> bytes:
+        """End the session (``DELETE /mcp``); the status line."""
+        stream = await self._send("DELETE", None)
+        async with stream:
+            return (await stream.receive_some(200)).split(b"\r\n", 1)[0]
 
     async def aclose(self) -> None:
         for stream in self._held:

@@ -10,6 +10,7 @@ in test_hostile_serve_relay.py, these bounds are generous.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,11 +23,12 @@ import trio
 
 from agenthost.config.model import HostConfig, ServerConfig
 from agenthost.connection import open_session
+from agenthost.protocol.revisions import MODERN_REVISIONS
 from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
-from tests.hostile.stuck_client import StuckClient
+from tests.hostile.stuck_client import StuckClient, events
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,6 +36,7 @@ SERVER = str(Path(__file__).resolve().parent / "hostile_server.py")
 FLOOD_TOOL = {"name": "flood", "description": "Flood during the call.", "inputSchema": {}}
 ALLOW: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
 FLOOD: dict[str, Any] = {"progress": 300, "logs": 1500, "log_bytes": 4000}
+MODERN = MODERN_REVISIONS[0]
 
 
 @asynccontextmanager
@@ -89,6 +92,79 @@ async def test_a_stuck_client_with_its_call_in_flight_has_its_session_ended(
         assert await a.status() == b"HTTP/1.1 404 "
         await _b_is_served(b)
         await a.aclose()
+
+
+@pytest.mark.parametrize("era", ["legacy", "stateless"])
+async def test_an_ended_stuck_session_has_its_connection_ended_too(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, era: str
+) -> None:
+    """hypercorn's write to A's unread POST stream cannot be cancelled: after A's session
+    ended, that connection (and its task) stayed for as long as A kept the socket, one
+    per stuck session. Now it is shut down: our side of it leaves ESTABLISHED.
+    Positive control: while A's session is up, the same look finds it ESTABLISHED.
+    ``stateless``: a 2026-07-28 call, whose session is the POST's own."""
+    monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
+    async with _gateway() as port, _client(port) as b:
+        a = StuckClient(port)
+        if era == "legacy":
+            await a.start()
+            held = await a.call_unread("flood", FLOOD)
+        else:
+            held = await a.call_unread_stateless("flood", FLOOD, revision=MODERN)
+        theirs = held.socket.getsockname()[1]
+        await trio.sleep(0.5)
+        assert _our_side(port, theirs) == _ESTABLISHED
+        with trio.fail_after(30):
+            while "ending its session" not in caplog.text:
+                await trio.sleep(0.2)
+        if era == "legacy":
+            assert await a.status() == b"HTTP/1.1 404 "
+        with trio.fail_after(15):
+            while _our_side(port, theirs) == _ESTABLISHED:
+                await trio.sleep(0.2)
+        await _b_is_served(b)
+        await a.aclose()
+
+
+async def test_the_streams_of_a_session_end_with_it() -> None:
+    """A GET stream read as it comes, then its session is deleted: the stream ends (the
+    terminating chunk) rather than staying open with nothing that could come on it."""
+    async with _gateway() as port:
+        a = StuckClient(port)
+        await a.start()
+        stream = await a.open_get_unread()
+        await trio.sleep(0.5)
+        assert await a.delete() == b"HTTP/1.1 200 "
+        raw = bytearray()
+        with trio.fail_after(10):
+            while not raw.endswith(b"0\r\n\r\n"):
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                raw += chunk
+        await a.aclose()
+    assert raw.startswith(b"HTTP/1.1 200 ")  # positive control: the stream was open
+    assert raw.endswith(b"0\r\n\r\n"), raw[-200:]  # ended by us, not cut
+
+
+_ESTABLISHED = "01"
+
+
+def _our_side(port: int, client_port: int) -> str | None:
+    """The TCP state (``/proc/net/tcp``'s hex code) of the connection we accepted on
+    ``port`` from the client's ``client_port`` (None: no such connection)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            pytest.skip("no /proc/net/tcp here")
+        for line in lines:
+            local, remote, state = line.split()[1:4]
+            if int(local.rsplit(":", 1)[1], 16) == port and (
+                int(remote.rsplit(":", 1)[1], 16) == client_port
+            ):
+                return state
+    return None
 
 
 async def test_a_stuck_client_that_comes_back_reads_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,19 +244,12 @@ async def test_notifications_near_the_size_limit_to_a_stuck_client() -> None:
     assert [len(m["params"]["data"]) for m in seen if "params" in m] == [6_000_000] * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: over stdio the stall is not detected (no 'ending its session' logged);"
-    " the session stays up while the host does not read (its own only: one client)",
-)
 async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``agenthost serve`` over stdio (pipes here): the host sends a flooding call and
     never reads our stdout; the writes block on the full pipe (shielded: a line is never
     cut), and once stalled past the limit the session ends rather than hanging."""
-    import os
-
     from agenthost.serve import serve_stdio
 
     monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
@@ -190,9 +259,57 @@ async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
         command=sys.executable,
         args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
     )
-    host_out, our_in = os.pipe()
-    our_out, host_in = os.pipe()
-    lines = [
+    our_stdin, host_writes = os.pipe()
+    host_reads, our_stdout = os.pipe()  # the host never reads its end
+    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in _deaf_host()))
+    try:
+        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+            with trio.fail_after(30):
+                await serve_stdio(gateway, stdin=our_stdin, stdout=our_stdout)
+            served = await gateway.host.call_tool("up__echo", {"message": "still"})
+        os.set_blocking(host_reads, False)
+        written = os.read(host_reads, 1 << 20)
+    finally:
+        for fd in (our_stdin, host_writes, host_reads, our_stdout):
+            os.close(fd)
+    assert "ending its session" in caplog.text
+    assert served.content[0].text == "still"  # type: ignore[union-attr]
+    # Positive control: our writes did reach the pipe (the answer to initialize first)
+    # until it was full, so the stall was the host's not reading, not a failed write.
+    assert json.loads(written.split(b"\n", 1)[0])["id"] == 1
+    assert len(written) >= 4096
+
+
+async def test_a_stdio_host_that_closes_our_stdout_has_its_session_ended() -> None:
+    """The host closes its end of our stdout at once but keeps our stdin open: nothing
+    can reach it any more (every write fails), so the session ends, rather than
+    serving its calls (tools run, side effects and all) for nobody until stdin ends."""
+    from agenthost.serve import serve_stdio
+
+    upstream = ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+    our_stdin, host_writes = os.pipe()
+    host_reads, our_stdout = os.pipe()
+    os.close(host_reads)
+    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in _deaf_host()))
+    try:
+        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
+            with trio.fail_after(10):
+                await serve_stdio(gateway, stdin=our_stdin, stdout=our_stdout)
+            served = await gateway.host.call_tool("up__echo", {"message": "still"})
+    finally:
+        for fd in (our_stdin, host_writes, our_stdout):
+            os.close(fd)
+    assert served.content[0].text == "still"  # type: ignore[union-attr]
+
+
+def _deaf_host() -> list[dict[str, Any]]:
+    """What the host sends before it stops reading: a flooding call with progress."""
+    return [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -212,13 +329,51 @@ async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
             "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
         },
     ]
-    os.write(our_in, b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-    try:
-        async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
-            with trio.fail_after(30):
-                await serve_stdio(gateway, stdin=host_out, stdout=our_out)
-            served = await gateway.host.call_tool("echo", {"message": "still"})
-    finally:
-        for fd in (host_out, our_in, our_out, host_in):
-            os.close(fd)
-    assert served.content[0].text == "still"  # type: ignore[union-attr]
+
+
+#: The GET backlog's byte bound, as serve/http.py documents it (8 MiB).
+BACKLOG_BYTES = 8 * 1024 * 1024
+
+
+async def test_the_get_backlog_keeps_the_newest_within_its_byte_bound() -> None:
+    """A legacy session with no stream open (A) while the upstream broadcasts 60 log
+    lines of 300 kB (18 MB, well under the backlog's count bound): what waits for A's
+    GET stream is the newest that fit in 8 MiB, in order. Positive control: B, whose
+    GET stream is open and read, gets all 60; and once B has the last line, so has A's
+    backlog (both were queued by the same dispatch, A's writer only moves memory)."""
+    size, count = 300_000, 60
+    end = {"jsonrpc": "2.0", "method": "notifications/message"}
+    end["params"] = {"level": "info", "logger": "end", "data": "."}  # type: ignore[assignment]
+    flood = [{"sleep": 0.5}, {"log_names": count, "log_bytes": size}, {"send": end}]
+    async with _gateway() as port:
+        a, b = StuckClient(port), StuckClient(port)
+        await a.start()
+        await b.start()
+        b_get = await b.open_get_unread()
+        # A's call is answered at once; the lines come after it: nobody's call, broadcast.
+        await a.request(
+            "tools/call", {"name": "act", "arguments": {"actions": [{"background": flood}]}}
+        )
+        with trio.fail_after(60):
+            b_seen = await _read_get_until_end(b_get)
+            await trio.sleep(0.5)
+            a_seen = await _read_get_until_end(await a.open_get_unread())
+        await a.aclose()
+        await b.aclose()
+    assert [m["params"]["logger"] for m in b_seen] == [f"n{k}" for k in range(count)] + ["end"]
+    loggers = [m["params"]["logger"] for m in a_seen]
+    kept = len(loggers) - 1
+    assert loggers == [f"n{k}" for k in range(count - kept, count)] + ["end"]  # the newest
+    held = sum(len(json.dumps(m, separators=(",", ":"))) for m in a_seen)
+    assert BACKLOG_BYTES - 2 * size < held <= BACKLOG_BYTES
+
+
+async def _read_get_until_end(stream: trio.SocketStream) -> list[dict[str, Any]]:
+    """The log lines of a GET stream, up to the one from logger ``end``."""
+    raw = bytearray()
+    while True:
+        chunk = await stream.receive_some(1 << 20)
+        assert chunk, "the GET stream ended early"
+        raw += chunk
+        if b'"logger":"end"' in raw[-4096:] or b'"logger": "end"' in raw[-4096:]:
+            return [e for e in events(bytes(raw)) if e.get("method") == "notifications/message"]

@@ -15,6 +15,9 @@ its result.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -30,7 +33,7 @@ from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
 from tests.helpers import AGENTHOST_COLD
 from tests.hostile.stuck_client import StuckClient
-from tests.peers.http_launch import free_port, serve
+from tests.peers.http_launch import free_port, serve, stop
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
 
@@ -119,3 +122,107 @@ async def test_positive_control_a_reading_client_gets_its_progress_before_its_re
     assert progress == list(range(1, 301))
     assert len(logs) == FLOOD["logs"]  # a reader keeping up loses none of them
     assert max(times) < BOUND, times
+
+
+#: How long ``agenthost serve --http`` may take to stop on a signal (hypercorn's grace
+#: is 2 s; a shielded write to a socket nobody reads would make it for ever).
+STOP_BOUND = 10.0
+
+
+async def _seconds_to_stop(process: trio.Process, sig: signal.Signals) -> float:
+    """Signal the gateway as a user would (Ctrl-C reaches the whole process group, a
+    ``kill`` the process alone); the seconds until it exited (STOP_BOUND * 2: not)."""
+    started = time.monotonic()
+    if sig is signal.SIGINT:
+        os.killpg(process.pid, sig)
+    else:
+        process.send_signal(sig)
+    with trio.move_on_after(STOP_BOUND * 2):
+        await process.wait()
+        return time.monotonic() - started
+    return STOP_BOUND * 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("stuck", ["none", "post", "get"])
+async def test_the_gateway_stops_in_time_with_a_stuck_client(
+    tmp_path: Path, sig: signal.Signals, stuck: str
+) -> None:
+    """A client whose POST stream (its call's) or GET stream (broadcast log lines) is
+    blocked in the server's write cannot hold the gateway's shutdown; ``none`` is the
+    positive control (no client at all: it stops promptly)."""
+    port = free_port()
+    argv = [*AGENTHOST_COLD, "--config", str(_config(tmp_path)), "serve"]
+    async with serve([*argv, "--http", f"127.0.0.1:{port}"], port) as process:
+        a = StuckClient(port)
+        if stuck == "post":
+            await a.start(log_level="debug")
+            await a.call_unread("flood", FLOOD)
+        elif stuck == "get":
+            await a.start(log_level="debug")
+            await a.open_get_unread()
+            line = {"jsonrpc": "2.0", "method": "notifications/message"}
+            line["params"] = {"level": "info", "logger": "x", "data": "y" * 4000}  # type: ignore[assignment]
+            act = [{"background": [{"sleep": 0.5}, {"send": line, "count": 1500}]}]
+            await a.request("tools/call", {"name": "act", "arguments": {"actions": act}})
+        await trio.sleep(2.0)  # the writes to A are blocked by now
+        seconds = await _seconds_to_stop(process, sig)
+        await a.aclose()
+    print(f"stopped on {sig.name} with a stuck {stuck} stream in {seconds:.2f} s")
+    assert seconds < STOP_BOUND, seconds
+    assert process.returncode == 0  # a clean stop, not a kill
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("reads", [True, False], ids=["reading", "deaf"])
+async def test_the_stdio_gateway_stops_in_time_with_a_host_that_reads_nothing(
+    tmp_path: Path, sig: signal.Signals, reads: bool
+) -> None:
+    """``agenthost serve`` over stdio: the host sends a flooding call and never reads our
+    stdout (the writes block on the full pipe, shielded so a line is never cut); a
+    signal still stops the gateway in time. ``reading``: the positive control, a host
+    that reads what comes."""
+    argv = [*AGENTHOST_COLD, "--config", str(_config(tmp_path)), "serve"]
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stdin is not None and process.stdout is not None
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
+        },
+    ]
+    try:
+        await process.stdin.send_all(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
+        async with trio.open_nursery() as nursery:
+            if reads:
+                nursery.start_soon(_drain, process.stdout)
+            await trio.sleep(3.0)  # started, and (deaf) our writes are blocked by now
+            seconds = await _seconds_to_stop(process, sig)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stop(process)
+    host = "reading" if reads else "deaf"
+    print(f"stdio gateway stopped on {sig.name} ({host} host) in {seconds:.2f} s")
+    assert seconds < STOP_BOUND, seconds
+
+
+async def _drain(stream: trio.abc.ReceiveStream) -> None:
+    while await stream.receive_some(1 << 16):
+        pass
