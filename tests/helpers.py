@@ -270,6 +270,21 @@ class FakeAnthropic:
         )
 
 
+def check_ts_progress(seen: dict[str, Any], expected: list[int]) -> None:
+    """The TypeScript SDK client's record (tests/peers/ts_client.mjs) of a call's progress.
+
+    The gateway's promise is the wire: every notification, in order, before the answer
+    (``seen["wire"]``). What the SDK passed to ``onprogress`` (``seen["progress"]``) may
+    lack the last ones: it runs a notification's handler a microtask after reading it
+    but settles the response at once, dropping the call's progress handler, so progress
+    read in the same chunk as the answer is dropped by the SDK itself. What it did see
+    is still the first of them, in order.
+    """
+    assert seen["wire"] == expected, seen
+    given = seen["progress"]
+    assert given and given == expected[: len(given)], seen
+
+
 def host_with(
     servers: list[ServerConfig],
     policy: dict[str, Any],

@@ -22,7 +22,7 @@ import pytest
 
 from agenthost.serve.http import MAX_SESSIONS
 from tests.forkserver import peer_python
-from tests.helpers import AGENTHOST, REPO, alive, serving_http
+from tests.helpers import AGENTHOST, REPO, alive, check_ts_progress, serving_http
 
 Command = tuple[str, list[str]]
 SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
@@ -115,7 +115,7 @@ def test_both_eras_and_consent_over_http_then_sigterm(
         )
         assert ts.returncode == 0, ts.stderr[-3000:]
         ts_seen = json.loads(ts.stdout)
-        assert ts_seen["progress"] == [1, 2, 3]
+        check_ts_progress(ts_seen, [1, 2, 3])
         assert ts_seen["cancelled"] is True
         assert "headless" in ts_seen["echo"]["content"][0]["text"]
         upstream = [

@@ -17,11 +17,25 @@ const transport =
 const client = new Client({ name: "ts-downstream", version: "1.0.0" }, { capabilities: {} });
 await client.connect(transport);
 const seen = { serverVersion: client.getServerVersion(), protocol: transport.protocolVersion ?? null };
+// What reached the client, in order, before the first `slow` call's answer (`wire`): the
+// SDK hands a notification to its handler a microtask later but settles the response at
+// once, so a progress notification read in the same chunk as the answer is dropped by
+// the SDK itself ("unknown token"). The wire shows what the gateway delivered.
+let wire = null;
+const deliver = transport.onmessage;
+transport.onmessage = (message, extra) => {
+  if (wire !== null) {
+    if (message.method === "notifications/progress") wire.push(message.params.progress);
+    else if ("result" in message || "error" in message) [seen.wire, wire] = [wire, null];
+  }
+  deliver?.(message, extra);
+};
 seen.tools = (await client.listTools()).tools.map((t) => t.name);
 seen.prompts = (await client.listPrompts()).prompts.map((p) => p.name);
 seen.resources = (await client.listResources()).resources.map((r) => r.uri);
 seen.echo = await client.callTool({ name: "echo", arguments: { message: "from ts" } });
 const progress = [];
+wire = [];
 seen.slow = await client.callTool(
   { name: "slow", arguments: { seconds: 0.3, steps: 3 } },
   undefined,
