@@ -702,15 +702,9 @@ class ClientSession:
                 " structuredContent"
             )
         try:
-            if checker.inline(content):
-                error = checker.first_error(content)
-            else:
-                # Seconds of jsonschema for a large result (bounded by the checker): in a
-                # thread, the loop and every other server go on; a cancelled call stops
-                # waiting for it, and its bounds end it.
-                error = await trio.to_thread.run_sync(
-                    checker.first_error, content, abandon_on_cancel=True
-                )
+            # Seconds of jsonschema for a large result (bounded by the checker): in a
+            # thread, the loop and every other server go on.
+            error = await checker.check(content)
         except SchemaRefused as exc:
             raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:

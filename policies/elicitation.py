@@ -496,7 +496,7 @@ def with_defaults(schema: Mapping[str, Any], answers: Mapping[str, Any]) -> dict
     return filled
 
 
-def validate_content(
+async def validate_content(
     schema: Mapping[str, Any],
     content: Mapping[str, Any],
     fields: tuple[FormField, ...] | None = None,
@@ -528,7 +528,9 @@ def validate_content(
             raise InvalidAnswer("a value is required", field=field.name)
     _check_subset(schema)
     try:
-        error = _compiled(schema).best_error(dict(content))
+        # The content holds the server's defaults and option values (megabytes, maybe):
+        # checked in a worker thread unless it is small.
+        error = await _compiled(schema).check(dict(content), best=True)
     except SchemaRefused as exc:
         raise JSONRPCError(_INVALID_PARAMS, str(exc)) from None
     if error is not None:

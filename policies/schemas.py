@@ -32,9 +32,11 @@ schema written by someone else:
 So a validation costs at most ``budget`` keyword applications, each charged one plus the
 entries of its value (an ``enum`` of 20,000 costs 20,001) and otherwise bounded by the
 size of its piece of instance (the message size bounds the instance): it runs inline, on
-the event loop when the instance is small (:meth:`PeerSchema.inline`), else in a worker
-thread that the same bounds end (``re`` would hold the GIL for the whole match, which is
-why patterns are RE2; jsonschema's own Python work yields it every few milliseconds).
+the event loop when the instance is small in values *and* in characters (one 4 MB string
+is one value, yet each keyword quoting it costs milliseconds: :meth:`PeerSchema.inline`),
+else in a worker thread (:meth:`PeerSchema.check`) that the same bounds end (``re``
+would hold the GIL for the whole match, which is why patterns are RE2; jsonschema's own
+Python work yields it every few milliseconds).
 ``format`` is an annotation by default (as JSON Schema 2020-12 says); ``formats=True``
 asserts jsonschema's checks, ``regex`` in RE2.
 
@@ -50,10 +52,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
+import trio
 
 from agenthost.errors import SchemaRefused
 
 __all__ = [
+    "INLINE_CHARS",
     "INLINE_VALUES",
     "MAX_DEPTH",
     "MAX_NODES",
@@ -86,6 +90,9 @@ BUDGET_PER_VALUE = 64
 #: ``BUDGET_BASE + BUDGET_PER_VALUE * INLINE_VALUES`` applications, tens of ms): see
 #: :meth:`PeerSchema.inline`.
 INLINE_VALUES = 64
+#: ... and of at most this many characters in its strings and keys: a keyword's message
+#: quotes its piece of instance (``repr``), so what one application costs grows with it.
+INLINE_CHARS = 16_384
 #: CPU-time bound of one validation, seconds (read every :data:`_CLOCK_EVERY` keywords):
 #: the last resort behind the budget. This thread's CPU time, not the wall clock, so that
 #: a loaded machine does not fail a legitimate check.
@@ -180,7 +187,16 @@ class PeerSchema:
         :data:`DEADLINE`): the caller runs it in a worker thread, where it yields the GIL
         every few milliseconds, so the loop and every other server keep running.
         """
-        return _values(instance, stop=INLINE_VALUES + 1) <= INLINE_VALUES
+        return _small(instance)
+
+    async def check(self, instance: Any, *, best: bool = False) -> Mismatch | None:
+        """:meth:`first_error` (or :meth:`best_error` with ``best``), on the event loop when
+        :meth:`inline` says so, else in a worker thread: a cancelled caller stops waiting
+        at once, and the check's own bounds end the thread. Raises as those do."""
+        pick = self.best_error if best else self.first_error
+        if self.inline(instance):
+            return pick(instance)
+        return await trio.to_thread.run_sync(pick, instance, abandon_on_cancel=True)
 
     def first_error(self, instance: Any) -> Mismatch | None:
         """The first place ``instance`` does not fit, or None.
@@ -264,21 +280,41 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _values(instance: Any, stop: int | None = None) -> int:
-    """How many values ``instance`` holds (objects, arrays and scalars), without recursion;
-    counting ends at ``stop``."""
+def _values(instance: Any) -> int:
+    """How many values ``instance`` holds (objects, arrays and scalars), without recursion."""
     count = 0
     stack = [instance]
     while stack:
         item = stack.pop()
         count += 1
-        if count == stop:
-            break
         if isinstance(item, Mapping):
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
     return count
+
+
+def _small(instance: Any) -> bool:
+    """At most :data:`INLINE_VALUES` values and :data:`INLINE_CHARS` characters (strings and
+    keys); counting ends as soon as either is over."""
+    values = chars = 0
+    stack = [instance]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if values > INLINE_VALUES or chars > INLINE_CHARS:
+            return False
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, Mapping | list):
+            if len(item) > INLINE_VALUES:
+                return False
+            if isinstance(item, Mapping):
+                chars += sum(len(key) for key in item if isinstance(key, str))
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+    return chars <= INLINE_CHARS
 
 
 def _subschemas(schema: Mapping[str, Any]) -> Iterator[Any]:

@@ -432,3 +432,82 @@ async def test_a_task_run_tool_is_held_to_its_output_schema(tmp_path: Path, era:
     assert outcomes["mismatch"].startswith("OutputValidationError"), outcomes["mismatch"]
     assert outcomes["fits"] == "ok {'n': 1}"
     assert "tools/call" in records["fits"]  # the record does count a call (the control)
+
+
+# -- a few values can be megabytes: small in count is not small in work -----------------
+
+#: One string of 4 MB: a single value, so the check counted it as small and ran it on the
+#: event loop; each keyword applied to it (a `maxLength` message quotes it) costs ms.
+BIG_STRING = "a" * 4_000_000
+#: 2,000 keywords on that string, each passing by a failure that quotes it: the budget
+#: allows them (one value), the CPU bound stops them after 5 s; what matters is where
+#: those 5 s are spent.
+MANY_ON_ONE = {"allOf": [{"not": {"maxLength": 3}}] * 2_000}
+
+
+async def test_one_large_string_is_checked_off_the_event_loop(tmp_path: Path) -> None:
+    """A result of one 4 MB string was "small" (one value) and checked inline: 2,000
+    ``maxLength`` checks, each quoting the string, held the event loop (and every other
+    server) until the 5 s CPU bound (seen: a 5.0 s stall). Now the size of its strings
+    counts too: the check runs in a worker thread and the loop keeps ticking; the check
+    itself still ends at its bound (the positive control: the work really was done, and
+    refused)."""
+    from agenthost.errors import SchemaRefused
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import LoopWatch, hostile
+
+    schema = {"type": "object", "properties": {"s": MANY_ON_ONE}}
+    config = tmp_path / "hostile.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tools": [_tool("wide", schema)],
+                "results": {"wide": _structured_any({"s": BIG_STRING})},
+            }
+        )
+    )
+    server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    watch = LoopWatch()
+    async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
+        await wait_for_tool(host, "h__wide", timeout=20)
+        nursery.start_soon(watch.run)
+        with trio.fail_after(60):
+            with pytest.raises(SchemaRefused) as refused:
+                await host.call_tool("h__wide", {})
+            plain = await host.call_tool("h__echo", {"message": "still here"})
+        nursery.cancel_scope.cancel()
+    assert str(refused.value).startswith("h: tool 'wide' outputSchema: the schema check was")
+    assert len(str(refused.value)) < 300
+    assert text_of(plain) == "still here"
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
+
+
+async def test_a_large_form_default_is_checked_off_the_event_loop(tmp_path: Path) -> None:
+    """The same through an elicitation answered by a rule's canned answers: the server's
+    default (one 2 MB string) fills the field the answers leave out, and the whole-schema
+    check of that content ran on the event loop (seen: a 2.6 s stall). Now it runs in a worker
+    thread; the answer is still refused (-32602, one short line) and nothing is sent."""
+    from tests.hostile.conftest import LoopWatch
+
+    policy = {
+        "mode": "headless",
+        "rules": [
+            ALLOW_TOOLS,
+            {"kind": "elicitation", "mode": "form", "answers": {}, "decision": "allow"},
+        ],
+    }
+    field = {"type": "string", "default": BIG_STRING[:2_000_000], **MANY_ON_ONE}
+    schema = {"type": "object", "properties": {"code": field}}
+    watch = LoopWatch()
+    async with host_with([peer()], policy) as host, trio.open_nursery() as nursery:
+        warm = {"type": "object", "properties": {"w": {"type": "string", "default": "w"}}}
+        assert json.loads(await _answer(host, json.dumps(warm)))["action"] == "accept"
+        nursery.start_soon(watch.run)
+        with trio.fail_after(60):
+            answer = await _answer(host, json.dumps(schema))
+        nursery.cancel_scope.cancel()
+    assert answer.startswith("-32602 requestedSchema: the schema check was stopped"), answer[:300]
+    assert len(answer) < 300
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
