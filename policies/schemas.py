@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -346,13 +347,19 @@ def _check_shape(schema: Any) -> None:
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
+    # A local reference may point anywhere in the schema (an unknown keyword's value, an
+    # enum entry, a map of property names), relative to any resource in it: each target
+    # is a subschema as well, so it is checked as one.
+    resources = [schema, *_embedded_resources(schema)]
     pending = [schema]
+    visited: set[int] = set()
     patterns: set[str] = set()
     has_pattern_properties = has_unevaluated_properties = False
     while pending:
         sub = pending.pop()
-        if not isinstance(sub, Mapping):
+        if not isinstance(sub, Mapping) or id(sub) in visited:
             continue
+        visited.add(id(sub))
         for key in _REFS:
             ref = sub.get(key)
             if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
@@ -360,6 +367,8 @@ def _check_shape(schema: Any) -> None:
                     f"{key} {_short(repr(ref), 80)} is refused: only local '#...'"
                     " references are resolved (nothing is fetched or read)"
                 )
+            if isinstance(ref, str):
+                pending.extend(_pointed(resource, ref) for resource in resources)
         pattern = sub.get("pattern")
         if isinstance(pattern, str):
             patterns.add(pattern)
@@ -380,6 +389,41 @@ def _check_shape(schema: Any) -> None:
         raise SchemaRefused(
             "patternProperties together with unevaluatedProperties is not supported"
         )
+
+
+def _embedded_resources(schema: Any) -> Iterator[Mapping[str, Any]]:
+    """Every subschema (by keyword) with an ``$id`` (``id`` in draft 4) of its own: a base
+    a ``#/...`` pointer inside it is relative to."""
+    pending = [schema]
+    while pending:
+        sub = pending.pop()
+        if isinstance(sub, Mapping):
+            if sub is not schema and (
+                isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)
+            ):
+                yield sub
+            pending.extend(_subschemas(sub))
+
+
+def _pointed(resource: Any, ref: str) -> Any:
+    """What the fragment of ``ref`` (``#/a/b``, escaped as RFC 6901 and percent-encoded)
+    points at in ``resource``, or None (an anchor, or nothing there)."""
+    fragment = urllib.parse.unquote(ref[1:])
+    if not fragment.startswith("/"):
+        return None
+    target = resource
+    for segment in fragment[1:].split("/"):
+        # As referencing reads it: an index is whatever int() takes ("-1", "+0", " 0").
+        try:
+            if isinstance(target, list):
+                target = target[int(segment)]
+            elif isinstance(target, Mapping):
+                target = target[segment.replace("~1", "/").replace("~0", "~")]
+            else:
+                return None
+        except (ValueError, LookupError):
+            return None
+    return target
 
 
 def _dialect(schema: Any) -> str:

@@ -511,3 +511,85 @@ async def test_a_large_form_default_is_checked_off_the_event_loop(tmp_path: Path
     assert answer.startswith("-32602 requestedSchema: the schema check was stopped"), answer[:300]
     assert len(answer) < 300
     assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
+
+
+# -- a local $ref into data: where the shape check did not look --------------------------
+
+#: The ReDoS key: 2**28 ways through ``(a|a)*`` in Python's ``re`` (about 25 s).
+REDOS_KEY = "a" * 28 + "b"
+#: jsonschema's ``unevaluatedProperties`` matches ``patternProperties`` with ``re`` itself.
+UNEVALUATED_REDOS = {"patternProperties": {REDOS_PATTERN: {}}, "unevaluatedProperties": False}
+
+
+def _pointer_variants() -> dict[str, tuple[dict[str, Any], str]]:
+    """name -> (outputSchema, how the call ends), each result ``{REDOS_KEY: 1}``."""
+    return {
+        # under a keyword that is no subschema: data, until a pointer makes it a schema
+        "unknown_keyword": ({"x-shape": UNEVALUATED_REDOS, "$ref": "#/x-shape"}, "together"),
+        "enum_entry": (
+            {"$defs": {"e": {"enum": [UNEVALUATED_REDOS]}}, "$ref": "#/$defs/e/enum/0"},
+            "together",
+        ),
+        # a map of property names used as a schema: the names become keywords
+        "names_as_schema": (
+            {"properties": UNEVALUATED_REDOS, "$ref": "#/properties"},
+            "together",
+        ),
+        # an index as referencing reads it: int("-1") is the last entry
+        "negative_index": ({"x-list": [UNEVALUATED_REDOS, {}], "$ref": "#/x-list/-2"}, "together"),
+        # escaped pointer segments (~1 is '/', %25 is '%')
+        "escaped": ({"x-a/b%c": UNEVALUATED_REDOS, "$ref": "#/x-a~1b%25c"}, "together"),
+        # the pointer is relative to an embedded resource's own $id
+        "embedded": (
+            {
+                "$defs": {"in": {"$id": "urn:inner", "x-s": UNEVALUATED_REDOS, "$ref": "#/x-s"}},
+                "x-s": {},
+                "$ref": "#/$defs/in",
+            },
+            "together",
+        ),
+        # the positive control: a pointer into data that is a sound schema still applies
+        "sound": ({"x-shape": {"required": ["n"]}, "$ref": "#/x-shape"}, "mismatch"),
+    }
+
+
+async def test_a_pointer_into_data_is_held_to_the_shape_checks(tmp_path: Path) -> None:
+    """The shape check walked subschemas by keyword; a local ``$ref`` can point anywhere
+    (an unknown keyword, an ``enum`` entry, a ``properties`` map whose names become
+    keywords, an index ``-2``, an embedded resource's own base), so ``patternProperties`` next to
+    ``unevaluatedProperties`` got through there, and jsonschema matched the pattern with
+    Python's ``re``: ``^(a|a)*$`` on 28 a's and a b held the event loop for about 25 s
+    (seen: the first call over its 5 s bound). Now every pointer target is checked as a
+    subschema is: each is refused at once; a sound pointer target still applies."""
+    from agenthost.errors import OutputValidationError, SchemaRefused
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import hostile
+
+    variants = _pointer_variants()
+    config = tmp_path / "hostile.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tools": [_tool(name, schema) for name, (schema, _) in variants.items()],
+                "results": {name: _structured_any({REDOS_KEY: 1}) for name in variants},
+            }
+        )
+    )
+    server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    seen: dict[str, str] = {}
+    async with plain_host([server], policy) as host:
+        await wait_for_tool(host, "h__sound", timeout=20)
+        for name in variants:
+            started = time.monotonic()
+            try:
+                await host.call_tool(f"h__{name}", {})
+                seen[name] = "ok"
+            except OutputValidationError:
+                seen[name] = "mismatch"
+            except SchemaRefused as exc:
+                seen[name] = str(exc)
+            assert time.monotonic() - started < 5.0, (name, seen.get(name))
+    for name, (_, expected) in variants.items():
+        assert expected in seen[name], (name, seen[name])
