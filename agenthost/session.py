@@ -708,10 +708,9 @@ class ClientSession:
         except SchemaRefused as exc:
             raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:
-            path = "/".join(str(p) for p in error.path) or "(root)"
             raise OutputValidationError(
                 f"{self.name}: tool {tool.name!r} returned structuredContent that does not"
-                f" match its outputSchema at {path}: {error.message}"
+                f" match its outputSchema at {error.where}: {error.message}"
             )
 
     async def list_prompts(self, *, timeout: Timeout = DEFAULT) -> list[Prompt]:

@@ -142,6 +142,17 @@ class Mismatch:
     path: tuple[str | int, ...]
     message: str
 
+    @property
+    def where(self) -> str:
+        """The path for a message: ``a/0/b`` or ``(root)``, on one line and short (the
+        keys are the server's: line breaks, escape sequences, megabytes)."""
+        from agenthost_policies.text import printable
+
+        shown = "/".join(_short(printable(str(p), one_line=True), 60) for p in self.path[:8])
+        if len(self.path) > 8:
+            shown += f"/... ({len(self.path) - 8} more)"
+        return shown or "(root)"
+
 
 class _OverBudget(Exception):
     """A validation spent its keyword budget or its time."""
