@@ -704,7 +704,7 @@ class ClientSession:
         try:
             # Seconds of jsonschema for a large result (bounded by the checker): in a
             # thread, the loop and every other server go on.
-            error = await checker.check(content)
+            error = await checker.check(content, server=self.name)
         except SchemaRefused as exc:
             raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:

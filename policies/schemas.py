@@ -201,14 +201,21 @@ class PeerSchema:
         """
         return _small(instance)
 
-    async def check(self, instance: Any, *, best: bool = False) -> Mismatch | None:
+    async def check(self, instance: Any, *, server: str, best: bool = False) -> Mismatch | None:
         """:meth:`first_error` (or :meth:`best_error` with ``best``), on the event loop when
         :meth:`inline` says so, else in a worker thread: a cancelled caller stops waiting
-        at once, and the check's own bounds end the thread. Raises as those do."""
+        at once, and the check's own bounds end the thread. Raises as those do.
+
+        One ``server``'s checks take one thread at a time: each is seconds of pure Python
+        that takes the GIL from the event loop every few milliseconds, and twenty at once
+        kept the loop waiting over a second (one: about 10 ms).
+        """
         pick = self.best_error if best else self.first_error
         if self.inline(instance):
             return pick(instance)
-        return await trio.to_thread.run_sync(pick, instance, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            pick, instance, abandon_on_cancel=True, limiter=_threads_of(server)
+        )
 
     def first_error(self, instance: Any) -> Mismatch | None:
         """The first place ``instance`` does not fit, or None.
@@ -251,6 +258,24 @@ class PeerSchema:
         if error is None:
             return None
         return Mismatch(path=tuple(error.absolute_path), message=_short(error.message))
+
+
+#: Per server name (from the configuration, so few), the limiter of its checks' threads.
+_THREADS: trio.lowlevel.RunVar[dict[str, trio.CapacityLimiter]] = trio.lowlevel.RunVar(
+    "agenthost_schema_threads"
+)
+
+
+def _threads_of(server: str) -> trio.CapacityLimiter:
+    try:
+        limiters = _THREADS.get()
+    except LookupError:
+        limiters = {}
+        _THREADS.set(limiters)
+    limiter = limiters.get(server)
+    if limiter is None:
+        limiter = limiters[server] = trio.CapacityLimiter(1)
+    return limiter
 
 
 def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> PeerSchema:

@@ -619,3 +619,52 @@ def test_a_mismatch_at_a_hostile_key_is_one_short_line(tmp_path: Path) -> None:
     assert line.startswith("agenthost: h: tool 'keyed' returned structuredContent"), line[:300]
     assert len(line) < 600, len(line)
     assert "at count: 'one' is not of type 'integer'" in _one_line_error(plain)
+
+
+async def test_concurrent_large_checks_of_one_server_do_not_starve_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Each large result is checked in a worker thread, but each call had a thread of its
+    own (up to trio's 40): 20 calls at once to a tool whose result costs its full budget
+    had 20 threads of jsonschema fighting the event loop for the GIL, which then waited
+    1.5 s at a time. Now one server's checks take one thread at a time; every call still
+    ends refused at its budget (the positive control: the work was done)."""
+    from agenthost.errors import SchemaRefused
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import LoopWatch, hostile
+
+    # the "all_of" variant above: 2,000 items, 20,000 empty subschemas each
+    schema = _object({"items": {"allOf": [{}] * 20_000}})
+    config = tmp_path / "hostile.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tools": [_tool("heavy", schema)],
+                "results": {"heavy": _structured_any({"v": list(range(2_000))})},
+            }
+        )
+    )
+    server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    outcomes: list[str] = []
+    watch = LoopWatch()
+
+    async def call() -> None:
+        try:
+            await host.call_tool("h__heavy", {})
+            outcomes.append("ok")
+        except SchemaRefused as exc:
+            outcomes.append(str(exc))
+
+    async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
+        await wait_for_tool(host, "h__heavy", timeout=20)
+        nursery.start_soon(watch.run)
+        with trio.fail_after(90):
+            async with trio.open_nursery() as calls:
+                for _ in range(20):
+                    calls.start_soon(call)
+        nursery.cancel_scope.cancel()
+    assert len(outcomes) == 20
+    assert all("more work than" in outcome for outcome in outcomes), outcomes[:3]
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
