@@ -389,6 +389,9 @@ def _check_shape(schema: Any) -> None:
     resources = [schema, *_embedded_resources(schema)]
     pending = [schema]
     visited: set[int] = set()
+    #: Each distinct reference's targets; lookups made (each reference, each resource).
+    targets: dict[str, list[Any]] = {}
+    resolutions = 0
     patterns: set[str] = set()
     has_pattern_properties = has_unevaluated_properties = False
     while pending:
@@ -404,7 +407,17 @@ def _check_shape(schema: Any) -> None:
                     " references are resolved (nothing is fetched or read)"
                 )
             if isinstance(ref, str):
-                pending.extend(_pointed(resource, ref) for resource in resources)
+                found = targets.get(ref)
+                if found is None:
+                    resolutions += len(resources)
+                    if resolutions > MAX_UNFOLDED:
+                        raise SchemaRefused(
+                            f"the schema needs more than {MAX_UNFOLDED} lookups to check"
+                            " its $refs (too many distinct ones, and $ids)"
+                        )
+                    segments = _segments(ref)
+                    found = targets[ref] = [_pointed(r, segments) for r in resources]
+                pending.extend(found)
         pattern = sub.get("pattern")
         if isinstance(pattern, str):
             patterns.add(pattern)
@@ -441,14 +454,20 @@ def _embedded_resources(schema: Any) -> Iterator[Mapping[str, Any]]:
             pending.extend(_subschemas(sub))
 
 
-def _pointed(resource: Any, ref: str) -> Any:
-    """What the fragment of ``ref`` (``#/a/b``, escaped as RFC 6901 and percent-encoded)
-    points at in ``resource``, or None (an anchor, or nothing there)."""
+def _segments(ref: str) -> list[str] | None:
+    """The JSON pointer in the fragment of ``ref`` (``#/a/b``, percent-encoded), split as
+    referencing splits it; None for an anchor (``#name``) or the whole resource."""
     fragment = urllib.parse.unquote(ref[1:])
-    if not fragment.startswith("/"):
+    return fragment[1:].split("/") if fragment.startswith("/") else None
+
+
+def _pointed(resource: Any, segments: list[str] | None) -> Any:
+    """What ``segments`` (RFC 6901, as :func:`_segments` gives them) point at in
+    ``resource``, or None (nothing there)."""
+    if segments is None:
         return None
     target = resource
-    for segment in fragment[1:].split("/"):
+    for segment in segments:
         # As referencing reads it: an index is whatever int() takes ("-1", "+0", " 0").
         try:
             if isinstance(target, list):
