@@ -674,3 +674,49 @@ async def test_concurrent_large_checks_of_one_server_do_not_starve_the_loop(
     assert len(outcomes) == 20
     assert all("more work than" in outcome for outcome in outcomes), outcomes[:3]
     assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
+
+
+async def test_many_anchors_compile_and_check_at_once(tmp_path: Path) -> None:
+    """Each ``$ref`` to an anchor (``#name``, ``$dynamicRef`` too) made referencing crawl
+    the whole schema again (its registry is immutable; the validator's root resolver kept
+    the uncrawled one): 1,000 anchors and 1,000 references to them took 16 s to compile,
+    on the event loop, and each check ran to the 5 s CPU bound there too (the instance is
+    small, so inline). Now the registry is crawled once: the call is answered at once, the
+    loop keeps ticking, and the references still apply (the mismatch is found)."""
+    from agenthost.errors import OutputValidationError
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import LoopWatch, hostile
+
+    n = 1_000
+    anchors: dict[str, Any] = {
+        "$defs": {f"d{i}": {"$anchor": f"a{i}", "required": ["n"]} for i in range(n)},
+        "allOf": [{"$ref": f"#a{i}"} for i in range(n)],
+    }
+    dynamic: dict[str, Any] = {
+        "$defs": {f"d{i}": {"$dynamicAnchor": f"a{i}", "required": ["n"]} for i in range(n)},
+        "allOf": [{"$dynamicRef": f"#a{i}"} for i in range(n)],
+    }
+    config = tmp_path / "hostile.json"
+    config.write_text(
+        json.dumps(
+            {
+                "tools": [_tool("anchors", anchors), _tool("dynamic", dynamic)],
+                "results": {name: _structured({}) for name in ("anchors", "dynamic")},
+            }
+        )
+    )
+    server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    watch = LoopWatch()
+    async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
+        await wait_for_tool(host, "h__dynamic", timeout=20)
+        nursery.start_soon(watch.run)
+        for name in ("anchors", "dynamic"):
+            started = time.monotonic()
+            with trio.fail_after(60), pytest.raises(OutputValidationError) as mismatch:
+                await host.call_tool(f"h__{name}", {})
+            assert "'n' is a required property" in str(mismatch.value)
+            assert time.monotonic() - started < 5.0, name
+        nursery.cancel_scope.cancel()
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
