@@ -91,8 +91,9 @@ BUDGET_PER_VALUE = 64
 #: ``BUDGET_BASE + BUDGET_PER_VALUE * INLINE_VALUES`` applications, tens of ms): see
 #: :meth:`PeerSchema.inline`.
 INLINE_VALUES = 64
-#: ... and of at most this many characters in its strings and keys: a keyword's message
-#: quotes its piece of instance (``repr``), so what one application costs grows with it.
+#: ... and of at most this many characters in its strings and keys, against a schema of
+#: at most as many: a keyword's message quotes its piece of instance and its own value
+#: (``repr``: an ``enum``, a ``not``), so what one application costs grows with both.
 INLINE_CHARS = 16_384
 #: CPU-time bound of one validation, seconds (read every :data:`_CLOCK_EVERY` keywords):
 #: the last resort behind the budget. This thread's CPU time, not the wall clock, so that
@@ -190,16 +191,20 @@ class PeerSchema:
     #: keeps them alive), and the whole schema's.
     _costs: Mapping[int, int]
     _unfolded: int
+    #: Whether the schema itself is small enough for an inline check (its messages quote
+    #: its values: an ``enum`` of one 4 MB string costs milliseconds per failure).
+    _small: bool
 
     def inline(self, instance: Any) -> bool:
-        """Whether checking ``instance`` costs little enough to run on the event loop.
+        """Whether checking ``instance`` costs little enough to run on the event loop: it
+        is small (:data:`INLINE_VALUES`, :data:`INLINE_CHARS`), and so is the schema.
 
         A larger one may take seconds of jsonschema's pure-Python work (a legitimate
         result of 50,000 rows does; an attack is stopped at its budget or after
         :data:`DEADLINE`): the caller runs it in a worker thread, where it yields the GIL
         every few milliseconds, so the loop and every other server keep running.
         """
-        return _small(instance)
+        return self._small and _small(instance)
 
     async def check(self, instance: Any, *, server: str, best: bool = False) -> Mismatch | None:
         """:meth:`first_error` (or :meth:`best_error` with ``best``), on the event loop when
@@ -297,7 +302,7 @@ def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> Peer
     if not isinstance(schema, Mapping | bool):
         raise SchemaRefused(f"{who}: a schema must be an object or a boolean")
     try:
-        _check_shape(schema)
+        chars = _check_shape(schema)
         dialect = _dialect(schema)
         cls = _validator_class(dialect)
         checker = _formats() if formats else None
@@ -310,7 +315,7 @@ def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> Peer
         raise SchemaRefused(f"{who}: a $ref cannot be resolved ({type(exc).__name__})") from None
     except Exception as exc:  # a malformed schema jsonschema or referencing choke on
         raise SchemaRefused(f"{who}: the schema cannot be compiled ({type(exc).__name__})") from exc
-    return PeerSchema(who, validator, costs, costs.get(id(schema), 1))
+    return PeerSchema(who, validator, costs, costs.get(id(schema), 1), chars <= INLINE_CHARS)
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -369,9 +374,13 @@ def _subschemas(schema: Mapping[str, Any]) -> Iterator[Any]:
             yield from value.values()
 
 
-def _check_shape(schema: Any) -> None:
-    """Size and depth of the whole value; then every subschema's references and regexes."""
-    nodes = 0
+def _check_shape(schema: Any) -> int:
+    """Size and depth of the whole value; then every subschema's references and regexes.
+
+    Returns:
+        The characters of the schema's strings and keys.
+    """
+    nodes = chars = 0
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:
         item, depth = stack.pop()
@@ -380,7 +389,10 @@ def _check_shape(schema: Any) -> None:
             raise SchemaRefused(f"the schema has more than {MAX_NODES} values")
         if depth > MAX_DEPTH:
             raise SchemaRefused(f"the schema is nested more than {MAX_DEPTH} deep")
-        if isinstance(item, Mapping):
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, Mapping):
+            chars += sum(len(key) for key in item if isinstance(key, str))
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
@@ -436,6 +448,7 @@ def _check_shape(schema: Any) -> None:
         raise SchemaRefused(
             "patternProperties together with unevaluatedProperties is not supported"
         )
+    return chars
 
 
 def _embedded_resources(schema: Any) -> Iterator[Mapping[str, Any]]:

@@ -712,11 +712,49 @@ async def test_many_anchors_compile_and_check_at_once(tmp_path: Path) -> None:
     async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
         await wait_for_tool(host, "h__dynamic", timeout=20)
         nursery.start_soon(watch.run)
+        await trio.sleep(0.1)  # the watch is ticking (a gap is counted when it ends)
         for name in ("anchors", "dynamic"):
             started = time.monotonic()
             with trio.fail_after(60), pytest.raises(OutputValidationError) as mismatch:
                 await host.call_tool(f"h__{name}", {})
             assert "'n' is a required property" in str(mismatch.value)
             assert time.monotonic() - started < 5.0, name
+        await trio.sleep(0.1)
         nursery.cancel_scope.cancel()
+    assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
+
+
+async def test_a_large_schema_is_checked_off_the_event_loop(tmp_path: Path) -> None:
+    """The inline decision looked at the instance only; jsonschema's messages quote the
+    schema's values too (``enum``: "is not one of [...]", ``const``, ``not``): an anyOf of
+    2,000 references to an enum of one 4 MB string, on the result ``{}``, ran on the
+    event loop to the 5 s CPU bound. Now a schema with more than a few kilobytes of
+    strings is checked in the worker thread whatever the instance; the check still ends
+    refused at its bound (the positive control), and the loop keeps ticking."""
+    from agenthost.errors import SchemaRefused
+    from tests.helpers import host_with as plain_host
+    from tests.helpers import wait_for_tool
+    from tests.hostile.conftest import LoopWatch, hostile
+
+    schema = {
+        "type": "object",
+        "$defs": {"e": {"enum": [BIG_STRING]}},
+        "anyOf": [{"$ref": "#/$defs/e"}] * 2_000,
+    }
+    config = tmp_path / "hostile.json"
+    config.write_text(
+        json.dumps({"tools": [_tool("quoting", schema)], "results": {"quoting": _structured({})}})
+    )
+    server = attrs.evolve(hostile("h"), args=(str(HOSTILE_SERVER), f"@{config}"))
+    policy = {"mode": "headless", "rules": [ALLOW_TOOLS]}
+    watch = LoopWatch()
+    async with plain_host([server], policy) as host, trio.open_nursery() as nursery:
+        await wait_for_tool(host, "h__quoting", timeout=20)
+        nursery.start_soon(watch.run)
+        await trio.sleep(0.1)  # the watch is ticking (a gap is counted when it ends)
+        with trio.fail_after(60), pytest.raises(SchemaRefused) as refused:
+            await host.call_tool("h__quoting", {})
+        await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    assert "the schema check was stopped" in str(refused.value)
     assert watch.worst_stall() < 0.5, f"the event loop stalled {watch.worst_stall():.2f} s"
