@@ -702,22 +702,15 @@ class ClientSession:
                 " structuredContent"
             )
         try:
-            if checker.inline(content):
-                error = checker.first_error(content)
-            else:
-                # Seconds of jsonschema for a large result (bounded by the checker): in a
-                # thread, the loop and every other server go on; a cancelled call stops
-                # waiting for it, and its bounds end it.
-                error = await trio.to_thread.run_sync(
-                    checker.first_error, content, abandon_on_cancel=True
-                )
+            # Seconds of jsonschema for a large result (bounded by the checker): in a
+            # thread, the loop and every other server go on.
+            error = await checker.check(content, server=self.name)
         except SchemaRefused as exc:
             raise SchemaRefused(str(exc), server=self.name) from None
         if error is not None:
-            path = "/".join(str(p) for p in error.path) or "(root)"
             raise OutputValidationError(
                 f"{self.name}: tool {tool.name!r} returned structuredContent that does not"
-                f" match its outputSchema at {path}: {error.message}"
+                f" match its outputSchema at {error.where}: {error.message}"
             )
 
     async def list_prompts(self, *, timeout: Timeout = DEFAULT) -> list[Prompt]:

@@ -496,14 +496,17 @@ def with_defaults(schema: Mapping[str, Any], answers: Mapping[str, Any]) -> dict
     return filled
 
 
-def validate_content(
+async def validate_content(
     schema: Mapping[str, Any],
     content: Mapping[str, Any],
     fields: tuple[FormField, ...] | None = None,
+    *,
+    server: str = "",
 ) -> dict[str, Any]:
     """Check a whole answer before it is sent: each field's rules, then the server's schema.
 
-    Used for typed answers and for a rule's canned ``answers`` alike. Fields the schema does
+    Used for typed answers and for a rule's canned ``answers`` alike; ``server`` (who
+    asked) shares its thread for large checks with its other checks. Fields the schema does
     not declare are refused (a form answer carries exactly what was asked).
 
     Returns:
@@ -528,7 +531,9 @@ def validate_content(
             raise InvalidAnswer("a value is required", field=field.name)
     _check_subset(schema)
     try:
-        error = _compiled(schema).best_error(dict(content))
+        # The content holds the server's defaults and option values (megabytes, maybe):
+        # checked in a worker thread unless it is small.
+        error = await _compiled(schema).check(dict(content), server=server, best=True)
     except SchemaRefused as exc:
         raise JSONRPCError(_INVALID_PARAMS, str(exc)) from None
     if error is not None:

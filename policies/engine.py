@@ -683,7 +683,9 @@ class PolicyEngine:
             verdict = Verdict.ALLOW
             try:
                 schema = action.requested_schema or {}
-                content = validate_content(schema, with_defaults(schema, rule.answers))
+                content = await validate_content(
+                    schema, with_defaults(schema, rule.answers), server=action.server
+                )
             except JSONRPCError as exc:
                 # The server's schema is invalid: record the refusal, answer with the error.
                 self._write_now(

@@ -154,7 +154,9 @@ class CallbackPrompter:
         with trio.move_on_after(self._limit()):
             response = await self.elicit_callback(action)
         if response.action == "accept" and action.mode == "form":
-            content = validate_content(action.requested_schema or {}, response.content or {})
+            content = await validate_content(
+                action.requested_schema or {}, response.content or {}, server=action.server
+            )
             return ElicitationResponse(action="accept", content=content)
         return response
 
@@ -461,7 +463,7 @@ class TerminalPrompter:
             if content is None:
                 return ElicitationResponse(action="cancel")
             try:
-                content = validate_content(schema, content, fields)
+                content = await validate_content(schema, content, fields, server=action.server)
             except InvalidAnswer as exc:
                 self._say(f"  The form does not fit the server's schema: {printable(str(exc))}\n")
                 fields = _with_defaults(fields, content)

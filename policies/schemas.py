@@ -32,9 +32,11 @@ schema written by someone else:
 So a validation costs at most ``budget`` keyword applications, each charged one plus the
 entries of its value (an ``enum`` of 20,000 costs 20,001) and otherwise bounded by the
 size of its piece of instance (the message size bounds the instance): it runs inline, on
-the event loop when the instance is small (:meth:`PeerSchema.inline`), else in a worker
-thread that the same bounds end (``re`` would hold the GIL for the whole match, which is
-why patterns are RE2; jsonschema's own Python work yields it every few milliseconds).
+the event loop when the instance is small in values *and* in characters (one 4 MB string
+is one value, yet each keyword quoting it costs milliseconds: :meth:`PeerSchema.inline`),
+else in a worker thread (:meth:`PeerSchema.check`) that the same bounds end (``re``
+would hold the GIL for the whole match, which is why patterns are RE2; jsonschema's own
+Python work yields it every few milliseconds).
 ``format`` is an annotation by default (as JSON Schema 2020-12 says); ``formats=True``
 asserts jsonschema's checks, ``regex`` in RE2.
 
@@ -46,14 +48,17 @@ from __future__ import annotations
 import contextvars
 import functools
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
+import trio
 
 from agenthost.errors import SchemaRefused
 
 __all__ = [
+    "INLINE_CHARS",
     "INLINE_VALUES",
     "MAX_DEPTH",
     "MAX_NODES",
@@ -86,6 +91,10 @@ BUDGET_PER_VALUE = 64
 #: ``BUDGET_BASE + BUDGET_PER_VALUE * INLINE_VALUES`` applications, tens of ms): see
 #: :meth:`PeerSchema.inline`.
 INLINE_VALUES = 64
+#: ... and of at most this many characters in its strings and keys, against a schema of
+#: at most as many: a keyword's message quotes its piece of instance and its own value
+#: (``repr``: an ``enum``, a ``not``), so what one application costs grows with both.
+INLINE_CHARS = 16_384
 #: CPU-time bound of one validation, seconds (read every :data:`_CLOCK_EVERY` keywords):
 #: the last resort behind the budget. This thread's CPU time, not the wall clock, so that
 #: a loaded machine does not fail a legitimate check.
@@ -134,6 +143,17 @@ class Mismatch:
     path: tuple[str | int, ...]
     message: str
 
+    @property
+    def where(self) -> str:
+        """The path for a message: ``a/0/b`` or ``(root)``, on one line and short (the
+        keys are the server's: line breaks, escape sequences, megabytes)."""
+        from agenthost_policies.text import printable
+
+        shown = "/".join(_short(printable(str(p), one_line=True), 60) for p in self.path[:8])
+        if len(self.path) > 8:
+            shown += f"/... ({len(self.path) - 8} more)"
+        return shown or "(root)"
+
 
 class _OverBudget(Exception):
     """A validation spent its keyword budget or its time."""
@@ -171,16 +191,36 @@ class PeerSchema:
     #: keeps them alive), and the whole schema's.
     _costs: Mapping[int, int]
     _unfolded: int
+    #: Whether the schema itself is small enough for an inline check (its messages quote
+    #: its values: an ``enum`` of one 4 MB string costs milliseconds per failure).
+    _small: bool
 
     def inline(self, instance: Any) -> bool:
-        """Whether checking ``instance`` costs little enough to run on the event loop.
+        """Whether checking ``instance`` costs little enough to run on the event loop: it
+        is small (:data:`INLINE_VALUES`, :data:`INLINE_CHARS`), and so is the schema.
 
         A larger one may take seconds of jsonschema's pure-Python work (a legitimate
         result of 50,000 rows does; an attack is stopped at its budget or after
         :data:`DEADLINE`): the caller runs it in a worker thread, where it yields the GIL
         every few milliseconds, so the loop and every other server keep running.
         """
-        return _values(instance, stop=INLINE_VALUES + 1) <= INLINE_VALUES
+        return self._small and _small(instance)
+
+    async def check(self, instance: Any, *, server: str, best: bool = False) -> Mismatch | None:
+        """:meth:`first_error` (or :meth:`best_error` with ``best``), on the event loop when
+        :meth:`inline` says so, else in a worker thread: a cancelled caller stops waiting
+        at once, and the check's own bounds end the thread. Raises as those do.
+
+        One ``server``'s checks take one thread at a time: each is seconds of pure Python
+        that takes the GIL from the event loop every few milliseconds, and twenty at once
+        kept the loop waiting over a second (one: about 10 ms).
+        """
+        pick = self.best_error if best else self.first_error
+        if self.inline(instance):
+            return pick(instance)
+        return await trio.to_thread.run_sync(
+            pick, instance, abandon_on_cancel=True, limiter=_threads_of(server)
+        )
 
     def first_error(self, instance: Any) -> Mismatch | None:
         """The first place ``instance`` does not fit, or None.
@@ -225,6 +265,24 @@ class PeerSchema:
         return Mismatch(path=tuple(error.absolute_path), message=_short(error.message))
 
 
+#: Per server name (from the configuration, so few), the limiter of its checks' threads.
+_THREADS: trio.lowlevel.RunVar[dict[str, trio.CapacityLimiter]] = trio.lowlevel.RunVar(
+    "agenthost_schema_threads"
+)
+
+
+def _threads_of(server: str) -> trio.CapacityLimiter:
+    try:
+        limiters = _THREADS.get()
+    except LookupError:
+        limiters = {}
+        _THREADS.set(limiters)
+    limiter = limiters.get(server)
+    if limiter is None:
+        limiter = limiters[server] = trio.CapacityLimiter(1)
+    return limiter
+
+
 def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> PeerSchema:
     """Compile a schema a server sent, or refuse it.
 
@@ -244,10 +302,11 @@ def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> Peer
     if not isinstance(schema, Mapping | bool):
         raise SchemaRefused(f"{who}: a schema must be an object or a boolean")
     try:
-        _check_shape(schema)
-        cls = _validator_class(_dialect(schema))
-        registry: Any = referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+        chars = _check_shape(schema)
+        dialect = _dialect(schema)
+        cls = _validator_class(dialect)
         checker = _formats() if formats else None
+        registry = _crawled(schema, cls)
         validator = cls(schema, registry=registry, format_checker=checker)
         costs = _unfolded_sizes(schema, validator)
     except SchemaRefused as exc:
@@ -256,7 +315,7 @@ def compile_peer_schema(schema: Any, *, who: str, formats: bool = False) -> Peer
         raise SchemaRefused(f"{who}: a $ref cannot be resolved ({type(exc).__name__})") from None
     except Exception as exc:  # a malformed schema jsonschema or referencing choke on
         raise SchemaRefused(f"{who}: the schema cannot be compiled ({type(exc).__name__})") from exc
-    return PeerSchema(who, validator, costs, costs.get(id(schema), 1))
+    return PeerSchema(who, validator, costs, costs.get(id(schema), 1), chars <= INLINE_CHARS)
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -264,21 +323,41 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _values(instance: Any, stop: int | None = None) -> int:
-    """How many values ``instance`` holds (objects, arrays and scalars), without recursion;
-    counting ends at ``stop``."""
+def _values(instance: Any) -> int:
+    """How many values ``instance`` holds (objects, arrays and scalars), without recursion."""
     count = 0
     stack = [instance]
     while stack:
         item = stack.pop()
         count += 1
-        if count == stop:
-            break
         if isinstance(item, Mapping):
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
     return count
+
+
+def _small(instance: Any) -> bool:
+    """At most :data:`INLINE_VALUES` values and :data:`INLINE_CHARS` characters (strings and
+    keys); counting ends as soon as either is over."""
+    values = chars = 0
+    stack = [instance]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if values > INLINE_VALUES or chars > INLINE_CHARS:
+            return False
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, Mapping | list):
+            if len(item) > INLINE_VALUES:
+                return False
+            if isinstance(item, Mapping):
+                chars += sum(len(key) for key in item if isinstance(key, str))
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+    return chars <= INLINE_CHARS
 
 
 def _subschemas(schema: Mapping[str, Any]) -> Iterator[Any]:
@@ -295,9 +374,13 @@ def _subschemas(schema: Mapping[str, Any]) -> Iterator[Any]:
             yield from value.values()
 
 
-def _check_shape(schema: Any) -> None:
-    """Size and depth of the whole value; then every subschema's references and regexes."""
-    nodes = 0
+def _check_shape(schema: Any) -> int:
+    """Size and depth of the whole value; then every subschema's references and regexes.
+
+    Returns:
+        The characters of the schema's strings and keys.
+    """
+    nodes = chars = 0
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:
         item, depth = stack.pop()
@@ -306,17 +389,28 @@ def _check_shape(schema: Any) -> None:
             raise SchemaRefused(f"the schema has more than {MAX_NODES} values")
         if depth > MAX_DEPTH:
             raise SchemaRefused(f"the schema is nested more than {MAX_DEPTH} deep")
-        if isinstance(item, Mapping):
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, Mapping):
+            chars += sum(len(key) for key in item if isinstance(key, str))
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
+    # A local reference may point anywhere in the schema (an unknown keyword's value, an
+    # enum entry, a map of property names), relative to any resource in it: each target
+    # is a subschema as well, so it is checked as one.
+    resources = [schema, *_embedded_resources(schema)]
     pending = [schema]
+    visited: set[int] = set()
+    #: Each distinct reference, looked up once in every resource.
+    looked_up: set[str] = set()
     patterns: set[str] = set()
     has_pattern_properties = has_unevaluated_properties = False
     while pending:
         sub = pending.pop()
-        if not isinstance(sub, Mapping):
+        if not isinstance(sub, Mapping) or id(sub) in visited:
             continue
+        visited.add(id(sub))
         for key in _REFS:
             ref = sub.get(key)
             if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
@@ -324,6 +418,16 @@ def _check_shape(schema: Any) -> None:
                     f"{key} {_short(repr(ref), 80)} is refused: only local '#...'"
                     " references are resolved (nothing is fetched or read)"
                 )
+            if isinstance(ref, str) and ref not in looked_up:
+                # the targets of a reference seen before are checked already, or pending
+                looked_up.add(ref)
+                if len(looked_up) * len(resources) > MAX_UNFOLDED:
+                    raise SchemaRefused(
+                        f"the schema needs more than {MAX_UNFOLDED} lookups to check"
+                        " its $refs (too many distinct ones, and $ids)"
+                    )
+                segments = _segments(ref)
+                pending.extend(_pointed(resource, segments) for resource in resources)
         pattern = sub.get("pattern")
         if isinstance(pattern, str):
             patterns.add(pattern)
@@ -344,6 +448,48 @@ def _check_shape(schema: Any) -> None:
         raise SchemaRefused(
             "patternProperties together with unevaluatedProperties is not supported"
         )
+    return chars
+
+
+def _embedded_resources(schema: Any) -> Iterator[Mapping[str, Any]]:
+    """Every subschema (by keyword) with an ``$id`` (``id`` in draft 4) of its own: a base
+    a ``#/...`` pointer inside it is relative to."""
+    pending = [schema]
+    while pending:
+        sub = pending.pop()
+        if isinstance(sub, Mapping):
+            if sub is not schema and (
+                isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)
+            ):
+                yield sub
+            pending.extend(_subschemas(sub))
+
+
+def _segments(ref: str) -> list[str] | None:
+    """The JSON pointer in the fragment of ``ref`` (``#/a/b``, percent-encoded), split as
+    referencing splits it; None for an anchor (``#name``) or the whole resource."""
+    fragment = urllib.parse.unquote(ref[1:])
+    return fragment[1:].split("/") if fragment.startswith("/") else None
+
+
+def _pointed(resource: Any, segments: list[str] | None) -> Any:
+    """What ``segments`` (RFC 6901, as :func:`_segments` gives them) point at in
+    ``resource``, or None (nothing there)."""
+    if segments is None:
+        return None
+    target = resource
+    for segment in segments:
+        # As referencing reads it: an index is whatever int() takes ("-1", "+0", " 0").
+        try:
+            if isinstance(target, list):
+                target = target[int(segment)]
+            elif isinstance(target, Mapping):
+                target = target[segment.replace("~1", "/").replace("~0", "~")]
+            else:
+                return None
+        except (ValueError, LookupError):
+            return None
+    return target
 
 
 def _dialect(schema: Any) -> str:
@@ -359,6 +505,25 @@ def _dialect(schema: Any) -> str:
             " (JSON Schema 2020-12, 2019-09, draft 7, 6 or 4)"
         )
     return name
+
+
+def _crawled(schema: Any, cls: Any) -> Any:
+    """A registry holding ``schema``, crawled: every ``$id``, ``$anchor`` and
+    ``$dynamicAnchor`` in it known, and nothing retrievable.
+
+    referencing's registries are immutable: one that is not crawled is crawled afresh by
+    every lookup of an anchor from the validator's root resolver (the crawled copy goes to
+    that lookup's result only), the whole schema each time: 1,000 references to 1,000
+    anchors took 16 s to compile and seconds per check.
+    """
+    import referencing.jsonschema
+
+    specification = referencing.jsonschema.specification_with(
+        cls.META_SCHEMA["$schema"], default=referencing.jsonschema.DRAFT202012
+    )
+    resource = specification.create_resource(schema)
+    registry: Any = referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+    return registry.with_resource(resource.id() or "", resource).crawl()
 
 
 def _retrieve_nothing(uri: str) -> Any:

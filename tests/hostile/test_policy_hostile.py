@@ -196,7 +196,7 @@ async def test_url_elicitation_schemes_checked_before_any_prompter(tmp_path: Pat
     assert len(denied) == len(DANGEROUS_URLS)
 
 
-def test_jsonschema_pass_matches_patterns_in_linear_time() -> None:
+async def test_jsonschema_pass_matches_patterns_in_linear_time() -> None:
     # RE2 finds the second alternative at once; Python's re would first try 2**26 ways
     # through the first one. Both our field check and jsonschema's `pattern` must use RE2.
     schema = {
@@ -204,18 +204,18 @@ def test_jsonschema_pass_matches_patterns_in_linear_time() -> None:
         "properties": {"code": {"type": "string", "pattern": "^(a|a)*b|^a*$"}},
     }
     start = time.perf_counter()
-    assert validate_content(schema, {"code": "a" * 26}) == {"code": "a" * 26}
+    assert await validate_content(schema, {"code": "a" * 26}) == {"code": "a" * 26}
     assert time.perf_counter() - start < 1.0
 
 
-def test_pattern_properties_are_refused() -> None:
+async def test_pattern_properties_are_refused() -> None:
     schema = {
         "type": "object",
         "properties": {"code": {"type": "string"}},
         "patternProperties": {EVIL_PATTERN: {"type": "string"}},
     }
     with pytest.raises(JSONRPCError, match="patternProperties") as info:
-        validate_content(schema, {"code": "x"})
+        await validate_content(schema, {"code": "x"})
     assert info.value.code == -32602
 
 

@@ -163,9 +163,9 @@ def test_render_escapes_terminal_control_characters() -> None:
     assert "\\x1b[2K\\x0dgotcha" in text and "\\u202e" in text
 
 
-def test_validate_content_uses_the_servers_schema() -> None:
+async def test_validate_content_uses_the_servers_schema() -> None:
     good = {"name": "Alice", "age": 30, "hex": "#FF0000", "hexes": ["#00FF00"], "agree": True}
-    assert validate_content(SCHEMA, good) == good
+    assert await validate_content(SCHEMA, good) == good
     bad_cases = [
         ({**good, "age": "30"}, "age"),
         ({**good, "hex": "#123456"}, "hex"),
@@ -176,7 +176,7 @@ def test_validate_content_uses_the_servers_schema() -> None:
     ]
     for content, field in bad_cases:
         with pytest.raises(InvalidAnswer) as info:
-            validate_content(SCHEMA, content)
+            await validate_content(SCHEMA, content)
         assert info.value.field == field, content
 
 
