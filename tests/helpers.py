@@ -270,6 +270,26 @@ class FakeAnthropic:
         )
 
 
+def initialize_request(
+    name: str = "raw", *, request_id: int = 1, revision: str = "2025-06-18"
+) -> dict[str, Any]:
+    """A raw ``initialize`` request, as a test client that speaks JSON-RPC by hand writes it."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": revision,
+            "capabilities": {},
+            "clientInfo": {"name": name, "version": "1"},
+        },
+    }
+
+
+#: The ``Accept`` header a Streamable HTTP client sends with every POST.
+ACCEPT: dict[str, str] = {"accept": "application/json, text/event-stream"}
+
+
 def check_ts_progress(seen: dict[str, Any], expected: list[int]) -> None:
     """The TypeScript SDK client's record (tests/peers/ts_client.mjs) of a call's progress.
 

@@ -22,21 +22,19 @@ import pytest
 
 from agenthost.serve.http import MAX_SESSIONS
 from tests.forkserver import peer_python
-from tests.helpers import AGENTHOST, REPO, alive, check_ts_progress, serving_http
+from tests.helpers import (
+    ACCEPT,
+    AGENTHOST,
+    REPO,
+    alive,
+    check_ts_progress,
+    initialize_request,
+    serving_http,
+)
 
 Command = tuple[str, list[str]]
 SDK_CLIENT = REPO / "tests" / "peers" / "sdk_client.py"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-ACCEPT = {"accept": "application/json, text/event-stream"}
+INIT = initialize_request()
 
 
 def _config(tmp_path: Path, server: Command, policy: str) -> Path:

@@ -20,21 +20,11 @@ import pytest
 
 from agenthost.errors import ConfigError
 from agenthost.serve.local_token import load_or_create, token_path
-from tests.helpers import AGENTHOST, serving_http
+from tests.helpers import ACCEPT, AGENTHOST, initialize_request, serving_http
 
 pytestmark = pytest.mark.timeout(120)
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-ACCEPT = {"accept": "application/json, text/event-stream"}
+INIT = initialize_request()
 
 
 def _env() -> dict[str, str]:

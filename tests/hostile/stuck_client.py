@@ -16,10 +16,28 @@ from typing import Any
 
 import trio
 
-__all__ = ["StuckClient", "events"]
+from tests.helpers import initialize_request
+
+__all__ = ["StuckClient", "deaf_host_lines", "events"]
 
 _EVENT = re.compile(rb"data: (.*?)\n\n", re.S)
 _SID = re.compile(rb"(?im)^mcp-session-id: *(\S+)")
+
+
+def deaf_host_lines(flood: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a stdio host sends before it stops reading: it initializes, asks for every log
+    line, and makes a ``flood`` call (``flood``: its arguments) with a progress token."""
+    return [
+        initialize_request("deaf"),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "flood", "arguments": flood, "_meta": {"progressToken": 1}},
+        },
+    ]
 
 
 def events(raw: bytes) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import pytest
 
 from agenthost.cli.lineage import MAX_DEPTH
 from agenthost.config.selfstart import SERVE_CHAIN_ENV
-from tests.helpers import AGENTHOST_COLD
+from tests.helpers import AGENTHOST_COLD, initialize_request
 from tests.hostile.conftest import HOSTILE_SERVER
 
 pytestmark = [
@@ -195,16 +195,7 @@ def test_serve_names_the_file_and_serves_the_other_servers(loop_project: LoopPro
                 break
         refused = [line for line in lines if line.startswith("agenthost: failed")]
         assert len(refused) == 1 and str(loop_project.file) in refused[0], lines
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = initialize_request("t")
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         for message in (init, initialized, listing):

@@ -28,7 +28,7 @@ from agenthost.serve import open_gateway
 from agenthost.serve.http import serve_http
 from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
-from tests.hostile.stuck_client import StuckClient, events
+from tests.hostile.stuck_client import StuckClient, deaf_host_lines, events
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -261,7 +261,9 @@ async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
     )
     our_stdin, host_writes = os.pipe()
     host_reads, our_stdout = os.pipe()  # the host never reads its end
-    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in _deaf_host()))
+    os.write(
+        host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in deaf_host_lines(FLOOD))
+    )
     try:
         async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
             with trio.fail_after(30):
@@ -295,7 +297,9 @@ async def test_a_stdio_host_that_closes_our_stdout_has_its_session_ended() -> No
     our_stdin, host_writes = os.pipe()
     host_reads, our_stdout = os.pipe()
     os.close(host_reads)
-    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in _deaf_host()))
+    os.write(
+        host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in deaf_host_lines(FLOOD))
+    )
     try:
         async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
             with trio.fail_after(10):
@@ -305,30 +309,6 @@ async def test_a_stdio_host_that_closes_our_stdout_has_its_session_ended() -> No
         for fd in (our_stdin, host_writes, our_stdout):
             os.close(fd)
     assert served.content[0].text == "still"  # type: ignore[union-attr]
-
-
-def _deaf_host() -> list[dict[str, Any]]:
-    """What the host sends before it stops reading: a flooding call with progress."""
-    return [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "deaf", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
-        },
-    ]
 
 
 #: The GET backlog's byte bound, as serve/http.py documents it (8 MiB).

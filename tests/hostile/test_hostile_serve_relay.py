@@ -32,7 +32,7 @@ from agenthost.connection import open_session
 from agenthost.session import ClientSession
 from agenthost.transports.http import open_streamable_http_transport
 from tests.helpers import AGENTHOST_COLD
-from tests.hostile.stuck_client import StuckClient
+from tests.hostile.stuck_client import StuckClient, deaf_host_lines
 from tests.peers.http_launch import free_port, serve, stop
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
@@ -187,26 +187,7 @@ async def test_the_stdio_gateway_stops_in_time_with_a_host_that_reads_nothing(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
     )
     assert process.stdin is not None and process.stdout is not None
-    lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "deaf", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}},
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {"name": "flood", "arguments": FLOOD, "_meta": {"progressToken": 1}},
-        },
-    ]
+    lines = deaf_host_lines(FLOOD)
     try:
         await process.stdin.send_all(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
         async with trio.open_nursery() as nursery:
