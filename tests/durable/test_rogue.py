@@ -130,6 +130,19 @@ async def _fleet(
                 await worker
 
 
+def _recording(tmp_path: Path, item: str) -> Path:
+    """A fleet config whose scripted model records ``item`` (call ``c0``, allowed), then
+    says "recorded"."""
+    return write_config(
+        tmp_path,
+        [
+            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": item}}]},
+            {"text": "recorded"},
+        ],
+        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
+    )
+
+
 def _params(config_path: Path, task: str) -> dict[str, Any]:
     config = load_config(config_path)
     policy = parse_policy(config.policy, source="t", base_dir=config_path.parent)
@@ -176,14 +189,7 @@ def test_a_rogue_workflow_gets_no_tool_call_no_model_turn_and_no_audit_line(
     ``llm_call``, ``audit_append``) on the fleet's queue; also with the real run's signed
     input copied, and under the real run's workflow id before it starts (forged audit
     lines written ahead)."""
-    config_path = write_config(
-        tmp_path,
-        [
-            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "real"}}]},
-            {"text": "recorded"},
-        ],
-        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
-    )
+    config_path = _recording(tmp_path, "real")
     params = _params(config_path, "record real")
     out: dict[str, Any] = {}
     real_id = "run-realrun00001"
@@ -442,13 +448,7 @@ def test_a_model_turn_completed_by_hand_runs_no_tool_and_reaches_no_model(
     a call the policy allows: ``call_tool`` refuses it (no worker sealed that tool use),
     and the next model turn is refused (the conversation holds a turn no worker made).
     Positive control: a second run on the same fleet records its item."""
-    turns: list[dict[str, Any]] = [
-        {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "real"}}]},
-        {"text": "recorded"},
-    ]
-    config_path = write_config(
-        tmp_path, turns, rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}]
-    )
+    config_path = _recording(tmp_path, "real")
     provider = SlowFirstTurn.from_file(tmp_path / "script.json", name="replay")
     out: dict[str, Any] = {}
     fake = llm.Result(
@@ -500,14 +500,7 @@ def test_an_agentrun_of_the_rogues_own_with_its_own_policy_gets_nothing(tmp_path
     of its choosing (everything allowed) and a grant made with another key: the worker
     runs the workflow, and every activity refuses it. The same input submitted with the
     key (the positive control) records its item."""
-    config_path = write_config(
-        tmp_path,
-        [
-            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "x"}}]},
-            {"text": "recorded"},
-        ],
-        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
-    )
+    config_path = _recording(tmp_path, "x")
     params = _params(config_path, "record x")
     out: dict[str, Any] = {}
 
@@ -564,14 +557,7 @@ def test_a_reset_run_gets_no_model_turn_and_its_history_holds_no_key(tmp_path: P
     call ids: new effects), as often as a rogue asks. Now a reset run is refused. Also:
     the real run's history, readable by the rogue, holds its task but not the key.
     Positive control: the run before the reset completes its call and both turns."""
-    config_path = write_config(
-        tmp_path,
-        [
-            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "real"}}]},
-            {"text": "recorded"},
-        ],
-        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
-    )
+    config_path = _recording(tmp_path, "real")
     params = _params(config_path, "record the real item")
     out: dict[str, Any] = {}
 
@@ -611,14 +597,7 @@ def test_a_bogus_grant_signalled_before_the_real_one_does_not_sink_the_run(
     (``submit``'s two steps, the rogue in between): the run took the first grant it was
     sent, every activity refused it, and the real run failed. Now each grant that comes
     is tried in turn and the real one wins; the bogus ones get one refusal and no turn."""
-    config_path = write_config(
-        tmp_path,
-        [
-            {"tool_calls": [{"id": "c0", "name": "ledger__record", "input": {"item": "x"}}]},
-            {"text": "recorded"},
-        ],
-        rules=[{"kind": "tool", "name": "ledger__record", "decision": "allow"}],
-    )
+    config_path = _recording(tmp_path, "x")
     params = _params(config_path, "record x")
     out: dict[str, Any] = {}
     run_id = "run-raced000001"

@@ -36,18 +36,27 @@ SERVER = str(Path(__file__).resolve().parent / "hostile_server.py")
 FLOOD_TOOL = {"name": "flood", "description": "Flood during the call.", "inputSchema": {}}
 ALLOW: dict[str, Any] = {"mode": "headless", "preset": "unsafe-allow-everything"}
 FLOOD: dict[str, Any] = {"progress": 300, "logs": 1500, "log_bytes": 4000}
+#: The lines a stdio host writes before it stops reading.
+DEAF_HOST = deaf_host_lines(FLOOD)
+
+
+def _flooding_upstream() -> ServerConfig:
+    """The hostile server over stdio, offering the ``flood`` tool."""
+    return ServerConfig(
+        name="up",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
+    )
+
+
 MODERN = MODERN_REVISIONS[0]
 
 
 @asynccontextmanager
 async def _gateway() -> AsyncIterator[int]:
     """The gateway over HTTP on a free loopback port, in front of hostile_server.py."""
-    upstream = ServerConfig(
-        name="up",
-        transport="stdio",
-        command=sys.executable,
-        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
-    )
+    upstream = _flooding_upstream()
     async with (
         open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway,
         trio.open_nursery() as nursery,
@@ -253,17 +262,10 @@ async def test_a_stdio_host_that_stops_reading_our_stdout_has_its_session_ended(
     from agenthost.serve import serve_stdio
 
     monkeypatch.setattr("agenthost.serve.outbox.STALL_LIMIT", 1.0)
-    upstream = ServerConfig(
-        name="up",
-        transport="stdio",
-        command=sys.executable,
-        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
-    )
+    upstream = _flooding_upstream()
     our_stdin, host_writes = os.pipe()
     host_reads, our_stdout = os.pipe()  # the host never reads its end
-    os.write(
-        host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in deaf_host_lines(FLOOD))
-    )
+    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in DEAF_HOST))
     try:
         async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
             with trio.fail_after(30):
@@ -288,18 +290,11 @@ async def test_a_stdio_host_that_closes_our_stdout_has_its_session_ended() -> No
     serving its calls (tools run, side effects and all) for nobody until stdin ends."""
     from agenthost.serve import serve_stdio
 
-    upstream = ServerConfig(
-        name="up",
-        transport="stdio",
-        command=sys.executable,
-        args=(SERVER, json.dumps({"tools": [FLOOD_TOOL]})),
-    )
+    upstream = _flooding_upstream()
     our_stdin, host_writes = os.pipe()
     host_reads, our_stdout = os.pipe()
     os.close(host_reads)
-    os.write(
-        host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in deaf_host_lines(FLOOD))
-    )
+    os.write(host_writes, b"".join(json.dumps(line).encode() + b"\n" for line in DEAF_HOST))
     try:
         async with open_gateway(HostConfig(servers=[upstream], policy=ALLOW)) as gateway:
             with trio.fail_after(10):
